@@ -1,0 +1,52 @@
+# dreamkeeper — the two commands of the contract are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+DEMO_DIR ?= $(CURDIR)/demo-run
+
+.PHONY: demo test test-fast lint typecheck install tools bench generate clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Runs one consolidation cycle on a fresh copy of the bundled sample agent (offline proposer, no cluster).
+demo: $(STAMP)
+	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@$(VENV)/bin/dreamkeeper sample $(DEMO_DIR)/agent
+	@$(VENV)/bin/dreamkeeper memory stats $(DEMO_DIR)/agent
+	@$(VENV)/bin/dreamkeeper dream $(DEMO_DIR)/agent --proposer offline
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+# External binaries the tests need (control plane, kubectl, helm, promtool, podman), cached outside the repo.
+tools:
+	@bash tests/tools/install-tools.sh
+
+# Everything: lint, types, and every test including the real control plane and podman ones.
+test: $(STAMP) tools lint typecheck
+	$(PY) -m pytest -p no:cacheprovider
+
+# The quick loop: no control plane, no podman, no slow crash loops.
+test-fast: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not slow' -x -q
+
+bench: $(STAMP)
+	$(PY) -m bench all
+
+generate: $(STAMP)
+	$(PY) -m dreamkeeper.kube.generate
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .mypy_cache .ruff_cache

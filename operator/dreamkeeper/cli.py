@@ -1,0 +1,65 @@
+"""The `dreamkeeper` command line: one root app composed of each concern's sub-commands.
+
+Each package owns its commands (``memory/cli.py``, ``coverage/cli.py``, ...); this module only wires them,
+so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import typer
+
+from dreamkeeper import __version__
+
+app = typer.Typer(
+    name="dreamkeeper",
+    help="Dream consolidation of AI agents' long-term memory that never loses a memory.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dreamkeeper {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Log warnings and errors only."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True),
+) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    level_name = os.environ.get("DREAMKEEPER_LOG_LEVEL")
+    if level_name:
+        level = logging.getLevelName(level_name.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _register() -> None:
+    # Imported lazily so `dreamkeeper --help` stays fast and a broken optional piece names itself.
+    from dreamkeeper.memory.cli import register as register_memory
+
+    register_memory(app)
+    for module_name in (
+        "dreamkeeper.coverage.cli",
+        "dreamkeeper.consolidation.cli",
+        "dreamkeeper.proposers.cli",
+        "dreamkeeper.kube.cli",
+    ):
+        try:
+            module = __import__(module_name, fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(app)
+
+
+def main() -> None:
+    _register()
+    app()

@@ -1,1 +1,61 @@
-"""memory."""
+"""Memory store: RockBot-compatible entry files, archive tier, durable atomic writes, locking, restore, purge."""
+
+from dreamkeeper.memory.atomic import Fingerprint, create_exclusive, replace_file
+from dreamkeeper.memory.entry import (
+    REASON_EPHEMERAL,
+    REASON_MERGED_INTO,
+    Entry,
+    format_timestamp,
+    utcnow,
+)
+from dreamkeeper.memory.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    InvalidCategoryError,
+    InvalidIdError,
+    LockHeldError,
+    MemoryStoreError,
+    PathEscapeError,
+    StoreWriteError,
+)
+from dreamkeeper.memory.lock import CycleLock, state_dir
+from dreamkeeper.memory.paths import validate_category, validate_id
+from dreamkeeper.memory.store import (
+    HighValueFloor,
+    MalformedFile,
+    MemoryStore,
+    PurgeReport,
+    ScanResult,
+    StoredEntry,
+    entry_summary,
+)
+
+__all__ = [
+    "REASON_EPHEMERAL",
+    "REASON_MERGED_INTO",
+    "ConflictError",
+    "CycleLock",
+    "Entry",
+    "EntryNotFoundError",
+    "Fingerprint",
+    "HighValueFloor",
+    "InvalidCategoryError",
+    "InvalidIdError",
+    "LockHeldError",
+    "MalformedFile",
+    "MemoryStore",
+    "MemoryStoreError",
+    "PathEscapeError",
+    "PurgeReport",
+    "ScanResult",
+    "StoreWriteError",
+    "StoredEntry",
+    "create_exclusive",
+    "entry_summary",
+    "format_timestamp",
+    "replace_file",
+    "state_dir",
+    "utcnow",
+    "validate_category",
+    "validate_id",
+]

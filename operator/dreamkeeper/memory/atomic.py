@@ -1,0 +1,165 @@
+"""Durable atomic file replacement and the fingerprints used for optimistic concurrency.
+
+Every mutation of an entry file goes through :func:`replace_file`: a hidden temp file in the same directory,
+fsync of the file, rename over the target, fsync of the directory. A crash at any instant leaves the old file or
+the new one, never a torn or missing one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from dreamkeeper.memory.errors import ConflictError, StoreWriteError
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What the caller last read: content hash plus mtime and size. Any difference means someone wrote."""
+
+    sha256: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of_bytes(cls, data: bytes, st: os.stat_result) -> Fingerprint:
+        return cls(hashlib.sha256(data).hexdigest(), st.st_size, st.st_mtime_ns)
+
+    def short(self) -> str:
+        return self.sha256[:12]
+
+
+class _Unchecked:
+    """Marker: write without a concurrency check (dreamkeeper's own state files only)."""
+
+
+UNCHECKED: Final = _Unchecked()
+MUST_NOT_EXIST: Final = None
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EPERM, errno.EFBIG}
+
+
+def read_with_fingerprint(path: Path) -> tuple[bytes, Fingerprint]:
+    with open(path, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        data = handle.read()
+    return data, Fingerprint.of_bytes(data, st)
+
+
+def current_fingerprint(path: Path) -> Fingerprint | None:
+    try:
+        return read_with_fingerprint(path)[1]
+    except FileNotFoundError:
+        return None
+
+
+def check_unchanged(path: Path, expected: Fingerprint | None) -> None:
+    """Refuse when the file is not what the caller read (expected=None means: must not exist)."""
+    actual = current_fingerprint(path)
+    if expected is None:
+        if actual is not None:
+            raise ConflictError(path, "a file appeared where a new entry was to be created")
+        return
+    if actual is None:
+        raise ConflictError(path, "the file was removed since it was read")
+    if actual.sha256 != expected.sha256:
+        raise ConflictError(path, f"content changed since it was read ({expected.short()} -> {actual.short()})")
+    if actual.size != expected.size or actual.mtime_ns != expected.mtime_ns:
+        raise ConflictError(path, "the file was rewritten since it was read")
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        with contextlib.suppress(FileNotFoundError):
+            # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites.
+            old = os.stat(path)
+            os.fchmod(fd, stat.S_IMODE(old.st_mode))
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, -1, old.st_gid)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    os.close(fd)
+    return temp
+
+
+def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | None) -> Fingerprint:
+    """Durably replace (or create) ``path`` with ``data``.
+
+    ``expected``: a Fingerprint = the file must still be exactly that; ``MUST_NOT_EXIST`` (None) = exclusive
+    create, never clobbering a file that appeared; ``UNCHECKED`` = dreamkeeper's own state files only.
+    """
+    temp: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = _write_temp(path, data)
+        if expected is None:
+            # link() fails if the name exists: a concurrent creator is never overwritten.
+            try:
+                os.link(temp, path)
+            except FileExistsError as exc:
+                raise ConflictError(path, "a file appeared where a new entry was to be created") from exc
+            os.unlink(temp)
+        else:
+            if isinstance(expected, Fingerprint):
+                # The window between this check and the rename is microseconds; the agent does not lock.
+                check_unchanged(path, expected)
+            os.replace(temp, path)
+        temp = None
+        fsync_directory(path.parent)
+    except OSError as exc:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        if exc.errno in _WRITE_ERRNOS:
+            raise StoreWriteError(path, exc) from exc
+        raise
+    except BaseException:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        raise
+    fingerprint = current_fingerprint(path)
+    assert fingerprint is not None
+    return fingerprint
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Create ``path`` only if it does not exist; never renames over an existing file.
+
+    Returns True when created, False when a file was already there (left byte-identical).
+    """
+    try:
+        replace_file(path, data, MUST_NOT_EXIST)
+    except ConflictError:
+        return False
+    return True
+
+
+def unlink_durably(path: Path) -> None:
+    """Remove a file and persist the directory change. Only purge may call this on an entry file."""
+    os.unlink(path)
+    fsync_directory(path.parent)

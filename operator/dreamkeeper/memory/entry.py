@@ -1,0 +1,214 @@
+"""The memory entry: one JSON file per memory, in RockBot's on-disk format.
+
+RockBot writes camelCase, indented JSON with nulls, and reads case-insensitively. dreamkeeper rewrites files the
+agent owns, so an entry remembers the exact JSON object it was read from and, on rewrite, keeps every value whose
+meaning did not change (unknown fields, unknown metadata keys, 7-digit .NET fractions, key order) as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+# Metadata keys written by RockBot and dreamkeeper. Bookkeeping keys are never copied between entries.
+MERGED_FROM = "mergedFrom"
+MERGED_AT = "mergedAt"
+FOLDED_FROM = "foldedFrom"
+FOLDED_AT = "foldedAt"
+REVIEWED_HASH = "consolidationReviewedHash"
+REVIEWED_AT = "consolidationReviewedAt"
+REJECTED_CLUSTER = "consolidationRejectedCluster"
+REJECTED_AT = "consolidationRejectedAt"
+DECLINED_CLUSTER = "consolidationDeclinedCluster"
+DECLINED_AT = "consolidationDeclinedAt"
+DECLINED_COUNT = "consolidationDeclinedCount"
+ARCHIVED_BY_CYCLE = "dreamkeeperArchivedByCycle"
+CREATED_BY_CYCLE = "dreamkeeperCreatedByCycle"
+BOOKKEEPING_KEYS = frozenset(
+    {
+        MERGED_FROM,
+        MERGED_AT,
+        FOLDED_FROM,
+        FOLDED_AT,
+        REVIEWED_HASH,
+        REVIEWED_AT,
+        REJECTED_CLUSTER,
+        REJECTED_AT,
+        DECLINED_CLUSTER,
+        DECLINED_AT,
+        DECLINED_COUNT,
+        ARCHIVED_BY_CYCLE,
+        CREATED_BY_CYCLE,
+    }
+)
+
+REASON_MERGED_INTO = "merged into "
+REASON_EPHEMERAL = "flagged ephemeral by consolidation"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """ISO-8601 round-trip form, always with an offset (RockBot's DateTimeOffset)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.isoformat(timespec="microseconds")
+
+
+def as_aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class Entry(BaseModel):
+    """One memory. Field names are Python; aliases are RockBot's camelCase JSON names."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow", validate_assignment=False)
+
+    id: str
+    content: str = ""
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utcnow, alias="createdAt")
+    updated_at: datetime | None = Field(default=None, alias="updatedAt")
+    last_seen_at: datetime | None = Field(default=None, alias="lastSeenAt")
+    reinforcement_count: int = Field(default=1, alias="reinforcementCount")
+    importance_score: float = Field(default=0.5, alias="importanceScore")
+    metadata: dict[str, str] | None = None
+    superseded_by: str | None = Field(default=None, alias="supersededBy")
+    archived_at: datetime | None = Field(default=None, alias="archivedAt")
+    archive_reason: str | None = Field(default=None, alias="archiveReason")
+
+    # The JSON object this entry was read from, and the key spelling used for each known field in it.
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _key_names: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @field_validator("created_at", "updated_at", "last_seen_at", "archived_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_aware(value)
+
+    @field_validator("importance_score")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("importanceScore must be a finite number")
+        return value
+
+    # ---- derived views -------------------------------------------------------------------------------
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    @property
+    def is_live(self) -> bool:
+        return self.archived_at is None and not self.superseded_by
+
+    @property
+    def seen_at(self) -> datetime:
+        return self.last_seen_at or self.created_at
+
+    def meta(self, key: str) -> str | None:
+        return (self.metadata or {}).get(key)
+
+    def with_meta(self, **values: str | None) -> Entry:
+        """A copy with metadata keys set (None removes a key); the raw JSON is carried along."""
+        metadata = dict(self.metadata or {})
+        for key, value in values.items():
+            if value is None:
+                metadata.pop(key, None)
+            else:
+                metadata[key] = value
+        return self.evolve(metadata=metadata)
+
+    def evolve(self, **changes: Any) -> Entry:
+        """A copy with fields changed; it remembers the same original JSON so unchanged values round-trip."""
+        clone = self.model_copy(update=changes, deep=True)
+        clone._raw = self._raw
+        clone._key_names = self._key_names
+        return clone
+
+    # ---- JSON ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_json_obj(cls, obj: dict[str, Any]) -> Entry:
+        """Parse one entry file's object. Property names are matched case-insensitively, as RockBot does."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
+        by_lower = {alias.lower(): alias for alias in _ALIASES}
+        normalised: dict[str, Any] = {}
+        key_names: dict[str, str] = {}
+        for key, value in obj.items():
+            alias = by_lower.get(key.lower())
+            if alias is None:
+                normalised[key] = value
+            else:
+                if alias in key_names:
+                    raise ValueError(f"property {alias!r} appears twice ({key_names[alias]!r} and {key!r})")
+                normalised[alias] = value
+                key_names[alias] = key
+        if "id" not in normalised or not isinstance(normalised["id"], str) or not normalised["id"].strip():
+            raise ValueError("missing or blank 'id'")
+        if normalised.get("content") is None:
+            normalised["content"] = ""
+        entry = cls.model_validate(normalised)
+        entry._raw = obj
+        entry._key_names = key_names
+        return entry
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The object to write: the original JSON with only the values whose meaning changed replaced."""
+        current = self.model_dump(mode="json", by_alias=True, exclude=set(self.model_extra or {}))
+        for alias in _DATETIME_ALIASES:
+            value = getattr(self, _ALIASES[alias])
+            current[alias] = None if value is None else format_timestamp(value)
+        out: dict[str, Any] = {}
+        for key, raw_value in self._raw.items():
+            known = _alias_of(key, self._key_names)
+            if known is None:
+                # Unknown field: kept exactly unless the caller replaced it on purpose.
+                extras = self.model_extra or {}
+                out[key] = extras.get(key, raw_value)
+                continue
+            out[key] = raw_value if self._same_meaning(known, raw_value) else current[known]
+        written = {_alias_of(key, self._key_names) for key in out}
+        for alias in _ALIASES:
+            if alias not in written:
+                out[alias] = current[alias]
+        for key, value in (self.model_extra or {}).items():
+            out.setdefault(key, value)
+        return out
+
+    def to_json_bytes(self) -> bytes:
+        return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    def _same_meaning(self, alias: str, raw_value: Any) -> bool:
+        field_name = _ALIASES[alias]
+        mine = getattr(self, field_name)
+        try:
+            theirs = getattr(type(self).model_validate({"id": "x", alias: raw_value}), field_name)
+        except Exception:
+            return False
+        return bool(mine == theirs)
+
+
+_ALIASES: dict[str, str] = {(info.alias or name): name for name, info in Entry.model_fields.items()}
+_DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
+
+
+def _alias_of(key: str, key_names: dict[str, str]) -> str | None:
+    for alias, original in key_names.items():
+        if original == key:
+            return alias
+    return key if key in _ALIASES else None

@@ -1,0 +1,59 @@
+"""Validation of ids and category paths: nothing a proposer or a file names may escape the memory root."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dreamkeeper.memory.errors import InvalidCategoryError, InvalidIdError, PathEscapeError
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+EMBEDDINGS_DIR = ".embeddings"
+
+
+def validate_id(entry_id: str) -> str:
+    if not isinstance(entry_id, str) or not entry_id:
+        raise InvalidIdError(str(entry_id), "blank")
+    if not _ID.fullmatch(entry_id) or ".." in entry_id:
+        raise InvalidIdError(entry_id, "ids are 1-128 of [A-Za-z0-9_.-], starting alphanumeric, without '..'")
+    return entry_id
+
+
+def validate_category(category: str | None) -> str | None:
+    """RockBot's rule: '/'-joined segments of [A-Za-z0-9_-]+, not rooted, no '..', not blank."""
+    if category is None:
+        return None
+    if not category.strip():
+        raise InvalidCategoryError(category, "blank")
+    if category.startswith("/") or category.startswith("\\") or re.match(r"^[A-Za-z]:", category):
+        raise InvalidCategoryError(category, "absolute paths are not categories")
+    segments = category.split("/")
+    for segment in segments:
+        if segment in ("", ".", ".."):
+            raise InvalidCategoryError(category, f"empty or relative segment {segment!r}")
+        if not _SEGMENT.fullmatch(segment):
+            raise InvalidCategoryError(category, f"segment {segment!r} is not [A-Za-z0-9_-]+")
+    return category
+
+
+def entry_path(root: Path, entry_id: str, category: str | None) -> Path:
+    """Where an entry lives: root/{category}/{id}.json, or root/{id}.json when uncategorised."""
+    validate_id(entry_id)
+    validate_category(category)
+    directory = root if category is None else root.joinpath(*category.split("/"))
+    path = directory / f"{entry_id}.json"
+    ensure_inside(root, path)
+    return path
+
+
+def ensure_inside(root: Path, path: Path) -> None:
+    resolved_root = root.resolve()
+    resolved = path.resolve()
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        raise PathEscapeError(path, root)
+
+
+def category_of_path(root: Path, path: Path) -> str | None:
+    relative = path.relative_to(root).parent
+    return None if str(relative) in ("", ".") else relative.as_posix()

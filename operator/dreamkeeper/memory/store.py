@@ -1,0 +1,364 @@
+"""The file store: RockBot's one-JSON-file-per-entry layout, with an archive tier and no entry cap.
+
+Invariants:
+* every write is durable and atomic (:mod:`dreamkeeper.memory.atomic`);
+* every mutation names the fingerprint the caller read and is refused if the file changed since (the agent keeps
+  writing while a cycle runs);
+* archive hides, never deletes; :meth:`MemoryStore.purge` is the only code path that deletes an entry file;
+* a malformed file is reported and left exactly as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dreamkeeper.memory.atomic import (
+    MUST_NOT_EXIST,
+    Fingerprint,
+    read_with_fingerprint,
+    replace_file,
+    unlink_durably,
+)
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, Entry, as_aware, utcnow
+from dreamkeeper.memory.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    InvalidCategoryError,
+)
+from dreamkeeper.memory.paths import EMBEDDINGS_DIR, category_of_path, ensure_inside, entry_path, validate_id
+
+log = logging.getLogger(__name__)
+
+
+class HighValueFloor(BaseModel):
+    """Entries at or above the floor are never pruned standalone and never purged."""
+
+    importance: float = Field(default=0.80, ge=0.0)
+    reinforcement: int = Field(default=5, ge=0)
+
+    def protects(self, entry: Entry) -> bool:
+        return entry.importance_score >= self.importance or entry.reinforcement_count >= self.reinforcement
+
+    def describe(self, entry: Entry) -> str:
+        return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    """An entry together with where it lives and the fingerprint of the bytes it was read from."""
+
+    entry: Entry
+    path: Path
+    fingerprint: Fingerprint
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedFile:
+    path: Path
+    error: str
+
+
+@dataclass
+class ScanResult:
+    entries: list[StoredEntry] = field(default_factory=list)
+    malformed: list[MalformedFile] = field(default_factory=list)
+    duplicates: list[StoredEntry] = field(default_factory=list)
+
+    @property
+    def live(self) -> list[StoredEntry]:
+        return [s for s in self.entries if s.entry.is_live]
+
+    @property
+    def archived(self) -> list[StoredEntry]:
+        return [s for s in self.entries if s.entry.is_archived]
+
+
+@dataclass
+class PurgeReport:
+    purged: list[Entry] = field(default_factory=list)
+    kept_above_floor: list[Entry] = field(default_factory=list)
+    not_due: int = 0
+    conflicts: int = 0
+    dry_run: bool = False
+
+
+def entry_summary(entry: Entry) -> str:
+    return (
+        f"{entry.id} ({entry.category or 'uncategorized'}, importance={entry.importance_score:.2f}, "
+        f"reinforced={entry.reinforcement_count}x)"
+    )
+
+
+class MemoryStore:
+    """The memory directory of one agent (``AGENT_DIR/memory`` by default)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._index: dict[str, Path] | None = None
+
+    # ---- reading -------------------------------------------------------------------------------------
+
+    def iter_files(self) -> Iterator[Path]:
+        """Every entry file, depth-first in name order; hidden files/dirs (temps, .embeddings) are skipped."""
+        if not self.root.is_dir():
+            return
+        stack = [self.root]
+        while stack:
+            directory = stack.pop()
+            try:
+                children = sorted(os.scandir(directory), key=lambda d: d.name)
+            except OSError as exc:
+                log.warning("cannot list %s: %s; its entries are not visible this run", directory, exc)
+                continue
+            subdirs = []
+            for child in children:
+                if child.name.startswith("."):
+                    continue
+                if child.is_dir(follow_symlinks=False):
+                    subdirs.append(Path(child.path))
+                elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
+                    yield Path(child.path)
+            stack.extend(reversed(subdirs))
+
+    def read_file(self, path: Path) -> StoredEntry | MalformedFile:
+        try:
+            data, fingerprint = read_with_fingerprint(path)
+        except OSError as exc:
+            return MalformedFile(path, f"unreadable: {exc.strerror or exc}")
+        try:
+            obj = json.loads(data.decode("utf-8-sig"))
+            entry = Entry.from_json_obj(obj)
+        except (UnicodeDecodeError, ValueError) as exc:
+            return MalformedFile(path, _one_line(exc))
+        expected_name = f"{entry.id}.json"
+        if path.name.lower() != expected_name.lower():
+            return MalformedFile(path, f"file name does not match its id {entry.id!r}")
+        return StoredEntry(entry, path, fingerprint)
+
+    def iter_entries(self, include_archived: bool = True) -> Iterator[StoredEntry | MalformedFile]:
+        """Streams every file, no cap. Malformed files are yielded (and logged), never touched."""
+        for path in self.iter_files():
+            result = self.read_file(path)
+            if isinstance(result, MalformedFile):
+                log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+                yield result
+            elif include_archived or result.entry.is_live:
+                yield result
+
+    def scan(self) -> ScanResult:
+        result = ScanResult()
+        index: dict[str, Path] = {}
+        for item in self.iter_entries():
+            if isinstance(item, MalformedFile):
+                result.malformed.append(item)
+                continue
+            key = item.id.lower()
+            if key in index:
+                # Two files claim one id: neither is trusted for mutation, both are kept.
+                log.warning(
+                    "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
+                    item.id,
+                    index[key],
+                    item.path,
+                )
+                result.duplicates.append(item)
+                continue
+            index[key] = item.path
+            result.entries.append(item)
+        self._index = index
+        return result
+
+    def _lookup(self, entry_id: str) -> Path | None:
+        if self._index is None:
+            self.scan()
+        assert self._index is not None
+        path = self._index.get(entry_id.lower())
+        if path is not None and path.exists():
+            return path
+        # The agent may have written since the index was built.
+        self.scan()
+        return self._index.get(entry_id.lower())
+
+    def get(self, entry_id: str) -> StoredEntry | None:
+        """By id, archived entries included (ids are case-insensitive, as in RockBot)."""
+        validate_id(entry_id)
+        path = self._lookup(entry_id)
+        if path is None:
+            return None
+        result = self.read_file(path)
+        if isinstance(result, MalformedFile):
+            log.warning("memory file %s is malformed: %s (left untouched)", result.path, result.error)
+            return None
+        return result
+
+    def require(self, entry_id: str) -> StoredEntry:
+        stored = self.get(entry_id)
+        if stored is None:
+            raise EntryNotFoundError(entry_id)
+        return stored
+
+    def load_embedding(self, entry_id: str) -> np.ndarray | None:
+        """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
+        path = self.root / EMBEDDINGS_DIR / f"{entry_id}.bin"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if not data or len(data) % 4:
+            return None
+        vector = np.frombuffer(data, dtype="<f4")
+        if not np.all(np.isfinite(vector)):
+            return None
+        return vector
+
+    # ---- writing -------------------------------------------------------------------------------------
+
+    def save(self, entry: Entry, expected: Fingerprint | None) -> StoredEntry:
+        """Write an entry. ``expected=None`` creates (refusing if a file with that name appears)."""
+        path = entry_path(self.root, entry.id, entry.category)
+        existing = self._index.get(entry.id.lower()) if self._index is not None else None
+        if existing is not None and existing != path and existing.exists():
+            raise InvalidCategoryError(
+                entry.category or "", f"entry {entry.id} lives at {existing}; moving entries is not supported"
+            )
+        fingerprint = replace_file(path, entry.to_json_bytes(), expected)
+        if self._index is not None:
+            self._index[entry.id.lower()] = path
+        saved = self.read_file(path)
+        if isinstance(saved, MalformedFile):  # pragma: no cover - we just wrote it
+            raise ConflictError(path, f"re-read after write failed: {saved.error}")
+        assert saved.fingerprint.sha256 == fingerprint.sha256
+        return saved
+
+    def create(self, entry: Entry) -> StoredEntry:
+        return self.save(entry, MUST_NOT_EXIST)
+
+    def update(self, stored: StoredEntry, entry: Entry) -> StoredEntry:
+        if entry.id != stored.id:
+            raise ValueError(f"update of {stored.id} given entry {entry.id}")
+        if stored.path != entry_path(self.root, entry.id, entry.category):
+            raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
+        return self.save(entry, stored.fingerprint)
+
+    def archive(
+        self, stored: StoredEntry, reason: str, now: datetime | None = None, cycle_id: str | None = None
+    ) -> StoredEntry:
+        """Hide an entry from live listing, keeping it on disk and retrievable by id.
+
+        Idempotent: an already archived entry keeps its first reason and time.
+        """
+        if stored.entry.is_archived:
+            return stored
+        now = now or utcnow()
+        entry = stored.entry.evolve(archived_at=now, archive_reason=reason)
+        if cycle_id:
+            entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: cycle_id})
+        result = self.update(stored, entry)
+        log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, entry.content)
+        return result
+
+    def restore(self, stored: StoredEntry) -> StoredEntry:
+        """Bring an archived entry back to live. Returns it unchanged when it was not archived."""
+        if not stored.entry.is_archived:
+            return stored
+        entry = stored.entry.evolve(archived_at=None, archive_reason=None).with_meta(**{ARCHIVED_BY_CYCLE: None})
+        result = self.update(stored, entry)
+        log.info(
+            "Restored memory entry %s (was archived %s — %s): %s",
+            entry_summary(entry),
+            stored.entry.archived_at.isoformat() if stored.entry.archived_at else "?",
+            stored.entry.archive_reason,
+            entry.content,
+        )
+        return result
+
+    def purge(
+        self,
+        retention: timedelta | None,
+        floor: HighValueFloor,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        entries: list[StoredEntry] | None = None,
+    ) -> PurgeReport:
+        """Hard-delete entries archived longer than ``retention`` — the only deleting path in dreamkeeper.
+
+        ``retention`` None or zero keeps everything forever. Entries above the high-value floor are never purged.
+        """
+        report = PurgeReport(dry_run=dry_run)
+        if retention is None or retention <= timedelta(0):
+            return report
+        now = now or utcnow()
+        cutoff = now - retention
+        candidates = entries if entries is not None else self.scan().entries
+        for stored in candidates:
+            entry = stored.entry
+            if entry.archived_at is None:
+                continue
+            if as_aware(entry.archived_at) > cutoff:
+                report.not_due += 1
+                continue
+            if floor.protects(entry):
+                report.kept_above_floor.append(entry)
+                continue
+            if dry_run:
+                report.purged.append(entry)
+                continue
+            try:
+                self._purge_one(stored)
+            except ConflictError as exc:
+                log.warning("not purging %s: %s", entry.id, exc)
+                report.conflicts += 1
+                continue
+            report.purged.append(entry)
+        if not dry_run:
+            log.info(
+                "archive purge — %d purged, %d kept above the high-value floor (archived over %d days ago)",
+                len(report.purged),
+                len(report.kept_above_floor),
+                retention.days,
+            )
+        return report
+
+    def _purge_one(self, stored: StoredEntry) -> None:
+        # Re-verify: an entry restored (or rewritten) by the agent since the scan must not be deleted.
+        fresh = self.read_file(stored.path)
+        if isinstance(fresh, MalformedFile) or fresh.fingerprint != stored.fingerprint:
+            raise ConflictError(stored.path, "changed since it was read")
+        ensure_inside(self.root, stored.path)
+        entry = stored.entry
+        unlink_durably(stored.path)
+        embedding = self.root / EMBEDDINGS_DIR / f"{entry.id}.bin"
+        if embedding.exists():
+            unlink_durably(embedding)
+        if self._index is not None:
+            self._index.pop(entry.id.lower(), None)
+        log.info(
+            "Purged archived memory entry %s — archived %s (%s): %s",
+            entry_summary(entry),
+            entry.archived_at.isoformat() if entry.archived_at else "?",
+            entry.archive_reason,
+            entry.content,
+        )
+
+    # ---- housekeeping --------------------------------------------------------------------------------
+
+    def category_of(self, path: Path) -> str | None:
+        return category_of_path(self.root, path)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).replace("\n", "; ")
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -43,6 +43,7 @@ class _Unchecked:
 UNCHECKED: Final = _Unchecked()
 MUST_NOT_EXIST: Final = None
 
+_NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EPERM, errno.EFBIG}
 
 
@@ -83,7 +84,22 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
+def make_dirs_durably(directory: Path) -> None:
+    """mkdir -p that also fsyncs each parent it added a directory to, so a new category survives a crash."""
+    missing: list[Path] = []
+    probe = directory
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for created in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            created.mkdir()
+        fsync_directory(created.parent)
+
+
+def _write_temp(path: Path, data: bytes) -> tuple[Path, Fingerprint]:
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -97,13 +113,16 @@ def _write_temp(path: Path, data: bytes) -> Path:
             with contextlib.suppress(PermissionError):
                 os.fchown(fd, -1, old.st_gid)
         os.fsync(fd)
+        # rename keeps the inode, so this is the fingerprint the target will have — taken from our own fd, not by
+        # re-reading the target, which the agent may already have rewritten.
+        fingerprint = Fingerprint.of_bytes(data, os.fstat(fd))
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
     os.close(fd)
-    return temp
+    return temp, fingerprint
 
 
 def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | None) -> Fingerprint:
@@ -114,15 +133,25 @@ def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | N
     """
     temp: Path | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = _write_temp(path, data)
+        make_dirs_durably(path.parent)
+        temp, fingerprint = _write_temp(path, data)
         if expected is None:
             # link() fails if the name exists: a concurrent creator is never overwritten.
             try:
                 os.link(temp, path)
             except FileExistsError as exc:
                 raise ConflictError(path, "a file appeared where a new entry was to be created") from exc
-            os.unlink(temp)
+            except OSError as exc:
+                if exc.errno not in _NO_HARDLINKS:
+                    raise
+                # Volumes without hard links (some SMB/CSI drivers): check then rename; the race window is tiny.
+                check_unchanged(path, None)
+                os.replace(temp, path)
+            else:
+                linked, temp = temp, None
+                with contextlib.suppress(OSError):
+                    # A leftover would be a hidden temp, which scans ignore; the entry itself is in place.
+                    os.unlink(linked)
         else:
             if isinstance(expected, Fingerprint):
                 # The window between this check and the rename is microseconds; the agent does not lock.
@@ -142,8 +171,6 @@ def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | N
             with contextlib.suppress(OSError):
                 temp.unlink()
         raise
-    fingerprint = current_fingerprint(path)
-    assert fingerprint is not None
     return fingerprint
 
 

@@ -7,6 +7,7 @@ meaning did not change (unknown fields, unknown metadata keys, 7-digit .NET frac
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from datetime import UTC, datetime
@@ -84,9 +85,11 @@ class Entry(BaseModel):
     archived_at: datetime | None = Field(default=None, alias="archivedAt")
     archive_reason: str | None = Field(default=None, alias="archiveReason")
 
-    # The JSON object this entry was read from, and the key spelling used for each known field in it.
+    # The JSON object this entry was read from, the key spelling used for each known field in it, and the field
+    # values parsed from it (so "unchanged" is judged against what was read, defaults and nulls included).
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
     _key_names: dict[str, str] = PrivateAttr(default_factory=dict)
+    _loaded: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -137,6 +140,7 @@ class Entry(BaseModel):
         clone = self.model_copy(update=changes, deep=True)
         clone._raw = self._raw
         clone._key_names = self._key_names
+        clone._loaded = self._loaded
         return clone
 
     # ---- JSON ----------------------------------------------------------------------------------------
@@ -162,9 +166,12 @@ class Entry(BaseModel):
             raise ValueError("missing or blank 'id'")
         if normalised.get("content") is None:
             normalised["content"] = ""
-        entry = cls.model_validate(normalised)
+        # by_name=False: an unknown key spelled like a Python field name ("archived_at") is an unknown field to
+        # RockBot, so it must stay one here instead of silently archiving (or re-scoring) the entry.
+        entry = cls.model_validate(normalised, by_alias=True, by_name=False)
         entry._raw = obj
         entry._key_names = key_names
+        entry._loaded = {name: copy.deepcopy(getattr(entry, name)) for name in _ALIASES.values()}
         return entry
 
     def to_json_obj(self) -> dict[str, Any]:
@@ -181,10 +188,11 @@ class Entry(BaseModel):
                 extras = self.model_extra or {}
                 out[key] = extras.get(key, raw_value)
                 continue
-            out[key] = raw_value if self._same_meaning(known, raw_value) else current[known]
+            out[key] = raw_value if self._unchanged(known) else current[known]
         written = {_alias_of(key, self._key_names) for key in out}
         for alias in _ALIASES:
-            if alias not in written:
+            # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
+            if alias not in written and not (self._loaded and self._unchanged(alias)):
                 out[alias] = current[alias]
         for key, value in (self.model_extra or {}).items():
             out.setdefault(key, value)
@@ -193,14 +201,12 @@ class Entry(BaseModel):
     def to_json_bytes(self) -> bytes:
         return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
-    def _same_meaning(self, alias: str, raw_value: Any) -> bool:
+    def _unchanged(self, alias: str) -> bool:
+        """True when the field still has the value parsed from the file (so the file's own spelling is kept)."""
         field_name = _ALIASES[alias]
-        mine = getattr(self, field_name)
-        try:
-            theirs = getattr(type(self).model_validate({"id": "x", alias: raw_value}), field_name)
-        except Exception:
+        if field_name not in self._loaded:
             return False
-        return bool(mine == theirs)
+        return bool(getattr(self, field_name) == self._loaded[field_name])
 
 
 _ALIASES: dict[str, str] = {(info.alias or name): name for name, info in Entry.model_fields.items()}

@@ -66,20 +66,27 @@ class CycleLock:
                 detail += " — past its expiry: the holder may be hung"
             raise LockHeldError(self.path, detail) from None
         self._fd = fd
-        stale = self.read_holder()
-        if stale is not None:
-            # The info file survives a crash but the flock does not: the previous run died holding it.
-            self.previous_holder_crashed = stale
-            log.warning("previous dreamkeeper run did not release its lock (%s); taking over", stale.describe())
-        now = utcnow()
-        holder = LockHolder(
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            purpose=self.purpose,
-            acquired_at=format_timestamp(now),
-            expires_at=format_timestamp(now + self.ttl),
-        )
-        replace_file(self.info_path, json.dumps(holder.__dict__, indent=2).encode(), UNCHECKED)
+        try:
+            stale = self.read_holder()
+            if stale is not None:
+                # The info file survives a crash but the flock does not: the previous run died holding it.
+                self.previous_holder_crashed = stale
+                log.warning("previous dreamkeeper run did not release its lock (%s); taking over", stale.describe())
+            now = utcnow()
+            holder = LockHolder(
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                purpose=self.purpose,
+                acquired_at=format_timestamp(now),
+                expires_at=format_timestamp(now + self.ttl),
+            )
+            replace_file(self.info_path, json.dumps(holder.__dict__, indent=2).encode(), UNCHECKED)
+        except BaseException:
+            # e.g. a full disk while writing the holder file: do not keep the flock for the rest of the process.
+            self._fd = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise
         return self
 
     def release(self) -> None:

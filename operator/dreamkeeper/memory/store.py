@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -212,6 +213,7 @@ class MemoryStore:
 
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
+        validate_id(entry_id)
         path = self.root / EMBEDDINGS_DIR / f"{entry_id}.bin"
         try:
             data = path.read_bytes()
@@ -229,19 +231,21 @@ class MemoryStore:
     def save(self, entry: Entry, expected: Fingerprint | None) -> StoredEntry:
         """Write an entry. ``expected=None`` creates (refusing if a file with that name appears)."""
         path = entry_path(self.root, entry.id, entry.category)
+        if expected is None and self._index is None:
+            # A create must not give an id a second file in another category: know every id first.
+            self.scan()
         existing = self._index.get(entry.id.lower()) if self._index is not None else None
         if existing is not None and existing != path and existing.exists():
             raise InvalidCategoryError(
                 entry.category or "", f"entry {entry.id} lives at {existing}; moving entries is not supported"
             )
-        fingerprint = replace_file(path, entry.to_json_bytes(), expected)
+        data = entry.to_json_bytes()
+        fingerprint = replace_file(path, data, expected)
         if self._index is not None:
             self._index[entry.id.lower()] = path
-        saved = self.read_file(path)
-        if isinstance(saved, MalformedFile):  # pragma: no cover - we just wrote it
-            raise ConflictError(path, f"re-read after write failed: {saved.error}")
-        assert saved.fingerprint.sha256 == fingerprint.sha256
-        return saved
+        # Parsed from the bytes we wrote (not re-read: the agent may already have written again, and the next
+        # mutation must then conflict rather than silently adopt the agent's version).
+        return StoredEntry(Entry.from_json_obj(json.loads(data)), path, fingerprint)
 
     def create(self, entry: Entry) -> StoredEntry:
         return self.save(entry, MUST_NOT_EXIST)
@@ -314,6 +318,13 @@ class MemoryStore:
                 report.kept_above_floor.append(entry)
                 continue
             if dry_run:
+                log.info(
+                    "dry run: would purge archived memory entry %s — archived %s (%s): %s",
+                    entry_summary(entry),
+                    entry.archived_at.isoformat(),
+                    entry.archive_reason,
+                    entry.content,
+                )
                 report.purged.append(entry)
                 continue
             try:
@@ -333,13 +344,23 @@ class MemoryStore:
         return report
 
     def _purge_one(self, stored: StoredEntry) -> None:
-        # Re-verify: an entry restored (or rewritten) by the agent since the scan must not be deleted.
-        fresh = self.read_file(stored.path)
-        if isinstance(fresh, MalformedFile) or fresh.fingerprint != stored.fingerprint:
-            raise ConflictError(stored.path, "changed since it was read")
         ensure_inside(self.root, stored.path)
         entry = stored.entry
-        unlink_durably(stored.path)
+        # Move the file out of the agent's namespace first, then verify what was moved: a version the agent wrote
+        # (say, a restore) after our scan is put back instead of deleted, with no check-then-delete window.
+        parked = stored.path.with_name(f".{stored.path.name}.{uuid.uuid4().hex}.purging")
+        try:
+            os.rename(stored.path, parked)
+        except FileNotFoundError as exc:
+            raise ConflictError(stored.path, "removed since it was read") from exc
+        try:
+            _, fingerprint = read_with_fingerprint(parked)
+        except OSError:
+            fingerprint = None
+        if fingerprint != stored.fingerprint:
+            self._unpark(parked, stored.path)
+            raise ConflictError(stored.path, "changed since it was read")
+        unlink_durably(parked)
         embedding = self.root / EMBEDDINGS_DIR / f"{entry.id}.bin"
         if embedding.exists():
             unlink_durably(embedding)
@@ -352,6 +373,16 @@ class MemoryStore:
             entry.archive_reason,
             entry.content,
         )
+
+    @staticmethod
+    def _unpark(parked: Path, original: Path) -> None:
+        try:
+            os.link(parked, original)
+        except FileExistsError:
+            # The agent wrote yet again; its newest file is in place. Keep the parked one too, and say where.
+            log.warning("purge: %s was rewritten twice meanwhile; the earlier copy is kept at %s", original, parked)
+            return
+        unlink_durably(parked)  # only the extra name: the data is back under its own name
 
     # ---- housekeeping --------------------------------------------------------------------------------
 

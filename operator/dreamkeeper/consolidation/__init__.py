@@ -1,1 +1,1 @@
-"""consolidation."""
+"""Consolidation engine: gating, clustering, proposals, safeguards, journal, report."""

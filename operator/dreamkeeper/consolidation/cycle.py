@@ -1,0 +1,393 @@
+"""One consolidation cycle: snapshot → recover → purge → exact fold → gating → clustering → proposal →
+validation → census → journal → apply → stamp → report. The proposer is consulted once per batch and trusted
+with nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dreamkeeper.consolidation.fold import plan_folds
+from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
+from dreamkeeper.consolidation.journal import ExecutionTally, Executor, Journal, incomplete_journals, write_journal
+from dreamkeeper.consolidation.plan import Plan
+from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, Proposer
+from dreamkeeper.consolidation.report import CycleReport, write_report
+from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
+from dreamkeeper.consolidation.validate import ValidationState, census, review_stamps, validate_replies
+from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary
+from dreamkeeper.memory import (
+    CycleLock,
+    MemoryStore,
+    ScanResult,
+    StoredEntry,
+    format_timestamp,
+    replace_file,
+    state_dir,
+    utcnow,
+)
+from dreamkeeper.memory.atomic import UNCHECKED
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CycleOptions:
+    agent_dir: Path
+    settings: CycleSettings = field(default_factory=CycleSettings)
+    memory_dir: Path | None = None
+    dry_run: bool = False
+    force: bool = False
+    now: datetime | None = None
+    progress: Progress | None = None
+
+    @property
+    def memory_root(self) -> Path:
+        return self.memory_dir or self.agent_dir / "memory"
+
+
+@dataclass
+class CycleOutcome:
+    report: CycleReport
+    plan: Plan | None = None
+    gating: GatingResult | None = None
+    report_path: Path | None = None
+
+
+def new_cycle_id(now: datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def ledger_path(agent_dir: Path) -> Path:
+    return state_dir(agent_dir) / "ledger.json"
+
+
+def read_ledger(agent_dir: Path) -> dict[str, str]:
+    try:
+        data = json.loads(ledger_path(agent_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_ledger(agent_dir: Path, report: CycleReport) -> None:
+    ledger = read_ledger(agent_dir)
+    ledger.update(
+        {
+            "lastCompletedAt": format_timestamp(report.finished_at or utcnow()),
+            "lastCycleId": report.cycle_id,
+        }
+    )
+    replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
+
+
+def recover(agent_dir: Path, memory_root: Path, now: datetime | None = None) -> list[tuple[str, ExecutionTally]]:
+    """Finish every journal a killed cycle left behind. Idempotent."""
+    store = MemoryStore(memory_root)
+    done = []
+    for path in incomplete_journals(agent_dir):
+        journal = Journal.load(path)
+        log.warning("recovering interrupted cycle %s from its journal %s", journal.header.cycle_id, path)
+        tally = Executor(store, journal, now or utcnow()).run()
+        log.info(
+            "recovered cycle %s — %d created, %d archived, %d conflicts",
+            journal.header.cycle_id,
+            tally.created,
+            tally.archived,
+            tally.conflicts,
+        )
+        done.append((journal.header.cycle_id, tally))
+    return done
+
+
+class Cycle:
+    def __init__(self, options: CycleOptions, proposer: Proposer) -> None:
+        self.options = options
+        self.proposer = proposer
+        self.settings = options.settings
+        self.agent_dir = options.agent_dir
+        self.store = MemoryStore(options.memory_root)
+        self.now = options.now or utcnow()
+        self.report = CycleReport(
+            cycle_id=new_cycle_id(self.now),
+            agent_dir=str(self.agent_dir),
+            proposer=proposer.name,
+            started_at=self.now,
+            result="dry-run" if options.dry_run else "completed",
+        )
+
+    def _stage(self, name: str) -> None:
+        log.debug("cycle %s: %s", self.report.cycle_id, name)
+        if self.options.progress:
+            self.options.progress(name)
+
+    async def run(self) -> CycleOutcome:
+        if not self.options.memory_root.is_dir():
+            raise FileNotFoundError(f"no memory directory at {self.options.memory_root}; nothing was changed")
+        if self.options.dry_run:
+            return await self._run_locked()
+        with CycleLock(self.agent_dir, f"dream cycle {self.report.cycle_id}"):
+            try:
+                outcome = await self._run_locked()
+            except Exception as exc:
+                self.report.result = "failed"
+                self.report.error = f"{type(exc).__name__}: {exc}"
+                self.report.finished_at = utcnow()
+                log.exception("dream cycle %s failed; completed steps are journaled", self.report.cycle_id)
+                write_report(self.agent_dir, self.report)
+                raise
+            finally:
+                await self.proposer.aclose()
+        return outcome
+
+    async def _run_locked(self) -> CycleOutcome:
+        report = self.report
+        if not self.options.dry_run:
+            self._stage("recover")
+            for cycle_id, tally in recover(self.agent_dir, self.options.memory_root, self.now):
+                report.notes.append(f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)")
+            if not self.options.force and self._too_soon():
+                return self._finish_skipped()
+
+        self._stage("vocabulary")
+        vocabulary = self._load_vocabulary()
+
+        if not self.options.dry_run:
+            self._stage("purge")
+            purge = self.store.purge(self.settings.retention, self.settings.floor, self.now)
+            report.purged = len(purge.purged)
+            report.purge_kept_above_floor = len(purge.kept_above_floor)
+            purged_ids = {e.id for e in purge.purged}
+        else:
+            purged_ids = set()
+
+        self._stage("snapshot")
+        scan = self.store.scan()
+        ids_before = {s.id for s in scan.entries} | purged_ids
+        report.total = len(scan.live)
+        report.malformed = len(scan.malformed)
+        live = _live(scan)
+
+        self._stage("fold")
+        folds = plan_folds(live, self.settings, self.now)
+        fold_plan = Plan(folds=folds)
+        if folds:
+            n_copies = sum(len(f.copies) for f in folds)
+            for fold in folds:
+                log.info(
+                    "folded %d exact duplicate(s) [%s] into %s",
+                    len(fold.copies),
+                    ", ".join(c.id for c in fold.copies),
+                    fold.survivor.id,
+                )
+            log.info("exact-duplicate fold — %d copy(s) folded across %d group(s)", n_copies, len(folds))
+            if self.options.dry_run:
+                report.folded = n_copies
+                leaving = fold_plan.leaving_ids()
+                live = [s for s in live if s.id not in leaving]
+            else:
+                tally = self._execute(fold_plan, suffix="-fold")
+                report.folded = tally.archived_folded
+                scan = self.store.scan()
+                live = _live(scan)
+
+        self._stage("gating")
+        gating = select_candidates(live, self.settings, self.now, self.store.load_embedding)
+        report.reviewed = len(gating.eligible)
+        report.withheld = gating.withheld
+        report.clusters = len(gating.clusters)
+        report.reopened = len(gating.reopened)
+        report.clustering_degraded = gating.degraded
+        log.info(
+            "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
+            len(gating.eligible),
+            len(live),
+            gating.withheld,
+        )
+        state = ValidationState(self.settings, vocabulary, report, report.cycle_id, self.now)
+        plan = state.plan
+        if len(gating.eligible) >= 2:
+            self._stage("proposal")
+            batches = make_batches(gating, self.settings.batch_max_entries)
+            request = ProposalRequest(
+                batches=tuple(batches),
+                total_entries=len(live),
+                withheld=gating.withheld,
+                now=self.now,
+                directive=self._directive(),
+            )
+            replies = await self.proposer.propose(request)
+            self._stage("validation")
+            await validate_replies(batches, replies, gating, live, self.proposer, state)
+            plan.stamps = review_stamps(gating, plan, state, _offered_ids(batches))
+        else:
+            log.info(
+                "%d of %d entries already reviewed and unchanged with no duplicate siblings — nothing eligible",
+                gating.withheld,
+                len(live),
+            )
+        self._account_usage()
+
+        if self.options.dry_run:
+            report.saved = len(plan.merges)
+            report.archived = report.folded + sum(len(m.sources) for m in plan.merges) + len(plan.prunes)
+            report.archived_with_replacement = report.folded + sum(len(m.sources) for m in plan.merges)
+            report.ephemeral = len(plan.prunes)
+            report.live_entries = len(live) + len(plan.merges) - len(plan.leaving_ids())
+            report.archived_entries = len(scan.archived) + report.archived
+            report.finished_at = utcnow()
+            self._log_summary()
+            return CycleOutcome(report, plan, gating)
+
+        self._stage("apply")
+        tally = self._execute(plan)
+        report.saved = tally.created
+        report.ephemeral = tally.ephemeral
+        report.archived = report.folded + tally.archived
+        report.archived_with_replacement = report.folded + tally.archived_merged
+        report.conflicts += tally.conflicts
+
+        self._stage("report")
+        final = self.store.scan()
+        ids_after = {s.id for s in final.entries} | {s.id for s in final.duplicates}
+        report.hard_deletes = len(ids_before - ids_after - purged_ids)
+        report.live_entries = len(final.live)
+        report.archived_entries = len(final.archived)
+        self._measure_loss(plan, final)
+        report.finished_at = utcnow()
+        _write_ledger(self.agent_dir, report)
+        path = write_report(self.agent_dir, report)
+        self._log_summary()
+        return CycleOutcome(report, plan, gating, path)
+
+    # ---- helpers -------------------------------------------------------------------------------------
+
+    def _too_soon(self) -> bool:
+        last = read_ledger(self.agent_dir).get("lastCompletedAt")
+        if not last or self.settings.min_interval.total_seconds() <= 0:
+            return False
+        try:
+            age = self.now - datetime.fromisoformat(last)
+        except ValueError:
+            return False
+        if age < self.settings.min_interval:
+            self.report.skip_reason = f"last completed {age} ago, minimum interval {self.settings.min_interval}"
+            log.info("memory consolidation skipped — %s", self.report.skip_reason)
+            return True
+        return False
+
+    def _finish_skipped(self) -> CycleOutcome:
+        self.report.result = "skipped"
+        scan = self.store.scan()
+        self.report.total = self.report.live_entries = len(scan.live)
+        self.report.archived_entries = len(scan.archived)
+        self.report.malformed = len(scan.malformed)
+        self.report.finished_at = utcnow()
+        path = write_report(self.agent_dir, self.report)
+        return CycleOutcome(self.report, report_path=path)
+
+    def _load_vocabulary(self) -> Vocabulary:
+        path = Path(self.settings.vocabulary_path)
+        if not path.is_absolute():
+            path = self.agent_dir / path
+        loaded = load_vocabulary(path)
+        self.report.vocabulary_status = loaded.status
+        if loaded.status == "fallback":
+            self.report.vocabulary_fallback = 1
+            self.report.notes.append(f"vocabulary fallback: {loaded.error}")
+        return loaded.vocabulary
+
+    def _directive(self) -> str | None:
+        path = self.agent_dir / DIRECTIVE_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            return None
+        return text if text.strip() else None
+
+    def _execute(self, plan: Plan, suffix: str = "") -> ExecutionTally:
+        if plan.is_empty:
+            return ExecutionTally()
+        journal = write_journal(self.agent_dir, self.report.cycle_id + suffix, plan, self.store, self.now)
+        return Executor(self.store, journal, self.now).run()
+
+    def _account_usage(self) -> None:
+        usage = self.proposer.usage()
+        self.report.llm_calls = usage.calls
+        self.report.input_tokens = usage.input_tokens
+        self.report.output_tokens = usage.output_tokens
+        self.report.invalid_replies = usage.invalid_replies
+        self.report.budget_exhausted = usage.budget_exhausted
+        self.report.estimated_cost = usage.estimated_cost
+        self.report.notes.extend(usage.notes)
+
+    def _measure_loss(self, plan: Plan, final: ScanResult) -> None:
+        """After apply: specifics of entries this cycle archived with a replacement must still be live."""
+        archived_here = [s for m in plan.merges for s in m.sources]
+        if not archived_here:
+            return
+        vocabulary = self._load_vocabulary()
+        index = CoverageIndex()
+        for stored in final.live:
+            index.add(stored.entry.content)
+        lost: list[str] = []
+        for stored in archived_here:
+            current = self.store.get(stored.id)
+            if current is None or not current.entry.is_archived:
+                continue  # not archived after all (conflict): nothing left the live corpus
+            for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
+                if not index.covers(specific) and specific.text not in lost:
+                    lost.append(specific.text)
+        self.report.specifics_lost = len(lost)
+        self.report.lost_specifics = lost
+        if lost:
+            log.error("specifics lost from the live corpus this cycle: %s", ", ".join(lost))
+
+    def _log_summary(self) -> None:
+        r = self.report
+        if r.rejected or r.repaired or r.protected or r.merge_only_ignored:
+            log.info(
+                "consolidation safeguards fired — %d merge(s) rejected for dropping specifics, %d merge(s) repaired, "
+                "%d entry(s) protected from pruning, %d prune(s) of reopened duplicates ignored",
+                r.rejected,
+                r.repaired,
+                r.protected,
+                r.merge_only_ignored,
+            )
+        log.info(
+            "dream cycle %s %s — %d archived (%d with replacement, %d ephemeral), %d saved, %d folded, "
+            "%d conflicts, %d hard deletes, live %d, archived %d",
+            r.cycle_id,
+            "planned (dry run)" if r.result == "dry-run" else "complete",
+            r.archived,
+            r.archived_with_replacement,
+            r.ephemeral,
+            r.saved,
+            r.folded,
+            r.conflicts,
+            r.hard_deletes,
+            r.live_entries,
+            r.archived_entries,
+        )
+
+
+def _live(scan: ScanResult) -> list[StoredEntry]:
+    return [s for s in scan.entries if s.entry.is_live]
+
+
+def _offered_ids(batches: list[Batch]) -> set[str]:
+    return {i for b in batches for i in b.ids}
+
+
+async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:
+    return await Cycle(options, proposer).run()
+
+
+__all__ = ["Cycle", "CycleOptions", "CycleOutcome", "census", "recover", "run_cycle"]

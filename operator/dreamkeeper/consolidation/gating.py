@@ -1,0 +1,157 @@
+"""Candidate gating: only new or changed entries, their near-duplicate siblings, and settled clusters that are
+due to reopen are ever offered. Nothing else can be named by a proposer, because nothing else is in the map."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
+from dreamkeeper.consolidation.fingerprints import cluster_hash, review_hash
+from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.memory import StoredEntry
+from dreamkeeper.memory.entry import DECLINED_AT, DECLINED_CLUSTER, DECLINED_COUNT, REVIEWED_AT, REVIEWED_HASH
+
+log = logging.getLogger(__name__)
+
+EmbeddingLoader = Callable[[str], "np.ndarray | None"]
+
+
+def is_reviewed(stored: StoredEntry) -> bool:
+    stamp = stored.entry.meta(REVIEWED_HASH)
+    return stamp is not None and stamp.upper() == review_hash(stored.entry.content)
+
+
+@dataclass
+class GatingResult:
+    eligible: list[StoredEntry] = field(default_factory=list)
+    merge_only: set[str] = field(default_factory=set)
+    clusters: list[Cluster] = field(default_factory=list)  # offered clusters
+    reopened: list[Cluster] = field(default_factory=list)
+    all_clusters: list[Cluster] = field(default_factory=list)
+    withheld: int = 0
+    unreviewed: int = 0
+    degraded: bool = False
+    degraded_reason: str | None = None
+
+    @property
+    def eligible_ids(self) -> set[str]:
+        return {s.id for s in self.eligible}
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else None
+
+
+def reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> datetime | None:
+    """When a settled cluster is offered again (RockBot #571): declines back off 7 → 14 → 28 → 56 days."""
+    interval = timedelta(days=settings.reopen_interval_days)
+    if interval <= timedelta(0):
+        return None
+    ids = [m.id for m in members]
+    expected = cluster_hash(ids)
+    stamps = [m.entry.meta(DECLINED_CLUSTER) for m in members]
+    if all(s is not None and s.upper() == expected for s in stamps):
+        declined = [_parse_time(m.entry.meta(DECLINED_AT)) for m in members]
+        counts = []
+        for m in members:
+            try:
+                counts.append(max(1, int(m.entry.meta(DECLINED_COUNT) or "1")))
+            except ValueError:
+                counts.append(1)
+        latest = max((d for d in declined if d is not None), default=None)
+        if latest is not None:
+            factor = 2 ** (min(counts) - 1)
+            wait = min(interval * factor, timedelta(days=settings.reopen_max_interval_days))
+            return latest + wait
+    reviewed = [_parse_time(m.entry.meta(REVIEWED_AT)) for m in members]
+    latest_review = max((r for r in reviewed if r is not None), default=None)
+    if latest_review is None:
+        return datetime.min.replace(tzinfo=members[0].entry.created_at.tzinfo)
+    return latest_review + interval
+
+
+def select_candidates(
+    live: Sequence[StoredEntry],
+    settings: CycleSettings,
+    now: datetime,
+    embeddings: EmbeddingLoader | None = None,
+) -> GatingResult:
+    result = GatingResult()
+    unreviewed = {s.id for s in live if not is_reviewed(s)}
+    result.unreviewed = len(unreviewed)
+    by_id = {s.id: s for s in live}
+    try:
+        items = [
+            ClusterItem(s.id, s.entry.content, s.entry.category, embeddings(s.id) if embeddings else None) for s in live
+        ]
+        clusters = find_clusters(
+            items,
+            threshold=settings.similarity_threshold,
+            max_cluster_size=settings.max_cluster_size,
+            same_top_level_category=settings.same_category_clusters,
+        )
+    except Exception as exc:  # any failure narrows the offer, never widens it
+        log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)
+        result.degraded = True
+        result.degraded_reason = str(exc)
+        clusters = []
+    result.all_clusters = clusters
+    eligible_ids = set(unreviewed)
+    due: list[tuple[datetime, Cluster]] = []
+    for cluster in clusters:
+        if any(i in unreviewed for i in cluster.ids):
+            result.clusters.append(cluster)
+            eligible_ids.update(cluster.ids)
+            continue
+        when = reopen_time([by_id[i] for i in cluster.ids], settings)
+        if when is not None and when <= now:
+            due.append((when, cluster))
+    due.sort(key=lambda pair: (pair[0], pair[1].ids))
+    for _, cluster in due[: settings.reopen_max_per_cycle]:
+        result.reopened.append(cluster)
+        result.clusters.append(cluster)
+        eligible_ids.update(cluster.ids)
+        result.merge_only.update(cluster.ids)
+    # Store order is kept so prompts are stable from cycle to cycle.
+    result.eligible = [s for s in live if s.id in eligible_ids]
+    result.withheld = len(live) - len(result.eligible)
+    return result
+
+
+def make_batches(gating: GatingResult, max_entries: int) -> list[Batch]:
+    """Clusters first (never split), then singletons, packed into bounded batches."""
+    by_id = {s.id: s for s in gating.eligible}
+    reopened = {c.ids for c in gating.reopened}
+    groups: list[OfferGroup] = [OfferGroup(c.ids, True, c.ids in reopened) for c in gating.clusters]
+    in_cluster = {i for c in gating.clusters for i in c.ids}
+    groups += [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in in_cluster]
+    batches: list[Batch] = []
+    current: list[OfferGroup] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal current, size
+        if current:
+            entries = tuple(OfferedEntry(by_id[i].entry, i in gating.merge_only) for g in current for i in g.ids)
+            batches.append(Batch(len(batches), tuple(current), entries))
+        current, size = [], 0
+
+    for group in groups:
+        if current and size + len(group.ids) > max_entries:
+            flush()
+        current.append(group)
+        size += len(group.ids)
+    flush()
+    return batches

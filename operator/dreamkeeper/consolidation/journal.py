@@ -1,0 +1,347 @@
+"""Write-ahead journal of a cycle's changes, and the executor that applies, resumes and undoes them.
+
+The validated plan is written (fsynced) before the first change; each step's outcome is appended and fsynced as
+it happens. A cycle killed at any instant is finished by the next run (``dreamkeeper recover``): a successor is
+created at most once (its id is in the journal and creation is exclusive), a source is archived only after its
+successor exists, and every archive is guarded by the fingerprint read at snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dreamkeeper.consolidation.plan import Plan
+from dreamkeeper.memory import (
+    REASON_EPHEMERAL,
+    REASON_MERGED_INTO,
+    ConflictError,
+    Entry,
+    Fingerprint,
+    MalformedFile,
+    MemoryStore,
+    StoredEntry,
+    StoreWriteError,
+    format_timestamp,
+    replace_file,
+    state_dir,
+)
+from dreamkeeper.memory.atomic import MUST_NOT_EXIST, fsync_directory
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
+
+log = logging.getLogger(__name__)
+
+Op = Literal["create", "update", "archive", "stamp"]
+ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
+
+
+class FingerprintModel(BaseModel):
+    sha256: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, fp: Fingerprint) -> FingerprintModel:
+        return cls(sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns)
+
+    def to_fingerprint(self) -> Fingerprint:
+        return Fingerprint(self.sha256, self.size, self.mtime_ns)
+
+
+class Step(BaseModel):
+    op: Op
+    id: str
+    path: str
+    group: int
+    expected: FingerprintModel | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    reason: str | None = None
+    kind: ArchiveKind | None = None
+    metadata: dict[str, str | None] | None = None
+
+
+class JournalHeader(BaseModel):
+    cycle_id: str
+    created_at: str
+    memory_root: str
+    steps: list[Step] = Field(default_factory=list)
+
+
+@dataclass
+class ExecutionTally:
+    created: int = 0
+    updated: int = 0
+    archived: int = 0
+    archived_merged: int = 0
+    archived_folded: int = 0
+    ephemeral: int = 0
+    stamped: int = 0
+    conflicts: int = 0
+    failed_groups: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+
+def journal_dir(agent_dir: Path) -> Path:
+    return state_dir(agent_dir) / "journal"
+
+
+def journal_path(agent_dir: Path, cycle_id: str) -> Path:
+    return journal_dir(agent_dir) / f"{cycle_id}.jsonl"
+
+
+def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
+    """Folds, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
+    steps: list[Step] = []
+    group = 0
+    for fold in plan.folds:
+        group += 1
+        steps.append(
+            Step(
+                op="update",
+                id=fold.survivor.id,
+                path=str(fold.survivor.path),
+                group=group,
+                expected=FingerprintModel.of(fold.survivor.fingerprint),
+                before=fold.survivor.entry.to_json_obj(),
+                after=fold.updated.to_json_obj(),
+            )
+        )
+        for copy in fold.copies:
+            steps.append(_archive_step(copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
+    for merge in plan.merges:
+        group += 1
+        path = _entry_path(store, merge.successor)
+        steps.append(
+            Step(op="create", id=merge.successor.id, path=str(path), group=group, after=merge.successor.to_json_obj())
+        )
+        for source in merge.sources:
+            steps.append(_archive_step(source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
+    for prune in plan.prunes:
+        group += 1
+        steps.append(_archive_step(prune.target, group, REASON_EPHEMERAL, "ephemeral"))
+    for stamp in plan.stamps:
+        group += 1
+        steps.append(
+            Step(
+                op="stamp",
+                id=stamp.target.id,
+                path=str(stamp.target.path),
+                group=group,
+                expected=FingerprintModel.of(stamp.target.fingerprint),
+                metadata=stamp.metadata,
+            )
+        )
+    return steps
+
+
+def _entry_path(store: MemoryStore, entry: Entry) -> Path:
+    from dreamkeeper.memory.paths import entry_path
+
+    return entry_path(store.root, entry.id, entry.category)
+
+
+def _archive_step(stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
+    return Step(
+        op="archive",
+        id=stored.id,
+        path=str(stored.path),
+        group=group,
+        expected=FingerprintModel.of(stored.fingerprint),
+        reason=reason,
+        kind=kind,
+    )
+
+
+class Journal:
+    """Append-only JSONL: the header (the whole plan) first, then one line per step outcome."""
+
+    def __init__(self, path: Path, header: JournalHeader, outcomes: dict[int, str] | None = None) -> None:
+        self.path = path
+        self.header = header
+        self.outcomes: dict[int, str] = outcomes or {}
+        self.complete = False
+
+    @classmethod
+    def create(cls, agent_dir: Path, header: JournalHeader) -> Journal:
+        path = journal_path(agent_dir, header.cycle_id)
+        replace_file(path, (header.model_dump_json() + "\n").encode("utf-8"), MUST_NOT_EXIST)
+        return cls(path, header)
+
+    @classmethod
+    def load(cls, path: Path) -> Journal:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = JournalHeader.model_validate_json(lines[0])
+        journal = cls(path, header)
+        for line in lines[1:]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                break  # a torn last line from a crash mid-append: that step is re-checked on resume
+            if record.get("kind") == "complete":
+                journal.complete = True
+            elif "step" in record:
+                journal.outcomes[int(record["step"])] = str(record["outcome"])
+        return journal
+
+    def record(self, step: int, outcome: str, detail: str | None = None) -> None:
+        self.outcomes[step] = outcome
+        line: dict[str, Any] = {"step": step, "outcome": outcome}
+        if detail:
+            line["detail"] = detail
+        self._append(line)
+
+    def finish(self) -> None:
+        self._append({"kind": "complete", "at": format_timestamp(datetime.now().astimezone())})
+        self.complete = True
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def incomplete_journals(agent_dir: Path) -> Iterator[Path]:
+    directory = journal_dir(agent_dir)
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob("*.jsonl")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if not Journal.load(path).complete:
+                yield path
+
+
+class Executor:
+    """Runs journal steps in order; safe to run again on a journal a crash interrupted."""
+
+    def __init__(self, store: MemoryStore, journal: Journal, now: datetime) -> None:
+        self.store = store
+        self.journal = journal
+        self.now = now
+        self.cycle_id = journal.header.cycle_id
+        self.tally = ExecutionTally()
+
+    def run(self) -> ExecutionTally:
+        steps = self.journal.header.steps
+        for index, step in enumerate(steps):
+            previous = self.journal.outcomes.get(index)
+            if previous is not None:
+                if previous != "done":
+                    self.tally.failed_groups.add(step.group) if step.op in ("create", "update") else None
+                continue
+            if step.op == "archive" and self._group_head_failed(index, step):
+                self.journal.record(index, "skipped", "its replacement was not saved")
+                continue
+            try:
+                outcome = self._run_step(step)
+            except ConflictError as exc:
+                log.warning("left %s as it is: %s", step.id, exc)
+                self.tally.conflicts += 1
+                outcome = "conflict"
+            except StoreWriteError as exc:
+                log.error("could not write %s: %s", step.id, exc)
+                self.tally.errors.append(str(exc))
+                outcome = "failed"
+            if outcome != "done" and step.op in ("create", "update"):
+                self.tally.failed_groups.add(step.group)
+            self.journal.record(index, outcome)
+        self.journal.finish()
+        return self.tally
+
+    def _group_head_failed(self, index: int, step: Step) -> bool:
+        if step.group in self.tally.failed_groups:
+            return True
+        for earlier in range(index - 1, -1, -1):
+            other = self.journal.header.steps[earlier]
+            if other.group != step.group:
+                break
+            if other.op in ("create", "update"):
+                return self.journal.outcomes.get(earlier) != "done"
+        return False
+
+    def _read(self, path: Path) -> StoredEntry | None:
+        if not path.exists():
+            return None
+        result = self.store.read_file(path)
+        if isinstance(result, MalformedFile):
+            raise ConflictError(path, f"became malformed: {result.error}")
+        return result
+
+    def _run_step(self, step: Step) -> str:
+        path = Path(step.path)
+        if step.op == "create":
+            assert step.after is not None
+            current = self._read(path)
+            if current is not None:
+                if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
+                    return "done"  # written before a crash, journal line lost
+                raise ConflictError(path, "a different file already has the successor's name")
+            replace_file(path, _dump(step.after), MUST_NOT_EXIST)
+            self.tally.created += 1
+            return "done"
+        if step.op == "update":
+            assert step.after is not None and step.expected is not None
+            current = self._read(path)
+            if current is None:
+                raise ConflictError(path, "the entry disappeared")
+            if current.entry.to_json_obj() == step.after:
+                return "done"
+            replace_file(path, _dump(step.after), step.expected.to_fingerprint())
+            self.tally.updated += 1
+            log.info("folded exact duplicates into %s", step.id)
+            return "done"
+        if step.op == "archive":
+            assert step.expected is not None and step.reason is not None
+            current = self._read(path)
+            if current is None:
+                raise ConflictError(path, "the entry disappeared")
+            if current.entry.is_archived:
+                if current.entry.meta(ARCHIVED_BY_CYCLE) == self.cycle_id:
+                    return "done"
+                raise ConflictError(path, "already archived by someone else")
+            if current.fingerprint != step.expected.to_fingerprint():
+                raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
+            self.store.archive(current, step.reason, self.now, self.cycle_id)
+            self.tally.archived += 1
+            if step.kind == "ephemeral":
+                self.tally.ephemeral += 1
+            elif step.kind == "folded":
+                self.tally.archived_folded += 1
+            else:
+                self.tally.archived_merged += 1
+            return "done"
+        if step.op == "stamp":
+            assert step.expected is not None and step.metadata is not None
+            current = self._read(path)
+            if current is None or current.fingerprint != step.expected.to_fingerprint():
+                return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
+            self.store.update(current, current.entry.with_meta(**step.metadata))
+            self.tally.stamped += 1
+            return "done"
+        raise ValueError(f"unknown journal op {step.op}")
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_journal(agent_dir: Path, cycle_id: str, plan: Plan, store: MemoryStore, now: datetime) -> Journal:
+    header = JournalHeader(
+        cycle_id=cycle_id,
+        created_at=format_timestamp(now),
+        memory_root=str(store.root),
+        steps=steps_from_plan(plan, store),
+    )
+    journal = Journal.create(agent_dir, header)
+    fsync_directory(journal.path.parent)
+    return journal

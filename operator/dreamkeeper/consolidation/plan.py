@@ -1,0 +1,60 @@
+"""The typed plan passed between stages: what validation accepted, and nothing else, reaches apply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dreamkeeper.memory import Entry, StoredEntry
+
+
+@dataclass
+class FoldAction:
+    """Exact duplicates: ``survivor`` is rewritten as ``updated`` (counters only), then ``copies`` archived."""
+
+    survivor: StoredEntry
+    updated: Entry
+    copies: list[StoredEntry]
+
+
+@dataclass
+class MergeAction:
+    """A coverage-checked merge: ``successor`` is created first; only then are ``sources`` archived."""
+
+    successor: Entry
+    sources: list[StoredEntry]
+    repaired: bool = False
+    batch_index: int = 0
+
+
+@dataclass
+class PruneAction:
+    """A standalone prune the policy allows: archived ``flagged ephemeral by consolidation``."""
+
+    target: StoredEntry
+    lost_specifics: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StampAction:
+    """Metadata-only bookkeeping (review, rejection, decline stamps). Never touches content."""
+
+    target: StoredEntry
+    metadata: dict[str, str | None]
+
+
+@dataclass
+class Plan:
+    folds: list[FoldAction] = field(default_factory=list)
+    merges: list[MergeAction] = field(default_factory=list)
+    prunes: list[PruneAction] = field(default_factory=list)
+    stamps: list[StampAction] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.folds or self.merges or self.prunes or self.stamps)
+
+    def leaving_ids(self) -> set[str]:
+        ids = {c.id for f in self.folds for c in f.copies}
+        ids |= {s.id for m in self.merges for s in m.sources}
+        ids |= {p.target.id for p in self.prunes}
+        return ids

@@ -1,0 +1,126 @@
+"""The cycle report: what one cycle saw, refused and changed. Written as JSON and summarised in log lines."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from dreamkeeper.memory import replace_file, state_dir
+from dreamkeeper.memory.atomic import UNCHECKED
+
+CycleResult = Literal["completed", "skipped", "failed", "dry-run"]
+
+
+class Rejection(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    source_ids: list[str]
+    missing: list[str]
+    reason: str
+    content: str = ""
+
+
+class Protection(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: str
+    reason: str
+
+
+class CycleReport(BaseModel):
+    """Counts use RockBot's vocabulary: archived = folded + merged sources + ephemeral prunes."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    cycle_id: str
+    agent_dir: str = ""
+    result: CycleResult = "completed"
+    skip_reason: str | None = None
+    error: str | None = None
+    proposer: str = "offline"
+    started_at: datetime
+    finished_at: datetime | None = None
+    total: int = 0
+    malformed: int = 0
+    reviewed: int = 0
+    withheld: int = 0
+    clusters: int = 0
+    reopened: int = 0
+    folded: int = 0
+    saved: int = 0
+    archived: int = 0
+    archived_with_replacement: int = 0
+    ephemeral: int = 0
+    rejected: int = 0
+    repaired: int = 0
+    protected: int = 0
+    merge_only_ignored: int = 0
+    declined: int = 0
+    conflicts: int = 0
+    hard_deletes: int = 0
+    purged: int = 0
+    purge_kept_above_floor: int = 0
+    live_entries: int = 0
+    archived_entries: int = 0
+    specifics_lost: int = 0
+    ephemeral_specifics: int = 0
+    census_refusals: int = 0
+    vocabulary_fallback: int = 0
+    vocabulary_status: str = "absent"
+    invalid_replies: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    budget_exhausted: bool = False
+    estimated_cost: float | None = None
+    clustering_degraded: bool = False
+    rejections: list[Rejection] = Field(default_factory=list)
+    protections: list[Protection] = Field(default_factory=list)
+    lost_specifics: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def duration_seconds(self) -> float:
+        if self.finished_at is None:
+            return 0.0
+        return (self.finished_at - self.started_at).total_seconds()
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+    def summary(self) -> dict[str, Any]:
+        """The compact form for a container's termination message (must stay well under 4 KiB)."""
+        data = self.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude={"rejections", "protections", "lost_specifics", "notes", "agent_dir"},
+        )
+        data["durationSeconds"] = round(self.duration_seconds, 3)
+        if self.error:
+            data["error"] = self.error[:300]
+        return data
+
+    def summary_json(self) -> str:
+        text = json.dumps(self.summary(), separators=(",", ":"))
+        assert len(text.encode()) < 4096, "termination message summary over 4 KiB"
+        return text
+
+
+def cycles_dir(agent_dir: Path) -> Path:
+    return state_dir(agent_dir) / "cycles"
+
+
+def write_report(agent_dir: Path, report: CycleReport) -> Path:
+    path = cycles_dir(agent_dir) / f"{report.cycle_id}.json"
+    replace_file(path, (report.to_json() + "\n").encode("utf-8"), UNCHECKED)
+    return path
+
+
+def read_report(agent_dir: Path, cycle_id: str) -> CycleReport:
+    path = cycles_dir(agent_dir) / f"{cycle_id}.json"
+    return CycleReport.model_validate_json(path.read_text(encoding="utf-8"))

@@ -1,0 +1,65 @@
+"""Cycle settings: every safeguard's dial, with RockBot's defaults where it has one."""
+
+from __future__ import annotations
+
+import fnmatch
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dreamkeeper.memory import HighValueFloor
+
+VOCABULARY_FILE = "merge-coverage-vocabulary.json"
+DIRECTIVE_FILE = "dream.md"
+
+
+class CycleSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    similarity_threshold: float = Field(default=0.88, gt=0.0, le=1.0)
+    max_cluster_size: int = Field(default=8, ge=0, le=64)
+    same_category_clusters: bool = False
+    floor: HighValueFloor = Field(default_factory=HighValueFloor)
+    protected_categories: list[str] = Field(default_factory=lambda: ["user-preferences/**"])
+    retention_days: int = Field(default=90, ge=0)
+    min_interval_hours: float = Field(default=6.0, ge=0.0)
+    repair_max_per_cycle: int = Field(default=10, ge=0)
+    reopen_interval_days: float = Field(default=7.0, ge=0.0)
+    reopen_max_interval_days: float = Field(default=56.0, ge=0.0)
+    reopen_max_per_cycle: int = Field(default=10, ge=0)
+    exact_fold: bool = True
+    fold_excluded_prefixes: list[str] = Field(
+        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"]
+    )
+    vocabulary_path: str = VOCABULARY_FILE
+    batch_max_entries: int = Field(default=40, ge=2)
+
+    @field_validator("protected_categories")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        return [v.strip().strip("/") if not v.strip().endswith("/**") else v.strip() for v in value if v.strip()]
+
+    @property
+    def retention(self) -> timedelta | None:
+        return timedelta(days=self.retention_days) if self.retention_days > 0 else None
+
+    @property
+    def min_interval(self) -> timedelta:
+        return timedelta(hours=self.min_interval_hours)
+
+    def is_protected_category(self, category: str | None) -> bool:
+        """Glob match on the category path; ``a/**`` covers ``a`` itself and everything below it."""
+        if category is None:
+            return False
+        for pattern in self.protected_categories:
+            if pattern.endswith("/**") and (category == pattern[:-3] or category.startswith(pattern[:-2])):
+                return True
+            if fnmatch.fnmatchcase(category, pattern):
+                return True
+        return False
+
+    def is_fold_excluded(self, category: str | None) -> bool:
+        if category is None:
+            return False
+        lowered = category.lower()
+        return any(lowered == p or lowered.startswith(p + "/") for p in self.fold_excluded_prefixes)

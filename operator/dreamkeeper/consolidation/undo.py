@@ -1,0 +1,74 @@
+"""Reverse a whole cycle: restore what it archived, archive what it created, put folded survivors back."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dreamkeeper.consolidation.journal import Journal, journal_dir
+from dreamkeeper.memory import ConflictError, MalformedFile, MemoryStore, replace_file, utcnow
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UndoResult:
+    cycle_id: str
+    restored: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+
+def journals_of(agent_dir: Path, cycle_id: str) -> list[Path]:
+    directory = journal_dir(agent_dir)
+    return [p for p in (directory / f"{cycle_id}-fold.jsonl", directory / f"{cycle_id}.jsonl") if p.exists()]
+
+
+def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
+    paths = journals_of(agent_dir, cycle_id)
+    if not paths:
+        raise FileNotFoundError(f"no journal for cycle {cycle_id} under {journal_dir(agent_dir)}; nothing was changed")
+    store = MemoryStore(memory_root)
+    result = UndoResult(cycle_id)
+    for path in reversed(paths):
+        journal = Journal.load(path)
+        for index in range(len(journal.header.steps) - 1, -1, -1):
+            step = journal.header.steps[index]
+            if journal.outcomes.get(index) != "done" and step.op != "create":
+                continue
+            target = Path(step.path)
+            current = store.read_file(target) if target.exists() else None
+            if current is None or isinstance(current, MalformedFile):
+                continue
+            try:
+                if step.op == "archive":
+                    if current.entry.is_archived and current.entry.meta(ARCHIVED_BY_CYCLE) == cycle_id:
+                        store.restore(current)
+                        result.restored.append(step.id)
+                elif step.op == "create":
+                    if current.entry.meta(CREATED_BY_CYCLE) == cycle_id and current.entry.is_live:
+                        store.archive(current, f"undone cycle {cycle_id}", utcnow(), f"undo-{cycle_id}")
+                        result.archived.append(step.id)
+                elif step.op == "update" and step.before is not None and step.after is not None:
+                    if current.entry.to_json_obj() == step.after:
+                        data = (json.dumps(step.before, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+                        replace_file(target, data, current.fingerprint)
+                        result.reverted.append(step.id)
+                    else:
+                        raise ConflictError(target, "changed after the cycle folded into it; left as it is")
+            except ConflictError as exc:
+                log.warning("undo of %s: %s", step.id, exc)
+                result.conflicts.append(step.id)
+    log.info(
+        "undid cycle %s — %d restored, %d successor(s) archived, %d fold(s) reverted, %d conflict(s)",
+        cycle_id,
+        len(result.restored),
+        len(result.archived),
+        len(result.reverted),
+        len(result.conflicts),
+    )
+    return result

@@ -1,0 +1,362 @@
+"""Validation: turn untrusted proposer replies into a plan that only contains what the safeguards allow.
+
+Order (every step logged): resolve ids against the batch's offer → blank merges dropped, sources shielded →
+merges with no offered source not saved → coverage check with one repair try → merge arithmetic done by code →
+standalone prunes against shield, merge-only, floor and protected categories → corpus-wide specifics census.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dreamkeeper.consolidation.fingerprints import cluster_hash, review_hash
+from dreamkeeper.consolidation.gating import GatingResult
+from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
+from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
+from dreamkeeper.consolidation.report import CycleReport, Protection, Rejection
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.coverage import CoverageIndex, SourceText, Vocabulary, extract_specifics, find_missing_specifics
+from dreamkeeper.memory import Entry, InvalidCategoryError, StoredEntry, format_timestamp, validate_category
+from dreamkeeper.memory.entry import (
+    CREATED_BY_CYCLE,
+    DECLINED_AT,
+    DECLINED_CLUSTER,
+    DECLINED_COUNT,
+    MERGED_AT,
+    MERGED_FROM,
+    REJECTED_AT,
+    REJECTED_CLUSTER,
+    REVIEWED_AT,
+    REVIEWED_HASH,
+)
+
+log = logging.getLogger(__name__)
+
+SUBJECT_TIME = "subjectTime"
+SUBJECT_TIME_START = "subjectTimeStart"
+SUBJECT_TIME_END = "subjectTimeEnd"
+
+
+def new_entry_id() -> str:
+    """RockBot's dream-created ids: the first 12 hex chars of a GUID."""
+    return uuid.uuid4().hex[:12]
+
+
+def _ids(stored: Sequence[StoredEntry]) -> str:
+    return ", ".join(s.id for s in stored)
+
+
+@dataclass
+class ValidationState:
+    settings: CycleSettings
+    vocabulary: Vocabulary
+    report: CycleReport
+    cycle_id: str
+    now: datetime
+    plan: Plan = field(default_factory=Plan)
+    shielded: set[str] = field(default_factory=set)  # sources of rejected/blank merges: never pruned
+    consumed: set[str] = field(default_factory=set)  # sources of accepted merges
+    unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
+    rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
+    repairs_used: int = 0
+
+
+async def validate_replies(
+    batches: Sequence[Batch],
+    replies: Sequence[BatchReply],
+    gating: GatingResult,
+    live: Sequence[StoredEntry],
+    proposer: Proposer,
+    state: ValidationState,
+) -> None:
+    eligible = {s.id.lower(): s for s in gating.eligible}
+    by_batch = {r.batch_index: r for r in replies}
+    for batch in batches:
+        reply = by_batch.get(batch.index)
+        if reply is None or reply.proposal is None:
+            state.unstamped.update(batch.ids)
+            if reply is not None and reply.error:
+                log.warning(
+                    "batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error
+                )
+            continue
+        offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
+        for merge in reply.proposal.to_save:
+            await _validate_merge(merge, offered, batch, proposer, state)
+        for raw_id in reply.proposal.to_delete:
+            _validate_prune(raw_id, offered, gating, state)
+    census(live, state)
+
+
+def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:
+    resolved: list[StoredEntry] = []
+    for raw in ids:
+        stored = offered.get(str(raw).strip().lower())
+        if stored is None:
+            log.info("%s names %r, which was not offered this cycle; ignored", what, raw)
+        elif stored not in resolved:
+            resolved.append(stored)
+    return resolved
+
+
+async def _validate_merge(
+    merge: MergeProposal,
+    offered: dict[str, StoredEntry],
+    batch: Batch,
+    proposer: Proposer,
+    state: ValidationState,
+) -> None:
+    sources = _resolve(merge.source_ids, offered, "merge")
+    if not merge.content.strip():
+        log.warning("dropping merge with blank content; its %d source(s) are kept: [%s]", len(sources), _ids(sources))
+        state.shielded.update(s.id for s in sources)
+        return
+    if not sources:
+        log.warning("merge names no offered entry (sourceIds %s); not saved: %s", merge.source_ids, merge.content)
+        return
+    overlap = [s for s in sources if s.id in state.consumed]
+    if overlap:
+        _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
+        return
+    texts = [SourceText(text=s.entry.content, category=s.entry.category) for s in sources]
+    content = merge.content
+    missing = find_missing_specifics(texts, content, state.vocabulary)
+    repaired = attempted = False
+    if missing and state.repairs_used < state.settings.repair_max_per_cycle:
+        state.repairs_used += 1
+        attempted = True
+        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing))
+        if revised and revised.strip():
+            still = find_missing_specifics(texts, revised, state.vocabulary)
+            if not still:
+                log.info(
+                    "repaired merge of [%s] — restored %d specific(s): %s",
+                    _ids(sources),
+                    len(missing),
+                    ", ".join(missing),
+                )
+                content, missing, repaired = revised, [], True
+            else:
+                missing = still
+    if missing:
+        suffix = " after repair" if attempted else ""
+        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content)
+        return
+    successor = _successor(merge, content, sources, state)
+    state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
+    state.consumed.update(s.id for s in sources)
+    if repaired:
+        state.report.repaired += 1
+
+
+def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[str], reason: str, content: str) -> None:
+    log.warning(
+        "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
+        _ids(sources),
+        reason,
+        ", ".join(missing) if missing else "-",
+        content,
+    )
+    state.shielded.update(s.id for s in sources)
+    state.report.rejected += 1
+    state.report.rejections.append(
+        Rejection(source_ids=[s.id for s in sources], missing=missing, reason=reason, content=content[:500])
+    )
+    cluster = [s.id for s in sources]
+    for s in sources:
+        state.rejected_clusters[s.id] = cluster
+
+
+def _category(merge: MergeProposal, sources: list[StoredEntry]) -> str | None:
+    if merge.category:
+        try:
+            return validate_category(merge.category.strip().strip("/"))
+        except InvalidCategoryError as exc:
+            log.warning("merge proposed an invalid category (%s); using its first source's", exc)
+    return sources[0].entry.category
+
+
+def _merged_subject_time(sources: list[StoredEntry]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    points = [s.entry.meta(SUBJECT_TIME) for s in sources if s.entry.meta(SUBJECT_TIME)]
+    if points:
+        out[SUBJECT_TIME] = max(points, key=lambda p: (len(p or ""), p or ""))  # type: ignore[arg-type]
+    starts = sorted(v for s in sources if (v := s.entry.meta(SUBJECT_TIME_START)))
+    if starts:
+        out[SUBJECT_TIME_START] = starts[0]
+    ends = sorted(v for s in sources if (v := s.entry.meta(SUBJECT_TIME_END)))
+    if ends:
+        out[SUBJECT_TIME_END] = ends[-1]
+    return out
+
+
+def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], state: ValidationState) -> Entry:
+    """Merge arithmetic is the host's, never the model's: the model may raise importance, never lower it."""
+    entries = [s.entry for s in sources]
+    floor_importance = max(e.importance_score for e in entries)
+    importance = floor_importance
+    if merge.importance is not None:
+        importance = max(floor_importance, min(1.0, max(0.0, float(merge.importance))))
+    tags: list[str] = []
+    for tag in [*merge.tags, *(t for e in entries for t in e.tags)]:
+        if isinstance(tag, str) and tag.strip() and tag not in tags:
+            tags.append(tag)
+    now_text = format_timestamp(state.now)
+    metadata = _merged_subject_time(sources)
+    metadata.update(
+        {
+            MERGED_FROM: ",".join(s.id for s in sources),
+            MERGED_AT: now_text,
+            CREATED_BY_CYCLE: state.cycle_id,
+            # Merged outputs are reviewed: re-offering them every cycle built RockBot's merge-of-merge chains.
+            REVIEWED_HASH: review_hash(content),
+            REVIEWED_AT: now_text,
+        }
+    )
+    return Entry(
+        id=new_entry_id(),
+        content=content,
+        category=_category(merge, sources),
+        tags=tags,
+        created_at=min(e.created_at for e in entries),
+        updated_at=state.now,
+        last_seen_at=max(e.seen_at for e in entries),
+        reinforcement_count=sum(max(1, e.reinforcement_count) for e in entries),
+        importance_score=importance,
+        metadata=metadata,
+    )
+
+
+def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
+    stored = offered.get(str(raw_id).strip().lower())
+    if stored is None:
+        log.info("prune names %r, which was not offered this cycle; ignored", raw_id)
+        return
+    entry = stored.entry
+    if stored.id in state.consumed or any(p.target.id == stored.id for p in state.plan.prunes):
+        return  # already leaving as a merge source (RockBot's prompt lists sources in toDelete too)
+    if stored.id in state.shielded:
+        log.info("refused to prune %s — source of a rejected merge; kept", stored.id)
+        return
+    if stored.id in gating.merge_only:
+        state.report.merge_only_ignored += 1
+        log.info("ignored prune of %s — member of a reopened duplicate cluster (merge-only)", stored.id)
+        return
+    floor = state.settings.floor
+    if floor.protects(entry):
+        _protect(state, stored, f"above the high-value floor ({floor.describe(entry)})")
+        return
+    if state.settings.is_protected_category(entry.category):
+        _protect(state, stored, f"protected category {entry.category}")
+        return
+    state.plan.prunes.append(PruneAction(stored))
+
+
+def _protect(state: ValidationState, stored: StoredEntry, why: str) -> None:
+    entry = stored.entry
+    log.info(
+        "refused to prune %s (%s, importance=%.2f, reinforced=%dx) — %s: %s",
+        stored.id,
+        entry.category or "uncategorized",
+        entry.importance_score,
+        entry.reinforcement_count,
+        why,
+        entry.content,
+    )
+    state.report.protected += 1
+    state.report.protections.append(Protection(id=stored.id, reason=why))
+
+
+def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
+    """Corpus-wide specifics census: no accepted action may make a specific vanish from the live corpus.
+
+    Refusing an action only adds text back to the corpus, so one pass in plan order is sound.
+    """
+    plan = state.plan
+    leaving = {s.id for m in plan.merges for s in m.sources} | {p.target.id for p in plan.prunes}
+    leaving |= {c.id for f in plan.folds for c in f.copies}
+    if not leaving:
+        return
+    index = CoverageIndex()
+    for stored in live:
+        if stored.id not in leaving:
+            index.add(stored.entry.content)
+    for merge in plan.merges:
+        index.add(merge.successor.content)
+
+    kept: list[MergeAction] = []
+    for merge in plan.merges:
+        lost = _vanishing(merge.sources, index, state.vocabulary)
+        if lost:
+            state.report.census_refusals += 1
+            index.remove(merge.successor.content)
+            for s in merge.sources:
+                index.add(s.entry.content)
+                state.consumed.discard(s.id)
+            if merge.repaired:
+                state.report.repaired -= 1
+            _reject(state, merge.sources, lost, "census: would vanish from the live corpus", merge.successor.content)
+            continue
+        kept.append(merge)
+    plan.merges = kept
+    for prune in plan.prunes:
+        lost = _vanishing([prune.target], index, state.vocabulary)
+        if lost:
+            prune.lost_specifics = lost
+            state.report.ephemeral_specifics += len(lost)
+            log.info(
+                "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
+                prune.target.id,
+                len(lost),
+                ", ".join(lost),
+            )
+
+
+def _vanishing(entries: Sequence[StoredEntry], index: CoverageIndex, vocabulary: Vocabulary) -> list[str]:
+    lost: list[str] = []
+    for stored in entries:
+        for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
+            if not index.covers(specific) and specific.text not in lost:
+                lost.append(specific.text)
+    return lost
+
+
+def review_stamps(gating: GatingResult, plan: Plan, state: ValidationState, offered_ids: set[str]) -> list[StampAction]:
+    """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps."""
+    leaving = plan.leaving_ids()
+    now_text = format_timestamp(state.now)
+    stamps: dict[str, StampAction] = {}
+    by_id = {s.id: s for s in gating.eligible}
+    for stored in gating.eligible:
+        if stored.id in leaving or stored.id in state.unstamped or stored.id not in offered_ids:
+            continue
+        metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
+        stamps[stored.id] = StampAction(stored, metadata)
+    for stored_id, cluster in state.rejected_clusters.items():
+        if stored_id in stamps:
+            stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(cluster), REJECTED_AT: now_text})
+    # A cluster shown and left entirely intact is declined; rejections count as declines (RockBot #571).
+    for cluster in gating.clusters:
+        ids = list(cluster.ids)
+        if any(i in leaving or i in state.unstamped or i not in stamps for i in ids):
+            continue
+        state.report.declined += 1
+        chash = cluster_hash(ids)
+        members = [by_id[i].entry for i in ids]
+        if all((m.meta(DECLINED_CLUSTER) or "").upper() == chash for m in members):
+            counts = []
+            for m in members:
+                try:
+                    counts.append(int(m.meta(DECLINED_COUNT) or "0"))
+                except ValueError:
+                    counts.append(0)
+            count = min(counts) + 1
+        else:
+            count = 1
+        for i in ids:
+            stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
+    return list(stamps.values())

@@ -1,0 +1,165 @@
+"""`dreamkeeper dream`: run one consolidation cycle on an agent directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.dryrun import render_plan
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.coverage import load_vocabulary
+from dreamkeeper.memory import LockHeldError, MemoryStoreError
+from dreamkeeper.proposers.factory import make_proposer
+
+err = Console(stderr=True)
+log = logging.getLogger(__name__)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LOCKED = 3
+
+
+def _settings(settings_file: Path | None, settings_json: str | None, overrides: dict[str, Any]) -> CycleSettings:
+    data: dict[str, Any] = {}
+    if settings_file is not None:
+        data.update(json.loads(settings_file.read_text(encoding="utf-8")))
+    if settings_json:
+        data.update(json.loads(settings_json))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return CycleSettings.model_validate(data)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("dream")
+    def dream_command(
+        agent_dir: Path = typer.Argument(..., help="The agent's data directory (memory under AGENT_DIR/memory)."),
+        proposer: str = typer.Option("offline", help="offline | openai"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as a diff; write nothing."),
+        as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout."),
+        force: bool = typer.Option(False, "--force", help="Ignore the minimum interval between cycles."),
+        memory_dir: Path | None = typer.Option(None, help="Memory directory (default AGENT_DIR/memory)."),
+        settings_file: Path | None = typer.Option(None, "--settings", help="JSON file of cycle settings."),
+        settings_json: str | None = typer.Option(None, "--settings-json", help="Cycle settings as inline JSON."),
+        similarity_threshold: float | None = typer.Option(None, help="Near-duplicate threshold (0.88)."),
+        retention_days: int | None = typer.Option(None, help="Archive retention before purge (90; 0 = forever)."),
+        min_interval_hours: float | None = typer.Option(None, help="Minimum hours between completed cycles (6)."),
+        termination_message_path: Path | None = typer.Option(
+            None, help="Write the compact JSON summary here (a container's termination-message file)."
+        ),
+        model: str | None = typer.Option(None, help="openai: model name."),
+        base_url: str | None = typer.Option(None, help="openai: base URL (else OPENAI_BASE_URL)."),
+        timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds."),
+        max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
+        token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget."),
+        batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+    ) -> None:
+        """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
+        try:
+            settings = _settings(
+                settings_file,
+                settings_json,
+                {
+                    "similarity_threshold": similarity_threshold,
+                    "retention_days": retention_days,
+                    "min_interval_hours": min_interval_hours,
+                    "batch_max_entries": batch_size,
+                },
+            )
+        except (OSError, ValueError, ValidationError) as exc:
+            err.print(f"[red]invalid settings:[/red] {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        vocab_path = Path(settings.vocabulary_path)
+        vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
+        try:
+            chosen = make_proposer(
+                proposer,
+                vocabulary,
+                model=model,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=max_retries,
+                token_budget=token_budget,
+            )
+        except (ValueError, ValidationError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        options = CycleOptions(
+            agent_dir=agent_dir, settings=settings, memory_dir=memory_dir, dry_run=dry_run, force=force
+        )
+        status = err.status("dreaming…") if err.is_terminal and not as_json else None
+        if status is not None:
+            options.progress = lambda stage: status.update(f"dreaming… {stage}")
+            status.start()
+        try:
+            outcome = asyncio.run(run_cycle(options, chosen))
+        except LockHeldError as exc:
+            err.print(f"[yellow]skipped:[/yellow] {exc}")
+            raise typer.Exit(EXIT_LOCKED) from None
+        except (MemoryStoreError, FileNotFoundError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            _write_message(termination_message_path, {"result": "failed", "error": str(exc)[:500]})
+            raise typer.Exit(EXIT_FAILED) from None
+        except Exception as exc:
+            _write_message(
+                termination_message_path, {"result": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+            )
+            raise
+        finally:
+            if status is not None:
+                status.stop()
+        report = outcome.report
+        if termination_message_path is not None:
+            termination_message_path.write_text(report.summary_json(), encoding="utf-8")
+        if dry_run and outcome.plan is not None and not as_json:
+            render_plan(outcome.plan, report, Console())
+        if as_json:
+            typer.echo(report.to_json())
+        elif not dry_run:
+            _print_report(report)
+        if report.result == "failed":
+            raise typer.Exit(EXIT_FAILED)
+
+
+def _write_message(path: Path | None, data: dict[str, Any]) -> None:
+    if path is not None:
+        try:
+            path.write_text(json.dumps(data), encoding="utf-8")
+        except OSError as exc:
+            log.warning("could not write the termination message %s: %s", path, exc)
+
+
+def _print_report(report: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"dream cycle {report.cycle_id} — {report.result}", show_header=False)
+    rows = [
+        ("entries (live at start)", report.total),
+        ("reviewed / withheld", f"{report.reviewed} / {report.withheld}"),
+        ("exact duplicates folded", report.folded),
+        ("merges saved", report.saved),
+        (
+            "archived (with replacement / ephemeral)",
+            f"{report.archived} ({report.archived_with_replacement} / {report.ephemeral})",
+        ),
+        ("merges rejected / repaired", f"{report.rejected} / {report.repaired}"),
+        ("entries protected from pruning", report.protected),
+        ("conflicts with concurrent writes", report.conflicts),
+        ("hard deletes", report.hard_deletes),
+        ("purged (retention)", report.purged),
+        ("specifics lost", report.specifics_lost),
+        ("live / archived entries now", f"{report.live_entries} / {report.archived_entries}"),
+        ("proposer calls / tokens in / out", f"{report.llm_calls} / {report.input_tokens} / {report.output_tokens}"),
+    ]
+    if report.skip_reason:
+        rows.insert(0, ("skipped", report.skip_reason))
+    for key, value in rows:
+        table.add_row(key, str(value))
+    Console().print(table)

@@ -1,0 +1,82 @@
+"""The offline proposer: deterministic, no network. It only proposes what is provably redundant.
+
+Within each offered near-duplicate cluster, an entry whose specifics are a subset of a sibling's is folded into
+that sibling: the merged text is the sibling's own text, so nothing is reworded and nothing is invented. It never
+proposes a standalone prune.
+"""
+
+from __future__ import annotations
+
+from dreamkeeper.consolidation.proposal import (
+    BatchReply,
+    MergeProposal,
+    Proposal,
+    ProposalRequest,
+    ProposerUsage,
+    RepairRequest,
+)
+from dreamkeeper.coverage import SourceText, Vocabulary, find_missing_specifics
+from dreamkeeper.memory import Entry
+
+
+class OfflineProposer:
+    name = "offline"
+
+    def __init__(self, vocabulary: Vocabulary | None = None) -> None:
+        self.vocabulary = vocabulary or Vocabulary()
+        self._usage = ProposerUsage()
+
+    async def propose(self, request: ProposalRequest) -> list[BatchReply]:
+        replies = []
+        for batch in request.batches:
+            by_id = {o.entry.id: o.entry for o in batch.entries}
+            saves: list[MergeProposal] = []
+            for group in batch.groups:
+                if group.is_cluster:
+                    saves.extend(self._fold_cluster([by_id[i] for i in group.ids]))
+            replies.append(BatchReply(batch.index, Proposal(to_save=saves)))
+        return replies
+
+    def _fold_cluster(self, members: list[Entry]) -> list[MergeProposal]:
+        # Hosts are tried largest first (the likeliest supersets), candidates smallest first; ties by id.
+        ordered = sorted(members, key=lambda e: (-len(e.content), e.id))
+        hosts: dict[str, list[Entry]] = {}
+        absorbed: set[str] = set()
+        for candidate in reversed(ordered):
+            if candidate.id in hosts:
+                continue
+            for host in ordered:
+                if host.id == candidate.id or host.id in absorbed:
+                    continue
+                if self._covers(host, candidate):
+                    hosts.setdefault(host.id, []).append(candidate)
+                    absorbed.add(candidate.id)
+                    break
+        by_id = {e.id: e for e in members}
+        proposals = []
+        for host_id in sorted(hosts):
+            host = by_id[host_id]
+            proposals.append(
+                MergeProposal(
+                    content=host.content,
+                    category=host.category,
+                    tags=list(host.tags),
+                    source_ids=[host.id, *sorted(f.id for f in hosts[host_id])],
+                )
+            )
+        return proposals
+
+    def _covers(self, host: Entry, candidate: Entry) -> bool:
+        if host.category != candidate.category:
+            return False
+        sources = [SourceText(text=candidate.content, category=candidate.category)]
+        return not find_missing_specifics(sources, host.content, self.vocabulary)
+
+    async def repair(self, request: RepairRequest) -> str | None:
+        return None  # it never proposes a lossy merge, so there is nothing to repair
+
+    def usage(self) -> ProposerUsage:
+        return self._usage
+
+    async def aclose(self) -> None:
+        return None

@@ -236,8 +236,8 @@ class Executor:
         for index, step in enumerate(steps):
             previous = self.journal.outcomes.get(index)
             if previous is not None:
-                if previous != "done":
-                    self.tally.failed_groups.add(step.group) if step.op in ("create", "update") else None
+                if previous != "done" and step.op in ("create", "update"):
+                    self.tally.failed_groups.add(step.group)
                 continue
             if step.op == "archive" and self._group_head_failed(index, step):
                 self.journal.record(index, "skipped", "its replacement was not saved")

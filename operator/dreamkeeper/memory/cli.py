@@ -1,10 +1,376 @@
-"""`dreamkeeper memory ...` commands."""
+"""`dreamkeeper memory stats|list|show|restore|purge` and `dreamkeeper sample`.
+
+Exit codes: 0 ok, 1 the operation failed (lock held, conflict, entry missing), 2 bad usage (bad id, missing
+directory). Expected failures print one clear line on stderr, never a traceback. ``--json`` output goes to stdout
+alone (logs go to stderr), so it can be piped.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from dreamkeeper.memory.entry import Entry
+from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
+from dreamkeeper.memory.lock import CycleLock
+from dreamkeeper.memory.paths import validate_id
+from dreamkeeper.memory.sample import (
+    DEFAULT_SEED,
+    DEFAULT_SIZE,
+    SampleExistsError,
+    copy_bundled,
+    generate_sample,
+)
+from dreamkeeper.memory.stats import compute_stats
+from dreamkeeper.memory.store import HighValueFloor, MemoryStore, StoredEntry, entry_summary
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+AGENT_DIR_ARG = typer.Argument(..., help="The agent's data directory (memory at AGENT_DIR/memory).")
+MEMORY_DIR_OPT = typer.Option(None, "--memory-dir", help="Memory directory, if not AGENT_DIR/memory.")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
+
+
+class Scope(StrEnum):
+    live = "live"
+    archived = "archived"
+    all = "all"
+
+
+class UsageError(Exception):
+    """Bad arguments: exit 2."""
+
+
+class Failure(Exception):
+    """The operation could not be done: exit 1."""
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Expected errors become one stderr line and an exit code; anything else is a real bug and keeps its trace."""
+    try:
+        yield
+    except (UsageError, InvalidIdError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    except (Failure, MemoryStoreError, OSError) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+
+
+def open_store(agent_dir: Path, memory_dir: Path | None) -> MemoryStore:
+    """The store of an agent directory; refuses a missing directory instead of showing an empty store."""
+    if not agent_dir.is_dir():
+        raise UsageError(f"agent directory {agent_dir} does not exist or is not a directory")
+    root = memory_dir if memory_dir is not None else agent_dir / "memory"
+    if not root.is_dir():
+        raise Failure(f"no memory directory at {root}; pass --memory-dir if the agent keeps it elsewhere")
+    return MemoryStore(root)
+
+
+def _emit_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _listing(stored: StoredEntry) -> dict[str, Any]:
+    entry = stored.entry
+    return {
+        "id": entry.id,
+        "category": entry.category,
+        "importanceScore": entry.importance_score,
+        "reinforcementCount": entry.reinforcement_count,
+        "createdAt": entry.created_at.isoformat(),
+        "updatedAt": entry.updated_at.isoformat() if entry.updated_at else None,
+        "archivedAt": entry.archived_at.isoformat() if entry.archived_at else None,
+        "archiveReason": entry.archive_reason,
+        "supersededBy": entry.superseded_by,
+        "content": entry.content,
+        "path": str(stored.path),
+    }
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _in_category(entry: Entry, prefix: str | None) -> bool:
+    if prefix is None:
+        return True
+    prefix = prefix.strip("/")
+    category = entry.category or ""
+    return category == prefix or category.startswith(prefix + "/")
+
+
+def _in_scope(entry: Entry, scope: Scope) -> bool:
+    if scope is Scope.all:
+        return True
+    return entry.is_archived if scope is Scope.archived else entry.is_live
 
 
 def register(app: typer.Typer) -> None:
     memory = typer.Typer(help="Inspect and maintain an agent's memory store.", no_args_is_help=True)
     app.add_typer(memory, name="memory")
+    memory.command("stats")(stats_command)
+    memory.command("list")(list_command)
+    memory.command("show")(show_command)
+    memory.command("restore")(restore_command)
+    memory.command("purge")(purge_command)
+    app.command("sample")(sample_command)
+
+
+def stats_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Counts: live, archived, malformed, duplicates, embeddings, high-value, due for purge, per category."""
+    with _errors():
+        store = open_store(agent_dir, memory_dir)
+        stats = compute_stats(store)
+    if as_json:
+        _emit_json(stats.model_dump(mode="json", by_alias=True))
+        return
+    out.print(f"[bold]memory store[/bold] {escape(stats.memory_dir)}")
+    summary = Table.grid(padding=(0, 2))
+    summary.add_row("entries", str(stats.entries))
+    summary.add_row("live", str(stats.live))
+    summary.add_row("archived", str(stats.archived))
+    summary.add_row("superseded", str(stats.superseded))
+    summary.add_row("high-value live (floor)", str(stats.high_value_live))
+    summary.add_row("reviewed and unchanged", str(stats.reviewed_live))
+    dims = ", ".join(str(d) for d in stats.embedding_dimensions) or "-"
+    summary.add_row("embeddings", f"{stats.embeddings} (dimensions: {dims})")
+    summary.add_row(
+        f"archived > {stats.retention_days} days",
+        f"{stats.archived_due_for_purge} due for purge, {stats.archived_kept_above_floor} kept above the floor",
+    )
+    summary.add_row("malformed files", f"[yellow]{len(stats.malformed)}[/yellow]" if stats.malformed else "0")
+    if stats.duplicate_ids:
+        summary.add_row("ids in several files", f"[yellow]{', '.join(stats.duplicate_ids)}[/yellow]")
+    out.print(summary)
+    table = Table(title="categories")
+    for column in ("category", "live", "archived", "superseded"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for name, counts in stats.categories.items():
+        table.add_row(escape(name), str(counts.live), str(counts.archived), str(counts.superseded))
+    out.print(table)
+    for bad in stats.malformed:
+        out.print(f"[yellow]malformed (left untouched):[/yellow] {escape(bad.path)}: {escape(bad.error)}")
+
+
+def list_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    live: bool = typer.Option(False, "--live", help="Live entries only (the default)."),
+    archived: bool = typer.Option(False, "--archived", help="Archived entries only."),
+    all_entries: bool = typer.Option(False, "--all", help="Live, archived and superseded entries."),
+    category: str | None = typer.Option(None, "--category", help="Only this category and its subcategories."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many entries."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """List entries in store order (category folders, then id)."""
+    with _errors():
+        if live + archived + all_entries > 1:
+            raise UsageError("give at most one of --live, --archived, --all")
+        scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
+        store = open_store(agent_dir, memory_dir)
+        rows: list[StoredEntry] = []
+        for stored in store.scan().entries:
+            if _in_scope(stored.entry, scope) and _in_category(stored.entry, category):
+                rows.append(stored)
+                if limit is not None and len(rows) >= limit:
+                    break
+    if as_json:
+        _emit_json([_listing(stored) for stored in rows])
+        return
+    table = Table(title=f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} ({scope.value})")
+    table.add_column("id", no_wrap=True)
+    table.add_column("category", overflow="fold", max_width=28)
+    table.add_column("imp", justify="right", no_wrap=True)
+    table.add_column("reinf", justify="right", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("content", no_wrap=True)
+    # Rich shrinks columns badly around one long no-wrap cell; cut the content to what is left of the width.
+    category_width = min(28, max((len(s.entry.category or "-") for s in rows), default=1))
+    budget = max(16, out.width - category_width - 50)
+    for stored in rows:
+        entry = stored.entry
+        state = "archived" if entry.is_archived else "superseded" if entry.superseded_by else "live"
+        table.add_row(
+            entry.id,
+            escape(entry.category or "-"),
+            f"{entry.importance_score:.2f}",
+            str(entry.reinforcement_count),
+            state,
+            escape(_clip(entry.content, budget)),
+        )
+    out.print(table)
+
+
+def show_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    entry_id: str = typer.Argument(..., metavar="ID", help="Entry id (archived entries too)."),
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Print one whole entry, exactly as stored, with its embedding's presence."""
+    with _errors():
+        validate_id(entry_id)
+        store = open_store(agent_dir, memory_dir)
+        stored = store.require(entry_id)
+        vector = store.load_embedding(stored.id)
+        raw = json.loads(stored.path.read_bytes().decode("utf-8-sig"))
+    if as_json:
+        _emit_json(
+            {
+                "path": str(stored.path),
+                "live": stored.entry.is_live,
+                "archived": stored.entry.is_archived,
+                "embeddingDimensions": None if vector is None else len(vector),
+                "entry": raw,
+            }
+        )
+        return
+    entry = stored.entry
+    state = (
+        f"[yellow]archived[/yellow] {entry.archived_at.isoformat()} — {escape(entry.archive_reason or '')}"
+        if entry.archived_at
+        else f"superseded by {entry.superseded_by}"
+        if entry.superseded_by
+        else "[green]live[/green]"
+    )
+    out.print(Panel(escape(entry.content), title=f"{entry.id}  {escape(entry.category or 'uncategorized')}"))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("state", state)
+    grid.add_row("path", escape(str(stored.path)))
+    grid.add_row("importance", f"{entry.importance_score:.2f}")
+    grid.add_row("reinforced", f"{entry.reinforcement_count}x")
+    grid.add_row("tags", escape(", ".join(entry.tags) or "-"))
+    grid.add_row("created", entry.created_at.isoformat())
+    grid.add_row("updated", entry.updated_at.isoformat() if entry.updated_at else "-")
+    grid.add_row("last seen", entry.last_seen_at.isoformat() if entry.last_seen_at else "-")
+    grid.add_row("embedding", "-" if vector is None else f"{len(vector)} dimensions")
+    for key, value in (entry.metadata or {}).items():
+        grid.add_row(f"metadata.{escape(key)}", escape(value))
+    for key, value in (entry.model_extra or {}).items():
+        grid.add_row(f"{escape(key)} (unknown field, kept)", escape(json.dumps(value, ensure_ascii=False)))
+    out.print(grid)
+
+
+def restore_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    entry_ids: list[str] = typer.Argument(..., metavar="ID...", help="Archived entries to bring back."),
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+) -> None:
+    """Bring archived entries back to live (under the cycle lock, so no dream cycle runs meanwhile)."""
+    failed = 0
+    with _errors():
+        for entry_id in entry_ids:
+            validate_id(entry_id)
+        store = open_store(agent_dir, memory_dir)
+        with CycleLock(agent_dir, "restore"):
+            for entry_id in entry_ids:
+                try:
+                    stored = store.require(entry_id)
+                    if not stored.entry.is_archived:
+                        out.print(f"{entry_id}: not archived; left as it is", soft_wrap=True)
+                        continue
+                    store.restore(stored)
+                except MemoryStoreError as exc:
+                    err.print(f"[red]error:[/red] {escape(str(exc))}")
+                    failed += 1
+                    continue
+                out.print(
+                    f"restored {escape(entry_summary(stored.entry))}: {escape(stored.entry.content)}", soft_wrap=True
+                )
+    if failed:
+        err.print(f"{failed} of {len(entry_ids)} not restored")
+        raise typer.Exit(1)
+
+
+def purge_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    retention_days: int = typer.Option(90, "--retention-days", min=0, help="Archived longer than this; 0 = forever."),
+    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="Never purge at or above."),
+    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="Never purge at or above."),
+    yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Hard-delete entries archived longer than the retention, except high-value ones. A dry run unless --yes."""
+    with _errors():
+        store = open_store(agent_dir, memory_dir)
+        floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
+        retention = timedelta(days=retention_days)
+        if yes:
+            with CycleLock(agent_dir, "purge"):
+                report = store.purge(retention, floor)
+        else:
+            report = store.purge(retention, floor, dry_run=True)
+    if as_json:
+        _emit_json(
+            {
+                "dryRun": report.dry_run,
+                "retentionDays": retention_days,
+                "purged": [entry.to_json_obj() for entry in report.purged],
+                "keptAboveFloor": [entry.id for entry in report.kept_above_floor],
+                "notDue": report.not_due,
+                "conflicts": report.conflicts,
+            }
+        )
+    elif retention_days == 0:
+        out.print("retention 0: archived entries are kept forever; nothing purged")
+    else:
+        verb = "would purge" if report.dry_run else "purged"
+        for entry in report.purged:
+            out.print(f"{verb} {escape(entry_summary(entry))}: {escape(entry.content)}", soft_wrap=True)
+        out.print(
+            f"{verb} {len(report.purged)}; kept {len(report.kept_above_floor)} above the high-value floor, "
+            f"{report.not_due} archived less than {retention_days} days ago"
+            + (f", {report.conflicts} changed meanwhile (kept)" if report.conflicts else "")
+        )
+        if report.dry_run and report.purged:
+            out.print("dry run: nothing was deleted; re-run with --yes to purge")
+    if report.conflicts:
+        raise typer.Exit(1)
+
+
+def sample_command(
+    dest_dir: Path = typer.Argument(..., help="New or empty directory to create the sample agent in."),
+    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Generator seed (the bundled sample is seed 7)."),
+    size: int = typer.Option(DEFAULT_SIZE, "--size", min=20, help="Number of entry files (plus one malformed)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Create a sample agent directory in RockBot's format (the bundled one, or a generated one)."""
+    with _errors():
+        try:
+            if seed == DEFAULT_SEED and size == DEFAULT_SIZE:
+                copy_bundled(dest_dir)
+            else:
+                generate_sample(dest_dir, seed, size)
+        except SampleExistsError as exc:
+            raise Failure(str(exc)) from None
+        stats = compute_stats(MemoryStore(dest_dir / "memory"))
+    if as_json:
+        _emit_json(stats.model_dump(mode="json", by_alias=True))
+        return
+    out.print(
+        f"sample agent in {escape(str(dest_dir))}: {stats.entries} entries ({stats.live} live, {stats.archived} "
+        f"archived), {len(stats.malformed)} malformed file, {stats.embeddings} embeddings"
+    )

@@ -13,9 +13,11 @@ set -euo pipefail
 DEBIAN_BASE="${DEBIAN_BASE_IMAGE:-localhost/debian-base:bookworm}"
 PYTHON_BASE="${PYTHON_BASE_IMAGE:-localhost/python-base:3.11-bookworm}"
 SUITE=bookworm
+# Bump when the recipe below changes: cached tarballs of an older recipe are then ignored.
+RECIPE=2
 cache="${DREAMKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dreamkeeper}/images"
-debian_tar="$cache/debian-base-$SUITE.tar"
-python_tar="$cache/python-base-3.11-$SUITE.tar"
+debian_tar="$cache/debian-base-$SUITE-r$RECIPE.tar"
+python_tar="$cache/python-base-3.11-$SUITE-r$RECIPE.tar"
 rebuild="${DREAMKEEPER_REBUILD_BASE:-0}"
 PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -26,7 +28,11 @@ flock 9
 
 log() { echo "base-image: $*" >&2; }
 
-if [ "$rebuild" != 1 ] && podman image exists "$DEBIAN_BASE" && podman image exists "$PYTHON_BASE"; then
+current() { # image: present and made by this recipe
+  podman image exists "$1" &&
+    [ "$(podman image inspect --format '{{index .Labels "dreamkeeper.base-recipe"}}' "$1")" = "$RECIPE" ]
+}
+if [ "$rebuild" != 1 ] && current "$DEBIAN_BASE" && current "$PYTHON_BASE"; then
   log "$DEBIAN_BASE and $PYTHON_BASE present"
   exit 0
 fi
@@ -58,7 +64,8 @@ import_tar() { # tarball image extra-change...
   local tarball="$1" image="$2"
   shift 2
   log "importing $tarball as $image"
-  podman import --quiet --change "ENV $PATH_ENV" --change 'CMD ["/bin/bash"]' "$@" "$tarball" "$image" >/dev/null
+  podman import --quiet --change "ENV $PATH_ENV" --change 'CMD ["/bin/bash"]' \
+    --change "LABEL dreamkeeper.base-recipe=$RECIPE" "$@" "$tarball" "$image" >/dev/null
 }
 
 build_rootfs() {
@@ -111,7 +118,6 @@ EOF
     rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/groff/* \
       "$rootfs"/usr/share/lintian/*
     find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
-    find "$rootfs" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
     : >"$rootfs/etc/resolv.conf"
   }
   # Security and point-release updates, so the base is not frozen at the debootstrap snapshot.

@@ -1,1 +1,30 @@
-"""coverage."""
+"""Merge coverage: which specifics (names, numbers, codes, dates...) a text holds and whether a merge keeps them.
+
+Imports nothing from the rest of dreamkeeper: it works on plain strings and categories.
+"""
+
+from dreamkeeper.coverage.check import SourceText, find_missing_specifics, required_specifics
+from dreamkeeper.coverage.index import CoverageIndex
+from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
+from dreamkeeper.coverage.vocabulary import (
+    DEFAULT_VOCABULARY,
+    VOCABULARY_FILE_NAME,
+    Vocabulary,
+    VocabularyLoad,
+    load_vocabulary,
+)
+
+__all__ = [
+    "DEFAULT_VOCABULARY",
+    "VOCABULARY_FILE_NAME",
+    "CoverageIndex",
+    "SourceText",
+    "Specific",
+    "SpecificKind",
+    "Vocabulary",
+    "VocabularyLoad",
+    "extract_specifics",
+    "find_missing_specifics",
+    "load_vocabulary",
+    "required_specifics",
+]

@@ -133,6 +133,9 @@ class Entry(BaseModel):
                 metadata.pop(key, None)
             else:
                 metadata[key] = value
+        if metadata == (self.metadata or {}):
+            # Removing an absent key is no change: a null (or missing) metadata must not become {}.
+            return self.evolve()
         return self.evolve(metadata=metadata)
 
     def evolve(self, **changes: Any) -> Entry:

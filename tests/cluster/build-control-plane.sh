@@ -83,6 +83,7 @@ build_k8s() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do   # the pair hack/lib/version.sh stamps
     ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
     ldf="$ldf -X $p.gitTreeState=clean -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    ldf="$ldf -X $p.gitCommit=module-$K8S_VERSION"   # the module proxy does not tell the commit
   done
   log "building kube-apiserver, kube-controller-manager, kube-scheduler $K8S_VERSION (go $goline)"
   "$GO" build -trimpath -ldflags "$ldf" -o "$BIN/" \

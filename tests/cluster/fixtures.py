@@ -1,0 +1,128 @@
+"""pytest plugin: a real control plane per session, a namespace per test (registered in tests/conftest.py).
+
+Fixtures:
+- `kube_cluster` (session): a started `KubeCluster` (etcd, kube-apiserver, kube-controller-manager,
+  kube-scheduler, and the test node agent with one Ready node). If it cannot start, every test using it
+  *errors* with the reason; nothing is skipped. Deselect explicitly with `-m 'not cluster'`.
+- `kube_namespace` (function): the name of a fresh namespace (its `default` ServiceAccount exists), deleted
+  after the test.
+
+Tests that use either fixture are marked `cluster` automatically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig
+from tests.cluster.nodeagent import NodeAgent
+from tests.cluster.procs import live_processes
+
+log = logging.getLogger(__name__)
+
+CLUSTER_FIXTURES = {"kube_cluster", "kube_namespace"}
+KEEP_ENV = "DREAMKEEPER_KEEP_CLUSTER_STATE"  # =1: keep the state dir (PKI, logs, etcd data) after the session
+
+
+class KubeCluster(ControlPlane):
+    """A running control plane plus its node agent. Besides ControlPlane's API (kubeconfig, api_url,
+    api_client(), kubectl(), service_account_kubeconfig(), service_account_client(), impersonating_client(),
+    create_namespace(), delete_namespace(), create_host_volume()) it offers the node agent's views."""
+
+    node_agent: NodeAgent
+
+    @property
+    def node_name(self) -> str:
+        return self.node_agent.node_name
+
+    def container_log(self, namespace: str, pod: str, container: str) -> str:
+        return self.node_agent.container_log(namespace, pod, container)
+
+    def start_all(self) -> None:
+        self.start()
+        self.node_agent = NodeAgent(
+            self.api_client,
+            self.state_dir / "node",
+            api_port=self.api_port,
+            ca_file=self.ca_file,
+        )
+        self.node_agent.start()
+        self._wait_node_schedulable()
+
+    def _wait_node_schedulable(self, timeout: float = 90.0) -> None:
+        """The node lifecycle controller removes the not-ready taint once it has seen the node Ready."""
+        core = k8s.CoreV1Api(self.api_client())
+
+        def schedulable() -> bool:
+            node = core.read_node(self.node_agent.node_name)
+            return not node.spec.taints
+
+        self.timings["node-ready"] = self.wait_for("the test node to lose its taints", schedulable, timeout)
+
+    def stop_all(self) -> None:
+        agent = getattr(self, "node_agent", None)
+        if agent is not None:
+            agent.stop()
+        self.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+# Marks must be added before `-m` deselection (which also runs in pytest_collection_modifyitems).
+pytest_collection_modifyitems = pytest.hookimpl(tryfirst=True)(pytest_collection_modifyitems)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+    cluster = KubeCluster(ControlPlaneConfig())
+    try:
+        cluster.start_all()
+    except BaseException:
+        cluster.stop_all()
+        kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
+        cluster.remove_state()
+        log.error("control plane failed to start; logs kept in %s", kept)
+        raise
+    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+        failed = request.session.testsfailed > 0
+        if os.environ.get(KEEP_ENV) == "1":
+            print(f"\n[kube_cluster] state kept in {cluster.state_dir}")
+        else:
+            if failed:
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
+                print(f"\n[kube_cluster] tests failed; control-plane and container logs kept in {kept}")
+            cluster.remove_state()
+        leftovers = live_processes()
+        if leftovers:  # stop_all must have reaped everything; say so loudly if not
+            log.error("processes still alive after teardown: %s", leftovers)
+
+
+def _namespace_name(nodeid: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", nodeid.split("::")[-1].lower()).strip("-")[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:5]}"
+
+
+@pytest.fixture
+def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = kube_cluster.create_namespace(_namespace_name(request.node.nodeid), labels={"dreamkeeper.test/ns": "1"})
+    try:
+        yield name
+    finally:
+        kube_cluster.delete_namespace(name)

@@ -1,0 +1,39 @@
+"""`python -m bench <name> [args]` runs one benchmark; `python -m bench all` runs every one with defaults.
+
+To add a benchmark, add its module to SUBCOMMANDS; the module needs `main(argv: list[str]) -> int`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, str] = {
+    "coverage": "bench.coverage_eval",  # merge coverage check: false rejections and catch rate
+}
+
+
+def _usage() -> str:
+    names = "\n".join(f"  {name:<12} {module}" for name, module in sorted(SUBCOMMANDS.items()))
+    return f"usage: python -m bench <name> [args] | all\n\nbenchmarks:\n{names}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name == "all":
+        codes = [importlib.import_module(module).main(rest) for module in SUBCOMMANDS.values()]
+        return max(codes, default=0)
+    module = SUBCOMMANDS.get(name)
+    if module is None:
+        print(f"unknown benchmark {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    code: int = importlib.import_module(module).main(rest)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

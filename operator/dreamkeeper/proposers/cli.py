@@ -58,7 +58,14 @@ def register(app: typer.Typer) -> None:
         base_url: str | None = typer.Option(None, help="openai: base URL (else OPENAI_BASE_URL)."),
         timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds."),
         max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
-        token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget."),
+        token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget (input + output)."),
+        output_mode: str | None = typer.Option(
+            None, help="openai: structured output json_schema | json_object | none (falls back by itself)."
+        ),
+        price_file: Path | None = typer.Option(
+            None,
+            help="openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/llm-pricing.json).",
+        ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
     ) -> None:
         """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
@@ -87,6 +94,8 @@ def register(app: typer.Typer) -> None:
                 timeout=timeout,
                 max_retries=max_retries,
                 token_budget=token_budget,
+                output_mode=output_mode,
+                price_file=_price_file(proposer, agent_dir, price_file),
             )
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]error:[/red] {exc}")
@@ -126,6 +135,14 @@ def register(app: typer.Typer) -> None:
             _print_report(report)
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
+
+
+def _price_file(proposer: str, agent_dir: Path, explicit: Path | None) -> Path | None:
+    """An explicit --price-file, else the agent's own llm-pricing.json when it has one (RockBot keeps it there)."""
+    if explicit is not None or proposer != "openai":
+        return explicit
+    default = agent_dir / "llm-pricing.json"
+    return default if default.is_file() else None
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -1,0 +1,331 @@
+"""The OpenAI-compatible proposer: one Chat Completions request per batch the engine offers, structured output when
+the server has it, tolerant parsing when it does not, our own retry policy, a per-cycle token budget and exact token
+accounting from the API's ``usage`` fields. It is untrusted like every proposer: a reply it cannot read becomes an
+unusable batch (nothing changes, nothing is stamped reviewed), and the engine validates everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import openai
+from openai import AsyncOpenAI
+
+from dreamkeeper.consolidation.proposal import (
+    BatchReply,
+    ProposalRequest,
+    ProposerUsage,
+    RepairRequest,
+)
+from dreamkeeper.proposers.openai_config import OpenAIProposerConfig, require_api_key
+from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
+from dreamkeeper.proposers.openai_retry import FATAL_STATUS, decide, describe, is_format_rejection, status_of
+from dreamkeeper.proposers.prompts import (
+    OUTPUT_MODES,
+    REPAIR_DIRECTIVE,
+    OutputMode,
+    repair_message,
+    response_format,
+    system_prompt,
+    user_message,
+)
+
+__all__ = ["CallResult", "OpenAIProposer", "OpenAIProposerConfig"]
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+Messages = list[dict[str, str]]
+DEFAULT_CHARS_PER_TOKEN = 4.0
+
+
+@dataclass
+class CallResult:
+    """The text of a usable completion, or why there is none. ``invalid``: the server answered but the answer is
+    unusable (empty, refused, truncated); otherwise the request itself failed."""
+
+    text: str | None
+    error: str | None = None
+    invalid: bool = False
+
+
+class OpenAIProposer:
+    name = "openai"
+
+    def __init__(
+        self,
+        config: OpenAIProposerConfig,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        require_api_key()
+        self.config = config
+        self._sleep = sleep  # injectable so tests see the waits without spending them
+        self._rng = rng or random.Random()
+        self._mode: OutputMode = config.output_mode  # downgraded for good when the server rejects it
+        self._client: AsyncOpenAI | None = None
+        self._usage = ProposerUsage()
+        self._stopped: str | None = None
+        self._chars_sent = 0
+        self._usage_estimated = False
+        self._logged_calls = 0
+        self.waits: list[float] = []  # every retry wait, in order (observability and tests)
+
+    # ---- Proposer protocol -----------------------------------------------------------------------------
+
+    @property
+    def output_mode(self) -> OutputMode:
+        return self._mode
+
+    def usage(self) -> ProposerUsage:
+        return self._usage
+
+    async def propose(self, request: ProposalRequest) -> list[BatchReply]:
+        """One request per batch, in order. Usage is per cycle: it starts again at zero here."""
+        self._usage = ProposerUsage()
+        self._stopped = None
+        self._logged_calls = 0
+        system = system_prompt(request.directive)
+        replies: list[BatchReply] = []
+        unsent = 0
+        for batch in request.batches:
+            what = f"batch {batch.index + 1}/{len(request.batches)}"
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user_message(batch, request)},
+            ]
+            result = await self._complete(messages, "proposal", what)
+            if result.text is None:
+                if self._stopped and result.error == self._stopped:
+                    unsent += 1
+                replies.append(BatchReply(batch.index, None, result.error))
+                continue
+            try:
+                proposal = parse_proposal(result.text)
+            except ReplyError as exc:
+                self._invalid(what, str(exc))
+                replies.append(BatchReply(batch.index, None, str(exc)))
+                continue
+            log.debug(
+                "%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete)
+            )
+            replies.append(BatchReply(batch.index, proposal))
+        if unsent:
+            self._note(
+                f"{unsent} of {len(request.batches)} batch(es) not sent ({self._stopped}); "
+                "their entries stay unreviewed"
+            )
+        self._log_summary(f"{len(request.batches)} batch(es)")
+        return replies
+
+    async def repair(self, request: RepairRequest) -> str | None:
+        messages = [
+            {"role": "system", "content": REPAIR_DIRECTIVE},
+            {"role": "user", "content": repair_message(request)},
+        ]
+        what = f"repair of [{', '.join(s.id for s in request.sources)}]"
+        result = await self._complete(messages, "repair", what)
+        if result.text is None:
+            return None
+        try:
+            return parse_repair(result.text)
+        except ReplyError as exc:
+            self._invalid(what, str(exc))
+            return None
+
+    async def aclose(self) -> None:
+        if self._usage.calls > self._logged_calls:
+            self._log_summary("cycle total")
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    # ---- one request, with retries, format fallback and budget -------------------------------------------
+
+    def _client_for_cycle(self) -> AsyncOpenAI:
+        if self._client is None:
+            # max_retries=0: the retry policy is ours (Retry-After, budget, circuit), not the client's.
+            self._client = AsyncOpenAI(base_url=self.config.base_url, timeout=self.config.timeout, max_retries=0)
+        return self._client
+
+    async def _complete(self, messages: Messages, kind: Literal["proposal", "repair"], what: str) -> CallResult:
+        attempt = 0
+        while True:
+            if self._stopped:
+                return CallResult(None, self._stopped)
+            if self._over_budget(messages):
+                return CallResult(None, self._stopped)
+            kwargs = self._request_args(messages, kind)
+            self._usage.calls += 1
+            started = time.monotonic()
+            try:
+                response = await self._client_for_cycle().chat.completions.create(**kwargs)
+            except openai.OpenAIError as exc:
+                self._usage.failed_calls += 1
+                elapsed = time.monotonic() - started
+                if is_format_rejection(exc) and self._downgrade(exc):
+                    continue  # the same request again in the next output mode; not a retry
+                decision = decide(
+                    exc,
+                    attempt,
+                    self.config.max_retries,
+                    self.config.backoff(attempt),
+                    self.config.retry_after_max,
+                    self._rng,
+                )
+                log.debug("openai %s: %s after %.2fs", what, describe(exc), elapsed)
+                if decision.retry:
+                    log.info(
+                        "openai %s: %s; retrying in %.1fs (%s, retry %d of %d)",
+                        what,
+                        describe(exc),
+                        decision.delay,
+                        decision.reason,
+                        attempt + 1,
+                        self.config.max_retries,
+                    )
+                    self.waits.append(decision.delay)
+                    await self._sleep(decision.delay)
+                    attempt += 1
+                    continue
+                error = f"{describe(exc)}; {decision.reason}"
+                log.warning("openai %s failed: %s", what, error)
+                if decision.reason != "not retryable" or status_of(exc) in FATAL_STATUS:
+                    # The endpoint is down, throttling past our patience, or refusing us: stop asking this cycle.
+                    self._stopped = f"endpoint unavailable: {error}"
+                    self._note(self._stopped)
+                return CallResult(None, error)
+            return self._read(response, messages, what, time.monotonic() - started)
+
+    def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
+        args: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        fmt = response_format(self._mode, kind)
+        if fmt is not None:
+            args["response_format"] = fmt
+        if self.config.temperature is not None:
+            args["temperature"] = self.config.temperature
+        if self.config.max_output_tokens is not None:
+            args["max_tokens"] = self.config.max_output_tokens
+        return args
+
+    def _downgrade(self, exc: BaseException) -> bool:
+        index = OUTPUT_MODES.index(self._mode)
+        if index + 1 >= len(OUTPUT_MODES):
+            return False
+        old, self._mode = self._mode, OUTPUT_MODES[index + 1]
+        self._note(f"server rejected response_format {old} ({describe(exc)}); using {self._mode} from now on")
+        log.warning("openai: %s", self._usage.notes[-1])
+        return True
+
+    def _read(self, response: Any, messages: Messages, what: str, elapsed: float) -> CallResult:
+        choice = response.choices[0] if response.choices else None
+        message = choice.message if choice is not None else None
+        content: str | None = message.content if message is not None else None
+        finish = getattr(choice, "finish_reason", None)
+        self._account(response, sum(len(m["content"]) for m in messages), content, what, finish, elapsed)
+        if message is None:
+            return self._unusable(what, "reply has no choices")
+        if getattr(message, "refusal", None):
+            return self._unusable(what, f"model refused: {preview(message.refusal)}")
+        if finish == "length":
+            return self._unusable(what, f"reply cut off at the output limit (finish_reason=length): {preview(content)}")
+        if finish == "content_filter":
+            return self._unusable(what, "reply withheld by the server's content filter")
+        if not content or not content.strip():
+            return self._unusable(what, "empty reply")
+        return CallResult(content)
+
+    def _account(
+        self, response: Any, prompt_chars: int, content: str | None, what: str, finish: str | None, elapsed: float
+    ) -> None:
+        """Tokens from the response's ``usage``; a server that reports none is estimated, and the report says so."""
+        usage = getattr(response, "usage", None)
+        if usage is not None and usage.prompt_tokens is not None:
+            input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens or 0)
+        else:
+            if not self._usage_estimated:
+                self._usage_estimated = True
+                self._note("server reported no token usage; tokens estimated at ~4 characters per token")
+            input_tokens, output_tokens = self._estimate(prompt_chars), self._estimate(len(content or ""))
+        self._usage.input_tokens += input_tokens
+        self._usage.output_tokens += output_tokens
+        self._chars_sent += prompt_chars
+        self._price(getattr(response, "model", None))
+        log.debug(
+            "openai %s: %d in / %d out tokens, finish=%s, mode=%s, %.2fs",
+            what,
+            input_tokens,
+            output_tokens,
+            finish,
+            self._mode,
+            elapsed,
+        )
+
+    def _unusable(self, what: str, why: str) -> CallResult:
+        self._invalid(what, why)
+        return CallResult(None, why, invalid=True)
+
+    def _invalid(self, what: str, why: str) -> None:
+        self._usage.invalid_replies += 1
+        log.warning("openai %s: unusable reply, nothing changes for it — %s", what, why)
+
+    # ---- budget, cost, notes -------------------------------------------------------------------------------
+
+    def _estimate(self, chars: int) -> int:
+        """Prompt tokens for ``chars`` characters, calibrated on what the server has reported so far."""
+        ratio = 1 / DEFAULT_CHARS_PER_TOKEN
+        if self._chars_sent and self._usage.input_tokens and not self._usage_estimated:
+            ratio = self._usage.input_tokens / self._chars_sent
+        return math.ceil(chars * ratio)
+
+    def _over_budget(self, messages: Messages) -> bool:
+        budget = self.config.token_budget
+        if budget is None:
+            return False
+        used = self._usage.input_tokens + self._usage.output_tokens
+        needed = self._estimate(sum(len(m["content"]) for m in messages))
+        if used + needed <= budget:
+            return False
+        self._usage.budget_exhausted = True
+        self._stopped = f"token budget of {budget} reached ({used} used, next request ~{needed})"
+        self._note(f"{self._stopped}; what was already validated is kept")
+        log.warning("openai: %s", self._stopped)
+        return True
+
+    def _price(self, served_model: str | None) -> None:
+        price = self.config.price(self.config.model, served_model)
+        if price is not None:
+            self._usage.estimated_cost = price.cost(self._usage.input_tokens, self._usage.output_tokens)
+        elif self.config.prices and not any("no price for model" in n for n in self._usage.notes):
+            self._note(f"no price for model {self.config.model!r} in the price table; cost not estimated")
+
+    def _note(self, text: str) -> None:
+        if text not in self._usage.notes:
+            self._usage.notes.append(text)
+
+    def _log_summary(self, scope: str) -> None:
+        u = self._usage
+        self._logged_calls = u.calls
+        cost = f", estimated cost {u.estimated_cost:.4f}" if u.estimated_cost is not None else ""
+        log.info(
+            "openai proposer (%s, %s output) %s: %d request(s), %d input / %d output tokens, %d unusable "
+            "repl(ies), %d failed request(s)%s%s",
+            self.config.model,
+            self._mode,
+            scope,
+            u.calls,
+            u.input_tokens,
+            u.output_tokens,
+            u.invalid_replies,
+            u.failed_calls,
+            cost,
+            " — token budget exhausted" if u.budget_exhausted else "",
+        )

@@ -1,0 +1,111 @@
+"""Configuration of the OpenAI-compatible proposer. The API key is not configuration: it comes from
+``OPENAI_API_KEY`` only, so it never appears on a command line, in a settings file or in a report."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dreamkeeper.proposers.prompts import OutputMode
+
+API_KEY_ENV = "OPENAI_API_KEY"
+PRICE_FILE = "llm-pricing.json"  # looked for in the agent directory, beside dream.md
+
+
+class MissingAPIKeyError(ValueError):
+    pass
+
+
+def require_api_key() -> None:
+    if not os.environ.get(API_KEY_ENV):
+        raise MissingAPIKeyError(
+            f"{API_KEY_ENV} is not set: the openai proposer reads its key from the environment only "
+            "(local servers that need no key accept any non-empty value); nothing was changed"
+        )
+
+
+class ModelPrice(BaseModel):
+    """Price per one million tokens, in whatever currency the table is kept in."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    input: float = Field(ge=0, validation_alias=AliasChoices("input", "inputPerMillion", "input_per_million"))
+    output: float = Field(ge=0, validation_alias=AliasChoices("output", "outputPerMillion", "output_per_million"))
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+def parse_price_table(data: Any, origin: str = "price table") -> dict[str, ModelPrice]:
+    """``{"model": {"input": 2.5, "output": 10}}``, optionally under a top-level ``"models"`` key."""
+    if isinstance(data, Mapping) and isinstance(data.get("models"), Mapping):
+        data = data["models"]
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{origin}: expected an object mapping model names to prices, got {type(data).__name__}")
+    table: dict[str, ModelPrice] = {}
+    for model, price in data.items():
+        try:
+            table[str(model)] = price if isinstance(price, ModelPrice) else ModelPrice.model_validate(price)
+        except ValidationError as exc:
+            raise ValueError(f"{origin}: bad price for model {model!r}: {exc.errors()[0]['msg']}") from None
+    return table
+
+
+def load_price_file(path: Path) -> dict[str, ModelPrice]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read price file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"price file {path} is not valid JSON: {exc}") from None
+    return parse_price_table(data, f"price file {path}")
+
+
+class OpenAIProposerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None  # None: OPENAI_BASE_URL, else the OpenAI API (the openai package's rule)
+    timeout: float = Field(default=120.0, gt=0, description="seconds per request")
+    max_retries: int = Field(default=4, ge=0, le=20, description="retries of one request on 408/409/429/5xx")
+    backoff_initial: float = Field(default=1.0, ge=0)
+    backoff_max: float = Field(default=60.0, ge=0)
+    # A server asking for a longer wait than this is not retried: the cycle keeps what it has instead of stalling.
+    retry_after_max: float = Field(default=300.0, ge=0)
+    token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
+    output_mode: OutputMode = "json_schema"
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    price_file: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain_missing_model(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and not data.get("model"):
+            raise ValueError("the openai proposer needs a model name (--model)")
+        return data
+
+    @model_validator(mode="after")
+    def _load_prices(self) -> OpenAIProposerConfig:
+        if self.price_file is not None:
+            self.prices = {**load_price_file(self.price_file), **self.prices}
+        return self
+
+    def price(self, *models: str | None) -> ModelPrice | None:
+        for name in models:
+            if name and name in self.prices:
+                return self.prices[name]
+        return None
+
+    def backoff(self, attempt: int) -> float:
+        """The exponential ceiling for retry ``attempt`` (0-based); jitter is applied by the caller."""
+        if attempt > 60:
+            return self.backoff_max
+        return min(self.backoff_max, self.backoff_initial * math.pow(2, attempt))

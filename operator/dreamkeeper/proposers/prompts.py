@@ -1,0 +1,191 @@
+"""What the LLM proposer sends: the system directive, the offer in RockBot's entry layout, the repair prompt, and the
+JSON schemas for structured output.
+
+The entry line is RockBot's (``N. [ID:<id>] category=… importance=… reinforced=…× first=… last=… tags=[…]`` then the
+content indented three spaces), so dream prompts written for RockBot keep working.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, ProposalRequest, RepairRequest
+from dreamkeeper.memory import Entry
+
+DIRECTIVE_RESOURCE = "dream_directive.md"
+INDENT = "   "
+
+# Appended to an operator-supplied directive that does not describe the reply: without it a server with no
+# structured-output support would have no way to learn the schema.
+REPLY_CONTRACT = (
+    "\n\n## Reply format\n\nReply with one JSON object and nothing else: "
+    '{"toDelete": ["<id>"], "toSave": [{"content": "...", "category": "...", "tags": [], "sourceIds": ["<id>"], '
+    '"importance": null}]}. Name only ids shown in the request. A merge must keep every specific of its sources '
+    'verbatim. When nothing should change, reply {"toDelete": [], "toSave": []}.'
+)
+
+REPAIR_DIRECTIVE = (
+    "You revise a proposed merge of memory entries that dropped specific details. Restore each missing string "
+    "verbatim, exactly as written in the sources. Keep everything the proposed text already says. Add no fact that is "
+    "not in the sources. Stay concise. Reply with one JSON object and nothing else: "
+    '{"content": "<the revised merged text>"}.'
+)
+
+
+@cache
+def default_directive() -> str:
+    """The shipped directive (package data), read once."""
+    return resources.files("dreamkeeper.proposers").joinpath(DIRECTIVE_RESOURCE).read_text(encoding="utf-8")
+
+
+def system_prompt(directive: str | None) -> str:
+    """The agent's own ``dream.md`` when it has one, else the shipped default."""
+    if directive is None or not directive.strip():
+        return default_directive().strip()
+    text = directive.strip()
+    return text if "toSave" in text else text + REPLY_CONTRACT
+
+
+def _day(entry: Entry, which: Literal["first", "last"]) -> str:
+    value = entry.created_at if which == "first" else entry.seen_at
+    return value.strftime("%Y-%m-%d")
+
+
+def _subject(entry: Entry) -> str:
+    point = entry.meta("subjectTime")
+    if point:
+        return f" subject={point}"
+    start, end = entry.meta("subjectTimeStart"), entry.meta("subjectTimeEnd")
+    if start or end:
+        return f" subject={start or ''}..{end or ''}"
+    return ""
+
+
+def entry_header(number: int, entry: Entry, merge_only: bool = False) -> str:
+    tags = ", ".join(entry.tags) if entry.tags else "(none)"
+    line = (
+        f"{number}. [ID:{entry.id}] category={entry.category or 'uncategorized'} "
+        f"importance={entry.importance_score:.2f} reinforced={entry.reinforcement_count}× "
+        f"first={_day(entry, 'first')} last={_day(entry, 'last')}{_subject(entry)} tags=[{tags}]"
+    )
+    return line + " [merge-only]" if merge_only else line
+
+
+def format_entry(number: int, entry: Entry, merge_only: bool = False) -> str:
+    """One entry block: the header line, then the content with every line indented three spaces."""
+    body = "\n".join(INDENT + line if line else "" for line in entry.content.splitlines() or [""])
+    return entry_header(number, entry, merge_only) + "\n" + body
+
+
+def offer_header(total: int, shown: int, withheld: int, elsewhere: int = 0, part: tuple[int, int] | None = None) -> str:
+    where = ""
+    if part is not None and part[1] > 1:
+        where = f" (request {part[0]} of {part[1]}; {elsewhere} other(s) are offered in separate requests)"
+    return (
+        f"There are {total} memory entries. {shown} are shown below{where}. The other {withheld} were reviewed on an "
+        "earlier pass, have not changed since, and are deliberately withheld. Consolidate only what is shown:"
+    )
+
+
+REOPENED_NOTE = (
+    "Some near-duplicates below were left separate on an earlier pass and are offered again (marked [merge-only]): "
+    "merge them if they state the same fact, otherwise leave them as they are."
+)
+
+
+def user_message(batch: Batch, request: ProposalRequest) -> str:
+    """The offer for one batch, clusters marked, numbered from 1."""
+    offered = sum(len(b.entries) for b in request.batches)
+    lines = [
+        offer_header(
+            request.total_entries,
+            len(batch.entries),
+            request.withheld,
+            elsewhere=offered - len(batch.entries),
+            part=(batch.index + 1, len(request.batches)),
+        )
+    ]
+    if any(g.reopened for g in batch.groups):
+        lines += ["", REOPENED_NOTE]
+    by_id: dict[str, OfferedEntry] = {o.entry.id: o for o in batch.entries}
+    number = 0
+    singles_started = False
+    for group in batch.groups:
+        members = [by_id[i] for i in group.ids if i in by_id]
+        if not members:
+            continue
+        if group.is_cluster:
+            lines += ["", "Near-duplicate cluster (offered again):" if group.reopened else "Near-duplicate cluster:"]
+        elif not singles_started:
+            lines += ["", "Other entries:"]
+            singles_started = True
+        for offered_entry in members:
+            number += 1
+            lines.append(format_entry(number, offered_entry.entry, offered_entry.merge_only))
+    return "\n".join(lines)
+
+
+def whole_offer_message(entries: list[Entry], total: int, withheld: int) -> str:
+    """A single unbatched offer in RockBot's layout (used to price the alternatives in the token bench)."""
+    lines = [offer_header(total, len(entries), withheld), ""]
+    lines += [format_entry(n, e) for n, e in enumerate(entries, start=1)]
+    return "\n".join(lines)
+
+
+def repair_message(request: RepairRequest) -> str:
+    """RockBot's repair prompt: the proposed text, its sources, and the missing specifics."""
+    lines = ["Proposed merged text:", INDENT + request.merge.content.replace("\n", "\n" + INDENT), ""]
+    lines.append("Source entries it was built from:")
+    lines += [format_entry(n, e) for n, e in enumerate(request.sources, start=1)]
+    lines += ["", "Missing — each must appear verbatim in your revision:"]
+    lines += [f"- {m}" for m in request.missing]
+    return "\n".join(lines)
+
+
+# ---- structured output ----------------------------------------------------------------------------------------
+
+# Strict mode needs every property required and no extras; optional values are nullable instead.
+PROPOSAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["toDelete", "toSave"],
+    "properties": {
+        "toDelete": {"type": "array", "items": {"type": "string"}},
+        "toSave": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["content", "category", "tags", "sourceIds", "importance"],
+                "properties": {
+                    "content": {"type": "string"},
+                    "category": {"type": ["string", "null"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "sourceIds": {"type": "array", "items": {"type": "string"}},
+                    "importance": {"type": ["number", "null"]},
+                },
+            },
+        },
+    },
+}
+
+REPAIR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["content"],
+    "properties": {"content": {"type": "string"}},
+}
+
+OutputMode = Literal["json_schema", "json_object", "none"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "none")
+
+
+def response_format(mode: OutputMode, kind: Literal["proposal", "repair"]) -> dict[str, Any] | None:
+    if mode == "none":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object"}
+    name, schema = ("dream_proposal", PROPOSAL_SCHEMA) if kind == "proposal" else ("merge_repair", REPAIR_SCHEMA)
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -67,6 +68,15 @@ class KubeCluster(ControlPlane):
             return not node.spec.taints
 
         self.timings["node-ready"] = self.wait_for("the test node to lose its taints", schedulable, timeout)
+
+    def keep_logs(self, destination: Path) -> Path:
+        """Component logs plus every container's output and termination-message files (not volume data)."""
+        super().keep_logs(destination)
+        pods = self.state_dir / "node" / "pods"
+        if pods.is_dir():
+            shutil.copytree(pods, destination / "pods", ignore=shutil.ignore_patterns("volumes", "home", "rootfs"),
+                            dirs_exist_ok=True)  # fmt: skip
+        return destination
 
     def stop_all(self) -> None:
         agent = getattr(self, "node_agent", None)

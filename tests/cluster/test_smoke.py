@@ -194,7 +194,7 @@ def test_pod_env_volumes_init_and_failure_message(kube_cluster: KubeCluster, kub
     assert (init.exit_code, init.reason) == (0, "Completed")
     by_name = {c.name: c.state.terminated for c in status.container_statuses}
     assert by_name["main"].exit_code == 3 and by_name["main"].reason == "Error"
-    assert by_name["main"].message == "s3cret|dream|hi-dream|depth: 3\n|envpod"
+    assert by_name["main"].message == "s3cret|dream|hi-dream|depth: 3|envpod"  # $(cat) drops the newline
     assert by_name["logs-only"].exit_code == 7
     assert by_name["logs-only"].message == "line1\nlast-words\n"
     assert "to-stderr" in kube_cluster.container_log(kube_namespace, "envpod", "main")
@@ -234,8 +234,9 @@ def test_pod_security_restricted_rejects_privileged_pod(kube_cluster: KubeCluste
     with pytest.raises(k8s.ApiException) as err:
         api.create_namespaced_pod(kube_namespace, pod)
     assert err.value.status == 403
-    assert 'violates PodSecurity "restricted:latest"' in str(err.value.body)
-    assert "privileged" in str(err.value.body)
+    message = json.loads(err.value.body)["message"]
+    assert 'violates PodSecurity "restricted:latest"' in message
+    assert "privileged" in message
 
 
 def test_service_account_clients_get_least_privilege(kube_cluster: KubeCluster, kube_namespace: str) -> None:

@@ -117,7 +117,10 @@ class FakeOpenAIServer:
                 return self._queue.popleft()
         if self.responder is not None:
             return self.responder(request)
-        return Reply.error(500, "the fake server has no scripted reply left", )
+        return Reply.error(
+            500,
+            "the fake server has no scripted reply left",
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -138,7 +141,9 @@ class FakeOpenAIServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -163,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 30  # idle keep-alive connections give their thread back
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
     def do_POST(self) -> None:

@@ -78,8 +78,9 @@ def test_user_message_counts_clusters_and_merge_only_marks() -> None:
     text = user_message(batch, request_of(batch, other, total=12, withheld=6))
     lines = text.split("\n")
     assert lines[0].startswith("There are 12 memory entries. 5 are shown below (request 1 of 2; 1 other(s)")
-    assert "The other 6 were reviewed on an earlier pass, have not changed since, and are deliberately withheld." in (
-        lines[0]
+    assert (
+        "The other 6 were reviewed on an earlier pass, have not changed since, and are deliberately withheld."
+        in (lines[0])
     )
     assert lines[0].endswith("Consolidate only what is shown:")
     assert "were left separate on an earlier pass and are offered again" in text
@@ -118,7 +119,10 @@ def test_agent_directive_overrides_and_gets_the_reply_contract_only_when_it_lack
 
 
 def test_repair_prompt_sections() -> None:
-    sources = [entry("s1", "Rockford Duane Lhotka uses timezone America/Chicago."), entry("s2", "Accounts: Marimer LLC.")]
+    sources = [
+        entry("s1", "Rockford Duane Lhotka uses timezone America/Chicago."),
+        entry("s2", "Accounts: Marimer LLC."),
+    ]
     merge = MergeProposal(content="The user has accounts and a timezone.", source_ids=["s1", "s2"])
     text = repair_message(RepairRequest(merge, sources, ["America/Chicago", "Marimer"]))
     order = [

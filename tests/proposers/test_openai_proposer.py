@@ -1,0 +1,284 @@
+"""The OpenAI proposer on its own: the real ``openai`` client against the fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from dreamkeeper.consolidation.proposal import (
+    Batch,
+    BatchReply,
+    MergeProposal,
+    OfferedEntry,
+    OfferGroup,
+    ProposalRequest,
+    RepairRequest,
+)
+from dreamkeeper.memory import Entry
+from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+from dreamkeeper.proposers.openai_config import MissingAPIKeyError
+from dreamkeeper.proposers.openai_retry import retry_after_seconds
+from tests.proposers.fake_openai import FakeOpenAIServer, Reply
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+EMPTY = {"toDelete": [], "toSave": []}
+
+
+def batch(index: int, *ids: str) -> Batch:
+    entries = tuple(OfferedEntry(Entry(id=i, content=f"Fact {i} about Milo.", created_at=T0)) for i in ids)
+    return Batch(index, (OfferGroup(ids, len(ids) > 1),), entries)
+
+
+def request(*batches: Batch) -> ProposalRequest:
+    return ProposalRequest(
+        batches=batches, total_entries=50, withheld=50 - sum(len(b.entries) for b in batches), now=T0
+    )
+
+
+class Waits:
+    """Stands in for asyncio.sleep: records every wait, spends none."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any) -> OpenAIProposer:
+    settings: dict[str, Any] = {"model": "m", "base_url": server.base_url, "timeout": 5.0, "max_retries": 2}
+    settings.update(config)
+    return OpenAIProposer(OpenAIProposerConfig(**settings), sleep=waits or Waits())
+
+
+def run_propose(p: OpenAIProposer, req: ProposalRequest) -> list[BatchReply]:
+    async def go() -> list[BatchReply]:
+        try:
+            return await p.propose(req)
+        finally:
+            await p.aclose()
+
+    return asyncio.run(go())
+
+
+def test_one_request_per_batch_with_strict_schema_and_exact_token_accounting(fake_openai: FakeOpenAIServer) -> None:
+    merge = {"content": "Milo is a Sheltie.", "category": None, "tags": [], "sourceIds": ["a", "b"], "importance": None}
+    fake_openai.script(
+        Reply.json({"toDelete": [], "toSave": [merge]}, prompt_tokens=321, completion_tokens=45),
+        Reply.json(EMPTY, prompt_tokens=100, completion_tokens=7),
+    )
+    p = proposer(fake_openai)
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c")))
+    assert [r.batch_index for r in replies] == [0, 1]
+    assert replies[0].proposal is not None and replies[0].proposal.to_save[0].source_ids == ["a", "b"]
+    assert replies[1].proposal is not None and replies[1].proposal.to_save == []
+    sent = fake_openai.completions
+    assert len(sent) == 2
+    assert sent[0].body["model"] == "m"
+    assert sent[0].headers["authorization"] == "Bearer sk-test-not-a-real-key"
+    fmt = sent[0].body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert [m["role"] for m in sent[0].messages] == ["system", "user"]
+    assert "[ID:a]" in sent[0].user_text and "[ID:b]" in sent[0].user_text and "[ID:c]" not in sent[0].user_text
+    assert "[ID:c]" in sent[1].user_text
+    usage = p.usage()
+    assert (usage.calls, usage.input_tokens, usage.output_tokens) == (2, 421, 52)
+    assert usage.invalid_replies == usage.failed_calls == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (Reply(content=""), "empty reply"),
+        (Reply(content=None), "empty reply"),
+        (Reply(content="I would rather not."), "no JSON object"),
+        (Reply(content='{"toDelete": ["a"'), "no JSON object"),
+        (Reply(content=None, refusal="I can't help with that."), "model refused"),
+        (Reply(content='{"toDelete": [], "toSave": [{"content": "Milo is', finish_reason="length"), "cut off"),
+        (Reply(no_choices=True), "no choices"),
+    ],
+)
+def test_unusable_replies_change_nothing_and_are_counted(
+    fake_openai: FakeOpenAIServer, reply: Reply, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_openai.script(reply)
+    p = proposer(fake_openai)
+    with caplog.at_level(logging.WARNING, logger="dreamkeeper.proposers.openai"):
+        (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is None and out.error is not None and why in out.error
+    assert p.usage().invalid_replies == 1 and p.usage().calls == 1
+    assert any("unusable reply" in r.getMessage() for r in caplog.records)
+    assert all(len(r.getMessage()) < 600 for r in caplog.records)  # previews are truncated
+
+
+def test_429_with_retry_after_is_honoured_then_succeeds(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(
+        Reply.error(429, "Rate limit reached", {"Retry-After": "7"}),
+        Reply.error(429, "Rate limit reached", {"retry-after-ms": "1500"}),
+        Reply.json(EMPTY),
+    )
+    waits = Waits()
+    p = proposer(fake_openai, waits, max_retries=3)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is not None
+    assert waits.waits == [7.0, 1.5]  # the server's own numbers, not our backoff
+    assert (p.usage().calls, p.usage().failed_calls) == (3, 2)
+
+
+def test_5xx_backoff_grows_and_gives_up_then_stops_asking(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _req: Reply.error(503, "overloaded")
+    waits = Waits()
+    p = proposer(fake_openai, waits, max_retries=3, backoff_initial=2.0, backoff_max=5.0)
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
+    assert all(r.proposal is None for r in replies)
+    assert len(fake_openai.completions) == 4  # 1 + 3 retries for the first batch, then no more requests
+    ceilings = [2.0, 4.0, 5.0]
+    assert len(waits.waits) == 3
+    assert all(c / 2 <= w <= c for w, c in zip(waits.waits, ceilings, strict=True))
+    usage = p.usage()
+    assert (usage.calls, usage.failed_calls, usage.invalid_replies) == (4, 4, 0)
+    assert any("endpoint unavailable" in n for n in usage.notes)
+    assert any("2 of 3 batch(es) not sent" in n for n in usage.notes)
+    assert "HTTP 503" in (replies[0].error or "")
+
+
+def test_retry_after_longer_than_our_patience_is_not_waited_for(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.error(429, "quota", {"Retry-After": "3600"}))
+    waits = Waits()
+    p = proposer(fake_openai, waits, retry_after_max=60)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is None and "over the 60s limit" in (out.error or "")
+    assert waits.waits == []
+
+
+def test_client_errors_are_not_retried(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.error(400, "This model's maximum context length is 8192 tokens"), Reply.json(EMPTY))
+    waits = Waits()
+    p = proposer(fake_openai, waits)
+    first, second = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+    assert first.proposal is None and "HTTP 400" in (first.error or "")
+    assert second.proposal is not None  # a bad request for one batch does not stop the others
+    assert waits.waits == []
+
+
+def test_slow_reply_past_the_timeout(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json(EMPTY, delay=30), Reply.json(EMPTY, delay=30))
+    p = proposer(fake_openai, timeout=0.3, max_retries=1)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is None and "timed out" in (out.error or "")
+    assert len(fake_openai.completions) == 2 and p.usage().failed_calls == 2
+    assert p.usage().input_tokens == 0  # nothing was answered, nothing is accounted
+
+
+def test_json_schema_rejected_falls_back_to_json_object_and_remembers(openai_env: None) -> None:
+    with FakeOpenAIServer(reject_formats={"json_schema"}) as server:
+        server.script(Reply.json(EMPTY), Reply.json(EMPTY))
+        p = proposer(server)
+        replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+        assert all(r.proposal is not None for r in replies)
+        assert [r.response_format for r in server.completions] == ["json_schema", "json_object", "json_object"]
+        assert p.output_mode == "json_object"
+        assert any("rejected response_format json_schema" in n for n in p.usage().notes)
+
+
+def test_no_response_format_at_all_falls_back_to_plain_and_tolerant_parsing(openai_env: None) -> None:
+    with FakeOpenAIServer(reject_formats={"json_schema", "json_object"}) as server:
+        server.script(Reply(content="<think>let me see</think>\n```json\n" + json.dumps(EMPTY) + "\n```"))
+        p = proposer(server)
+        (out,) = run_propose(p, request(batch(0, "a", "b")))
+        assert out.proposal is not None
+        assert [r.response_format for r in server.completions] == ["json_schema", "json_object", None]
+        assert "response_format" not in server.completions[-1].body
+        assert p.output_mode == "none"
+
+
+def test_token_budget_stops_asking_and_says_so(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _req: Reply.json(EMPTY, prompt_tokens=900, completion_tokens=50)
+    p = proposer(fake_openai, token_budget=2500)
+    replies = run_propose(p, request(*(batch(i, f"x{i}", f"y{i}") for i in range(5))))
+    answered = [r for r in replies if r.proposal is not None]
+    assert len(answered) == 2  # 950 + 950 used; a third ~900-token prompt would pass 2500
+    assert all("token budget" in (r.error or "") for r in replies[2:])
+    usage = p.usage()
+    assert usage.budget_exhausted and usage.calls == 2
+    assert usage.input_tokens + usage.output_tokens <= 2500
+    assert any("token budget of 2500 reached" in n for n in usage.notes)
+
+
+def test_server_without_usage_is_estimated_and_noted(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json(EMPTY, include_usage=False))
+    p = proposer(fake_openai)
+    run_propose(p, request(batch(0, "a", "b")))
+    assert p.usage().input_tokens > 0 and p.usage().output_tokens > 0
+    assert any("estimated" in n for n in p.usage().notes)
+
+
+def test_price_table_gives_an_estimated_cost(fake_openai: FakeOpenAIServer, tmp_path: Path) -> None:
+    prices = tmp_path / "llm-pricing.json"
+    prices.write_text(json.dumps({"models": {"m": {"inputPerMillion": 2.0, "outputPerMillion": 8.0}}}))
+    fake_openai.script(Reply.json(EMPTY, prompt_tokens=1_000_000, completion_tokens=500_000))
+    p = proposer(fake_openai, price_file=prices)
+    run_propose(p, request(batch(0, "a", "b")))
+    assert p.usage().estimated_cost == pytest.approx(6.0)
+
+
+def test_bad_price_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "llm-pricing.json"
+    bad.write_text('{"m": {"input": -1, "output": 2}}')
+    with pytest.raises(ValidationError, match="bad price for model 'm'"):
+        OpenAIProposerConfig(model="m", price_file=bad)
+
+
+def test_repair_sends_rockbot_sections_and_returns_revised_text(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json({"content": "Rockford Duane Lhotka uses America/Chicago."}), Reply(content="nope"))
+    p = proposer(fake_openai)
+    src = [Entry(id="s1", content="Rockford Duane Lhotka uses timezone America/Chicago.", created_at=T0)]
+    req = RepairRequest(MergeProposal(content="A user has a timezone.", source_ids=["s1"]), src, ["America/Chicago"])
+
+    async def go() -> tuple[str | None, str | None]:
+        first, second = await p.repair(req), await p.repair(req)
+        await p.aclose()
+        return first, second
+
+    first, second = asyncio.run(go())
+    assert first == "Rockford Duane Lhotka uses America/Chicago."
+    assert second is None and p.usage().invalid_replies == 1
+    sent = fake_openai.completions[0]
+    assert sent.body["response_format"]["json_schema"]["schema"]["required"] == ["content"]
+    assert "Missing — each must appear verbatim in your revision:\n- America/Chicago" in sent.user_text
+
+
+def test_key_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY is not set"):
+        make_proposer("openai", model="m")
+    assert "api_key" not in OpenAIProposerConfig.model_fields
+
+
+def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpenAIServer, monkeypatch: Any) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    fake_openai.script(Reply.json(EMPTY))
+    p = make_proposer("openai", model="m", timeout=5.0)
+    assert isinstance(p, OpenAIProposer)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is not None and len(fake_openai.completions) == 1
+
+
+def test_missing_model_is_explained(openai_env: None) -> None:
+    with pytest.raises(ValidationError, match="needs a model name"):
+        make_proposer("openai", base_url="http://127.0.0.1:9/v1")
+
+
+def test_retry_after_http_date() -> None:
+    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds({"Retry-After": "Sun, 01 Mar 2026 12:00:30 GMT"}, now) == 30.0
+    assert retry_after_seconds({"Retry-After": "soon"}, now) is None
+    assert retry_after_seconds({}, now) is None

@@ -79,6 +79,10 @@ def _valid(year: int | None, month: int, day: int | None) -> bool:
     return True
 
 
+def _parts(expression: DateExpression) -> int:
+    return (expression.day_span is not None) + (expression.year_span is not None)
+
+
 def month_name_dates(text: str) -> list[DateExpression]:
     """Month-name date expressions: "August 19, 2026", "19th of August", "August 2026", "Aug 19"."""
     found: dict[tuple[int, int], DateExpression] = {}
@@ -92,15 +96,16 @@ def month_name_dates(text: str) -> list[DateExpression]:
             day = int(day_text) if day_text else None
             if not _valid(year, month, day):
                 continue
-            found.setdefault(
+            expression = DateExpression(
+                PartialDate(year, month, day),
                 match.span("month"),
-                DateExpression(
-                    PartialDate(year, month, day),
-                    match.span("month"),
-                    match.span("day") if day_text else None,
-                    match.span("year") if year_text else None,
-                ),
+                match.span("day") if day_text else None,
+                match.span("year") if year_text else None,
             )
+            # "19 August 2026" is also "August 2026" to the month-first pattern: keep the fuller reading.
+            previous = found.get(expression.month_span)
+            if previous is None or _parts(expression) > _parts(previous):
+                found[expression.month_span] = expression
     return list(found.values())
 
 

@@ -6,6 +6,7 @@ tests/cluster/README.md. Usable without pytest: `python -m tests.cluster.control
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tests.cluster import tools
+from tests.cluster.kubeapi import ApiError, KubeApi, Obj
 from tests.cluster.pki import Pki, make_pki
 from tests.cluster.procs import ManagedProcess
 
@@ -139,40 +141,55 @@ class ControlPlane:
         self.pki = pki = make_pki(self.state_dir / "pki")
         self.timings["pki"] = time.monotonic() - t0
         self.etcd_port, etcd_peer, self.api_port = free_port(), free_port(), free_port()
-        self._write_kubeconfig(self.kubeconfig, {"client-certificate": str(pki.admin_crt),
-                                                 "client-key": str(pki.admin_key)})  # fmt: skip
+        self._write_kubeconfig(
+            self.kubeconfig, {"client-certificate": str(pki.admin_crt), "client-key": str(pki.admin_key)}
+        )
 
-        etcd = self._spawn("etcd", [
-            str(etcd_bin), "--name=t", f"--data-dir={self.state_dir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-            f"--initial-cluster=t=http://127.0.0.1:{etcd_peer}",
-            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
-        ])  # fmt: skip
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(etcd_bin),
+                "--name=t",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=t=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+                "--quota-backend-bytes=2147483648",
+            ],
+        )
         self.timings["etcd"] = _wait_until("etcd /health", self._etcd_healthy, cfg.start_timeout, [etcd])
 
-        apiserver = self._spawn("kube-apiserver", [
-            str(binaries["kube-apiserver"]),
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1", f"--secure-port={self.api_port}",
-            f"--tls-cert-file={pki.apiserver_crt}", f"--tls-private-key-file={pki.apiserver_key}",
-            f"--client-ca-file={pki.ca_crt}",
-            f"--service-account-issuer={SA_ISSUER}",
-            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=RBAC",
-            # PodSecurity and ServiceAccount are in the default set already; named here so the intent is explicit.
-            # ServiceAccount admission stays on (unlike envtest) because kube-controller-manager creates the
-            # `default` SA; kube_namespace waits for it.
-            "--enable-admission-plugins=PodSecurity,ServiceAccount",
-            "--endpoint-reconciler-type=none",  # no "kubernetes" Endpoints pointing at loopback
-            "--allow-privileged=true", "--profiling=false",
-            "--enable-priority-and-fairness=false",  # saves CPU on 2 cores; no fairness needed in tests
-            f"--cert-dir={self.state_dir / 'apiserver-certs'}",
-            *cfg.extra_apiserver_flags,
-        ])  # fmt: skip
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={pki.apiserver_crt}",
+                f"--tls-private-key-file={pki.apiserver_key}",
+                f"--client-ca-file={pki.ca_crt}",
+                f"--service-account-issuer={SA_ISSUER}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                # PodSecurity and ServiceAccount are in the default set already; named here so the intent is explicit.
+                # ServiceAccount admission stays on (unlike envtest) because kube-controller-manager creates the
+                # `default` SA; kube_namespace waits for it.
+                "--enable-admission-plugins=PodSecurity,ServiceAccount",
+                "--endpoint-reconciler-type=none",  # no "kubernetes" Endpoints pointing at loopback
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--enable-priority-and-fairness=false",  # saves CPU on 2 cores; no fairness needed in tests
+                f"--cert-dir={self.state_dir / 'apiserver-certs'}",
+                *cfg.extra_apiserver_flags,
+            ],
+        )
         self.timings["kube-apiserver"] = _wait_until(
             "kube-apiserver /readyz", lambda: self._get("/readyz") == "ok", cfg.start_timeout, [etcd, apiserver]
         )
@@ -182,16 +199,25 @@ class ControlPlane:
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false",
-        ]  # fmt: skip
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--profiling=false",
+        ]
         health: list[tuple[str, int, ManagedProcess]] = []
         if cfg.with_controller_manager:
             port = free_port()
-            kcm = self._spawn("kube-controller-manager", [
-                str(binaries["kube-controller-manager"]), *common, f"--secure-port={port}",
-                f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_crt}",
-                f"--cluster-signing-cert-file={pki.ca_crt}", f"--cluster-signing-key-file={pki.ca_key}",
-            ])  # fmt: skip
+            kcm = self._spawn(
+                "kube-controller-manager",
+                [
+                    str(binaries["kube-controller-manager"]),
+                    *common,
+                    f"--secure-port={port}",
+                    f"--service-account-private-key-file={pki.sa_key}",
+                    f"--root-ca-file={pki.ca_crt}",
+                    f"--cluster-signing-cert-file={pki.ca_crt}",
+                    f"--cluster-signing-key-file={pki.ca_key}",
+                ],
+            )
             health.append(("kube-controller-manager", port, kcm))
         if cfg.with_scheduler:
             port = free_port()
@@ -200,16 +226,19 @@ class ControlPlane:
         for name, port, proc in health:
             watched.append(proc)
             self.timings[name] = _wait_until(
-                f"{name} /healthz", lambda port=port: _insecure_get(port, "/healthz") == "ok", cfg.start_timeout,
+                f"{name} /healthz",
+                functools.partial(_healthz_ok, port),
+                cfg.start_timeout,
                 watched,
-            )  # fmt: skip
+            )
         if cfg.with_controller_manager:
             # The service-account controller creating `default/default` proves KCM's controllers really run.
-            core = k8s.CoreV1Api(self.api_client())
             self.timings["default-sa"] = _wait_until(
                 "the `default` ServiceAccount (kube-controller-manager)",
-                lambda: bool(core.list_namespaced_service_account("default").items), cfg.start_timeout, watched,
-            )  # fmt: skip
+                lambda: self.api.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+                cfg.start_timeout,
+                watched,
+            )
         self.timings["total"] = time.monotonic() - t0
         log.info("control plane up at %s in %.1fs: %s", self.api_url, self.timings["total"], self.timings)
 
@@ -271,23 +300,41 @@ class ControlPlane:
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "dreamkeeper-test", "cluster": {
-                "server": self.api_url if self.api_port else "https://127.0.0.1:0",
-                "certificate-authority": str(self.pki.ca_crt)}}],
+            "clusters": [
+                {
+                    "name": "dreamkeeper-test",
+                    "cluster": {
+                        "server": self.api_url if self.api_port else "https://127.0.0.1:0",
+                        "certificate-authority": str(self.pki.ca_crt),
+                    },
+                }
+            ],
             "users": [{"name": "user", "user": user}],
-            "contexts": [{"name": "dreamkeeper-test", "context": {
-                "cluster": "dreamkeeper-test", "user": "user", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "dreamkeeper-test",
+                    "context": {"cluster": "dreamkeeper-test", "user": "user", "namespace": namespace},
+                }
+            ],
             "current-context": "dreamkeeper-test",
-        }  # fmt: skip
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         path.chmod(0o600)
         return path
 
+    @property
+    def api(self) -> KubeApi:
+        """The admin JSON client (raw dicts, see kubeapi.py)."""
+        assert self.pki is not None
+        return KubeApi(self.api_url, self.pki.ca_crt, client_cert=(self.pki.admin_crt, self.pki.admin_key))
+
     def api_client(self, kubeconfig: Path | None = None) -> k8s.ApiClient:
         """A fresh `kubernetes.client.ApiClient` for the admin kubeconfig (or the given one)."""
         configuration = k8s.Configuration()
-        k8s_config.load_kube_config(config_file=str(kubeconfig or self.kubeconfig), client_configuration=configuration)
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig or self.kubeconfig), client_configuration=configuration
+        )
         return k8s.ApiClient(configuration)
 
     def impersonating_client(self, user: str, groups: Sequence[str] = ()) -> k8s.ApiClient:
@@ -297,30 +344,30 @@ class ControlPlane:
         Only one extra group is supported (the python client keeps one value per header).
         """
         client = self.api_client()
-        client.set_default_header("Impersonate-User", user)
+        client.set_default_header("Impersonate-User", user)  # type: ignore[no-untyped-call]
         if len(groups) > 1:
             raise ValueError("the python client can send only one Impersonate-Group header; use a token kubeconfig")
         for group in groups:
-            client.set_default_header("Impersonate-Group", group)
+            client.set_default_header("Impersonate-Group", group)  # type: ignore[no-untyped-call]
         return client
 
     def service_account_token(self, namespace: str, name: str, expiration_seconds: int = 3600) -> str:
         """A real token for the ServiceAccount (TokenRequest API); the SA must exist."""
-        core = k8s.CoreV1Api(self.api_client())
-        request = k8s.AuthenticationV1TokenRequest(
-            spec=k8s.V1TokenRequestSpec(audiences=[SA_ISSUER], expiration_seconds=expiration_seconds)
-        )
-        result = core.create_namespaced_service_account_token(name, namespace, request)
-        return str(result.status.token)
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [SA_ISSUER], "expirationSeconds": expiration_seconds},
+        }
+        result = self.api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", request)
+        return str(result["status"]["token"])
 
     def service_account_kubeconfig(self, namespace: str, name: str, *, create: bool = False) -> Path:
         """A kubeconfig that authenticates *as* the ServiceAccount with a real token: least-privilege RBAC checks
         see exactly what the operator would see in-cluster. `create=True` creates the SA if it is missing."""
         if create:
-            core = k8s.CoreV1Api(self.api_client())
             try:
-                core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-            except k8s.ApiException as exc:
+                self.api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": name}})
+            except ApiError as exc:
                 if exc.status != 409:
                     raise
         token = self.service_account_token(namespace, name)
@@ -355,25 +402,27 @@ class ControlPlane:
 
     def create_namespace(self, name: str, labels: dict[str, str] | None = None, timeout: float = 60.0) -> str:
         """Create a namespace and wait for its `default` ServiceAccount (pods need it: SA admission is on)."""
-        core = k8s.CoreV1Api(self.api_client())
-        core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        self.api.create("/api/v1/namespaces", {"metadata": {"name": name, "labels": labels or {}}})
         if self.config.with_controller_manager:
-            _wait_until(
+            self.wait_for(
                 f"ServiceAccount {name}/default",
-                lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
-                timeout, self.processes,
-            )  # fmt: skip
+                lambda: self.api.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
+                timeout,
+            )
         return name
 
     def delete_namespace(self, name: str, *, wait: bool = False, timeout: float = 120.0) -> None:
-        core = k8s.CoreV1Api(self.api_client())
         try:
-            core.delete_namespace(name)
-        except k8s.ApiException as exc:
+            self.api.delete(f"/api/v1/namespaces/{name}")
+        except ApiError as exc:
             if exc.status != 404:
                 raise
         if wait:
-            _wait_until(f"namespace {name} to be gone", lambda: not _exists(core, name), timeout, self.processes)
+            self.wait_for(
+                f"namespace {name} to be gone",
+                lambda: self.api.get_or_none(f"/api/v1/namespaces/{name}") is None,
+                timeout,
+            )
 
     def create_host_volume(
         self,
@@ -384,13 +433,13 @@ class ControlPlane:
         storage_class: str = "",
         access_modes: Sequence[str] = ("ReadWriteOnce",),
         claim: tuple[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Obj:
         """A static hostPath PersistentVolume on `host_dir`; `claim=(namespace, pvc_name)` pre-binds it.
 
         The node agent then maps any PVC bound to it to `host_dir`. The PV is cluster-scoped: delete it yourself.
         """
         host_dir.mkdir(parents=True, exist_ok=True)
-        spec: dict[str, Any] = {
+        spec: Obj = {
             "capacity": {"storage": capacity},
             "accessModes": list(access_modes),
             "persistentVolumeReclaimPolicy": "Retain",
@@ -400,18 +449,11 @@ class ControlPlane:
         if claim:
             spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
         body = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
-        created = k8s.CoreV1Api(self.api_client()).create_persistent_volume(body)
-        return dict(self.api_client().sanitize_for_serialization(created))
+        return self.api.create("/api/v1/persistentvolumes", body)
 
 
-def _exists(core: k8s.CoreV1Api, namespace: str) -> bool:
-    try:
-        core.read_namespace(namespace)
-        return True
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
+def _healthz_ok(port: int) -> bool:
+    return _insecure_get(port, "/healthz") == "ok"
 
 
 def _insecure_get(port: int, path: str) -> str:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
 
 from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig
 from tests.cluster.nodeagent import NodeAgent
@@ -51,7 +50,7 @@ class KubeCluster(ControlPlane):
     def start_all(self) -> None:
         self.start()
         self.node_agent = NodeAgent(
-            self.api_client,
+            self.api,
             self.state_dir / "node",
             api_port=self.api_port,
             ca_file=self.ca_file,
@@ -61,11 +60,9 @@ class KubeCluster(ControlPlane):
 
     def _wait_node_schedulable(self, timeout: float = 90.0) -> None:
         """The node lifecycle controller removes the not-ready taint once it has seen the node Ready."""
-        core = k8s.CoreV1Api(self.api_client())
 
         def schedulable() -> bool:
-            node = core.read_node(self.node_agent.node_name)
-            return not node.spec.taints
+            return not self.api.get(f"/api/v1/nodes/{self.node_agent.node_name}")["spec"].get("taints")
 
         self.timings["node-ready"] = self.wait_for("the test node to lose its taints", schedulable, timeout)
 
@@ -74,8 +71,12 @@ class KubeCluster(ControlPlane):
         super().keep_logs(destination)
         pods = self.state_dir / "node" / "pods"
         if pods.is_dir():
-            shutil.copytree(pods, destination / "pods", ignore=shutil.ignore_patterns("volumes", "home", "rootfs"),
-                            dirs_exist_ok=True)  # fmt: skip
+            shutil.copytree(
+                pods,
+                destination / "pods",
+                ignore=shutil.ignore_patterns("volumes", "home", "rootfs"),
+                dirs_exist_ok=True,
+            )
         return destination
 
     def stop_all(self) -> None:

@@ -23,12 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
-from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
 
 from tests.cluster import tools
+from tests.cluster.kubeapi import ApiError, KubeApi, Obj, namespaced
 from tests.cluster.podspec import (
-    Obj,
     PodConfigError,
     Resolver,
     VolumeMaterializer,
@@ -93,11 +91,11 @@ def termination_message(path: Path, log_path: Path, exit_code: int, policy: str)
 
 class NodeAgent:
     """One fake-but-working kubelet. `start()` registers the node and begins watching; `stop()` kills all
-    containers it started. `api_client_factory` returns admin `ApiClient`s (one per thread)."""
+    containers it started. `api` is an admin JSON client (thread-safe: one connection per request)."""
 
     def __init__(
         self,
-        api_client_factory: Callable[[], k8s.ApiClient],
+        api: KubeApi,
         work_dir: Path,
         *,
         node_name: str = "dk-node-0",
@@ -109,9 +107,7 @@ class NodeAgent:
         restart_backoff: tuple[float, float] = (1.0, 30.0),
         lease_seconds: int = 40,
     ) -> None:
-        self.api_client_factory = api_client_factory
-        self.api = api_client_factory()
-        self.core = k8s.CoreV1Api(self.api)
+        self.api = api
         self.work_dir = work_dir
         self.node_name = node_name
         self.api_host = api_host
@@ -126,7 +122,6 @@ class NodeAgent:
         self._threads: list[threading.Thread] = []
         self._workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()
-        self._watch: k8s_watch.Watch | None = None
 
     # ---- node registration and heartbeat ----------------------------------------------------------------------
 
@@ -164,26 +159,31 @@ class NodeAgent:
                     {"type": "Hostname", "address": self.node_name},
                 ],
                 "nodeInfo": {
-                    "machineID": "dreamkeeper-test", "systemUUID": "dreamkeeper-test", "bootID": "dreamkeeper-test",
-                    "kernelVersion": "", "osImage": "dreamkeeper test node agent", "containerRuntimeVersion": "local://0",
-                    "kubeletVersion": version, "kubeProxyVersion": "", "operatingSystem": "linux",
+                    "machineID": "dreamkeeper-test",
+                    "systemUUID": "dreamkeeper-test",
+                    "bootID": "dreamkeeper-test",
+                    "kernelVersion": "",
+                    "osImage": "dreamkeeper test node agent",
+                    "containerRuntimeVersion": "local://0",
+                    "kubeletVersion": version,
+                    "kubeProxyVersion": "",
+                    "operatingSystem": "linux",
                     "architecture": "amd64",
-                },  # fmt: skip
+                },
             },
         }
 
     def register(self) -> None:
         try:
-            self.core.create_node(self.node_manifest())
-        except k8s.ApiException as exc:
+            self.api.create("/api/v1/nodes", self.node_manifest())
+        except ApiError as exc:
             if exc.status != 409:
                 raise
-            self.core.patch_node_status(self.node_name, {"status": self.node_manifest()["status"]})
+            self.api.patch(f"/api/v1/nodes/{self.node_name}/status", {"status": self.node_manifest()["status"]})
         self._renew_lease()
 
     def _renew_lease(self) -> None:
-        coord = k8s.CoordinationV1Api(self.api)
-        node = self.core.read_node(self.node_name)
+        node = self.api.get(f"/api/v1/nodes/{self.node_name}")
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -191,7 +191,7 @@ class NodeAgent:
                 "name": self.node_name,
                 "namespace": "kube-node-lease",
                 "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": node.metadata.uid}
+                    {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": node["metadata"]["uid"]}
                 ],
             },
             "spec": {
@@ -200,12 +200,13 @@ class NodeAgent:
                 "renewTime": micro_now(),
             },
         }
+        path = namespaced("kube-node-lease", "leases", group="coordination.k8s.io")
         try:
-            coord.patch_namespaced_lease(self.node_name, "kube-node-lease", {"spec": body["spec"]})
-        except k8s.ApiException as exc:
+            self.api.patch(f"{path}/{self.node_name}", {"spec": body["spec"]})
+        except ApiError as exc:
             if exc.status != 404:
                 raise
-            coord.create_namespaced_lease("kube-node-lease", body)
+            self.api.create(path, body)
 
     def _heartbeat_loop(self) -> None:
         last_status = time.monotonic()
@@ -213,8 +214,9 @@ class NodeAgent:
             try:
                 self._renew_lease()
                 if time.monotonic() - last_status > 60:  # the Ready condition's heartbeat, as a kubelet would
-                    self.core.patch_node_status(
-                        self.node_name, {"status": {"conditions": self.node_manifest()["status"]["conditions"]}}
+                    self.api.patch(
+                        f"/api/v1/nodes/{self.node_name}/status",
+                        {"status": {"conditions": self.node_manifest()["status"]["conditions"]}},
                     )
                     last_status = time.monotonic()
             except Exception as exc:  # keep heartbeating through apiserver hiccups
@@ -232,28 +234,27 @@ class NodeAgent:
 
     def _watch_loop(self) -> None:
         selector = f"spec.nodeName={self.node_name}"
+        rv = ""
         while not self._stop.is_set():
             try:
-                listing = self.core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
-                data = yaml.safe_load(listing.data)
-                for item in data.get("items") or []:
-                    self._sync("ADDED", item)
-                rv = data["metadata"]["resourceVersion"]
-                self._watch = k8s_watch.Watch()
-                for event in self._watch.stream(
-                    self.core.list_pod_for_all_namespaces,
-                    field_selector=selector,
-                    resource_version=rv,
-                    timeout_seconds=10,
-                    deserialize=False,
-                ):
+                if not rv:  # (re)list: sync everything, then watch from the list's resourceVersion
+                    listing = self.api.get("/api/v1/pods", fieldSelector=selector)
+                    for item in listing.get("items") or []:
+                        self._sync("ADDED", item)
+                    rv = listing["metadata"]["resourceVersion"]
+                for event in self.api.watch("/api/v1/pods", rv, timeout_seconds=5, fieldSelector=selector):
+                    if event["type"] == "ERROR":  # typically 410 Gone: the resourceVersion is too old
+                        rv = ""
+                        break
+                    rv = event["object"]["metadata"].get("resourceVersion", rv)
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self._sync(event["type"], event["object"])
                     if self._stop.is_set():
                         break
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        self._sync(event["type"], event["object"])
             except Exception as exc:
                 if not self._stop.is_set():
                     log.warning("pod watch failed, relisting: %s", exc)
+                    rv = ""
                     self._stop.wait(1.0)
 
     def _sync(self, event_type: str, pod: Obj) -> None:
@@ -280,12 +281,10 @@ class NodeAgent:
     def finalize_deletion(self, pod: Obj) -> None:
         """The kubelet's last step for a deleted pod whose containers are gone: delete it with grace 0."""
         meta = pod["metadata"]
+        options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
         try:
-            self.core.delete_namespaced_pod(
-                meta["name"], meta["namespace"], grace_period_seconds=0,
-                body=k8s.V1DeleteOptions(grace_period_seconds=0, preconditions=k8s.V1Preconditions(uid=meta["uid"])),
-            )  # fmt: skip
-        except k8s.ApiException as exc:
+            self.api.delete(namespaced(meta["namespace"], "pods", meta["name"]), options)
+        except ApiError as exc:
             if exc.status not in (404, 409):
                 log.warning("final delete of pod %s/%s failed: %s", meta["namespace"], meta["name"], exc)
 
@@ -295,8 +294,6 @@ class NodeAgent:
     def stop(self) -> None:
         """Stop watching and kill every container this agent started (used at session teardown)."""
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
         with self._lock:
             workers = list(self._workers.values())
         for worker in workers:
@@ -337,13 +334,12 @@ class PodWorker(threading.Thread):
         self.uid: str = meta["uid"]
         self.spec: Obj = pod["spec"]
         self.restart_policy: str = self.spec.get("restartPolicy", "Always")
-        self.pod_dir = agent.work_dir / "pods" / self.uid
+        self.pod_dir: Path = agent.work_dir / "pods" / self.uid
         self.finished = threading.Event()
         self._deleting = threading.Event()
         self._interrupt = threading.Event()
         self._lock = threading.Lock()
-        self.api = agent.api_client_factory()
-        self.core = k8s.CoreV1Api(self.api)
+        self.api = agent.api
         self.phase = "Pending"
         self.reason: str | None = None
         self.message: str | None = None
@@ -389,9 +385,14 @@ class PodWorker(threading.Thread):
         if message:
             state["message"] = message
         return {
-            "name": container["name"], "image": container.get("image", ""), "imageID": "",
-            "ready": False, "restartCount": 0, "started": False, "state": {"waiting": state},
-        }  # fmt: skip
+            "name": container["name"],
+            "image": container.get("image", ""),
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "started": False,
+            "state": {"waiting": state},
+        }
 
     def _condition(self, kind: str, status: bool, reason: str | None = None, message: str | None = None) -> None:
         value = "True" if status else "False"
@@ -410,7 +411,8 @@ class PodWorker(threading.Thread):
         with self._lock:
             observed = {c["type"]: c for c in (self.pod.get("status") or {}).get("conditions") or []}
         observed.setdefault(
-            "PodScheduled", {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now()}
+            "PodScheduled",
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now()},
         )
         conditions = {**observed, **self.conditions}
         status: Obj = {
@@ -427,11 +429,9 @@ class PodWorker(threading.Thread):
             status["initContainerStatuses"] = list(self.init_statuses.values())
         for attempt in range(5):
             try:
-                self.core.patch_namespaced_pod_status(
-                    self.name, self.namespace, {"status": status}, _content_type="application/merge-patch+json"
-                )
+                self.api.patch(namespaced(self.namespace, "pods", self.name) + "/status", {"status": status})
                 return
-            except k8s.ApiException as exc:
+            except ApiError as exc:
                 if exc.status == 404:
                     self._deleting.set()
                     return
@@ -471,9 +471,7 @@ class PodWorker(threading.Thread):
             self._record_exit(self._container(name), self._table(name), container, code)
         self.running.clear()
         if self._deleting.is_set():
-            all_ok = all(
-                s["state"].get("terminated", {}).get("exitCode", 1) == 0 for s in self.statuses.values()
-            )
+            all_ok = all(s["state"].get("terminated", {}).get("exitCode", 1) == 0 for s in self.statuses.values())
             self.phase = "Succeeded" if all_ok else "Failed"
             self._ready(False, "PodCompleted" if all_ok else "ContainersNotReady")
             self._publish()
@@ -487,7 +485,9 @@ class PodWorker(threading.Thread):
 
     def _lifecycle(self) -> None:
         self._condition("PodReadyToStartContainers", False)
-        self._condition("Initialized", not self.init_statuses, None if not self.init_statuses else "ContainersNotInitialized")
+        self._condition(
+            "Initialized", not self.init_statuses, None if not self.init_statuses else "ContainersNotInitialized"
+        )
         self._ready(False, "ContainersNotReady")
         self._publish()
         self._prepare_volumes()
@@ -501,7 +501,7 @@ class PodWorker(threading.Thread):
         self._run_main()
 
     def _prepare_volumes(self) -> None:
-        resolver = Resolver(self.core, self.api, self.namespace)
+        resolver = Resolver(self.api, self.namespace)
         materializer = VolumeMaterializer(self.pod, self.pod_dir, resolver, HOST_IP, self.agent.sa_audience)
         last = ""
         while True:
@@ -532,15 +532,26 @@ class PodWorker(threading.Thread):
                 if "serviceAccountToken" in source:
                     token_file = self.host_dirs[volume["name"]] / source["serviceAccountToken"]["path"]
                     doc = {
-                        "apiVersion": "v1", "kind": "Config",
-                        "clusters": [{"name": "in-cluster", "cluster": {
-                            "server": f"https://{self.agent.api_host}:{self.agent.api_port}",
-                            "certificate-authority": str(self.agent.ca_file)}}],
+                        "apiVersion": "v1",
+                        "kind": "Config",
+                        "clusters": [
+                            {
+                                "name": "in-cluster",
+                                "cluster": {
+                                    "server": f"https://{self.agent.api_host}:{self.agent.api_port}",
+                                    "certificate-authority": str(self.agent.ca_file),
+                                },
+                            }
+                        ],
                         "users": [{"name": "sa", "user": {"token": token_file.read_text().strip()}}],
-                        "contexts": [{"name": "in-cluster", "context": {
-                            "cluster": "in-cluster", "user": "sa", "namespace": self.namespace}}],
+                        "contexts": [
+                            {
+                                "name": "in-cluster",
+                                "context": {"cluster": "in-cluster", "user": "sa", "namespace": self.namespace},
+                            }
+                        ],
                         "current-context": "in-cluster",
-                    }  # fmt: skip
+                    }
                     self.kubeconfig = self.pod_dir / "kubeconfig"
                     self.kubeconfig.write_text(yaml.safe_dump(doc))
                     return
@@ -549,7 +560,7 @@ class PodWorker(threading.Thread):
         name = container["name"]
         cdir = self.pod_dir / "containers" / name
         cdir.mkdir(parents=True, exist_ok=True)
-        resolver = Resolver(self.core, self.api, self.namespace)
+        resolver = Resolver(self.api, self.namespace)
         with self._lock:
             pod = self.pod
         env = container_env(pod, container, resolver, HOST_IP)
@@ -597,9 +608,15 @@ class PodWorker(threading.Thread):
             running = self.agent.runner_for(self.pod, container).start(launch)
         except ContainerStartError as exc:
             status.update(ready=False, started=False)
-            status["state"] = {"terminated": {
-                "exitCode": 128, "reason": "StartError", "message": str(exc)[:MAX_MESSAGE],
-                "startedAt": started, "finishedAt": now()}}  # fmt: skip
+            status["state"] = {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": str(exc)[:MAX_MESSAGE],
+                    "startedAt": started,
+                    "finishedAt": now(),
+                }
+            }
             self._launches[container["name"]] = launch
             return None
         self._launches[container["name"]] = launch
@@ -635,9 +652,12 @@ class PodWorker(threading.Thread):
         status["lastState"] = status["state"]
         status["restartCount"] += 1
         delay = self._backoff(status["restartCount"])
-        status["state"] = {"waiting": {
-            "reason": "CrashLoopBackOff",
-            "message": f"back-off {delay:.0f}s restarting failed container={container['name']} pod={self.name}"}}  # fmt: skip
+        status["state"] = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {delay:.0f}s restarting failed container={container['name']} pod={self.name}",
+            }
+        }
         self._publish()
         self._sleep(delay)
 
@@ -716,9 +736,12 @@ class PodWorker(threading.Thread):
                     status["lastState"] = status["state"]
                     status["restartCount"] += 1
                     delay = self._backoff(status["restartCount"])
-                    status["state"] = {"waiting": {
-                        "reason": "CrashLoopBackOff",
-                        "message": f"back-off {delay:.0f}s restarting failed container={name} pod={self.name}"}}  # fmt: skip
+                    status["state"] = {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off {delay:.0f}s restarting failed container={name} pod={self.name}",
+                        }
+                    }
                     restart_at[name] = time.monotonic() + delay
             for name, when in list(restart_at.items()):
                 if time.monotonic() >= when:
@@ -746,4 +769,3 @@ class PodWorker(threading.Thread):
     def _update_ready(self) -> None:
         ready = bool(self.running) and len(self.running) == len(self.spec["containers"])
         self._ready(ready, None if ready else "ContainersNotReady")
-

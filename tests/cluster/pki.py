@@ -63,14 +63,39 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 def _signed_cert(d: Path, name: str, subject: str, ext_lines: list[str]) -> None:
     _openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", f"{name}.key",
-        "-out", f"{name}.csr", "-subj", subject, cwd=d,
-    )  # fmt: skip
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-sha256",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        subject,
+        cwd=d,
+    )
     (d / f"{name}.ext").write_text("\n".join(ext_lines) + "\n")
     _openssl(
-        "x509", "-req", "-sha256", "-days", "3650", "-in", f"{name}.csr", "-CA", "ca.crt",
-        "-CAkey", "ca.key", "-CAcreateserial", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=d,
-    )  # fmt: skip
+        "x509",
+        "-req",
+        "-sha256",
+        "-days",
+        "3650",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-extfile",
+        f"{name}.ext",
+        "-out",
+        f"{name}.crt",
+        cwd=d,
+    )
 
 
 def make_pki(directory: Path) -> Pki:
@@ -80,21 +105,47 @@ def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     d = directory
     _openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
-        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=dreamkeeper-test-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", cwd=d,
-    )  # fmt: skip
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-sha256",
+        "-days",
+        "3650",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-subj",
+        "/CN=dreamkeeper-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        cwd=d,
+    )
     _signed_cert(
-        d, "apiserver", "/CN=kube-apiserver",
-        ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
-         "extendedKeyUsage=serverAuth", f"subjectAltName={_SERVER_SANS}"],
-    )  # fmt: skip
+        d,
+        "apiserver",
+        "/CN=kube-apiserver",
+        [
+            "basicConstraints=CA:FALSE",
+            "keyUsage=critical,digitalSignature,keyEncipherment",
+            "extendedKeyUsage=serverAuth",
+            f"subjectAltName={_SERVER_SANS}",
+        ],
+    )
     _signed_cert(
-        d, "admin", "/O=system:masters/CN=dreamkeeper-test-admin",
-        ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
-         "extendedKeyUsage=clientAuth"],
-    )  # fmt: skip
+        d,
+        "admin",
+        "/O=system:masters/CN=dreamkeeper-test-admin",
+        [
+            "basicConstraints=CA:FALSE",
+            "keyUsage=critical,digitalSignature,keyEncipherment",
+            "extendedKeyUsage=clientAuth",
+        ],
+    )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     return Pki(d)

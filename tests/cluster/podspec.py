@@ -13,15 +13,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from kubernetes import client as k8s
-
+from tests.cluster.kubeapi import KubeApi, Obj, namespaced
 from tests.cluster.runners import Mount
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
@@ -96,28 +93,19 @@ def resource_value(container: Obj, resource: str) -> str:
 class Resolver:
     """Reads ConfigMaps, Secrets, PVCs and PVs for one pod (with the agent's admin client)."""
 
-    core: k8s.CoreV1Api
-    api: k8s.ApiClient
+    api: KubeApi
     namespace: str
 
-    def _read(self, kind: str, name: str, optional: bool) -> Obj | None:
-        reader = {
-            "ConfigMap": self.core.read_namespaced_config_map,
-            "Secret": self.core.read_namespaced_secret,
-            "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
-        }[kind]
-        try:
-            return dict(self.api.sanitize_for_serialization(reader(name, self.namespace)))
-        except k8s.ApiException as exc:
-            if exc.status == 404:
-                if optional:
-                    return None
-                raise PodConfigError(f'{kind.lower()} "{name}" not found') from exc
-            raise
+    def _read(self, resource: str, kind: str, name: str, optional: bool) -> Obj | None:
+        obj = self.api.get_or_none(namespaced(self.namespace, resource, name))
+        if obj is None and not optional:
+            raise PodConfigError(f'{kind.lower()} "{name}" not found')
+        return obj
 
     def data(self, kind: str, name: str, optional: bool) -> dict[str, bytes] | None:
         """ConfigMap data+binaryData or decoded Secret data, as bytes."""
-        obj = self._read(kind, name, optional)
+        resource = {"ConfigMap": "configmaps", "Secret": "secrets"}[kind]
+        obj = self._read(resource, kind, name, optional)
         if obj is None:
             return None
         if kind == "Secret":
@@ -138,16 +126,15 @@ class Resolver:
         return data[ref["key"]].decode(errors="replace")
 
     def claim_host_path(self, claim_name: str) -> Path:
-        pvc = self._read("PersistentVolumeClaim", claim_name, optional=False)
+        pvc = self._read("persistentvolumeclaims", "PersistentVolumeClaim", claim_name, optional=False)
         assert pvc is not None
         volume_name = (pvc.get("spec") or {}).get("volumeName")
         phase = (pvc.get("status") or {}).get("phase")
         if not volume_name or phase != "Bound":
             raise PodConfigError(f'persistentvolumeclaim "{claim_name}" is not bound yet', reason="FailedMount")
-        try:
-            pv = dict(self.api.sanitize_for_serialization(self.core.read_persistent_volume(volume_name)))
-        except k8s.ApiException as exc:
-            raise PodConfigError(f'persistentvolume "{volume_name}" not found', reason="FailedMount") from exc
+        pv = self.api.get_or_none(f"/api/v1/persistentvolumes/{volume_name}")
+        if pv is None:
+            raise PodConfigError(f'persistentvolume "{volume_name}" not found', reason="FailedMount")
         spec = pv.get("spec") or {}
         for source in ("hostPath", "local"):
             if source in spec:
@@ -177,26 +164,24 @@ def container_env(pod: Obj, container: Obj, resolver: Resolver, host_ip: str) ->
             env[name] = expand(var.get("value", ""), env)
             continue
         source = var["valueFrom"]
-        value: str | None
+        resolved: str | None
         if "secretKeyRef" in source:
-            value = resolver.key("Secret", source["secretKeyRef"])
+            resolved = resolver.key("Secret", source["secretKeyRef"])
         elif "configMapKeyRef" in source:
-            value = resolver.key("ConfigMap", source["configMapKeyRef"])
+            resolved = resolver.key("ConfigMap", source["configMapKeyRef"])
         elif "fieldRef" in source:
-            value = field_value(pod, source["fieldRef"]["fieldPath"], host_ip)
+            resolved = field_value(pod, source["fieldRef"]["fieldPath"], host_ip)
         elif "resourceFieldRef" in source:
-            value = resource_value(container, source["resourceFieldRef"]["resource"])
+            resolved = resource_value(container, source["resourceFieldRef"]["resource"])
         else:
             raise PodConfigError(f"unsupported valueFrom for env {name}: {sorted(source)}", retry=False)
-        if value is not None:
-            env[name] = value
+        if resolved is not None:
+            env[name] = resolved
     return env
 
 
 def _write_items(target: Path, data: Mapping[str, bytes], items: list[Obj] | None, mode: int) -> None:
-    selected = [(i["key"], i["path"], i.get("mode", mode)) for i in items] if items else [
-        (k, k, mode) for k in data
-    ]  # fmt: skip
+    selected = [(i["key"], i["path"], i.get("mode", mode)) for i in items] if items else [(k, k, mode) for k in data]
     for key, rel, item_mode in selected:
         if key not in data:
             raise PodConfigError(f"configured key {key!r} not found", reason="FailedMount")
@@ -261,7 +246,9 @@ class VolumeMaterializer:
             return self._projected(name, volume["projected"])
         kinds = sorted(k for k in volume if k != "name")
         raise PodConfigError(
-            f"volume {name!r} of type {kinds} is not supported by the test node agent", reason="FailedMount", retry=False
+            f"volume {name!r} of type {kinds} is not supported by the test node agent",
+            reason="FailedMount",
+            retry=False,
         )
 
     def _downward(self, target: Path, items: list[Obj], src: Obj) -> None:
@@ -271,9 +258,13 @@ class VolumeMaterializer:
                 value = field_value(self.pod, item["fieldRef"]["fieldPath"], self.host_ip)
             else:
                 container = next(
-                    (c for c in self.pod["spec"]["containers"] if c["name"] == item["resourceFieldRef"].get("containerName")),
+                    (
+                        c
+                        for c in self.pod["spec"]["containers"]
+                        if c["name"] == item["resourceFieldRef"].get("containerName")
+                    ),
                     self.pod["spec"]["containers"][0],
-                )  # fmt: skip
+                )
                 value = resource_value(container, item["resourceFieldRef"]["resource"])
             _write_items(target, {"v": value.encode()}, [{"key": "v", "path": item["path"], **_mode(item)}], mode)
 
@@ -306,18 +297,18 @@ class VolumeMaterializer:
     def service_account_token(self, audience: str | None, expiration: int) -> str:
         """A token bound to this pod, like the kubelet requests for projected serviceAccountToken sources."""
         meta = self.pod["metadata"]
-        request = k8s.AuthenticationV1TokenRequest(
-            spec=k8s.V1TokenRequestSpec(
-                audiences=[audience or self.sa_audience],
-                expiration_seconds=max(int(expiration), 600),
-                bound_object_ref=k8s.V1BoundObjectReference(
-                    api_version="v1", kind="Pod", name=meta["name"], uid=meta["uid"]
-                ),
-            )
-        )
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "audiences": [audience or self.sa_audience],
+                "expirationSeconds": max(int(expiration), 600),
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
+            },
+        }
         sa = self.pod["spec"].get("serviceAccountName") or "default"
-        result = self.resolver.core.create_namespaced_service_account_token(sa, meta["namespace"], request)
-        return str(result.status.token)
+        path = namespaced(meta["namespace"], "serviceaccounts", sa) + "/token"
+        return str(self.resolver.api.create(path, request)["status"]["token"])
 
 
 def _mode(item: Obj) -> dict[str, int]:

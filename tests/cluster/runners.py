@@ -10,6 +10,7 @@ rewriting); the packaging work fills it in.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -156,10 +157,8 @@ class LocalProcessRunner:
 
     def __post_init__(self) -> None:
         defaults = {"python": sys.executable, "python3": sys.executable}
-        try:
+        with contextlib.suppress(tools.ToolMissingError):  # no console script: the command is looked up on PATH
             defaults["dreamkeeper"] = str(tools.dreamkeeper_binary())
-        except tools.ToolMissingError:
-            pass
         self.executables = {**defaults, **self.executables}
 
     def entrypoint_for(self, image: str) -> tuple[str, ...]:

@@ -1,0 +1,317 @@
+"""Whole dream cycles with the OpenAI proposer against the fake server: whatever the server does, nothing is lost
+and the report says what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.report import read_report
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH
+from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
+from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
+
+MILO = "Milo the Sheltie was adopted from Prairie Rescue in 2019."
+MILO_2 = "Milo, the Sheltie, was adopted from Prairie Rescue in 2019!"
+ALLEN = "Allen Conway works at Xebia as Principal Consultant, phone +1 386-299-4605."
+ALLEN_2 = "Allen Conway now works at Xebia as a Principal Consultant; phone +1 386-299-4605."
+SEEDS = [
+    Seed("milo1", MILO, "pets"),
+    Seed("milo2", MILO_2, "pets"),
+    Seed("allen1", ALLEN, "people/allen"),
+    Seed("allen2", ALLEN_2, "people/allen"),
+    Seed("solo1", "The Blazor online class runs every Friday at 12:30 PM Central.", "project-context/blazor"),
+    Seed("solo2", "Status: waiting on the Tripit export for the Las Vegas trip.", "active-plans/travel"),
+]
+ALL_IDS = {s.id for s in SEEDS}
+EMPTY = {"toDelete": [], "toSave": []}
+
+
+def merge(content: str, *ids: str, category: str | None = None) -> dict[str, Any]:
+    return {"content": content, "category": category, "tags": [], "sourceIds": list(ids), "importance": None}
+
+
+GOOD = {"toDelete": [], "toSave": [merge(MILO, "milo1", "milo2", category="pets"), merge(ALLEN, "allen1", "allen2")]}
+
+
+class Waits:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@dataclass
+class Run:
+    outcome: CycleOutcome
+    store: MemoryStore
+    agent_dir: Path
+    waits: list[float] = field(default_factory=list)
+
+    @property
+    def report(self) -> Any:
+        return self.outcome.report
+
+    def live(self) -> set[str]:
+        return {s.id for s in self.store.scan().live}
+
+    def reviewed(self, entry_id: str) -> bool:
+        stored = self.store.get(entry_id)
+        return stored is not None and stored.entry.meta(REVIEWED_HASH) is not None
+
+
+def dream(
+    agent_dir: Path,
+    server: FakeOpenAIServer,
+    now: datetime = BASE_TIME,
+    settings: dict[str, Any] | None = None,
+    **config: Any,
+) -> Run:
+    options = dict(model="m", base_url=server.base_url, timeout=5.0, max_retries=2)
+    options.update(config)
+    waits = Waits()
+    proposer = OpenAIProposer(OpenAIProposerConfig(**options), sleep=waits)
+    cycle_settings = CycleSettings(min_interval_hours=0, **(settings or {}))
+    outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=agent_dir, settings=cycle_settings, now=now), proposer))
+    return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir, waits.waits)
+
+
+def assert_nothing_lost(run: Run, ids: set[str] = ALL_IDS) -> None:
+    """Every initial entry still has its file and resolves by id, live or archived; nothing was hard-deleted."""
+    assert ids <= entry_files(run.agent_dir)
+    for entry_id in ids:
+        assert run.store.get(entry_id) is not None, entry_id
+    assert run.report.hard_deletes == 0
+    assert run.report.specifics_lost == 0
+    on_disk = read_report(run.agent_dir, run.report.cycle_id)  # the written report says the same
+    assert on_disk.llm_calls == run.report.llm_calls and on_disk.input_tokens == run.report.input_tokens
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    write_corpus(tmp_path, SEEDS)
+    return tmp_path
+
+
+def offered_ids(request: RecordedRequest) -> set[str]:
+    return {i for i in ALL_IDS if f"[ID:{i}]" in request.user_text}
+
+
+def test_good_proposals_are_applied_and_accounted(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json(GOOD, prompt_tokens=812, completion_tokens=96))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    r = run.report
+    assert (r.saved, r.archived, r.archived_with_replacement, r.rejected, r.invalid_replies) == (2, 4, 4, 0, 0)
+    assert (r.llm_calls, r.input_tokens, r.output_tokens) == (1, 812, 96)
+    assert run.live() == {"solo1", "solo2"} | {s.id for s in run.store.scan().live if s.id not in ALL_IDS}
+    assert len(run.live()) == 4
+    assert offered_ids(fake_openai.completions[0]) == ALL_IDS  # a cold start offers everything unreviewed
+    assert run.reviewed("solo1") and run.reviewed("solo2")
+    payload = json.loads((run.outcome.report_path or Path()).read_text())
+    assert (payload["llmCalls"], payload["inputTokens"], payload["outputTokens"]) == (1, 812, 96)
+
+
+def test_lossy_merge_is_repaired_once_then_rejected_and_sources_kept(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    lossy = {"toDelete": ["milo1", "milo2"], "toSave": [merge("Milo the Sheltie was adopted.", "milo1", "milo2")]}
+    fake_openai.script(
+        Reply.json(lossy),
+        Reply.json({"content": "Milo the Sheltie was adopted in 2019."}),  # still drops Prairie
+    )
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    r = run.report
+    assert (r.saved, r.archived, r.rejected, r.repaired, r.llm_calls) == (0, 0, 1, 0, 2)
+    assert "Prairie" in r.rejections[0].missing
+    assert run.live() == ALL_IDS
+    repair_prompt = fake_openai.completions[1].user_text
+    assert "Missing — each must appear verbatim in your revision:" in repair_prompt and "- Prairie" in repair_prompt
+    assert fake_openai.completions[1].body["response_format"]["json_schema"]["name"] == "merge_repair"
+    assert run.store.require("milo1").entry.meta(REJECTED_CLUSTER) is not None
+
+
+def test_lossy_merge_repaired_by_the_model_is_saved(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    lossy = {"toDelete": [], "toSave": [merge("Milo the Sheltie was adopted.", "milo1", "milo2")]}
+    fake_openai.script(Reply.json(lossy), Reply.json({"content": MILO}))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert (run.report.repaired, run.report.saved, run.report.archived, run.report.llm_calls) == (1, 1, 2, 2)
+
+
+def test_invented_ids_are_ignored(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    invented = {"toDelete": ["ghost0000001", "solo9"], "toSave": [merge("Ghosts are real.", "ghost1", "ghost2")]}
+    fake_openai.script(Reply.json(invented))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert run.live() == ALL_IDS
+    assert (run.report.saved, run.report.archived, run.report.invalid_replies) == (0, 0, 0)
+    assert all(run.reviewed(i) for i in ALL_IDS)  # a valid answer that changes nothing still counts as a review
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (Reply(content='{"toDelete": ["milo1", "toSave": [}'), "no JSON object"),
+        (Reply(content=""), "empty reply"),
+        (Reply(content='{"toDelete": "milo1"}'), "proposal schema"),
+        (Reply(content=json.dumps(GOOD)[:60], finish_reason="length"), "cut off"),
+        (Reply(content=None, refusal="I can't do that."), "refused"),
+    ],
+)
+def test_unusable_reply_changes_nothing_and_stamps_nothing(
+    agent: Path, fake_openai: FakeOpenAIServer, reply: Reply, why: str
+) -> None:
+    fake_openai.script(reply)
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert run.live() == ALL_IDS
+    r = run.report
+    assert (r.invalid_replies, r.llm_calls, r.saved, r.archived) == (1, 1, 0, 0)
+    assert not any(run.reviewed(i) for i in ALL_IDS)  # offered again next cycle
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda body: f"<think>The user wants {{merges}}. Let me check ids.</think>\n{body}",
+        lambda body: f"Sure! Here is the consolidation:\n```json\n{body}\n```\nLet me know.",
+        lambda body: f"<think>hmm</think>```\n{body}\n```",
+    ],
+    ids=["think", "fence", "think+fence"],
+)
+def test_wrapped_replies_are_read(agent: Path, fake_openai: FakeOpenAIServer, wrap: Any) -> None:
+    fake_openai.script(Reply(content=wrap(json.dumps(GOOD, indent=2))))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert (run.report.saved, run.report.archived, run.report.invalid_replies) == (2, 4, 0)
+
+
+def test_429_then_success(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.error(429, "Rate limit", {"Retry-After": "2"}), Reply.json(GOOD))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert run.waits == [2.0]
+    assert (run.report.llm_calls, run.report.saved, run.report.archived) == (2, 2, 4)
+
+
+def test_500s_until_retries_end(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.error(500, "internal error")
+    run = dream(agent, fake_openai, max_retries=3)
+    assert_nothing_lost(run)
+    assert run.live() == ALL_IDS and not any(run.reviewed(i) for i in ALL_IDS)
+    r = run.report
+    assert (r.llm_calls, r.input_tokens, r.saved, r.archived) == (4, 0, 0, 0)
+    assert len(run.waits) == 3
+    assert any("endpoint unavailable" in n and "HTTP 500" in n for n in r.notes)
+
+
+def test_slow_reply_past_the_timeout(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.json(GOOD, delay=30)
+    run = dream(agent, fake_openai, timeout=0.3, max_retries=1)
+    assert_nothing_lost(run)
+    assert run.live() == ALL_IDS and not any(run.reviewed(i) for i in ALL_IDS)
+    assert run.report.llm_calls == 2 and any("timed out" in n for n in run.report.notes)
+
+
+def test_server_rejecting_json_schema(agent: Path, openai_env: None) -> None:
+    with FakeOpenAIServer(reject_formats={"json_schema"}) as server:
+        server.script(Reply.json(GOOD))
+        run = dream(agent, server)
+        assert_nothing_lost(run)
+        assert [r.response_format for r in server.completions] == ["json_schema", "json_object"]
+        assert (run.report.saved, run.report.llm_calls) == (2, 2)
+        assert any("json_object from now on" in n for n in run.report.notes)
+
+
+def pair_merger(request: RecordedRequest) -> Reply:
+    """A scripted model: merges whichever known pair it is shown (lossless), 700 prompt tokens per request."""
+    saves = []
+    if "[ID:milo1]" in request.user_text:
+        saves.append(merge(MILO, "milo1", "milo2"))
+    if "[ID:allen1]" in request.user_text:
+        saves.append(merge(ALLEN, "allen1", "allen2"))
+    return Reply.json({"toDelete": [], "toSave": saves}, prompt_tokens=700, completion_tokens=50)
+
+
+def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    # Batches of at most 2 entries: one pair, the other pair, then the two singles. Only the first fits the budget.
+    fake_openai.responder = pair_merger
+    run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1200)
+    assert_nothing_lost(run)
+    r = run.report
+    assert r.budget_exhausted and r.llm_calls == 1 and len(fake_openai.completions) == 1
+    first = offered_ids(fake_openai.completions[0])
+    assert first in ({"milo1", "milo2"}, {"allen1", "allen2"})
+    assert (r.saved, r.archived) == (1, 2)
+    assert not (first & run.live())
+    untouched = ALL_IDS - first
+    assert untouched <= run.live()
+    assert not any(run.reviewed(i) for i in untouched)  # not sent: still unreviewed, offered next cycle
+    assert any("token budget of 1200 reached" in n for n in r.notes)
+    assert any("2 of 3 batch(es) not sent" in n for n in r.notes)
+
+
+# ---- the rejection memo (RockBot #550's treadmill) ---------------------------------------------------------------
+
+
+def test_rejected_cluster_is_not_resent_until_changed_or_due(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    lossy = {"toDelete": [], "toSave": [merge("Milo the Sheltie was adopted.", "milo1", "milo2")]}
+    fake_openai.script(Reply.json(lossy), Reply(content="no"))  # the repair reply is unusable too
+    first = dream(agent, fake_openai)
+    assert first.report.rejected == 1
+    assert first.store.require("milo1").entry.meta(DECLINED_CLUSTER) is not None
+
+    # Next day: two fresh near-duplicates arrive; the rejected Milo pair must not be in any request.
+    store = first.store
+    for seed in (Seed("new1", "Trish Roberts lives in Las Vegas."), Seed("new2", "Trish Roberts lives in Las Vegas!")):
+        write_corpus(agent, [seed])
+    fake_openai.requests.clear()
+    fake_openai.script(Reply.json(EMPTY))
+    second = dream(agent, fake_openai, now=BASE_TIME + timedelta(days=1))
+    assert len(fake_openai.completions) == 1
+    sent = fake_openai.completions[0].user_text
+    assert "[ID:new1]" in sent and "[ID:milo1]" not in sent and "[ID:milo2]" not in sent
+    assert second.report.llm_calls == 1
+
+    # A member's content changes: the cluster is offered again.
+    milo2 = store.require("milo2")
+    store.update(milo2, milo2.entry.evolve(content=MILO_2 + " He is 8."))  # still a near-duplicate
+    fake_openai.requests.clear()
+    fake_openai.script(Reply.json(EMPTY))
+    dream(agent, fake_openai, now=BASE_TIME + timedelta(days=2))
+    sent = fake_openai.completions[0].user_text
+    assert "[ID:milo1]" in sent and "[ID:milo2]" in sent
+
+
+def test_declined_cluster_waits_for_its_reopen_time(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json({"toDelete": [], "toSave": [merge(ALLEN, "allen1", "allen2")]}))
+    dream(agent, fake_openai)  # Milo pair shown and left alone: declined
+
+    fake_openai.requests.clear()
+    for seed in (Seed("new1", "Trish Roberts lives in Las Vegas."), Seed("new2", "Trish Roberts lives in Las Vegas!")):
+        write_corpus(agent, [seed])
+    fake_openai.script(Reply.json(EMPTY))
+    dream(agent, fake_openai, now=BASE_TIME + timedelta(days=3))
+    assert "[ID:milo1]" not in fake_openai.completions[0].user_text
+
+    # After the reopen interval (7 days) the pair is offered again, merge-only; prunes of it are ignored.
+    fake_openai.requests.clear()
+    fake_openai.script(Reply.json({"toDelete": ["milo1"], "toSave": []}))
+    late = dream(agent, fake_openai, now=BASE_TIME + timedelta(days=8))
+    sent = fake_openai.completions[0].user_text
+    assert "[ID:milo1]" in sent and "[merge-only]" in sent and "offered again" in sent
+    assert late.report.merge_only_ignored == 1
+    assert "milo1" in late.live()

@@ -226,7 +226,14 @@ class LocalProcessRunner:
         with open(launch.log_path, "ab") as out:
             out.write(f"# {datetime.now(UTC).isoformat()} exec {argv!r} in {cwd}\n".encode())
         try:
-            proc = ManagedProcess(f"{launch.pod_name}/{launch.container_name}", argv, launch.log_path, env=env, cwd=cwd)
+            proc = ManagedProcess(
+                f"{launch.pod_name}/{launch.container_name}",
+                argv,
+                launch.log_path,
+                env=env,
+                cwd=cwd,
+                die_with_parent=True,
+            )
         except OSError as exc:
             raise ContainerStartError(f"exec {program!r}: {exc}") from exc
         log.info("started %s/%s as pid %s: %s", launch.pod_namespace, launch.pod_name, proc.pid, argv)

@@ -1,0 +1,87 @@
+"""`dreamkeeper dream AGENT_DIR --proposer openai …` end to end, as a subprocess, against the fake server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.memory import MemoryStore
+from tests.consolidation.corpus import entry_files, write_corpus
+from tests.proposers.fake_openai import FakeOpenAIServer, Reply
+from tests.proposers.scenario import ALL_IDS, GOOD, SEEDS
+
+
+def dreamkeeper(agent_dir: Path, *args: str, key: str | None = "sk-test") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    if key is not None:
+        env["OPENAI_API_KEY"] = key
+    return subprocess.run(
+        [sys.executable, "-m", "dreamkeeper", "dream", str(agent_dir), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    write_corpus(tmp_path, SEEDS)
+    return tmp_path
+
+
+def test_dream_with_openai_proposer_end_to_end(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    (agent / "dream.md").write_text("You are Rocky's dream pass. Merge duplicates; keep every name.\n")
+    (agent / "llm-pricing.json").write_text(json.dumps({"m": {"input": 3.0, "output": 15.0}}))
+    fake_openai.script(Reply.json(GOOD, prompt_tokens=1000, completion_tokens=200))
+    done = dreamkeeper(agent, "--proposer", "openai", "--base-url", fake_openai.base_url, "--model", "m", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["proposer"] == "openai" and report["result"] == "completed"
+    assert (report["llmCalls"], report["inputTokens"], report["outputTokens"]) == (1, 1000, 200)
+    assert report["estimatedCost"] == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
+    assert (report["saved"], report["archived"], report["hardDeletes"]) == (2, 4, 0)
+    (sent,) = fake_openai.completions
+    assert sent.messages[0]["content"].startswith("You are Rocky's dream pass.")  # the agent's own dream.md
+    assert "[ID:milo1]" in sent.user_text
+    assert entry_files(agent) >= ALL_IDS
+    assert len(MemoryStore(agent / "memory").scan().live) == 4
+
+
+def test_dream_with_a_dead_endpoint_changes_nothing(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.error(502, "bad gateway")
+    done = dreamkeeper(
+        agent,
+        "--proposer",
+        "openai",
+        "--base-url",
+        fake_openai.base_url,
+        "--model",
+        "m",
+        "--max-retries",
+        "0",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["llmCalls"], report["saved"], report["archived"]) == (1, 0, 0)
+    assert any("HTTP 502" in note for note in report["notes"])
+    assert len(MemoryStore(agent / "memory").scan().live) == len(ALL_IDS)
+
+
+def test_missing_key_is_a_usage_error_and_nothing_is_touched(agent: Path) -> None:
+    before = {p: p.read_bytes() for p in (agent / "memory").rglob("*.json")}
+    done = dreamkeeper(agent, "--proposer", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", key=None)
+    assert done.returncode == 2
+    assert "OPENAI_API_KEY is not set" in done.stderr
+    assert {p: p.read_bytes() for p in (agent / "memory").rglob("*.json")} == before
+
+
+def test_missing_model_is_a_usage_error(agent: Path) -> None:
+    done = dreamkeeper(agent, "--proposer", "openai", "--base-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and "needs a model name" in done.stderr

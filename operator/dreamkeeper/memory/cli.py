@@ -372,5 +372,6 @@ def sample_command(
         return
     out.print(
         f"sample agent in {escape(str(dest_dir))}: {stats.entries} entries ({stats.live} live, {stats.archived} "
-        f"archived), {len(stats.malformed)} malformed file, {stats.embeddings} embeddings"
+        f"archived), {len(stats.malformed)} malformed file, {stats.embeddings} embeddings",
+        soft_wrap=True,
     )

@@ -10,6 +10,8 @@ import sys
 
 SUBCOMMANDS: dict[str, str] = {
     "coverage": "bench.coverage_eval",  # merge coverage check: false rejections and catch rate
+    "year-sim": "bench.year_sim",  # a year of adversarial cycles: naive applier vs dreamkeeper
+    "scale": "bench.scale",  # cycle time, peak RSS and per-stage time at 1k / 10k / 100k entries
 }
 
 

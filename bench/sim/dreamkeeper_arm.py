@@ -1,0 +1,89 @@
+"""The dreamkeeper arm: the real engine (``run_cycle``) on a real store, with the adversary behind a
+ScriptedProposer. The arm is measured from the store as read back after each cycle, not from the cycle's report."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.sim.adversary import Adversary, Tally, View
+from bench.sim.world import MinedEntry
+from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, RepairRequest
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.memory import REASON_EPHEMERAL, Entry, MemoryStore
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE
+from dreamkeeper.proposers import ScriptedProposer
+
+
+def to_view(entry: Entry) -> View:
+    return View(
+        entry.id, entry.content, entry.category, tuple(entry.tags), entry.importance_score, entry.reinforcement_count
+    )
+
+
+@dataclass
+class ArmCycle:
+    outcome: CycleOutcome
+    live: dict[str, str]  # id -> content, read back from disk
+    live_views: dict[str, View]
+    archived: int
+    ephemeral_texts: list[tuple[str, str | None]] = field(default_factory=list)  # archived ephemeral this cycle
+
+
+class DreamkeeperArm:
+    def __init__(self, agent_dir: Path, settings: CycleSettings, adversary: Adversary, tally: Tally) -> None:
+        self.agent_dir = agent_dir
+        self.memory = agent_dir / "memory"
+        self.memory.mkdir(parents=True, exist_ok=True)
+        self.store = MemoryStore(self.memory)
+        self.settings = settings
+        self.adversary = adversary
+        self.tally = tally
+
+    def add(self, mined: MinedEntry) -> None:
+        self.store.create(
+            Entry(
+                id=mined.id,
+                content=mined.content,
+                category=mined.category,
+                tags=list(mined.tags),
+                created_at=mined.created_at,
+                updated_at=mined.created_at,
+                last_seen_at=mined.created_at,
+                importance_score=mined.importance,
+                reinforcement_count=mined.reinforcement,
+                metadata={"subjectTime": mined.subject_time} if mined.subject_time else None,
+            )
+        )
+
+    def cycle(self, cycle: int, now: datetime) -> ArmCycle:
+        def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
+            mine = batch.ids
+            elsewhere = [i for b in request.batches if b.index != batch.index for i in b.ids if i not in mine]
+            decision = self.adversary.decide(cycle, [to_view(o.entry) for o in batch.entries], elsewhere)
+            for mode, ids in decision.acts:
+                self.tally.add(mode)
+                self.tally.add("entries-acted-on", len(ids))
+            return decision.as_reply()
+
+        def repair(request: RepairRequest) -> str | None:
+            self.tally.add("repair-asked")
+            return self.adversary.repair(cycle, request.merge.content, request.missing)
+
+        # force: the engine stamps lastCompletedAt with the wall clock, not CycleOptions.now, so with a simulated
+        # clock the minimum-interval check compares simulated time with real time. Cycles are 12 h apart anyway.
+        options = CycleOptions(agent_dir=self.agent_dir, settings=self.settings, now=now, force=True)
+        outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
+        scan = self.store.scan()
+        live = {s.id: s.entry.content for s in scan.live}
+        views = {s.id: to_view(s.entry) for s in scan.live}
+        ephemeral = [
+            (s.entry.content, s.entry.category)
+            for s in scan.archived
+            if s.entry.archive_reason == REASON_EPHEMERAL and s.entry.meta(ARCHIVED_BY_CYCLE) == outcome.report.cycle_id
+        ]
+        return ArmCycle(outcome, live, views, len(scan.archived), ephemeral)

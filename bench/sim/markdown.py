@@ -1,0 +1,109 @@
+"""The year simulation's Markdown report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2%}" if value < 0.9999 or value == 1 else f"{value:.4%}"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
+    config, arms, goals = result["config"], result["arms"], result["goals"]
+    nv, dk = arms["naive"], arms["dreamkeeper"]
+    rates = config["rates"]
+    lines = [
+        f"# Year simulation: {config['cycles']} adversarial cycles",
+        "",
+        f"Command: `{result['command']}` (seed {config['seed']}; {result['seconds']['total']} s wall, of which "
+        f"dreamkeeper cycles {result['seconds']['dreamkeeper']} s, naive {result['seconds']['naive']} s, "
+        f"measurement {result['seconds']['measure']} s). Generated {result['generatedAt']}.",
+        "",
+        f"Adversary: harm rate {rates['harm_rate']} per offered entry per cycle, drift {rates['drift_rate']} "
+        f"(lossy {rates['drift_loss']}), good merges {rates['merge_rate']} per offered family, status-note prunes "
+        f"{rates['ephemeral_prune']}. Corpus: {result['entriesMined']} entries mined (non-status, with specifics), "
+        f"{result['specificsMined']} distinct specifics, {result['protectedSpecifics']} of them protected "
+        "(carried by an entry above the high-value floor or in a protected category when mined).",
+        "",
+    ]
+    if png:
+        lines += [f"![survival curves]({png})", ""]
+    lines += [
+        "## End of run",
+        "",
+        "| | naive (seed's original) | dreamkeeper |",
+        "|---|---|---|",
+        f"| specifics surviving in the live corpus | {_pct(nv['specificsSurvivingFraction'])} | "
+        f"{_pct(dk['specificsSurvivingFraction'])} |",
+        f"| protected specifics surviving | {_pct(nv['protectedSurvivingFraction'])} | "
+        f"{_pct(dk['protectedSurvivingFraction'])} |",
+        f"| specifics missing at end, excluding allowed prunes | {nv['missingAtEndExcludingAllowedPrunes']} | "
+        f"{dk['missingAtEndExcludingAllowedPrunes']} |",
+        f"| protected specifics missing at end | {nv['protectedMissingAtEnd']} | {dk['protectedMissingAtEnd']} |",
+        f"| live entries | {nv['liveAtEnd']} | {dk['liveAtEnd']} (+{dk['archivedAtEnd']} archived) |",
+        f"| entry per-cycle survival (content still said somewhere) | {nv['entryPerCycleSurvival']:.5f} | "
+        f"{dk['entryPerCycleSurvival']:.5f} |",
+        f"| implied one-year survival (per-cycle ^ 730) | {_pct(nv['entryImpliedOneYearSurvival'])} | "
+        f"{_pct(dk['entryImpliedOneYearSurvival'])} |",
+        f"| day-0 cohort whose content survives at the end ({nv['cohortSize']} entries) | "
+        f"{_pct(nv['cohortAliveAtEnd'])} | {_pct(dk['cohortAliveAtEnd'])} |",
+        f"| destructive acts proposed to the arm | {nv['destructiveProposed']} | {dk['destructiveProposed']} |",
+        "",
+        "Disappearances of specifics from the live corpus over the run, by cause (a specific can disappear, be "
+        "restated by mining, and disappear again):",
+        "",
+        f"- naive: {_counts(nv['disappearances'])}",
+        f"- dreamkeeper: {_counts(dk['disappearances'])}",
+        f"- protected, naive: {_counts(nv['protectedDisappearances'])}",
+        f"- protected, dreamkeeper: {_counts(dk['protectedDisappearances'])}",
+        "",
+        "## The seed's table, and the naive arm measured against it",
+        "",
+        "| per-entry, per-cycle survival | survives one year (730 cycles) | source |",
+        "|---|---|---|",
+    ]
+    for row in result["seedTable"]:
+        if row.get("measured"):
+            lines.append(
+                f"| {row['perCycle']:.5f} | {_pct(row['computed'])} implied; {_pct(row['cohortOneYear'])} of the "
+                f"day-0 cohort measured after {config['cycles']} cycles | naive arm, this run |"
+            )
+        else:
+            lines.append(f"| {row['perCycle']:.2%} | {row['oneYear']:.0%} (computed {row['computed']:.0%}) | seed |")
+    totals = dk["cycleReportTotals"]
+    lines += [
+        "",
+        "## What dreamkeeper's safeguards did (sums of the cycle reports)",
+        "",
+        "| " + " | ".join(totals) + " |",
+        "|" + "---|" * len(totals),
+        "| " + " | ".join(str(v) for v in totals.values()) + " |",
+        "",
+        "## What each arm was asked to do (adversary acts, counted when proposed)",
+        "",
+        f"- naive: {_counts(nv['proposed'])}",
+        f"- dreamkeeper: {_counts(dk['proposed'])}",
+        "",
+        "Examples of specifics that went missing, by cause:",
+        "",
+    ]
+    for arm_name, arm in (("naive", nv), ("dreamkeeper", dk)):
+        for cause, examples in arm["examples"].items():
+            lines.append(f"- {arm_name}, {cause}: {', '.join(examples)}")
+    lines += [
+        "",
+        "## Goals",
+        "",
+        f"- dreamkeeper protected specifics lost: **{goals['dreamkeeperProtectedLost']}** (goal 0)",
+        f"- dreamkeeper specifics lost other than by an allowed ephemeral prune: "
+        f"**{goals['dreamkeeperLostOutsideAllowedPrunes']}** (goal 0)",
+        f"- naive specifics lost: {goals['naiveLost']} (expected > 0)",
+        f"- all met: **{goals['met']}**",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,313 @@
+"""The cycle Job: one pod on the agent's volume that seeds the vocabulary, then runs ``dreamkeeper dream``.
+
+The pod passes Pod Security "restricted" (non-root, read-only root filesystem with an emptyDir /tmp, no
+privilege escalation, all capabilities dropped, RuntimeDefault seccomp, no service-account token). backoffLimit
+is 0: a failed cycle is retried at the next slot, not hammered (every retry can be a paid LLM run).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from dreamkeeper import __version__
+from dreamkeeper.consolidation.settings import VOCABULARY_FILE, CycleSettings
+from dreamkeeper.kube import (
+    ANNOTATION_CLAIM_NAME,
+    ANNOTATION_PINNED_TO,
+    ANNOTATION_RUN_NOW_TOKEN,
+    ANNOTATION_SCHEDULE_NAME,
+    ANNOTATION_SLOT,
+    ANNOTATION_VOCABULARY_SHA256,
+    API_VERSION,
+    DREAM_CONTAINER,
+    LABEL_CLAIM,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_SCHEDULE,
+    LABEL_TRIGGER,
+    MANAGED_BY,
+    SCHEDULE_KIND,
+    SEED_CONTAINER,
+)
+from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec
+from dreamkeeper.kube.naming import label_value
+from dreamkeeper.kube.placement import Placement
+from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY
+
+Obj = dict[str, Any]
+Trigger = Literal["schedule", "run-now"]
+
+DATA_MOUNT = "/data"
+VOCABULARY_MOUNT = "/etc/dreamkeeper/vocabulary"
+TERMINATION_LOG = "/dev/termination-log"
+DEFAULT_IMAGE = f"ghcr.io/dreamkeeper/dreamkeeper:{__version__}"
+NON_ROOT_DEFAULT = 65532  # the image's USER; used when neither the spec nor the agent pod names one
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """Operator-wide settings for cycle Jobs (flags of `dreamkeeper operator`)."""
+
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str | None = None
+    run_as_user: int = NON_ROOT_DEFAULT
+    run_as_group: int = NON_ROOT_DEFAULT
+    tmp_size_limit: str = "512Mi"
+
+
+@dataclass(frozen=True)
+class VocabularySource:
+    config_map: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    schedule_name: str
+    schedule_uid: str
+    namespace: str
+    spec: DreamScheduleSpec
+    job_name: str
+    trigger: Trigger
+    slot: datetime
+    placement: Placement
+    vocabulary: VocabularySource | None = None
+    run_now_token: str | None = None
+
+
+def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
+    """The spec's safeguards as ``CycleSettings`` JSON, validated here so a bad combination fails in the operator
+    (condition Ready=False) rather than in a pod. Only the fields the user set are passed."""
+    data: dict[str, Any] = {}
+    guards = spec.safeguards
+    if guards is not None:
+        if guards.retention_days is not None:
+            data["retention_days"] = guards.retention_days
+        if guards.floor is not None:
+            data["floor"] = guards.floor.model_dump(exclude_none=True)
+        if guards.protected_categories is not None:
+            data["protected_categories"] = list(guards.protected_categories)
+        if guards.similarity_threshold is not None:
+            data["similarity_threshold"] = guards.similarity_threshold
+        if guards.max_cluster_size is not None:
+            data["max_cluster_size"] = guards.max_cluster_size
+        if guards.min_interval_hours is not None:
+            data["min_interval_hours"] = guards.min_interval_hours
+    CycleSettings.model_validate(data)
+    return data
+
+
+def agent_dir(spec: DreamScheduleSpec) -> str:
+    return f"{DATA_MOUNT}/{spec.agent_path}".rstrip("/") if spec.agent_path else DATA_MOUNT
+
+
+def labels(schedule_name: str, claim_name: str, trigger: Trigger) -> dict[str, str]:
+    return {
+        LABEL_NAME: "dreamkeeper",
+        LABEL_COMPONENT: "dream-cycle",
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_SCHEDULE: label_value(schedule_name),
+        LABEL_CLAIM: label_value(claim_name),
+        LABEL_TRIGGER: trigger,
+    }
+
+
+def _container_security() -> Obj:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _first(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
+    wanted = req.spec.security_context or CycleSecurityContext()
+    found = req.placement
+    user = _first(wanted.run_as_user, found.run_as_user, defaults.run_as_user)
+    group = _first(wanted.run_as_group, found.run_as_group, defaults.run_as_group)
+    fs_group = _first(wanted.fs_group, found.fs_group)
+    security: Obj = {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": group,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if fs_group is not None:
+        security["fsGroup"] = fs_group
+        # Only touch ownership when the volume root does not match already (never a recursive chown per run).
+        security["fsGroupChangePolicy"] = "OnRootMismatch"
+    return security
+
+
+def _resources(spec: DreamScheduleSpec) -> Obj:
+    if spec.resources is None:
+        return {"requests": {"cpu": "50m", "memory": "128Mi"}}
+    return spec.resources.wire()
+
+
+def _dream_args(req: JobRequest) -> list[str]:
+    spec = req.spec
+    args = [
+        "dream",
+        agent_dir(spec),
+        "--proposer",
+        spec.proposer.type,
+        "--settings-json",
+        json.dumps(cycle_settings(spec), separators=(",", ":"), sort_keys=True),
+        "--termination-message-path",
+        TERMINATION_LOG,
+    ]
+    if req.trigger == "run-now":
+        args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
+    if spec.proposer.type == "openai":
+        if spec.proposer.model:
+            args += ["--model", spec.proposer.model]
+        if spec.proposer.base_url:
+            args += ["--base-url", spec.proposer.base_url]
+        if spec.proposer.token_budget is not None:
+            args += ["--token-budget", str(spec.proposer.token_budget)]
+    return args
+
+
+def _env(req: JobRequest) -> list[Obj]:
+    env: list[Obj] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "TMPDIR", "value": "/tmp"},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    ref = req.spec.proposer.api_key_secret_ref
+    if req.spec.proposer.type == "openai" and ref is not None:
+        # The key never appears in the Job spec, the CR or an argument: only this Secret reference.
+        env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    return env
+
+
+def _affinity(placement: Placement) -> Obj | None:
+    if placement.node_name is None:
+        return None
+    # matchFields on metadata.name is what DaemonSets use: it works whatever labels the node carries.
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [placement.node_name]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
+    spec = req.spec
+    image = spec.image or defaults.image
+    pull_policy = spec.image_pull_policy or defaults.image_pull_policy
+    job_labels = labels(req.schedule_name, spec.claim_name, req.trigger)
+    annotations = {
+        ANNOTATION_SLOT: req.slot.isoformat().replace("+00:00", "Z"),
+        ANNOTATION_SCHEDULE_NAME: req.schedule_name,
+        ANNOTATION_CLAIM_NAME: spec.claim_name,
+        ANNOTATION_PINNED_TO: req.placement.description,
+    }
+    if req.run_now_token is not None:
+        annotations[ANNOTATION_RUN_NOW_TOKEN] = req.run_now_token
+    if req.vocabulary is not None:
+        annotations[ANNOTATION_VOCABULARY_SHA256] = req.vocabulary.sha256
+    mounts = [{"name": "data", "mountPath": DATA_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}]
+    common: Obj = {
+        "image": image,
+        "securityContext": _container_security(),
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "resources": _resources(spec),
+    }
+    if pull_policy:
+        common["imagePullPolicy"] = pull_policy
+    dream: Obj = {
+        "name": DREAM_CONTAINER,
+        "command": ["dreamkeeper"],
+        "args": _dream_args(req),
+        "env": _env(req),
+        "volumeMounts": mounts,
+        **common,
+    }
+    volumes: list[Obj] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": spec.claim_name}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": defaults.tmp_size_limit}},
+    ]
+    init_containers: list[Obj] = []
+    if req.vocabulary is not None:
+        volumes.append(
+            {
+                "name": "vocabulary",
+                "configMap": {
+                    "name": req.vocabulary.config_map,
+                    "items": [{"key": CONFIG_MAP_KEY, "path": CONFIG_MAP_KEY}],
+                    "defaultMode": 0o444,
+                },
+            }
+        )
+        init_containers.append(
+            {
+                "name": SEED_CONTAINER,
+                "command": ["dreamkeeper"],
+                "args": [
+                    "seed-vocabulary",
+                    "--source",
+                    f"{VOCABULARY_MOUNT}/{CONFIG_MAP_KEY}",
+                    "--destination",
+                    f"{agent_dir(spec)}/{VOCABULARY_FILE}",
+                    "--termination-message-path",
+                    TERMINATION_LOG,
+                ],
+                "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+                "volumeMounts": [*mounts, {"name": "vocabulary", "mountPath": VOCABULARY_MOUNT, "readOnly": True}],
+                **common,
+                "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+            }
+        )
+    pod_spec: Obj = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": _pod_security(req, defaults),
+        "containers": [dream],
+        "volumes": volumes,
+    }
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
+    affinity = _affinity(req.placement)
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
+    if req.placement.tolerations:
+        pod_spec["tolerations"] = req.placement.tolerations
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": req.job_name,
+            "namespace": req.namespace,
+            "labels": job_labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": SCHEDULE_KIND,
+                    "name": req.schedule_name,
+                    "uid": req.schedule_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "completions": 1,
+            "parallelism": 1,
+            "activeDeadlineSeconds": spec.active_deadline_seconds,
+            "template": {"metadata": {"labels": job_labels, "annotations": annotations}, "spec": pod_spec},
+        },
+    }

@@ -1,0 +1,391 @@
+"""The custom resources as pydantic models: the one source of the CRD schemas and of what the operator reads.
+
+Field names are the Kubernetes camelCase names (aliases); bounds live here so the API server enforces them
+(``generate.py`` renders these models into structural OpenAPI schemas) and the operator re-checks them when it
+parses a spec. ``x-kubernetes-validations`` (CEL) rules are attached with ``json_schema_extra``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
+AGENT_PATH = r"^$|^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$"
+# Five cron fields or a macro. CEL cannot parse cron; croniter in the operator is the real check.
+CRON = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+(\s+\S+){4})$"
+CATEGORY_PATH = r"^/?[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*/?$"
+# A vocabulary word: no surrounding whitespace, no control characters.
+WORD = r"^[^\s\x00-\x1f]([^\x00-\x1f]*[^\s\x00-\x1f])?$"
+QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+Quantity = Annotated[
+    int | str,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+
+
+def cel(rule: str, message: str, **extra: str) -> dict[str, Any]:
+    return {"rule": rule, "message": message, **extra}
+
+
+class KubeModel(BaseModel):
+    """camelCase on the wire; unknown fields are refused (the API server prunes them before we see them)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class StatusModel(KubeModel):
+    """Status is read back from the cluster: tolerate fields written by a newer operator instead of failing."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# ---- shared pieces ------------------------------------------------------------------------------------------------
+
+
+class LocalObjectReference(KubeModel):
+    """A reference to an object in the same namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the object.")
+
+
+class SecretKeySelector(KubeModel):
+    """A key of a Secret in the DreamSchedule's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the Secret.")
+    key: str = Field(
+        min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Key inside the Secret's data."
+    )
+
+
+class LabelSelectorRequirement(KubeModel):
+    key: str = Field(min_length=1, max_length=317)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=64)
+
+
+class LabelSelector(KubeModel):
+    """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
+
+    match_labels: dict[str, Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=32)
+    match_expressions: list[LabelSelectorRequirement] | None = Field(default=None, max_length=16)
+
+
+class Condition(StatusModel):
+    """metav1.Condition."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+    )
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: int | None = Field(default=None, ge=0)
+    last_transition_time: datetime
+    reason: str = Field(min_length=1, max_length=1024, pattern=CONDITION_REASON)
+    message: str = Field(max_length=32768)
+
+
+Conditions = Annotated[
+    list[Condition],
+    Field(
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    ),
+]
+
+
+# ---- DreamSchedule ------------------------------------------------------------------------------------------------
+
+
+class ProposerSpec(KubeModel):
+    """Who proposes merges and prunes. Every proposal is validated by the same deterministic safeguards."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("self.type != 'openai' || has(self.model)", "proposer.model is required when type is openai"),
+            ]
+        }
+    )
+
+    type: Literal["offline", "openai"] = Field(
+        default="offline",
+        description="offline: deterministic, no network (exact folds and near-duplicate merges). "
+        "openai: an OpenAI-compatible chat endpoint.",
+    )
+    model: str | None = Field(default=None, min_length=1, max_length=256, description="openai: model name.")
+    base_url: str | None = Field(
+        default=None,
+        alias="baseURL",
+        max_length=2048,
+        pattern=r"^https?://\S+$",
+        description="openai: base URL of an OpenAI-compatible API (default: api.openai.com).",
+    )
+    api_key_secret_ref: SecretKeySelector | None = Field(
+        default=None,
+        description="openai: the API key, read only from this Secret (mounted as an environment variable).",
+    )
+    token_budget: int | None = Field(
+        default=None, ge=0, le=1_000_000_000, description="openai: maximum tokens (input + output) per cycle."
+    )
+
+
+class FloorSpec(KubeModel):
+    """Entries at or above either bound are never pruned standalone and never purged."""
+
+    importance: float | None = Field(default=None, ge=0.0, le=2.0, description="Importance floor (default 0.80).")
+    reinforcement: int | None = Field(
+        default=None, ge=0, le=1_000_000_000, description="Reinforcement-count floor (default 5)."
+    )
+
+
+class SafeguardsSpec(KubeModel):
+    """The cycle's deterministic safeguards. Unset fields keep the engine's defaults."""
+
+    retention_days: int | None = Field(
+        default=None, ge=0, le=36500, description="Days an archived entry is kept before purge (0 = forever)."
+    )
+    floor: FloorSpec | None = None
+    protected_categories: list[Annotated[str, Field(min_length=1, max_length=253)]] | None = Field(
+        default=None,
+        max_length=128,
+        description="Category globs never pruned standalone; 'a/**' covers a and everything below it.",
+    )
+    similarity_threshold: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="Near-duplicate similarity threshold (default 0.88)."
+    )
+    max_cluster_size: int | None = Field(
+        default=None, ge=0, le=64, description="Largest near-duplicate cluster offered at once (0 disables)."
+    )
+    min_interval_hours: float | None = Field(
+        default=None, ge=0.0, le=8760.0, description="Minimum hours between completed cycles (default 6)."
+    )
+
+
+class ResourceRequirementsSpec(KubeModel):
+    """Compute resources of the cycle's containers."""
+
+    requests: dict[str, Quantity] | None = Field(default=None, max_length=8)
+    limits: dict[str, Quantity] | None = Field(default=None, max_length=8)
+
+
+class CycleSecurityContext(KubeModel):
+    """Identity of the cycle's pod. Unset fields are copied from the agent pod mounting the claim, when found.
+
+    Root is refused: the pod must pass Pod Security "restricted".
+    """
+
+    run_as_user: int | None = Field(default=None, ge=1, le=2147483647, description="UID (non-zero).")
+    run_as_group: int | None = Field(default=None, ge=0, le=2147483647, description="Primary GID.")
+    fs_group: int | None = Field(
+        default=None, ge=0, le=2147483647, description="Supplemental group owning the agent's files (the agent's)."
+    )
+
+
+class DreamScheduleSpec(KubeModel):
+    """When and how to consolidate one agent's memory on its PersistentVolumeClaim."""
+
+    schedule: str = Field(
+        min_length=1, max_length=128, pattern=CRON, description="Cron schedule (5 fields or @daily, @hourly, ...)."
+    )
+    time_zone: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_+\-/]+$",
+        description="IANA time zone of the schedule (default UTC).",
+    )
+    suspend: bool = Field(default=False, description="Skip scheduled slots (a runNowToken still runs).")
+    starting_deadline_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=31_536_000,
+        description="A slot later than this many seconds is recorded as missed instead of run (default: none).",
+    )
+    claim_name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="The agent's PersistentVolumeClaim (immutable). The cycle runs on the node that mounts it.",
+        json_schema_extra={"x-kubernetes-validations": [cel("self == oldSelf", "claimName is immutable")]},
+    )
+    agent_path: str = Field(
+        default="agent",
+        max_length=1024,
+        pattern=AGENT_PATH,
+        description="Agent data directory inside the volume (memory under <agentPath>/memory).",
+    )
+    agent_selector: LabelSelector | None = Field(
+        default=None, description="Labels of the agent's pods, to find the node mounting the claim quickly."
+    )
+    vocabulary_ref: LocalObjectReference | None = Field(
+        default=None,
+        description="MemoryVocabulary seeded into the volume when the file is absent (never overwritten).",
+    )
+    proposer: ProposerSpec = Field(default_factory=ProposerSpec)
+    safeguards: SafeguardsSpec | None = None
+    image: str | None = Field(
+        default=None, min_length=1, max_length=512, description="Cycle image (default: the operator's setting)."
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    resources: ResourceRequirementsSpec | None = None
+    security_context: CycleSecurityContext | None = None
+    active_deadline_seconds: int = Field(
+        default=3600, ge=60, le=604800, description="A cycle running longer than this is stopped and marked failed."
+    )
+    successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
+    failed_jobs_history_limit: int = Field(default=1, ge=0, le=100)
+    run_now_token: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="Set to a new value to run one cycle now (also when suspended); handled once per value.",
+    )
+
+
+class JobRef(StatusModel):
+    name: str = Field(max_length=63)
+    uid: str = Field(max_length=64)
+    trigger: Literal["schedule", "run-now"]
+    slot: datetime
+    created_at: datetime | None = None
+
+
+class VocabularyState(StatusModel):
+    """What the init container found in the volume on the last run, against the CR's rendered file."""
+
+    result: Literal["created", "already-present", "failed"] = Field(description="What seeding did.")
+    sha256: str | None = Field(default=None, max_length=64, description="sha256 of the file in the volume.")
+    expected_sha256: str | None = Field(default=None, max_length=64, description="sha256 the CR renders to.")
+    job_name: str | None = Field(default=None, max_length=63)
+    message: str | None = Field(default=None, max_length=1024)
+
+
+class RunSummary(StatusModel):
+    """The last finished cycle, from its container's termination message."""
+
+    job_name: str = Field(max_length=63)
+    job_uid: str = Field(max_length=64)
+    trigger: Literal["schedule", "run-now"]
+    slot: datetime | None = None
+    result: Literal["completed", "skipped", "failed"]
+    reason: str = Field(max_length=128, pattern=CONDITION_REASON)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_seconds: float | None = Field(default=None, ge=0)
+    cycle_id: str | None = Field(default=None, max_length=128)
+    skip_reason: str | None = Field(default=None, max_length=1024)
+    error: str | None = Field(default=None, max_length=1024)
+    reviewed: int = Field(default=0, ge=0)
+    withheld: int = Field(default=0, ge=0)
+    folded: int = Field(default=0, ge=0)
+    saved: int = Field(default=0, ge=0)
+    archived: int = Field(default=0, ge=0)
+    archived_with_replacement: int = Field(default=0, ge=0)
+    ephemeral: int = Field(default=0, ge=0)
+    rejected: int = Field(default=0, ge=0)
+    repaired: int = Field(default=0, ge=0)
+    protected: int = Field(default=0, ge=0)
+    conflicts: int = Field(default=0, ge=0)
+    hard_deletes: int = Field(default=0, ge=0)
+    purged: int = Field(default=0, ge=0)
+    specifics_lost: int = Field(default=0, ge=0)
+    vocabulary_fallback: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    live_entries: int | None = Field(default=None, ge=0)
+    archived_entries: int | None = Field(default=None, ge=0)
+
+
+class Totals(StatusModel):
+    """Cumulative counts over every counted cycle (each Job counted exactly once, by UID)."""
+
+    cycles_completed: int = Field(default=0, ge=0)
+    cycles_skipped: int = Field(default=0, ge=0)
+    cycles_failed: int = Field(default=0, ge=0)
+    reviewed: int = Field(default=0, ge=0)
+    withheld: int = Field(default=0, ge=0)
+    archived_with_replacement: int = Field(default=0, ge=0)
+    archived_ephemeral: int = Field(default=0, ge=0)
+    merges_rejected: int = Field(default=0, ge=0)
+    merges_repaired: int = Field(default=0, ge=0)
+    entries_protected: int = Field(default=0, ge=0)
+    conflicts: int = Field(default=0, ge=0)
+    hard_deletes: int = Field(default=0, ge=0)
+    purged: int = Field(default=0, ge=0)
+    specifics_lost: int = Field(default=0, ge=0)
+    vocabulary_fallbacks: int = Field(default=0, ge=0)
+    llm_input_tokens: int = Field(default=0, ge=0)
+    llm_output_tokens: int = Field(default=0, ge=0)
+    missed_slots: int = Field(default=0, ge=0)
+    skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
+
+
+MAX_COUNTED_UIDS = 32
+
+
+class DreamScheduleStatus(StatusModel):
+    observed_generation: int | None = Field(default=None, ge=0)
+    conditions: Conditions | None = None
+    last_schedule_time: datetime | None = Field(
+        default=None, description="The latest slot acted on (run, skipped or missed); the next slot follows it."
+    )
+    next_schedule_time: datetime | None = None
+    last_run_now_token: str | None = Field(default=None, max_length=253)
+    active_job: JobRef | None = None
+    last_run: RunSummary | None = None
+    last_successful_time: datetime | None = None
+    totals: Totals | None = None
+    counted_job_uids: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, max_length=MAX_COUNTED_UIDS, description="Recently counted Job UIDs (never counted twice)."
+    )
+    vocabulary: VocabularyState | None = None
+
+
+# ---- MemoryVocabulary -------------------------------------------------------------------------------------------
+
+Word = Annotated[str, Field(min_length=1, max_length=128, pattern=WORD)]
+
+
+class MemoryVocabularySpec(KubeModel):
+    """merge-coverage-vocabulary.json for the agents that reference it (seeded once, never overwritten)."""
+
+    extra_common_words: list[Word] = Field(
+        default_factory=list, max_length=4096, description="Ordinary words here that are not specifics."
+    )
+    always_specific_words: list[Word] = Field(
+        default_factory=list,
+        max_length=4096,
+        description="Names that collide with common words (May, Will, Rose); always protected.",
+    )
+    numeric_exempt_categories: list[Annotated[str, Field(min_length=1, max_length=253, pattern=CATEGORY_PATH)]] = Field(
+        default_factory=list, max_length=256, description="Categories whose numbers are incidental."
+    )
+
+
+class MemoryVocabularyStatus(StatusModel):
+    observed_generation: int | None = Field(default=None, ge=0)
+    conditions: Conditions | None = None
+    sha256: str | None = Field(default=None, max_length=64, description="sha256 of the rendered file.")
+    config_map_name: str | None = Field(default=None, max_length=253)
+    common_words: int | None = Field(default=None, ge=0)
+    specific_words: int | None = Field(default=None, ge=0)
+    exempt_categories: int | None = Field(default=None, ge=0)

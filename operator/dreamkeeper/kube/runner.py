@@ -1,0 +1,133 @@
+"""Start the operator: kopf in this process, metrics on their own port, liveness on another, JSON logs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import kopf
+from prometheus_client import start_http_server
+
+from dreamkeeper.kube import FINALIZER, GROUP
+from dreamkeeper.kube.api import KubeApi
+from dreamkeeper.kube.handlers import OperatorState, build_registry
+from dreamkeeper.kube.jobspec import JobDefaults
+from dreamkeeper.kube.metrics import OperatorMetrics
+from dreamkeeper.kube.reconcile import ReconcileSettings, ScheduleReconciler
+from dreamkeeper.kube.vocabularies import VocabularyReconciler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OperatorOptions:
+    namespaces: list[str] = field(default_factory=list)
+    all_namespaces: bool = False
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 8080
+    health_host: str = "0.0.0.0"
+    health_port: int = 8081
+    kubeconfig: str | None = None
+    workers: int = 8
+    log_format: Literal["json", "text"] = "json"
+    verbose: bool = False
+    job_defaults: JobDefaults = field(default_factory=JobDefaults)
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
+
+    def validate(self) -> None:
+        if self.all_namespaces == bool(self.namespaces):
+            raise ValueError("choose the scope: --namespace NS (repeatable) or --all-namespaces")
+        globs = [ns for ns in self.namespaces if any(c in ns for c in "*?![")]
+        if globs:
+            # Namespace patterns need namespace list/watch permissions; the least-privilege RBAC has none.
+            raise ValueError(f"namespace patterns are not supported (scanning is off): {globs}")
+
+
+def kopf_settings(options: OperatorOptions) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # Our own keys, not kopf.zalando.org/... (and switching later would re-run handlers).
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Deliberate Events are posted by the reconciler; kopf's own INFO chatter would be one Event per handler run.
+    settings.posting.level = logging.WARNING
+    # Explicit watch timeouts: long-lived watches otherwise stop seeing changes (nolar/kopf#1120).
+    settings.watching.connect_timeout = 60
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 310
+    # No CRD/namespace discovery: the least-privilege RBAC grants neither, and the scope is explicit.
+    settings.scanning.disabled = True
+    settings.execution.max_workers = max(2, options.workers)
+    settings.networking.error_backoffs = [1, 2, 5, 10, 20, 30]
+    return settings
+
+
+def configure_logging(options: OperatorOptions) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):  # the CLI root callback installed a plain handler; kopf's replaces it
+        root.removeHandler(handler)
+    log_format = kopf.LogFormat.JSON if options.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=options.verbose, log_format=log_format)
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+
+
+def build_state(options: OperatorOptions) -> OperatorState:
+    api = KubeApi.from_kubeconfig(options.kubeconfig) if options.kubeconfig else KubeApi()
+    api.client.configuration.connection_pool_maxsize = max(4, options.workers)
+    metrics = OperatorMetrics()
+    return OperatorState(
+        api=api,
+        metrics=metrics,
+        schedules=ScheduleReconciler(api, metrics, options.job_defaults, settings=options.reconcile),
+        vocabularies=VocabularyReconciler(api),
+        executor=ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="dk-reconcile"),
+    )
+
+
+def run_operator(
+    options: OperatorOptions,
+    *,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready_flag: asyncio.Event | threading.Event | None = None,
+    configure: bool = True,
+) -> OperatorState:
+    """Run until ``stop_flag`` is set or the process is signalled. Returns the state (for tests)."""
+    options.validate()
+    if options.kubeconfig:
+        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login_via_client reads the same file
+    if configure:
+        configure_logging(options)
+    state = build_state(options)
+    server, thread = start_http_server(options.metrics_port, options.metrics_host, registry=state.metrics.registry)
+    log.info(
+        "dreamkeeper operator: %s; metrics on :%d/metrics, liveness on :%d/healthz",
+        "all namespaces" if options.all_namespaces else f"namespaces {options.namespaces}",
+        options.metrics_port,
+        options.health_port,
+    )
+    kwargs: dict[str, Any] = {
+        "registry": build_registry(state),
+        "settings": kopf_settings(options),
+        "standalone": True,
+        "liveness_endpoint": f"http://{options.health_host}:{options.health_port}/healthz",
+        "stop_flag": stop_flag,
+        "ready_flag": ready_flag,
+    }
+    if options.all_namespaces:
+        kwargs["clusterwide"] = True
+    else:
+        kwargs["namespaces"] = list(options.namespaces)
+    try:
+        asyncio.run(kopf.operator(**kwargs))
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+        state.executor.shutdown(wait=False, cancel_futures=True)
+    return state

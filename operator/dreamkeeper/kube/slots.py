@@ -1,0 +1,108 @@
+"""Cron slots, computed only from what is persisted (``status.lastScheduleTime``), never from process memory.
+
+A restart therefore loses nothing and replays nothing: after downtime only the latest passed slot is due (once),
+the ones before it are counted as missed, and a slot older than ``startingDeadlineSeconds`` is missed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+# Counting missed slots walks the cron forward; a per-minute schedule down for a week is 10k slots. Beyond the
+# cap the count is reported as the cap (and said so in the Event), not computed.
+MISSED_COUNT_CAP = 10_000
+
+
+class ScheduleError(ValueError):
+    """The cron expression or time zone cannot be used; ``reason`` is the condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    expression: str
+    zone: ZoneInfo
+
+    @classmethod
+    def parse(cls, expression: str, time_zone: str | None) -> CronSchedule:
+        try:
+            zone = ZoneInfo(time_zone or "UTC")
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ScheduleError("InvalidTimeZone", f"unknown time zone {time_zone!r}: {exc}") from None
+        if len(expression.split()) not in (1, 5):
+            raise ScheduleError("InvalidSchedule", f"{expression!r}: expected 5 cron fields or a macro like @daily")
+        try:
+            croniter(expression, datetime(2000, 1, 1, tzinfo=zone))
+        except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+            raise ScheduleError("InvalidSchedule", f"{expression!r} is not a valid cron schedule: {exc}") from None
+        return cls(expression, zone)
+
+    def _iter(self, start: datetime) -> croniter:
+        return croniter(self.expression, start.astimezone(self.zone))
+
+    def next_after(self, moment: datetime) -> datetime:
+        """The first slot strictly after ``moment``."""
+        return _utc(self._iter(moment).get_next(datetime))
+
+    def latest_at_or_before(self, moment: datetime) -> datetime:
+        """The last slot ``<= moment``."""
+        probe = moment + timedelta(microseconds=1)  # croniter's get_prev is strictly before its start
+        return _utc(self._iter(probe).get_prev(datetime))
+
+    def count_between(self, after: datetime, before: datetime) -> tuple[int, bool]:
+        """Slots strictly between ``after`` and ``before`` (capped); returns (count, capped)."""
+        it = self._iter(after)
+        count = 0
+        while count < MISSED_COUNT_CAP:
+            slot = _utc(it.get_next(datetime))
+            if slot >= before:
+                return count, False
+            count += 1
+        return count, True
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class SlotDecision:
+    """What the schedule asks for at ``now``."""
+
+    due: datetime | None  # the slot to run now, if any
+    missed: int  # slots passed without a run (before ``due``, or ``due`` itself when past the deadline)
+    missed_capped: bool
+    past_deadline: datetime | None  # the latest slot, when it was too late to start
+    next_slot: datetime  # the first slot after everything decided here
+
+    @property
+    def acted_slot(self) -> datetime | None:
+        """The slot to record as ``lastScheduleTime`` (run or missed)."""
+        return self.due or self.past_deadline
+
+
+def decide(
+    schedule: CronSchedule,
+    *,
+    last_schedule_time: datetime | None,
+    created: datetime,
+    now: datetime,
+    starting_deadline_seconds: int | None = None,
+) -> SlotDecision:
+    """The slot due at ``now``, given the last slot acted on (or the creation time for a new schedule)."""
+    anchor = last_schedule_time or created
+    latest = schedule.latest_at_or_before(now)
+    if latest <= anchor:
+        return SlotDecision(None, 0, False, None, schedule.next_after(max(anchor, now)))
+    missed, capped = schedule.count_between(anchor, latest)
+    next_slot = schedule.next_after(now)
+    if starting_deadline_seconds is not None and (now - latest).total_seconds() > starting_deadline_seconds:
+        return SlotDecision(None, missed + 1, capped, latest, next_slot)
+    return SlotDecision(latest, missed, capped, None, next_slot)

@@ -1,0 +1,158 @@
+"""MemoryVocabulary: render the CR into a ConfigMap the cycle's init container seeds from, and report it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from dreamkeeper.kube import (
+    ANNOTATION_VOCABULARY_SHA256,
+    API_VERSION,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_VOCABULARY,
+    MANAGED_BY,
+    VOCABULARY_KIND,
+)
+from dreamkeeper.kube.api import ClusterApi, ConflictError, status_patch
+from dreamkeeper.kube.conditions import READY, set_condition
+from dreamkeeper.kube.models import MemoryVocabularySpec, MemoryVocabularyStatus
+from dreamkeeper.kube.naming import label_value, vocabulary_config_map_name
+from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY, RenderedVocabulary, render
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def config_map_for(body: Obj, rendered: RenderedVocabulary) -> Obj:
+    meta = body["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": vocabulary_config_map_name(meta["name"]),
+            "namespace": meta["namespace"],
+            "labels": {
+                LABEL_NAME: "dreamkeeper",
+                LABEL_COMPONENT: "memory-vocabulary",
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_VOCABULARY: label_value(meta["name"]),
+            },
+            "annotations": {ANNOTATION_VOCABULARY_SHA256: rendered.sha256},
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": VOCABULARY_KIND,
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "data": {CONFIG_MAP_KEY: rendered.content.decode("utf-8")},
+    }
+
+
+class VocabularyReconciler:
+    def __init__(self, api: ClusterApi, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.api = api
+        self.clock = clock
+
+    def reconcile(self, body: Obj) -> bool:
+        """Render and publish; returns True when the rendered content (its sha256) changed."""
+        meta = body["metadata"]
+        namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
+        raw_status = body.get("status") or {}
+        status = MemoryVocabularyStatus.model_validate(raw_status)
+        now = self.clock()
+        try:
+            spec = MemoryVocabularySpec.model_validate(body.get("spec") or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            conditions = set_condition(
+                status.conditions,
+                READY,
+                "False",
+                "InvalidSpec",
+                f"spec.{where}: {first.get('msg')}",
+                generation=generation,
+                now=now,
+            )
+            new = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
+            self._write(namespace, name, meta, raw_status, status, new)
+            return False
+        rendered = render(spec)
+        desired = config_map_for(body, rendered)
+        cm_name = desired["metadata"]["name"]
+        existing = self.api.get_config_map(namespace, cm_name)
+        if existing is None:
+            self.api.create_config_map(namespace, desired)
+            log.info("%s/%s: rendered into ConfigMap %s (sha256 %s)", namespace, name, cm_name, rendered.sha256[:12])
+        elif not any(ref.get("uid") == meta["uid"] for ref in existing["metadata"].get("ownerReferences") or []):
+            conditions = set_condition(
+                status.conditions,
+                READY,
+                "False",
+                "ConfigMapConflict",
+                f"ConfigMap {cm_name} exists and is not owned by this MemoryVocabulary; not touched",
+                generation=generation,
+                now=now,
+            )
+            new = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
+            self._write(namespace, name, meta, raw_status, status, new)
+            return False
+        elif (existing.get("data") or {}).get(CONFIG_MAP_KEY) != desired["data"][CONFIG_MAP_KEY]:
+            self.api.patch_config_map(
+                namespace,
+                cm_name,
+                {"metadata": {"annotations": desired["metadata"]["annotations"]}, "data": desired["data"]},
+            )
+            log.info("%s/%s: ConfigMap %s updated (sha256 %s)", namespace, name, cm_name, rendered.sha256[:12])
+        conditions = set_condition(
+            status.conditions,
+            READY,
+            "True",
+            "Rendered",
+            f"rendered into ConfigMap {cm_name}; seeded into volumes that have no vocabulary file",
+            generation=generation,
+            now=now,
+        )
+        new = status.model_copy(
+            update={
+                "conditions": conditions,
+                "observed_generation": generation,
+                "sha256": rendered.sha256,
+                "config_map_name": cm_name,
+                "common_words": rendered.common_words,
+                "specific_words": rendered.specific_words,
+                "exempt_categories": rendered.exempt_categories,
+            }
+        )
+        self._write(namespace, name, meta, raw_status, status, new)
+        return status.sha256 != rendered.sha256
+
+    def _write(
+        self,
+        namespace: str,
+        name: str,
+        meta: Obj,
+        raw_status: Obj,
+        old: MemoryVocabularyStatus,
+        new: MemoryVocabularyStatus,
+    ) -> None:
+        if new == old:
+            return
+        try:
+            self.api.patch_vocabulary_status(
+                namespace, name, status_patch(new.wire(), raw_status, meta.get("resourceVersion"))
+            )
+        except ConflictError:
+            log.info("%s/%s: changed concurrently; the next event re-renders", namespace, name)

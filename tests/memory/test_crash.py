@@ -101,8 +101,8 @@ def _run_crash_loop(tmp_path: Path, iterations: int, seed: int) -> CrashStats:
 
 
 def test_sigkill_during_writes_short(tmp_path: Path) -> None:
-    stats = _run_crash_loop(tmp_path, iterations=20, seed=1)
-    assert stats.kills == 20
+    stats = _run_crash_loop(tmp_path, iterations=15, seed=1)
+    assert stats.kills == 15
     assert stats.mutations > 0, "the worker never got to write: the test proved nothing"
 
 

@@ -283,7 +283,7 @@ class RunSummary(StatusModel):
     """The last finished cycle, from its container's termination message."""
 
     job_name: str = Field(max_length=63)
-    job_uid: str = Field(max_length=64)
+    job_uid: str = Field(max_length=64, alias="jobUID")
     trigger: Literal["schedule", "run-now"]
     slot: datetime | None = None
     result: Literal["completed", "skipped", "failed"]
@@ -355,7 +355,10 @@ class DreamScheduleStatus(StatusModel):
     last_successful_time: datetime | None = None
     totals: Totals | None = None
     counted_job_uids: list[Annotated[str, Field(max_length=64)]] | None = Field(
-        default=None, max_length=MAX_COUNTED_UIDS, description="Recently counted Job UIDs (never counted twice)."
+        default=None,
+        alias="countedJobUIDs",
+        max_length=MAX_COUNTED_UIDS,
+        description="Recently counted Job UIDs (never counted twice).",
     )
     vocabulary: VocabularyState | None = None
 

@@ -1,0 +1,127 @@
+"""Generated files are in sync with their sources, and the CRDs are structural."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dreamkeeper.kube import GROUP
+from dreamkeeper.kube.crds import dream_schedule_crd, memory_vocabulary_crd
+from dreamkeeper.kube.generate import main, outputs, repo_root
+from dreamkeeper.kube.metrics import METRIC_DOCS, OperatorMetrics
+from dreamkeeper.kube.rbac import operator_rules
+
+ROOT = repo_root()
+
+
+def test_committed_generated_files_match_the_generator() -> None:
+    stale = [str(p.relative_to(ROOT)) for p, text in outputs(ROOT).items() if not p.is_file() or p.read_text() != text]
+    assert stale == [], f"run `make generate`: {stale}"
+    assert main(["--check"]) == 0
+
+
+def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
+    assert main(["--root", str(tmp_path)]) == 0  # writes a fresh tree
+    victim = tmp_path / "crds" / f"{GROUP}_dreamschedules.yaml"
+    victim.write_text(victim.read_text() + "# hand edit\n")
+    assert main(["--check", "--root", str(tmp_path)]) == 1
+
+
+def _walk(node: dict[str, Any], path: str = "") -> list[str]:
+    """Every violation of the structural-schema rules the API server enforces."""
+    problems: list[str] = []
+    if "$ref" in node or "allOf" in node or "oneOf" in node:
+        problems.append(f"{path}: $ref/allOf/oneOf")
+    if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
+        problems.append(f"{path}: anyOf")
+    if "type" not in node and not node.get("x-kubernetes-int-or-string"):
+        problems.append(f"{path}: untyped")
+    if "properties" in node and "additionalProperties" in node:
+        problems.append(f"{path}: properties with additionalProperties")
+    if node.get("type") == "string" and "maxLength" not in node and "enum" not in node and "format" not in node:
+        problems.append(f"{path}: unbounded string")
+    if node.get("type") == "array" and "maxItems" not in node:
+        problems.append(f"{path}: unbounded list")
+    for name, child in (node.get("properties") or {}).items():
+        problems += _walk(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        problems += _walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        problems += _walk(node["additionalProperties"], f"{path}{{}}")
+    return problems
+
+
+def test_crds_are_structural_and_bounded_for_cel() -> None:
+    for crd in (dream_schedule_crd(), memory_vocabulary_crd()):
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for part in ("spec", "status"):
+            problems = _walk(schema["properties"][part], part)
+            # kind/apiVersion strings and free-form metadata at the root are the API server's own.
+            assert problems == [], problems
+
+
+def test_dream_schedule_crd_shape() -> None:
+    crd = dream_schedule_crd()
+    version = crd["spec"]["versions"][0]
+    assert crd["metadata"]["name"] == "dreamschedules.dreamkeeper.io"
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+    names = crd["spec"]["names"]
+    assert "ds" in names["shortNames"] and names["categories"] == ["dreamkeeper"]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"] if not c.get("priority")}
+    assert list(columns) == ["Schedule", "Suspended", "Last Run", "Result", "Archived", "Rejected", "Protected", "Age"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["claimName", "schedule"]
+    assert {"rule": "self == oldSelf", "message": "claimName is immutable"} in spec["properties"]["claimName"][
+        "x-kubernetes-validations"
+    ]
+    for field in ("proposer", "safeguards", "securityContext", "runNowToken", "vocabularyRef", "agentSelector"):
+        assert field in spec["properties"], field
+    conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map" and conditions["x-kubernetes-list-map-keys"] == ["type"]
+    condition = conditions["items"]
+    assert condition["required"] == ["lastTransitionTime", "message", "reason", "status", "type"]
+    assert "observedGeneration" in condition["properties"]
+
+
+def test_memory_vocabulary_crd_shape() -> None:
+    crd = memory_vocabulary_crd()
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert set(spec) == {"extraCommonWords", "alwaysSpecificWords", "numericExemptCategories"}
+    assert crd["spec"]["names"]["shortNames"] == ["memvocab"]
+
+
+def test_generated_yaml_parses_back_to_the_crds() -> None:
+    text = (ROOT / "crds" / f"{GROUP}_dreamschedules.yaml").read_text()
+    assert yaml.safe_load(text) == dream_schedule_crd()
+    chart = (ROOT / "charts" / "dreamkeeper" / "crds" / f"{GROUP}_dreamschedules.yaml").read_text()
+    assert chart == text
+    rules = yaml.safe_load((ROOT / "charts" / "dreamkeeper" / "files" / "rbac-rules.yaml").read_text())
+    assert rules == operator_rules()
+
+
+def test_rbac_is_least_privilege() -> None:
+    verbs = {
+        (g, r): set(rule["verbs"]) for rule in operator_rules() for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert verbs[("", "pods")] == {"get", "list"}
+    assert verbs[("", "events")] == {"create"}
+    assert verbs[("batch", "jobs")] == {"create", "get", "list", "patch", "delete"}
+    assert ("", "secrets") not in verbs  # the API key is mounted into the pod by the kubelet, never read by us
+    assert ("", "namespaces") not in verbs and ("apiextensions.k8s.io", "customresourcedefinitions") not in verbs
+    assert all("*" not in rule["verbs"] and "*" not in rule["resources"] for rule in operator_rules())
+
+
+def test_every_registered_metric_is_documented_and_none_uses_a_namespace_label() -> None:
+    metrics = OperatorMetrics()
+    registered = set()
+    for family in metrics.registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        registered.add(name)
+        for s in family.samples:
+            assert "namespace" not in s.labels, s
+    documented = {d.name for d in METRIC_DOCS}
+    assert registered == documented
+    assert all(name.startswith("dreamkeeper_") for name in documented)

@@ -1,0 +1,129 @@
+"""Termination messages -> RunSummary; totals arithmetic."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from dreamkeeper.consolidation.report import CycleReport
+from dreamkeeper.kube.models import RunSummary, Totals
+from dreamkeeper.kube.results import DreamSummary, add_run, add_slots, outcome_of, parse_dream_message
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def job(condition: str, reason: str | None = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {"type": condition, "status": "True", "lastTransitionTime": "2026-01-01T00:05:00Z"}
+    if reason:
+        cond["reason"] = reason
+    return {
+        "metadata": {"name": "j", "uid": "u", "labels": {"dreamkeeper.io/trigger": "schedule"}, "annotations": {}},
+        "status": {"conditions": [cond]},
+    }
+
+
+def pod(exit_code: int, message: str, *, seed: tuple[int, str] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "containerStatuses": [
+            {
+                "name": "dream",
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "message": message,
+                        "startedAt": "2026-01-01T00:00:00Z",
+                        "finishedAt": "2026-01-01T00:04:00Z",
+                    }
+                },
+            }
+        ]
+    }
+    if seed:
+        status["initContainerStatuses"] = [
+            {"name": "seed-vocabulary", "state": {"terminated": {"exitCode": seed[0], "message": seed[1]}}}
+        ]
+    return {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": status}
+
+
+def test_every_count_of_a_real_cycle_report_reaches_the_run_summary() -> None:
+    report = CycleReport(
+        cycle_id="c1",
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=3),
+        reviewed=5,
+        withheld=6,
+        folded=1,
+        saved=2,
+        archived=7,
+        archived_with_replacement=4,
+        ephemeral=3,
+        rejected=2,
+        repaired=1,
+        protected=4,
+        conflicts=1,
+        hard_deletes=0,
+        purged=2,
+        specifics_lost=1,
+        vocabulary_fallback=1,
+        input_tokens=10,
+        output_tokens=3,
+        live_entries=90,
+        archived_entries=12,
+    )
+    summary = parse_dream_message(report.summary_json())
+    assert summary is not None
+    for field in DreamSummary.model_fields:
+        if field in ("result", "cycle_id", "skip_reason", "error", "started_at", "finished_at"):
+            continue
+        expected = getattr(report, field, None)
+        if field == "duration_seconds":
+            expected = report.duration_seconds
+        assert getattr(summary, field) == expected, field
+    out = outcome_of(job("Complete"), [pod(0, report.summary_json())], job_name="j", job_uid="u", trigger="schedule")
+    assert out.succeeded and out.run.result == "completed" and out.run.archived == 7 and out.run.live_entries == 90
+    assert out.run.duration_seconds == 3.0
+
+
+def test_engine_skips_are_successful_skips() -> None:
+    message = CycleReport(cycle_id="c", started_at=T0, result="skipped", skip_reason="minimum interval").summary_json()
+    out = outcome_of(job("Complete"), [pod(0, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("skipped", "Skipped", True)
+    assert out.run.skip_reason == "minimum interval"
+
+
+def test_failures_are_classified_by_their_cause() -> None:
+    failed_message = json.dumps({"result": "failed", "error": "store unreadable"})
+    cases = [
+        (job("Failed"), [pod(1, failed_message)], "failed", "CycleFailed", "store unreadable"),
+        (job("Failed"), [pod(3, "lock held")], "skipped", "LockHeld", None),
+        (job("Failed"), [pod(2, "invalid settings: x")], "failed", "InvalidSettings", "invalid settings: x"),
+        (job("Failed", "DeadlineExceeded"), [pod(137, "")], "failed", "DeadlineExceeded", None),
+        (job("Failed"), [pod(0, "", seed=(1, json.dumps({"result": "failed", "path": "/d", "message": "no dir"})))],
+         "failed", "VocabularySeedFailed", "no dir"),
+        (job("Failed", "BackoffLimitExceeded"), [], "failed", "PodFailed", "BackoffLimitExceeded"),
+        (None, [], "failed", "JobLost", None),
+    ]  # fmt: skip
+    for body, pods, result, reason, error in cases:
+        out = outcome_of(body, pods, job_name="j", job_uid="u", trigger="schedule")
+        assert (out.run.result, out.run.reason) == (result, reason), (reason, out.run)
+        assert not out.succeeded
+        if error:
+            assert error in (out.run.error or ""), out.run.error
+
+
+def test_log_tail_fallback_is_kept_as_the_error() -> None:
+    out = outcome_of(job("Failed"), [pod(1, "Traceback ...\nValueError: boom")], job_name="j", job_uid="u", trigger="x")
+    assert out.run.reason == "CycleFailed" and "ValueError: boom" in (out.run.error or "")
+
+
+def test_totals_add_each_run_and_slots() -> None:
+    run = RunSummary.model_validate(
+        {"jobName": "j", "jobUID": "u", "trigger": "schedule", "result": "completed", "reason": "Completed",
+         "reviewed": 3, "archivedWithReplacement": 2, "ephemeral": 1, "rejected": 4, "inputTokens": 7}
+    )  # fmt: skip
+    totals = add_run(add_run(Totals(), run), run)
+    assert (totals.cycles_completed, totals.reviewed, totals.archived_with_replacement) == (2, 6, 4)
+    assert (totals.archived_ephemeral, totals.merges_rejected, totals.llm_input_tokens) == (2, 8, 14)
+    totals = add_slots(add_slots(totals, missed=3, skipped_reason="concurrent"), skipped_reason="concurrent")
+    assert totals.missed_slots == 3 and totals.skipped_slots == {"concurrent": 2}

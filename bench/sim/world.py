@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dreamkeeper.memory.sample_content import (
     USER_FIRST,
@@ -213,3 +214,85 @@ class World:
                 family = rng.choice(self.known)
                 out += self._restate(family, when - timedelta(minutes=rng.randint(10, 700)))
         return out
+
+
+# ---- synthetic corpora for the scale bench ---------------------------------------------------------------------
+
+EMBEDDING_DIM = 64
+
+
+def _copies(rng: random.Random, family: Family) -> list[str]:
+    """How many times a fact is on disk, in which wordings: the sample agent's near-duplicate rates."""
+    canonical = family.variants[0]
+    if family.ephemeral:
+        return [canonical, canonical] if rng.random() < 0.1 else [canonical]
+    texts = [canonical]
+    roll = rng.random()
+    restated, elaborated = family.variants[1:], family.elaborations
+    if roll < 0.55:
+        pass
+    elif roll < 0.70 and restated:
+        texts.append(rng.choice(restated))
+    elif roll < 0.82 and elaborated:
+        texts.append(rng.choice(elaborated))
+    elif roll < 0.86:
+        texts.append(canonical)
+    else:
+        texts += [*restated, *elaborated]
+    return texts
+
+
+def write_synthetic_corpus(memory_dir: Path, size: int, seed: int = 7, embedded: float = 0.5) -> dict[str, int]:
+    """Write ``size`` live entry files in RockBot's layout (no review stamps: a cold start), with float32
+    embeddings for the facts of about ``embedded`` of the families. Plain writes: this is a fixture, not the store.
+    Returns counts (entries, families, embeddings)."""
+    import json
+    import struct
+
+    rng = random.Random(seed)
+    anchor = datetime(2026, 9, 1, tzinfo=UTC)
+    written = embeddings = families = 0
+    vectors_dir = memory_dir / ".embeddings"
+    vectors_dir.mkdir(parents=True, exist_ok=True)
+    made_dirs: set[Path] = set()
+    world_index = 0
+    while written < size:
+        world = World(seed * 1000 + world_index, people=900)
+        world_index += 1
+        for family in [*(world.fixed if world_index == 1 else []), *reversed(world.pool)]:
+            if written >= size:
+                break
+            families += 1
+            base = [rng.gauss(0, 1) for _ in range(EMBEDDING_DIM)] if rng.random() < embedded else None
+            for text in _copies(rng, family):
+                if written >= size:
+                    break
+                entry_id = f"{rng.getrandbits(48):012x}"
+                created = anchor - timedelta(days=rng.randint(1, 700), seconds=rng.randint(0, 86399))
+                stamp = created.isoformat(timespec="microseconds")
+                obj = {
+                    "id": entry_id,
+                    "content": text,
+                    "category": family.category or None,
+                    "tags": list(family.tags),
+                    "createdAt": stamp,
+                    "updatedAt": stamp,
+                    "lastSeenAt": stamp,
+                    "reinforcementCount": family.reinforcement or (1 if rng.random() < 0.7 else rng.randint(2, 9)),
+                    "importanceScore": round(min(1.0, max(0.05, family.importance + rng.uniform(-0.05, 0.05))), 2),
+                    "metadata": {"subjectTime": family.subject_time} if family.subject_time else None,
+                    "supersededBy": None,
+                    "archivedAt": None,
+                    "archiveReason": None,
+                }
+                directory = memory_dir.joinpath(*family.category.split("/")) if family.category else memory_dir
+                if directory not in made_dirs:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    made_dirs.add(directory)
+                (directory / f"{entry_id}.json").write_text(json.dumps(obj, indent=2), encoding="utf-8")
+                if base is not None:
+                    vector = [b + rng.gauss(0, 0.08) for b in base]
+                    (vectors_dir / f"{entry_id}.bin").write_bytes(struct.pack(f"<{EMBEDDING_DIM}f", *vector))
+                    embeddings += 1
+                written += 1
+    return {"entries": written, "families": families, "embeddings": embeddings}

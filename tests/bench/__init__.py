@@ -1,0 +1,1 @@
+"""Tests of the benchmark pipelines (quick modes only; no timing assertions)."""

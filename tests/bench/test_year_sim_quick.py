@@ -1,0 +1,31 @@
+"""The year simulation's quick mode end to end: both arms run, results are written, and the outcome is the claim
+(dreamkeeper loses no protected specific and nothing outside allowed prunes; the naive applier loses some)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.year_sim import main
+
+
+def test_year_sim_quick_pipeline(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    code = main(["--quick", "--out", str(out), "--workdir", str(tmp_path)])
+    result = json.loads((out / "year-sim-quick.json").read_text())
+    assert code == 0
+    assert len(result["cycles"]) == 20
+    goals = result["goals"]
+    assert goals["dreamkeeperProtectedLost"] == 0
+    assert goals["dreamkeeperLostOutsideAllowedPrunes"] == 0
+    assert goals["naiveLost"] > 0
+    naive, dk = result["arms"]["naive"], result["arms"]["dreamkeeper"]
+    assert dk["protectedSurvivingFraction"] == 1.0
+    assert naive["protectedSurvivingFraction"] < 1.0
+    # The adversary was really hostile to dreamkeeper, and the engine really ran.
+    assert dk["destructiveProposed"] > 0
+    assert dk["cycleReportTotals"]["hardDeletes"] == 0
+    assert dk["cycleReportTotals"]["llmCalls"] > 0
+    assert (out / "year-sim-quick.md").read_text().startswith("# Year simulation")
+    assert (out / "year-sim-quick-survival.png").stat().st_size > 10_000
+    assert not list(tmp_path.glob("dk-year-sim-*")), "the simulation's work directory is removed"

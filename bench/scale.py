@@ -220,8 +220,7 @@ def main(argv: Sequence[str]) -> int:
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        result = child_load(Path(agent)) if kind == "load" else child_cycle(Path(agent))
-        print(json.dumps(result))
+        print(json.dumps(child_load(Path(agent)) if kind == "load" else child_cycle(Path(agent))))
         return 0
     sizes = [int(s) for s in (args.sizes or ("300" if args.quick else "1000,10000,100000")).split(",")]
     name = args.name or ("scale-quick" if args.quick else "scale")

@@ -10,6 +10,7 @@ import sys
 
 SUBCOMMANDS: dict[str, str] = {
     "coverage": "bench.coverage_eval",  # merge coverage check: false rejections and catch rate
+    "llm-tokens": "bench.llm_tokens",  # LLM input tokens per cycle: whole corpus vs RockBot-style vs dreamkeeper
     "year-sim": "bench.year_sim",  # a year of adversarial cycles: naive applier vs dreamkeeper
     "scale": "bench.scale",  # cycle time, peak RSS and per-stage time at 1k / 10k / 100k entries
 }

@@ -96,8 +96,11 @@ def test_good_proposals_are_applied_and_accounted(agent: Path, fake_openai: Fake
     assert (r.llm_calls, r.input_tokens, r.output_tokens) == (1, 812, 96)
     assert run.live() == {"solo1", "solo2"} | {s.id for s in run.store.scan().live if s.id not in ALL_IDS}
     assert len(run.live()) == 4
-    assert offered_ids(fake_openai.completions[0]) == ALL_IDS  # a cold start offers everything unreviewed
+    # Only the near-duplicate pairs are shown; the lone entries have nothing to merge with and are reviewed as is.
+    assert offered_ids(fake_openai.completions[0]) == {"milo1", "milo2", "allen1", "allen2"}
+    assert "2 new or changed entries with no near-duplicate are not shown" in fake_openai.completions[0].user_text
     assert run.reviewed("solo1") and run.reviewed("solo2")
+    assert any("2 entr(ies) with no near-duplicate reviewed without asking" in n for n in r.notes)
     payload = json.loads((run.outcome.report_path or Path()).read_text())
     assert (payload["llmCalls"], payload["inputTokens"], payload["outputTokens"]) == (1, 812, 96)
 
@@ -236,11 +239,23 @@ def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpe
     assert first in ({"milo1", "milo2"}, {"allen1", "allen2"})
     assert (r.saved, r.archived) == (1, 2)
     assert not (first & run.live())
-    untouched = ALL_IDS - first
-    assert untouched <= run.live()
-    assert not any(run.reviewed(i) for i in untouched)  # not sent: still unreviewed, offered next cycle
+    other_pair = {"milo1", "milo2", "allen1", "allen2"} - first
+    assert other_pair | {"solo1", "solo2"} <= run.live()
+    assert not any(run.reviewed(i) for i in other_pair)  # not sent: still unreviewed, offered next cycle
     assert any("token budget of 1200 reached" in n for n in r.notes)
-    assert any("2 of 3 batch(es) not sent" in n for n in r.notes)
+    assert any("1 of 3 batch(es) not sent" in n for n in r.notes)
+
+
+def test_offer_singletons_shows_every_eligible_entry(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json({"toDelete": ["solo2"], "toSave": []}))
+    run = dream(agent, fake_openai, offer_singletons=True)
+    assert_nothing_lost(run)
+    sent = fake_openai.completions[0].user_text
+    assert offered_ids(fake_openai.completions[0]) == ALL_IDS and "Other entries:" in sent
+    assert "not shown" not in sent
+    # The prune reached the engine's safeguards (the status note is archived, recoverably).
+    assert "solo2" not in run.live() and run.store.require("solo2").entry.is_archived
+    assert run.report.ephemeral == 1
 
 
 # ---- the rejection memo (RockBot #550's treadmill) ---------------------------------------------------------------

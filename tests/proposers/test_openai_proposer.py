@@ -18,6 +18,7 @@ from dreamkeeper.consolidation.proposal import (
     MergeProposal,
     OfferedEntry,
     OfferGroup,
+    Proposal,
     ProposalRequest,
     RepairRequest,
 )
@@ -76,8 +77,8 @@ def test_one_request_per_batch_with_strict_schema_and_exact_token_accounting(fak
         Reply.json(EMPTY, prompt_tokens=100, completion_tokens=7),
     )
     p = proposer(fake_openai)
-    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c")))
-    assert [r.batch_index for r in replies] == [0, 1]
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
+    assert [r.batch_index for r in replies] == [0, 1, 2]
     assert replies[0].proposal is not None and replies[0].proposal.to_save[0].source_ids == ["a", "b"]
     assert replies[1].proposal is not None and replies[1].proposal.to_save == []
     sent = fake_openai.completions
@@ -89,6 +90,9 @@ def test_one_request_per_batch_with_strict_schema_and_exact_token_accounting(fak
     assert [m["role"] for m in sent[0].messages] == ["system", "user"]
     assert "[ID:a]" in sent[0].user_text and "[ID:b]" in sent[0].user_text and "[ID:c]" not in sent[0].user_text
     assert "[ID:c]" in sent[1].user_text
+    # A batch of lone entries is not sent: nothing to merge; "no change" is answered for it.
+    assert replies[2].proposal is not None and replies[2].proposal == Proposal()
+    assert all("[ID:e]" not in r.user_text for r in sent)
     usage = p.usage()
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (2, 421, 52)
     assert usage.invalid_replies == usage.failed_calls == 0
@@ -137,7 +141,7 @@ def test_5xx_backoff_grows_and_gives_up_then_stops_asking(fake_openai: FakeOpenA
     fake_openai.responder = lambda _req: Reply.error(503, "overloaded")
     waits = Waits()
     p = proposer(fake_openai, waits, max_retries=3, backoff_initial=2.0, backoff_max=5.0)
-    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e", "f")))
     assert all(r.proposal is None for r in replies)
     assert len(fake_openai.completions) == 4  # 1 + 3 retries for the first batch, then no more requests
     ceilings = [2.0, 4.0, 5.0]

@@ -148,3 +148,18 @@ def test_response_formats() -> None:
     assert repair is not None and repair["json_schema"]["schema"]["required"] == ["content"]
     assert response_format("json_object", "proposal") == {"type": "json_object"}
     assert response_format("none", "repair") is None
+
+
+def test_lone_entries_can_be_left_out_of_the_offer() -> None:
+    a, b, c = entry("a", "Milo is a Sheltie."), entry("b", "Milo the sheltie."), entry("c", "Standalone fact.")
+    mixed = Batch(0, (OfferGroup(("a", "b"), True), OfferGroup(("c",), False)), tuple(map(OfferedEntry, (a, b, c))))
+    lone = Batch(1, (OfferGroup(("d",), False),), (OfferedEntry(entry("d", "Another.")),))
+    req = request_of(mixed, lone, total=9, withheld=5)
+    text = user_message(mixed, req, singletons=False)
+    assert text is not None
+    assert "[ID:a]" in text and "[ID:b]" in text and "[ID:c]" not in text and "Other entries:" not in text
+    # One request is actually sent, so no "request 1 of 2"; the two lone entries are accounted for in the header.
+    assert text.startswith("There are 9 memory entries. 2 are shown below. The other 5 were reviewed")
+    assert "2 new or changed entries with no near-duplicate are not shown" in text
+    assert user_message(lone, req, singletons=False) is None
+    assert "[ID:c]" in (user_message(mixed, req) or "")

@@ -20,6 +20,7 @@ from openai import AsyncOpenAI
 
 from dreamkeeper.consolidation.proposal import (
     BatchReply,
+    Proposal,
     ProposalRequest,
     ProposerUsage,
     RepairRequest,
@@ -33,6 +34,7 @@ from dreamkeeper.proposers.prompts import (
     OutputMode,
     repair_message,
     response_format,
+    shown_groups,
     system_prompt,
     user_message,
 )
@@ -95,13 +97,18 @@ class OpenAIProposer:
         self._logged_calls = 0
         system = system_prompt(request.directive)
         replies: list[BatchReply] = []
-        unsent = 0
+        unsent = unasked = 0
         for batch in request.batches:
             what = f"batch {batch.index + 1}/{len(request.batches)}"
-            messages = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": user_message(batch, request)},
-            ]
+            offer = user_message(batch, request, singletons=self.config.offer_singletons)
+            unasked += len(batch.entries) - sum(len(g.ids) for g in shown_groups(batch, self.config.offer_singletons))
+            if offer is None:
+                # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
+                # answer the model would be allowed to give; the engine stamps them reviewed as usual.
+                log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
+                replies.append(BatchReply(batch.index, Proposal()))
+                continue
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
             result = await self._complete(messages, "proposal", what)
             if result.text is None:
                 if self._stopped and result.error == self._stopped:
@@ -123,6 +130,8 @@ class OpenAIProposer:
                 f"{unsent} of {len(request.batches)} batch(es) not sent ({self._stopped}); "
                 "their entries stay unreviewed"
             )
+        if unasked:
+            self._note(f"{unasked} entr(ies) with no near-duplicate reviewed without asking the model")
         self._log_summary(f"{len(request.batches)} batch(es)")
         return replies
 

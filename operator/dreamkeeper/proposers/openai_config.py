@@ -80,6 +80,9 @@ class OpenAIProposerConfig(BaseModel):
     retry_after_max: float = Field(default=300.0, ge=0)
     token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
     output_mode: OutputMode = "json_schema"
+    # Lone entries (no near-duplicate) can only be pruned, the one action we trust least; not asking about them
+    # is also most of the saving over RockBot. True restores RockBot's behaviour of showing every eligible entry.
+    offer_singletons: bool = False
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)

@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, ProposalRequest, RepairRequest
+from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest
 from dreamkeeper.memory import Entry
 
 DIRECTIVE_RESOURCE = "dream_directive.md"
@@ -79,13 +79,27 @@ def format_entry(number: int, entry: Entry, merge_only: bool = False) -> str:
     return entry_header(number, entry, merge_only) + "\n" + body
 
 
-def offer_header(total: int, shown: int, withheld: int, elsewhere: int = 0, part: tuple[int, int] | None = None) -> str:
+def offer_header(
+    total: int,
+    shown: int,
+    withheld: int,
+    elsewhere: int = 0,
+    part: tuple[int, int] | None = None,
+    unshown_singles: int = 0,
+) -> str:
     where = ""
     if part is not None and part[1] > 1:
         where = f" (request {part[0]} of {part[1]}; {elsewhere} other(s) are offered in separate requests)"
+    singles = ""
+    if unshown_singles:
+        one = unshown_singles == 1
+        singles = (
+            f" {unshown_singles} new or changed entr{'y' if one else 'ies'} with no near-duplicate "
+            f"{'is' if one else 'are'} not shown: there is nothing to merge {'it' if one else 'them'} with."
+        )
     return (
         f"There are {total} memory entries. {shown} are shown below{where}. The other {withheld} were reviewed on an "
-        "earlier pass, have not changed since, and are deliberately withheld. Consolidate only what is shown:"
+        f"earlier pass, have not changed since, and are deliberately withheld.{singles} Consolidate only what is shown:"
     )
 
 
@@ -95,24 +109,41 @@ REOPENED_NOTE = (
 )
 
 
-def user_message(batch: Batch, request: ProposalRequest) -> str:
-    """The offer for one batch, clusters marked, numbered from 1."""
-    offered = sum(len(b.entries) for b in request.batches)
+def shown_groups(batch: Batch, singletons: bool = True) -> list[OfferGroup]:
+    """The groups of a batch that go to the model: every cluster, and lone entries only when ``singletons``."""
+    return [g for g in batch.groups if g.is_cluster or singletons]
+
+
+def _count(batch: Batch, groups: list[OfferGroup]) -> int:
+    ids = {o.entry.id for o in batch.entries}
+    return sum(1 for g in groups for i in g.ids if i in ids)
+
+
+def user_message(batch: Batch, request: ProposalRequest, singletons: bool = True) -> str | None:
+    """The offer for one batch, clusters marked, numbered from 1; None when the batch has nothing to show."""
+    groups = shown_groups(batch, singletons)
+    if not groups:
+        return None
+    sending = [(b, _count(b, shown_groups(b, singletons))) for b in request.batches]
+    sending = [(b, n) for b, n in sending if n]
+    position = next(i for i, (b, _) in enumerate(sending, start=1) if b.index == batch.index)
+    shown = _count(batch, groups)
     lines = [
         offer_header(
             request.total_entries,
-            len(batch.entries),
+            shown,
             request.withheld,
-            elsewhere=offered - len(batch.entries),
-            part=(batch.index + 1, len(request.batches)),
+            elsewhere=sum(n for _, n in sending) - shown,
+            part=(position, len(sending)),
+            unshown_singles=sum(len(b.entries) for b in request.batches) - sum(n for _, n in sending),
         )
     ]
-    if any(g.reopened for g in batch.groups):
+    if any(g.reopened for g in groups):
         lines += ["", REOPENED_NOTE]
     by_id: dict[str, OfferedEntry] = {o.entry.id: o for o in batch.entries}
     number = 0
     singles_started = False
-    for group in batch.groups:
+    for group in groups:
         members = [by_id[i] for i in group.ids if i in by_id]
         if not members:
             continue

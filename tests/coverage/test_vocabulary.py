@@ -171,3 +171,15 @@ def test_comment_stripping_keeps_offsets_and_strings() -> None:
     import json
 
     assert json.loads(stripped) == {"a": "x // not a comment", "b": [1, 2]}
+
+
+def test_always_specific_protects_a_code_made_of_english_words() -> None:
+    """ "tailspin-main" reads as two English words; only the deployment can say it is an account id."""
+    sources = [SourceText("Rockford uses the account tailspin-main.")]
+    merged = "Rockford uses an account."
+    assert find_missing_specifics(sources, merged) == []
+    vocabulary = Vocabulary(always_specific_words=("tailspin-main",))
+    assert find_missing_specifics(sources, merged, vocabulary) == ["tailspin-main"]
+    # A plain word listed for its capitalised use ("May") does not make the lowercase verb a specific.
+    may = Vocabulary(always_specific_words=("May",))
+    assert find_missing_specifics([SourceText("It may rain.")], "Rain is possible.", may) == []

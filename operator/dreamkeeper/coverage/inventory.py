@@ -13,10 +13,11 @@ from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from dreamkeeper.coverage import dates
-from dreamkeeper.coverage.specifics import Specific
+from dreamkeeper.coverage.specifics import Specific, address_spans, inside
 from dreamkeeper.coverage.text import (
     CONTINUOUS_CHAR_RE,
     NUMBER_RE,
+    Chunk,
     chunk_key,
     chunks,
     fold,
@@ -28,11 +29,14 @@ from dreamkeeper.coverage.text import (
 )
 
 
-def _chunk_keys(text: str) -> Iterator[str]:
-    for chunk in chunks(text):
+def _chunk_keys(chunked: Iterable[Chunk]) -> Iterator[str]:
+    for chunk in chunked:
+        if chunk.text.isalpha():
+            continue  # a plain word is in the word set, where identifiers made of letters are looked up too
         yield chunk_key(chunk.text)
-        for piece in sub_pieces(chunk.text):
-            yield chunk_key(piece)
+        if any(separator in chunk.text for separator in "=/@"):
+            for piece in sub_pieces(chunk.text):
+                yield chunk_key(piece)
 
 
 def _bigrams(run: str) -> set[str]:
@@ -70,9 +74,13 @@ class Inventory:
 
     def _apply(self, text: str, sign: int) -> None:
         prepared = prepare(text)
+        chunked = list(chunks(prepared))
+        addresses = address_spans(prepared, chunked)
         word_keys: list[str] = []
         run_keys: list[str] = []
         for word in words(prepared):
+            if inside(addresses, word.start):
+                continue
             key = fold(word.text)
             word_keys.append(key)
             if word.script == "continuous":
@@ -94,7 +102,7 @@ class Inventory:
                 full_dates.append(("named", *_full(expression.date)))
         _update(self.words, word_keys, sign)
         _update(self.numbers, number_keys, sign)
-        _update(self.chunks, _chunk_keys(prepared), sign)
+        _update(self.chunks, _chunk_keys(chunked), sign)
         _update(self.phones, phone_digit_keys(prepared), sign)
         _update(self.date_keys, date_keys, sign)
         _update(self.full_dates, full_dates, sign)
@@ -127,6 +135,9 @@ def _full(date: dates.PartialDate) -> tuple[int, int, int]:
 
 
 def _update(counter: Counter[_K], keys: Iterable[_K], sign: int) -> None:
+    if sign > 0:
+        counter.update(keys)
+        return
     for key in keys:
         count = counter[key] + sign
         if count > 0:
@@ -147,7 +158,11 @@ def covers(specific: Specific, inventory: Inventory) -> bool:
     key = specific.key
     kind = specific.kind
     if kind in ("name", "acronym"):
-        return key in inventory.words or _dates_credit(specific, inventory)
+        if specific.date_contexts:
+            # A month name that only ever appeared inside dates is kept only if those dates are: "July 8, 2027"
+            # is not kept by "July 9, 2027" (a single-digit day is no specific of its own).
+            return _dates_credit(specific, inventory)
+        return key in inventory.words
     if kind == "caseless":
         if CONTINUOUS_CHAR_RE.search(key):
             return inventory.run_contains(key)

@@ -10,15 +10,18 @@ dates and phones stay protected in numeric-exempt categories.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import sys
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final, Literal
 
 import regex
 
 from dreamkeeper.coverage import dates
 from dreamkeeper.coverage.lexicon import is_english_word
-from dreamkeeper.coverage.stoplist import MONTHS, TWO_LETTER_COMMON_WORDS, word_set
+from dreamkeeper.coverage.stoplist import MONTHS, SENTENCE_OPENERS, TWO_LETTER_COMMON_WORDS, word_set
 from dreamkeeper.coverage.text import (
     NUMBER_RE,
     Chunk,
@@ -121,6 +124,8 @@ def _part_is_ordinary(part: str, neighbours_have_digit: bool, vocabulary: Vocabu
 def _is_identifier(token: str, vocabulary: Vocabulary) -> bool:
     if not _IDENTIFIER_CHARS_RE.fullmatch(token) or not _HAS_LETTER_RE.search(token):
         return False
+    if not token.isalpha() and vocabulary.is_always_specific(token):
+        return True  # a deployment's own code made of English words: "tailspin-main", "work_laptop"
     if "_" in token.strip("_"):
         return True
     if _UNIT_RE.fullmatch(token):
@@ -192,6 +197,52 @@ def _technical_pieces(chunk: Chunk) -> Iterator[str]:
             yield trimmed
 
 
+@dataclass(frozen=True, slots=True)
+class TechnicalToken:
+    start: int
+    end: int
+    value: str
+    kind: SpecificKind
+
+
+def technical_tokens(
+    text: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY, chunked: Sequence[Chunk] | None = None
+) -> list[TechnicalToken]:
+    """E-mails, URLs, hosts, paths, handles and identifiers of a prepared text, with their offsets."""
+    found: list[TechnicalToken] = []
+    for chunk in chunks(text) if chunked is None else chunked:
+        for piece in _technical_pieces(chunk):
+            for value, kind in _classify(piece, vocabulary):
+                start = chunk.start + max(0, chunk.text.find(value))
+                found.append(TechnicalToken(start, start + len(value), value, kind))
+    return found
+
+
+def address_spans(text: str, chunked: Sequence[Chunk] | None = None) -> list[tuple[int, int]]:
+    """Where technical tokens that are more than one plain word sit ("allen.conway@xebia.com", "gpt-4o").
+
+    Words inside them are not words of the text: "Allen" is not kept by an e-mail address that happens to start
+    with "allen", and "Lhotka" is not made ordinary by "lhotka.net". Always judged with the default vocabulary,
+    so extraction and coverage agree on these spans whatever the deployment's word lists say.
+    """
+    spans: list[tuple[int, int]] = []
+    for chunk in chunks(text) if chunked is None else chunked:
+        if chunk.text.isalpha():
+            continue  # a plain word is never more than one word
+        for piece in _technical_pieces(chunk):
+            for value, _ in _classify(piece, DEFAULT_VOCABULARY):
+                if not value.isalpha():
+                    start = chunk.start + max(0, chunk.text.find(value))
+                    spans.append((start, start + len(value)))
+    return sorted(spans)
+
+
+def inside(spans: list[tuple[int, int]], start: int) -> bool:
+    """Whether offset ``start`` falls inside one of the sorted, disjoint ``spans``."""
+    index = bisect_right(spans, (start, sys.maxsize)) - 1
+    return index >= 0 and spans[index][0] <= start < spans[index][1]
+
+
 # --- phones ------------------------------------------------------------------------------------------------
 
 _PHONE_RES: Final = (
@@ -239,6 +290,7 @@ class _Collector:
         ]
 
 
+@lru_cache(maxsize=64)  # a merge's sources share one evidence text
 def lowercase_evidence(text: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> frozenset[str]:
     """Words the text writes in all-lowercase: proof that a capitalised twin is ordinary language.
 
@@ -246,8 +298,10 @@ def lowercase_evidence(text: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -
     demote the surname "Lhotka" (it is itself protected as an identifier anyway).
     """
     evidence: set[str] = set()
-    for word in words(prepare(text)):
-        if word.script != "cased" or any(c.isupper() for c in word.text):
+    prepared = prepare(text)
+    addresses = address_spans(prepared)
+    for word in words(prepared):
+        if word.script != "cased" or any(c.isupper() for c in word.text) or inside(addresses, word.start):
             continue
         key = fold(word.text)
         if key.isascii() and not (is_english_word(key) or vocabulary.is_extra_common(key)):
@@ -273,12 +327,11 @@ def extract_specifics(
 
 
 def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: frozenset[str]) -> list[Specific]:
-    found: list[tuple[int, str, SpecificKind, str, dates.PartialDate | None]] = []
-
-    for chunk in chunks(text):
-        for piece in _technical_pieces(chunk):
-            for value, kind in _classify(piece, vocabulary):
-                found.append((chunk.start + max(0, chunk.text.find(value)), value, kind, chunk_key(value), None))
+    chunked = list(chunks(text))
+    found: list[tuple[int, str, SpecificKind, str, dates.PartialDate | None]] = [
+        (token.start, token.value, token.kind, chunk_key(token.value), None)
+        for token in technical_tokens(text, vocabulary, chunked)
+    ]
 
     phones = _phones(text)
     for start, end, digits in phones:
@@ -307,7 +360,10 @@ def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: 
         found.append((start, token, "number", number_key(token), context))
 
     month_contexts = {expression.month_span: expression.date for expression in expressions}
+    addresses = address_spans(text, chunked)
     for word in words(text):
+        if inside(addresses, word.start):
+            continue
         kept = _judge_word(text, word.text, word.start, word.script, vocabulary, evidence)
         if kept is not None:
             context = month_contexts.get((word.start, word.end)) if fold(word.text) in MONTHS else None
@@ -336,7 +392,7 @@ def _judge_word(
         return None
     if len(word) == 2:
         return None if key in TWO_LETTER_COMMON_WORDS else "name"
-    if vocabulary.is_baseline_common(word) and is_sentence_initial(text, start):
+    if (vocabulary.is_baseline_common(word) or key in SENTENCE_OPENERS) and is_sentence_initial(text, start):
         return None
     return "name"
 

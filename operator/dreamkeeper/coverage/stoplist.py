@@ -39,6 +39,17 @@ BASELINE_COMMON_WORDS: Final[frozenset[str]] = word_set(
     """
 )
 
+# dreamkeeper's addition, position-scoped exactly like the baseline (so only at sentence start): imperative
+# verbs that open memories ("Email Allen at ...", "Ask Trish before ..."). Chosen to exclude words that are also
+# common given names or surnames (no "Bill", "Chase", "Mark", "Ping", "Will"). Not counted in the "common words"
+# of the vocabulary INFO line, which keeps RockBot's meaning (baseline + extraCommonWords).
+SENTENCE_OPENERS: Final[frozenset[str]] = word_set(
+    """
+    email emails text message contact ask tell remind check confirm forward reply schedule reschedule book
+    cancel follow keep make try share invite notify mention track ensure verify remember store log open
+    """
+)
+
 # A "." after these does not end a sentence (reference §3.3), so "St. Paul" and "Dr. May" stay mid-sentence.
 NON_TERMINAL_ABBREVIATIONS: Final[frozenset[str]] = word_set(
     """

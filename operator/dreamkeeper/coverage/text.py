@@ -27,6 +27,8 @@ def prepare(text: str) -> str:
 
 def fold(text: str) -> str:
     """The comparison key of a token: NFKC + casefold (so "STRASSE" == "straße", "ＸＥＢＩＡ" == "xebia")."""
+    if text.isascii():
+        return text.lower()  # NFKC is the identity on ASCII and casefold is lower()
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
 
 
@@ -93,13 +95,14 @@ def number_key(token: str) -> str:
 # contiguous, group-aligned slice of such a run, so "612-555-1234" == "(612) 555-1234" == "6125551234", and
 # "+1 386-299-4605" covers "386-299-4605" (a country code added) but not the reverse (a country code lost).
 _DIGIT_RUN_RE: Final = regex.compile(r"\d+(?:[ \t.()\-]{1,3}\d+)*")
+_DIGITS_RE: Final = regex.compile(r"\d+")
 _MIN_PHONE_DIGITS: Final = 7
 _MAX_PHONE_GROUPS: Final = 6
 
 
 def phone_digit_keys(text: str) -> Iterator[str]:
     for run in _DIGIT_RUN_RE.finditer(text):
-        groups = regex.findall(r"\d+", run.group())
+        groups = _DIGITS_RE.findall(run.group())
         for i in range(len(groups)):
             digits = ""
             for j in range(i, min(len(groups), i + _MAX_PHONE_GROUPS)):
@@ -110,7 +113,7 @@ def phone_digit_keys(text: str) -> Iterator[str]:
 
 # --- chunks (whitespace-delimited technical tokens) --------------------------------------------------------
 
-_CHUNK_SPLIT_RE: Final = regex.compile(r"[\s,;|()\[\]{}<>\"“”«»`*—–…]+")
+_CHUNK_RE: Final = regex.compile(r"[^\s,;|()\[\]{}<>\"“”«»`*—–…]+")
 _LEADING: Final = "'‘¿¡"
 _TRAILING: Final = ".:!?'"
 
@@ -138,16 +141,11 @@ class Chunk:
 
 def chunks(text: str) -> Iterator[Chunk]:
     """Trimmed whitespace/bracket-delimited tokens of a prepared text, with their offsets."""
-    position = 0
-    for separator in [*_CHUNK_SPLIT_RE.finditer(text), None]:
-        end = separator.start() if separator else len(text)
-        raw = text[position:end]
-        if raw:
-            trimmed = trim(raw)
-            if trimmed:
-                yield Chunk(trimmed, position + raw.index(trimmed))
-        if separator:
-            position = separator.end()
+    for match in _CHUNK_RE.finditer(text):
+        raw = match.group()
+        trimmed = trim(raw)
+        if trimmed:
+            yield Chunk(trimmed, match.start() + raw.index(trimmed))
 
 
 def sub_pieces(piece: str) -> Iterator[str]:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.llm_tokens import Shown, lossless_text, main, parse_offer, scripted_proposal
+
 from dreamkeeper.coverage import SourceText, find_missing_specifics
 from dreamkeeper.memory import Entry
 from dreamkeeper.proposers.prompts import whole_offer_message

@@ -18,33 +18,43 @@
 # readOnlyRootFilesystem: true plus an emptyDir (or tmpfs) at /tmp.
 ARG BASE_IMAGE=localhost/python-base:3.11-bookworm
 
-FROM ${BASE_IMAGE} AS builder
+# Stage 1: the dependencies, in their own venv and layers, so a source edit reuses them (and the final
+# image's big layer) unchanged. pip lives in a separate tools venv and drives the app venv with --python,
+# so the app venv never contains pip or setuptools.
+FROM ${BASE_IMAGE} AS deps
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN python3 -m venv /opt/dreamkeeper
-# Dependencies get their own layer so that a source edit does not reinstall them. The bracket glob makes the
-# wheelhouse optional: when .wheelhouse/ exists its wheels are copied next to pyproject.toml, otherwise only
-# pyproject.toml is (buildah rejects a COPY whose every source is an empty glob, hence the pairing).
+RUN python3 -m venv /opt/pip && python3 -m venv --without-pip /opt/dreamkeeper
+# The bracket glob makes the wheelhouse optional: when .wheelhouse/ exists its wheels are copied next to
+# pyproject.toml, otherwise only pyproject.toml is (buildah rejects a COPY whose only source is an empty glob).
 COPY pyproject.toml .wheelhous[e] /build/
 RUN set -eu; \
     if ls /build/*.whl >/dev/null 2>&1; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/build; fi; \
-    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/build/pyproject.toml", "rb"))["project"]["dependencies"]))' \
-      > /build/requirements.txt; \
-    /opt/dreamkeeper/bin/pip install --no-compile -r /build/requirements.txt
-COPY pyproject.toml README.m[d] /src/
-COPY operator/ /src/operator/
-RUN set -eu; \
-    if ls /build/*.whl >/dev/null 2>&1; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/build; fi; \
-    /opt/dreamkeeper/bin/pip install --no-compile --no-deps /src; \
-    /opt/dreamkeeper/bin/pip check; \
-    # The runtime needs neither pip nor setuptools; dropping them shrinks the image and its attack surface.
-    /opt/dreamkeeper/bin/python -m pip uninstall --yes --quiet pip setuptools; \
+    python3 -c 'import tomllib; d = tomllib.load(open("/build/pyproject.toml", "rb")); \
+      open("/build/requirements.txt", "w").write("\n".join(d["project"]["dependencies"])); \
+      open("/build/build-requirements.txt", "w").write("\n".join(d["build-system"]["requires"]))'; \
+    /opt/pip/bin/pip install --no-compile -r /build/build-requirements.txt; \
+    /opt/pip/bin/pip --python /opt/dreamkeeper/bin/python install --no-compile -r /build/requirements.txt; \
     # numpy ships its own test suite (~15 MB); nothing imports it at run time.
     find /opt/dreamkeeper/lib -path '*/site-packages/numpy/*' -type d -name tests -prune -exec rm -rf {} +; \
     # Compile once here: the root filesystem is read-only at run time. unchecked-hash keeps the .pyc valid
     # whatever mtimes the COPY into the final stage produces.
     /opt/dreamkeeper/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/dreamkeeper/lib
+
+# Stage 2: the project itself, staged under /out (pip --root, like DESTDIR) so the final stage copies only it.
+FROM deps AS project
+COPY pyproject.toml README.m[d] /src/
+COPY operator/ /src/operator/
+RUN set -eu; \
+    if ls /build/*.whl >/dev/null 2>&1; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/build; fi; \
+    # The build backend is already in the tools venv: no isolated build env to set up on every source edit.
+    /opt/pip/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheel /src; \
+    /opt/pip/bin/pip --python /opt/dreamkeeper/bin/python install --no-compile --no-deps --root /out /wheel/*.whl; \
+    /opt/dreamkeeper/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash -s /out -p / /out; \
+    # Installed for real in this throwaway stage too, to check the dependency set is complete.
+    cp -a /out/. /; \
+    /opt/pip/bin/pip --python /opt/dreamkeeper/bin/python check
 
 FROM ${BASE_IMAGE}
 ARG DREAMKEEPER_UID=65532
@@ -55,7 +65,8 @@ LABEL org.opencontainers.image.title="dreamkeeper" \
 RUN groupadd --system --gid "${DREAMKEEPER_UID}" dreamkeeper \
  && useradd --system --uid "${DREAMKEEPER_UID}" --gid "${DREAMKEEPER_UID}" --no-create-home \
       --home-dir /tmp --shell /usr/sbin/nologin dreamkeeper
-COPY --from=builder /opt/dreamkeeper /opt/dreamkeeper
+COPY --from=deps /opt/dreamkeeper /opt/dreamkeeper
+COPY --from=project /out/ /
 ENV PATH=/opt/dreamkeeper/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     VIRTUAL_ENV=/opt/dreamkeeper \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -2,7 +2,7 @@
 #   operator:       dreamkeeper operator ...      cycle Job / init container: dreamkeeper dream ... / dreamkeeper ...
 #
 # Base image (build arg BASE_IMAGE): any Debian-family image with python3 >= 3.11 and its venv module,
-# used by both stages so the venv's interpreter symlink resolves in the final stage.
+# used by every stage so the venv's interpreter symlink resolves in the final stage.
 #   - Default, no registry needed: localhost/python-base:3.11-bookworm, made with debootstrap by
 #     tests/tools/build-base-image.sh (tests/tools/build-image.sh calls it).
 #   - Upstream:  docker build --build-arg BASE_IMAGE=python:3.12-slim -t dreamkeeper .

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -286,3 +288,24 @@ def test_retry_after_http_date() -> None:
     assert retry_after_seconds({"Retry-After": "Sun, 01 Mar 2026 12:00:30 GMT"}, now) == 30.0
     assert retry_after_seconds({"Retry-After": "soon"}, now) is None
     assert retry_after_seconds({}, now) is None
+
+
+def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: FakeOpenAIServer) -> None:
+    # The responder only answers once three requests are in flight together: sequential sending would time out.
+    arrived = threading.Barrier(3, timeout=20)
+
+    def answer(req: Any) -> Reply:
+        arrived.wait()
+        ids = sorted(set(re.findall(r"\[ID:([^\]]+)\]", req.user_text)))
+        return Reply.json({"toDelete": [], "toSave": [{"content": "x", "sourceIds": ids}]}, prompt_tokens=300)
+
+    fake_openai.responder = answer
+    p = proposer(fake_openai, concurrency=3, token_budget=100_000)
+    replies = run_propose(p, request(*(batch(i, f"x{i}", f"y{i}") for i in range(3))))
+    assert [r.batch_index for r in replies] == [0, 1, 2]
+    assert [r.proposal.to_save[0].source_ids if r.proposal else None for r in replies] == [
+        ["x0", "y0"],
+        ["x1", "y1"],
+        ["x2", "y2"],
+    ]
+    assert p.usage().input_tokens == 900 and p.usage().calls == 3

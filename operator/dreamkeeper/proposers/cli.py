@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
         timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds."),
         max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
         token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget (input + output)."),
+        concurrency: int | None = typer.Option(None, help="openai: requests in flight at once (1)."),
         output_mode: str | None = typer.Option(
             None, help="openai: structured output json_schema | json_object | none (falls back by itself)."
         ),
@@ -95,6 +96,7 @@ def register(app: typer.Typer) -> None:
                 max_retries=max_retries,
                 token_budget=token_budget,
                 output_mode=output_mode,
+                concurrency=concurrency,
                 price_file=_price_file(proposer, agent_dir, price_file),
             )
         except (ValueError, ValidationError) as exc:

@@ -19,6 +19,7 @@ import openai
 from openai import AsyncOpenAI
 
 from dreamkeeper.consolidation.proposal import (
+    Batch,
     BatchReply,
     Proposal,
     ProposalRequest,
@@ -56,6 +57,7 @@ class CallResult:
     text: str | None
     error: str | None = None
     invalid: bool = False
+    unsent: bool = False  # never sent: the budget or an earlier failure stopped this cycle's requests
 
 
 class OpenAIProposer:
@@ -76,6 +78,7 @@ class OpenAIProposer:
         self._client: AsyncOpenAI | None = None
         self._usage = ProposerUsage()
         self._stopped: str | None = None
+        self._reserved = 0  # estimated prompt tokens of requests in flight
         self._chars_sent = 0
         self._usage_estimated = False
         self._logged_calls = 0
@@ -91,49 +94,56 @@ class OpenAIProposer:
         return self._usage
 
     async def propose(self, request: ProposalRequest) -> list[BatchReply]:
-        """One request per batch, in order. Usage is per cycle: it starts again at zero here."""
+        """One request per batch (``concurrency`` at a time), replies in batch order. Usage is per cycle: it starts
+        again at zero here."""
         self._usage = ProposerUsage()
         self._stopped = None
+        self._reserved = 0
         self._logged_calls = 0
+        self.waits = []
         system = system_prompt(request.directive)
-        replies: list[BatchReply] = []
-        unsent = unasked = 0
-        for batch in request.batches:
-            what = f"batch {batch.index + 1}/{len(request.batches)}"
-            offer = user_message(batch, request, singletons=self.config.offer_singletons)
-            unasked += len(batch.entries) - sum(len(g.ids) for g in shown_groups(batch, self.config.offer_singletons))
-            if offer is None:
-                # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
-                # answer the model would be allowed to give; the engine stamps them reviewed as usual.
-                log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
-                replies.append(BatchReply(batch.index, Proposal()))
-                continue
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
-            result = await self._complete(messages, "proposal", what)
-            if result.text is None:
-                if self._stopped and result.error == self._stopped:
-                    unsent += 1
-                replies.append(BatchReply(batch.index, None, result.error))
-                continue
-            try:
-                proposal = parse_proposal(result.text)
-            except ReplyError as exc:
-                self._invalid(what, str(exc))
-                replies.append(BatchReply(batch.index, None, str(exc)))
-                continue
-            log.debug(
-                "%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete)
-            )
-            replies.append(BatchReply(batch.index, proposal))
+        gate = asyncio.Semaphore(self.config.concurrency)
+
+        async def one(batch: Batch) -> tuple[BatchReply, bool]:
+            async with gate:
+                return await self._propose_batch(batch, request, system)
+
+        outcomes = await asyncio.gather(*(one(b) for b in request.batches))
+        unsent = sum(1 for _, was_unsent in outcomes if was_unsent)
         if unsent:
             self._note(
                 f"{unsent} of {len(request.batches)} batch(es) not sent ({self._stopped}); "
                 "their entries stay unreviewed"
             )
+        unasked = sum(
+            len(b.entries) - sum(len(g.ids) for g in shown_groups(b, self.config.offer_singletons))
+            for b in request.batches
+        )
         if unasked:
             self._note(f"{unasked} entr(ies) with no near-duplicate reviewed without asking the model")
         self._log_summary(f"{len(request.batches)} batch(es)")
-        return replies
+        return [reply for reply, _ in outcomes]
+
+    async def _propose_batch(self, batch: Batch, request: ProposalRequest, system: str) -> tuple[BatchReply, bool]:
+        """The reply for one batch, and whether it went unsent (budget or endpoint stop)."""
+        what = f"batch {batch.index + 1}/{len(request.batches)}"
+        offer = user_message(batch, request, singletons=self.config.offer_singletons)
+        if offer is None:
+            # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
+            # answer the model would be allowed to give; the engine stamps them reviewed as usual.
+            log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
+            return BatchReply(batch.index, Proposal()), False
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
+        result = await self._complete(messages, "proposal", what)
+        if result.text is None:
+            return BatchReply(batch.index, None, result.error), result.unsent
+        try:
+            proposal = parse_proposal(result.text)
+        except ReplyError as exc:
+            self._invalid(what, str(exc))
+            return BatchReply(batch.index, None, str(exc)), False
+        log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
+        return BatchReply(batch.index, proposal), False
 
     async def repair(self, request: RepairRequest) -> str | None:
         messages = [
@@ -169,15 +179,17 @@ class OpenAIProposer:
         attempt = 0
         while True:
             if self._stopped:
-                return CallResult(None, self._stopped)
-            if self._over_budget(messages):
-                return CallResult(None, self._stopped)
+                return CallResult(None, self._stopped, unsent=attempt == 0)
+            reserve = self._reserve(messages)
+            if reserve is None:
+                return CallResult(None, self._stopped, unsent=attempt == 0)
             kwargs = self._request_args(messages, kind)
             self._usage.calls += 1
             started = time.monotonic()
             try:
                 response = await self._client_for_cycle().chat.completions.create(**kwargs)
             except openai.OpenAIError as exc:
+                self._reserved -= reserve
                 self._usage.failed_calls += 1
                 elapsed = time.monotonic() - started
                 if is_format_rejection(exc) and self._downgrade(exc):
@@ -212,6 +224,7 @@ class OpenAIProposer:
                     self._stopped = f"endpoint unavailable: {error}"
                     self._note(self._stopped)
                 return CallResult(None, error)
+            self._reserved -= reserve
             return self._read(response, messages, what, time.monotonic() - started)
 
     def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
@@ -295,19 +308,22 @@ class OpenAIProposer:
             ratio = self._usage.input_tokens / self._chars_sent
         return math.ceil(chars * ratio)
 
-    def _over_budget(self, messages: Messages) -> bool:
+    def _reserve(self, messages: Messages) -> int | None:
+        """Tokens set aside for a request about to be sent (so concurrent requests cannot overrun the budget
+        together); None when it would not fit, which stops further requests this cycle."""
+        needed = self._estimate(sum(len(m["content"]) for m in messages))
         budget = self.config.token_budget
         if budget is None:
-            return False
-        used = self._usage.input_tokens + self._usage.output_tokens
-        needed = self._estimate(sum(len(m["content"]) for m in messages))
-        if used + needed <= budget:
-            return False
-        self._usage.budget_exhausted = True
-        self._stopped = f"token budget of {budget} reached ({used} used, next request ~{needed})"
-        self._note(f"{self._stopped}; what was already validated is kept")
-        log.warning("openai: %s", self._stopped)
-        return True
+            return 0
+        used = self._usage.input_tokens + self._usage.output_tokens + self._reserved
+        if used + needed > budget:
+            self._usage.budget_exhausted = True
+            self._stopped = f"token budget of {budget} reached ({used} used or in flight, next request ~{needed})"
+            self._note(f"{self._stopped}; what was already validated is kept")
+            log.warning("openai: %s", self._stopped)
+            return None
+        self._reserved += needed
+        return needed
 
     def _price(self, served_model: str | None) -> None:
         price = self.config.price(self.config.model, served_model)

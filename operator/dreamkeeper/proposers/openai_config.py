@@ -79,6 +79,7 @@ class OpenAIProposerConfig(BaseModel):
     # A server asking for a longer wait than this is not retried: the cycle keeps what it has instead of stalling.
     retry_after_max: float = Field(default=300.0, ge=0)
     token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
+    concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
     output_mode: OutputMode = "json_schema"
     # Lone entries (no near-duplicate) can only be pruned, the one action we trust least; not asking about them
     # is also most of the saving over RockBot. True restores RockBot's behaviour of showing every eligible entry.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,15 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM (a deleted Job pod). As PID 1 without a handler the signal would be ignored until SIGKILL."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _settings(settings_file: Path | None, settings_json: str | None, overrides: dict[str, Any]) -> CycleSettings:
@@ -109,8 +119,14 @@ def register(app: typer.Typer) -> None:
         if status is not None:
             options.progress = lambda stage: status.update(f"dreaming… {stage}")
             status.start()
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             outcome = asyncio.run(run_cycle(options, chosen))
+        except Terminated:
+            # Every change made so far is journaled; the next run (or `dreamkeeper recover`) finishes it.
+            err.print("[yellow]terminated:[/yellow] the cycle stopped; its journal will be finished by the next run")
+            _write_message(termination_message_path, {"result": "failed", "error": "terminated by SIGTERM"})
+            raise typer.Exit(EXIT_TERMINATED) from None
         except LockHeldError as exc:
             err.print(f"[yellow]skipped:[/yellow] {exc}")
             raise typer.Exit(EXIT_LOCKED) from None
@@ -124,6 +140,7 @@ def register(app: typer.Typer) -> None:
             )
             raise
         finally:
+            signal.signal(signal.SIGTERM, previous)
             if status is not None:
                 status.stop()
         report = outcome.report

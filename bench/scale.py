@@ -39,13 +39,25 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process: less sensitive than wall time to other work on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def child_load(agent_dir: Path) -> dict[str, Any]:
     from dreamkeeper.memory import MemoryStore
 
+    cpu = _cpu_seconds()
     started = time.perf_counter()
     scan = MemoryStore(agent_dir / "memory").scan()
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "entries": len(scan.entries), "peakRssMiB": _peak_rss_mib()}
+    return {
+        "seconds": seconds,
+        "cpuSeconds": _cpu_seconds() - cpu,
+        "entries": len(scan.entries),
+        "peakRssMiB": _peak_rss_mib(),
+    }
 
 
 def child_cycle(agent_dir: Path) -> dict[str, Any]:
@@ -62,6 +74,7 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
         current[0], current[1] = stage, now
 
     options = CycleOptions(agent_dir=agent_dir, force=True, progress=progress)
+    cpu = _cpu_seconds()
     started = time.perf_counter()
     outcome = asyncio.run(run_cycle(options, OfflineProposer()))
     finished = time.perf_counter()
@@ -70,6 +83,7 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     report = outcome.report
     return {
         "seconds": finished - started,
+        "cpuSeconds": _cpu_seconds() - cpu,
         "stages": {k: round(v, 3) for k, v in stages.items()},
         "peakRssMiB": _peak_rss_mib(),
         "report": {
@@ -118,8 +132,10 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
         "size": size,
         "corpus": corpus,
         "loadSeconds": round(load["seconds"], 3),
+        "loadCpuSeconds": round(load["cpuSeconds"], 3),
         "loadPeakRssMiB": round(load["peakRssMiB"], 1),
         "cycleSeconds": round(cold["seconds"], 3),
+        "cycleCpuSeconds": round(cold["cpuSeconds"], 3),
         "cycleOverLoad": round(cold["seconds"] / load["seconds"], 2),
         "peakRssMiB": round(cold["peakRssMiB"], 1),
         "stages": cold["stages"],
@@ -130,6 +146,7 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
         print(f"[scale] {size}: second cycle {second['seconds']:.2f}s", file=sys.stderr, flush=True)
         run.update(
             warmCycleSeconds=round(second["seconds"], 3),
+            warmCycleCpuSeconds=round(second["cpuSeconds"], 3),
             warmPeakRssMiB=round(second["peakRssMiB"], 1),
             warmStages=second["stages"],
             warmReport=second["report"],
@@ -162,20 +179,22 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
         f"Command: `{result['command']}`. Generated {result['generatedAt']} on {result['machine']}.",
         "",
         "Each figure is a fresh subprocess on a fresh synthetic corpus in tmpfs (no review stamps: the first cycle "
-        "is a cold start; the second is the steady state).",
+        "is a cold start; the second is the steady state). Wall seconds, with the process's CPU seconds (user + "
+        "system) in parentheses: the machine is shared, so wall time includes waiting for a core.",
         "",
     ]
     if png:
         lines += [f"![scale]({png})", ""]
     lines += [
-        "| entries | load+parse s | cold cycle s | cycle / load | second cycle s | peak RSS MiB | reviewed | "
-        "saved | archived |",
+        "| entries | load+parse s (CPU) | cold cycle s (CPU) | cycle / load | second cycle s (CPU) | peak RSS MiB | "
+        "reviewed | saved | archived |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["runs"]:
         lines.append(
-            f"| {r['size']} | {r['loadSeconds']} | {r['cycleSeconds']} | {r['cycleOverLoad']} | "
-            f"{r.get('warmCycleSeconds', '-')} | {r['peakRssMiB']} | {r['report']['reviewed']} | "
+            f"| {r['size']} | {r['loadSeconds']} ({r['loadCpuSeconds']}) | {r['cycleSeconds']} "
+            f"({r['cycleCpuSeconds']}) | {r['cycleOverLoad']} | {r.get('warmCycleSeconds', '-')} "
+            f"({r.get('warmCycleCpuSeconds', '-')}) | {r['peakRssMiB']} | {r['report']['reviewed']} | "
             f"{r['report']['saved']} | {r['report']['archived']} |"
         )
     lines += ["", "Seconds per stage (cold cycle):", ""]

@@ -1,0 +1,1104 @@
+"""Near-duplicate clustering of memory entries: the "near-duplicate sibling" half of candidate gating.
+
+A pair of entries is compared with **cosine** similarity when both carry a usable embedding of the same
+dimension, otherwise with **Jaccard** similarity over RockBot's content tokens; one pair never mixes the two
+scales. Pairs at or above the threshold are edges of a single-link graph; its components of two or more
+entries are the clusters, split into chunks of at most ``max_cluster_size`` that keep similar entries together.
+
+RockBot compared every pair (quadratic, and it capped the snapshot at 1000 entries). Here candidate pairs come
+from locality-sensitive hashing and every candidate is verified with the exact similarity, so precision is
+exact and the only approximation is recall, bounded per pair:
+
+* Jaccard: MinHash signatures in ``bands`` x ``rows``; a pair at similarity s is a candidate with probability
+  ``1 - (1 - s**rows)**bands``, chosen >= 0.999 at the threshold (:func:`plan_minhash`).
+* cosine: random-hyperplane (SimHash) bands, sign agreement per plane ``p = 1 - angle/pi``; candidates then pass
+  a Hamming prefilter on the same sketch before the exact check; recall of the two stages together >= 0.999 at
+  the threshold (:func:`plan_simhash`, which also falls back to blocked brute force when that is cheaper).
+
+Small groups (< 500 entries) use vectorised brute force, which is also the reference implementation in tests.
+Everything is deterministic: entries are processed in id order and the hash seeds derive from the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import logging
+import math
+import re
+import time
+import unicodedata
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+logger = logging.getLogger(__name__)
+
+Measure = Literal["cosine", "jaccard"]
+Strategy = Literal["auto", "brute", "lsh"]
+
+TARGET_RECALL = 0.999
+"""Per-pair probability that LSH offers a pair at exactly the threshold (higher above it)."""
+BRUTE_FORCE_BELOW = 500
+"""Groups smaller than this are compared exhaustively (strategy ``auto``)."""
+MAX_CANDIDATE_PAIRS = 20_000_000
+"""Distinct LSH candidate pairs above which the scan gives up (ClusteringError) instead of exhausting memory."""
+MAX_EMITTED_PAIRS = 200_000_000
+"""Bucket pairs summed over bands (before dedupe) above which the scan gives up instead of running for minutes."""
+MINHASH_MAX_HASHES = 128
+SIMHASH_MAX_BITS = 4096
+SIMHASH_FILTER_BITS = 256
+SIMHASH_SAMPLE_PAIRS = 4096
+
+_COSINE_MARGIN = 1e-3  # float32 screening slack; pairs within it are decided in float64 like similarity()
+_TOKEN_RE = re.compile(r"(?:[^\W_]|'){4,}")  # runs of Unicode letters/digits/apostrophes, longer than 3
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_MEASURE_CODES: tuple[Measure, Measure] = ("cosine", "jaccard")
+_COSINE, _JACCARD = 0, 1
+
+_U64 = np.uint64
+_MIX1 = _U64(0xBF58476D1CE4E5B9)
+_MIX2 = _U64(0x94D049BB133111EB)
+
+IntArray = npt.NDArray[np.int64]
+U64Array = npt.NDArray[np.uint64]
+F32Array = npt.NDArray[np.float32]
+F64Array = npt.NDArray[np.float64]
+
+
+class ClusteringError(RuntimeError):
+    """The near-duplicate scan could not run; callers degrade to unreviewed-only, never to the whole corpus."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterItem:
+    id: str
+    content: str
+    category: str | None
+    embedding: npt.NDArray[np.floating] | None  # float32 vector as stored in .embeddings/<id>.bin, or None
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    ids: tuple[str, ...]  # >= 2 members, sorted by id (ordinal)
+    min_similarity: float  # weakest accepted (>= threshold) edge inside the cluster
+    measure: str  # "cosine" | "jaccard" | "mixed": the measures of the edges inside the cluster
+
+
+# --------------------------------------------------------------------------------------------- similarity
+
+
+def jaccard_tokens(text: str) -> frozenset[str]:
+    """RockBot's clustering tokens: lowercase runs of letters, digits and apostrophes, longer than 3 chars.
+
+    Unicode-aware (RockBot's ``[a-z0-9']`` dropped accented and non-Latin words); NFC first so composed and
+    decomposed accents agree, and typographic apostrophes count as ``'`` so "Rocky’s" matches "Rocky's".
+    """
+    return frozenset(_token_list(text))
+
+
+def _token_list(text: str) -> list[str]:
+    # A greedy {4,} run never starts mid-run (a shorter run fails at its first char), so this is exactly the
+    # maximal runs longer than 3 chars, found in C rather than filtered in Python.
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
+    tokens: list[str] = _TOKEN_RE.findall(text.lower())
+    return tokens
+
+
+def similarity(a: ClusterItem, b: ClusterItem) -> tuple[float, str]:
+    """Similarity of one pair and its measure: cosine when both have same-dimension usable embeddings."""
+    va, vb = _usable_vector(a), _usable_vector(b)
+    if va is not None and vb is not None and va.shape == vb.shape:
+        rows_a = va.astype(np.float64)[None, :]
+        rows_b = vb.astype(np.float64)[None, :]
+        return float(_cosine_rows(rows_a, rows_b)[0]), "cosine"
+    return _jaccard(jaccard_tokens(a.content), jaccard_tokens(b.content)), "jaccard"
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def _cosine_rows(a: F64Array, b: F64Array) -> F64Array:
+    """Row-wise cosine in float64; the one formula behind every accepted cosine edge and :func:`similarity`.
+
+    Row reductions over a contiguous axis give each row the same result whatever the batch size, so a
+    batch-verified edge and a single ``similarity()`` call agree to the last bit at the threshold.
+    """
+    dots = (a * b).sum(axis=1)
+    norms = np.sqrt((a * a).sum(axis=1)) * np.sqrt((b * b).sum(axis=1))
+    result: F64Array = np.clip(dots / norms, -1.0, 1.0)
+    return result
+
+
+def _usable_vector(item: ClusterItem) -> npt.NDArray[np.floating] | None:
+    """The item's embedding if cosine can use it; None if absent or degenerate (empty, non-finite, all zero).
+
+    A degenerate vector (a truncated or corrupt .bin file) is data, so the entry falls back to Jaccard;
+    a wrong *type* is a caller bug and raises.
+    """
+    emb = item.embedding
+    if emb is None:
+        return None
+    if not isinstance(emb, np.ndarray):
+        raise ClusteringError(
+            f"entry {item.id!r}: embedding must be a numpy.ndarray or None, got {type(emb).__name__}; nothing was "
+            "clustered"
+        )
+    if emb.ndim != 1:
+        raise ClusteringError(
+            f"entry {item.id!r}: embedding must be one-dimensional, got shape {emb.shape}; nothing was clustered"
+        )
+    kind = emb.dtype.kind
+    if kind not in "fiu":
+        raise ClusteringError(
+            f"entry {item.id!r}: embedding must be real-valued, got dtype {emb.dtype}; nothing was clustered"
+        )
+    if emb.size == 0:
+        return None
+    # One reduction catches NaN, infinities, overflow of the squared norm and the all-zero vector.
+    wide = emb if kind == "f" else emb.astype(np.float64)
+    squared = float(np.dot(wide, wide))
+    if not math.isfinite(squared) or squared <= 0.0:
+        return None
+    return emb
+
+
+# --------------------------------------------------------------------------------------------- LSH plans
+
+
+@dataclass(frozen=True, slots=True)
+class LshPlan:
+    """Banding parameters of one LSH scan and the recall they guarantee."""
+
+    measure: Measure
+    bands: int
+    rows: int
+    filter_bits: int = 0  # cosine only: width of the Hamming prefilter sketch (0 = no prefilter)
+    filter_max_distance: int = 0  # cosine only: pairs differing in more sketch bits are dropped
+
+    @property
+    def hashes(self) -> int:
+        return self.bands * self.rows
+
+    def hash_agreement(self, similarity: float) -> float:
+        """Probability that one hash (MinHash value / hyperplane sign) agrees for a pair at ``similarity``."""
+        if self.measure == "jaccard":
+            return min(max(similarity, 0.0), 1.0)
+        return 1.0 - math.acos(min(max(similarity, -1.0), 1.0)) / math.pi
+
+    def recall_at(self, similarity: float) -> float:
+        """Probability that a pair at ``similarity`` reaches exact verification (monotone in similarity)."""
+        p = self.hash_agreement(similarity)
+        found = 1.0 - (1.0 - p**self.rows) ** self.bands
+        if self.filter_bits:
+            # Band collisions and a small Hamming distance are both increasing events of the independent
+            # per-plane agreements, so by Harris' inequality P(both) >= P(collide) * P(pass).
+            found *= _binomial_cdf(self.filter_max_distance, self.filter_bits, 1.0 - p)
+        return found
+
+
+def _binomial_cdf(k: int, n: int, q: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, q)."""
+    if k >= n:
+        return 1.0
+    if q <= 0.0:
+        return 1.0
+    if q >= 1.0:
+        return 0.0
+    return min(1.0, sum(math.comb(n, i) * q**i * (1.0 - q) ** (n - i) for i in range(k + 1)))
+
+
+def _bands_needed(p: float, rows: int, recall: float) -> int | None:
+    """Fewest bands of ``rows`` hashes that find a pair with per-hash agreement ``p`` with prob >= recall."""
+    per_band = p**rows
+    if per_band >= 1.0:
+        return 1
+    if per_band <= 0.0:
+        return None
+    bands = max(1, math.ceil(math.log(1.0 - recall) / math.log1p(-per_band)))
+    while 1.0 - (1.0 - per_band) ** bands < recall:  # guard the float rounding of the closed form
+        bands += 1
+    return bands
+
+
+def plan_minhash(threshold: float, *, recall: float = TARGET_RECALL, max_hashes: int = MINHASH_MAX_HASHES) -> LshPlan:
+    """Most selective banding (largest ``rows``) within ``max_hashes`` that keeps recall at the threshold.
+
+    More rows per band means fewer dissimilar pairs collide; more hashes cost signature time. Jaccard between
+    unrelated memory entries is low, so a fixed budget is enough (0.88 -> 16 bands x 8 rows).
+    """
+    best: LshPlan | None = None
+    for rows in range(1, 33):
+        bands = _bands_needed(threshold, rows, recall)
+        if bands is None or bands * rows > max_hashes:
+            break
+        best = LshPlan("jaccard", bands=bands, rows=rows)
+    if best is None:  # a threshold so low that even single-hash bands exceed the budget: correctness first
+        bands = _bands_needed(threshold, 1, recall)
+        if bands is None:
+            raise ValueError(f"threshold {threshold} admits no MinHash plan")
+        best = LshPlan("jaccard", bands=bands, rows=1)
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class _Costs:
+    """Rough seconds per unit on a 2-core x86 runner, used only to *choose* a plan (never for correctness)."""
+
+    projection: float = 5e-11  # per item x bit x dimension (float32 GEMM)
+    band_sort: float = 1.5e-7  # per item x band (argsort of band keys)
+    emitted_pair: float = 1.5e-7  # per emitted candidate pair (pairing, dedupe, Hamming prefilter)
+    brute_pair_dim: float = 6e-11  # per pair x dimension (blocked GEMM)
+    brute_pair: float = 2e-9  # per pair (thresholding the block)
+
+
+_COSTS = _Costs()
+
+
+def plan_simhash(
+    threshold: float,
+    *,
+    items: int,
+    dim: int,
+    sample_cosines: Sequence[float] | npt.NDArray[np.floating] = (),
+    recall: float = TARGET_RECALL,
+    max_bits: int = SIMHASH_MAX_BITS,
+    allow_brute_force: bool = True,
+) -> LshPlan | None:
+    """Cheapest SimHash banding with recall >= ``recall`` at ``threshold``; None when brute force is cheaper.
+
+    How many unrelated pairs collide depends on the embedding model (anisotropic models put unrelated texts at
+    cosine 0.3-0.5), so the expected number of emitted candidate pairs is estimated from ``sample_cosines``, the
+    cosines of random pairs of this corpus, and traded against the projection cost of more bits.
+    """
+    p_t = 1.0 - math.acos(min(max(threshold, -1.0), 1.0)) / math.pi
+    q_t = 1.0 - p_t
+    sample = np.asarray(sample_cosines, dtype=np.float64)
+    agreement = 1.0 - np.arccos(np.clip(sample, -1.0, 1.0)) / math.pi if sample.size else np.array([0.5])
+    pairs = items * (items - 1) / 2
+    stage_miss = (1.0 - recall) / 2  # split the miss budget between banding and the prefilter
+    best: LshPlan | None = None
+    best_cost = math.inf
+    for rows in range(4, 33):
+        first = _bands_needed(p_t, rows, 1.0 - stage_miss)
+        if first is None or first * rows > max_bits:
+            break
+        filter_bits = min(SIMHASH_FILTER_BITS, (first * rows) // 64 * 64)
+        if filter_bits:
+            max_distance = _hamming_bound(filter_bits, q_t, stage_miss)
+            passes = _binomial_cdf(max_distance, filter_bits, q_t)
+            bands = _bands_needed(p_t, rows, recall / passes)
+        else:
+            max_distance, bands = 0, _bands_needed(p_t, rows, recall)
+        if bands is None:
+            continue
+        plan = LshPlan("cosine", bands=bands, rows=rows, filter_bits=filter_bits, filter_max_distance=max_distance)
+        emitted = pairs * float(np.mean(bands * agreement**rows))
+        cost = (
+            _COSTS.projection * items * dim * plan.hashes
+            + _COSTS.band_sort * items * bands
+            + _COSTS.emitted_pair * emitted
+        )
+        if cost < best_cost:
+            best, best_cost = plan, cost
+    brute_cost = pairs * (_COSTS.brute_pair_dim * dim + _COSTS.brute_pair)
+    if allow_brute_force and (best is None or brute_cost <= best_cost):
+        return None
+    return best
+
+
+def _hamming_bound(bits: int, q: float, miss: float) -> int:
+    """Smallest distance d with P(Binomial(bits, q) > d) <= miss."""
+    for distance in range(bits + 1):
+        if 1.0 - _binomial_cdf(distance, bits, q) <= miss:
+            return distance
+    return bits
+
+
+# --------------------------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRecord:
+    """How one group of entries was scanned (for logs and benchmarks)."""
+
+    scope: str | None  # top-level category when scoped, else None
+    measure: Measure
+    dim: int  # embedding dimension for cosine, 0 for Jaccard
+    items: int
+    strategy: Literal["brute", "lsh"]
+    plan: LshPlan | None
+    emitted_pairs: int  # LSH: bucket pairs summed over bands (duplicates included); brute force: all pairs
+    candidate_pairs: int  # distinct pairs the hashing proposed (brute force: all pairs)
+    verified_pairs: int  # pairs whose exact similarity was computed (after the cosine Hamming prefilter)
+    edges: int  # pairs at or above the threshold
+
+
+@dataclass(slots=True)
+class ClusteringStats:
+    items: int = 0
+    empty_token_items: int = 0  # no token longer than 3 chars: no Jaccard neighbours
+    embedded_items: int = 0
+    degenerate_embeddings: int = 0  # present but empty/non-finite/all-zero: fell back to Jaccard
+    edges: int = 0
+    components: int = 0
+    clusters: int = 0
+    oversize_clusters: int = 0  # exceeded max_cluster_size by absorbing a stranded neighbour
+    seconds: float = 0.0
+    scans: list[ScanRecord] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------- entry point
+
+
+def find_clusters(
+    items: Sequence[ClusterItem],
+    *,
+    threshold: float = 0.88,
+    max_cluster_size: int = 8,
+    same_top_level_category: bool = False,
+    strategy: Strategy = "auto",
+    seed: int | None = None,
+) -> list[Cluster]:
+    """Near-duplicate clusters of ``items``, sorted by first id.
+
+    Single-link over every pair with similarity >= ``threshold``; components larger than ``max_cluster_size``
+    are split by :func:`_split_component`; ``max_cluster_size < 2`` disables clustering. With
+    ``same_top_level_category`` only entries whose first category segment matches (case-insensitively; None
+    only with None) are linked. ``strategy`` forces brute force or LSH (tests, benchmarks); ``seed`` overrides
+    the corpus-derived hash seed.
+
+    Raises ValueError for options out of range (a configuration bug) and ClusteringError for anything that
+    stops the scan itself (bad items, resource exhaustion, internal failure).
+    """
+    clusters, _ = find_clusters_with_stats(
+        items,
+        threshold=threshold,
+        max_cluster_size=max_cluster_size,
+        same_top_level_category=same_top_level_category,
+        strategy=strategy,
+        seed=seed,
+    )
+    return clusters
+
+
+def find_clusters_with_stats(
+    items: Sequence[ClusterItem],
+    *,
+    threshold: float = 0.88,
+    max_cluster_size: int = 8,
+    same_top_level_category: bool = False,
+    strategy: Strategy = "auto",
+    seed: int | None = None,
+) -> tuple[list[Cluster], ClusteringStats]:
+    """:func:`find_clusters` plus how the scan went."""
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"clustering threshold must be a number in (0, 1], got {threshold!r}") from None
+    if not math.isfinite(threshold) or not 0.0 < threshold <= 1.0:
+        raise ValueError(f"clustering threshold must be in (0, 1], got {threshold!r}")
+    if not isinstance(max_cluster_size, int) or isinstance(max_cluster_size, bool):
+        raise ValueError(f"max_cluster_size must be an integer, got {max_cluster_size!r}")
+    if strategy not in ("auto", "brute", "lsh"):
+        raise ValueError(f"clustering strategy must be auto, brute or lsh, got {strategy!r}")
+    stats = ClusteringStats(items=len(items))
+    if max_cluster_size < 2:
+        return [], stats
+    started = time.perf_counter()
+    try:
+        clusters = _run(items, threshold, max_cluster_size, same_top_level_category, strategy, seed, stats)
+    except ClusteringError:
+        raise
+    except Exception as exc:  # MemoryError, numpy errors, bugs: the caller degrades, never crashes the cycle
+        raise ClusteringError(
+            f"near-duplicate scan of {len(items)} entries failed: {type(exc).__name__}: {exc}; no clusters produced"
+        ) from exc
+    stats.seconds = time.perf_counter() - started
+    logger.debug(
+        "near-duplicate scan — %d entries, %d edge(s), %d cluster(s) (%d oversize) in %.2fs",
+        stats.items,
+        stats.edges,
+        stats.clusters,
+        stats.oversize_clusters,
+        stats.seconds,
+    )
+    return clusters, stats
+
+
+# --------------------------------------------------------------------------------------------- preparation
+
+
+@dataclass(slots=True)
+class _Corpus:
+    """Entries in id order, flattened into arrays."""
+
+    ids: list[str]
+    token_ptr: IntArray  # CSR offsets into token_ids, length n + 1
+    token_ids: IntArray  # vocabulary ids, ascending within each entry
+    token_hashes: U64Array  # 64-bit content hash per vocabulary id (input-order independent)
+    dims: IntArray  # embedding dimension, -1 when absent or degenerate
+    vectors: list[npt.NDArray[np.floating] | None]
+    scopes: list[str | None]
+    seed: int  # hash seed derived from ids and contents
+
+    def vector(self, index: int) -> npt.NDArray[np.floating]:
+        vector = self.vectors[index]
+        if vector is None:  # only called for entries with dims >= 0
+            raise ClusteringError(f"internal error: entry {self.ids[index]!r} has no usable embedding")
+        return vector
+
+    @property
+    def token_counts(self) -> IntArray:
+        counts: IntArray = np.diff(self.token_ptr)
+        return counts
+
+    @property
+    def vocabulary(self) -> int:
+        return len(self.token_hashes)
+
+
+def _prepare(items: Sequence[ClusterItem], stats: ClusteringStats) -> _Corpus:
+    for item in items:
+        if not isinstance(item, ClusterItem):
+            raise ClusteringError(f"expected ClusterItem, got {type(item).__name__}; nothing was clustered")
+        if not isinstance(item.id, str) or not item.id:
+            raise ClusteringError(f"entry id must be a non-empty string, got {item.id!r}; nothing was clustered")
+        if not isinstance(item.content, str):
+            raise ClusteringError(f"entry {item.id!r}: content must be a string; nothing was clustered")
+    ordered = sorted(items, key=lambda item: item.id)
+    for before, after in itertools.pairwise(ordered):
+        if before.id == after.id:
+            raise ClusteringError(f"entry id {after.id!r} appears more than once; nothing was clustered")
+
+    flat: list[str] = []
+    counts = np.zeros(len(ordered), dtype=np.int64)
+    dims = np.full(len(ordered), -1, dtype=np.int64)
+    vectors: list[npt.NDArray[np.floating] | None] = []
+    for index, item in enumerate(ordered):
+        vector = _usable_vector(item)
+        vectors.append(vector)
+        if vector is not None:
+            dims[index] = vector.shape[0]
+        elif item.embedding is not None:
+            stats.degenerate_embeddings += 1
+    # Tokens only matter for Jaccard pairs; a corpus embedded throughout with one model has none.
+    if len(ordered) and (dims.min() < 0 or dims.min() != dims.max()):
+        for index, item in enumerate(ordered):
+            tokens = set(_token_list(item.content))
+            flat.extend(tokens)
+            counts[index] = len(tokens)
+    if stats.degenerate_embeddings:
+        logger.warning(
+            "near-duplicate scan: %d embedding(s) empty, non-finite or all-zero — those entries are compared by "
+            "Jaccard; the vectors were left as they are",
+            stats.degenerate_embeddings,
+        )
+    vocabulary = {token: number for number, token in enumerate(dict.fromkeys(flat))}
+    token_ids = np.fromiter(map(vocabulary.__getitem__, flat), dtype=np.int64, count=len(flat))
+    owners = np.repeat(np.arange(len(ordered), dtype=np.int64), counts)
+    token_ids = token_ids[np.lexsort((token_ids, owners))]  # ascending ids within each entry
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    hashes = np.fromiter(
+        (int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") for token in vocabulary),
+        dtype=np.uint64,
+        count=len(vocabulary),
+    )
+    corpus = _Corpus(
+        ids=[item.id for item in ordered],
+        token_ptr=offsets,
+        token_ids=token_ids,
+        token_hashes=hashes,
+        dims=dims,
+        vectors=vectors,
+        scopes=[_top_level(item.category) for item in ordered],
+        seed=_corpus_seed(ordered),
+    )
+    stats.empty_token_items = int(np.count_nonzero(corpus.token_counts == 0))
+    stats.embedded_items = int(np.count_nonzero(dims >= 0))
+    return corpus
+
+
+def _top_level(category: str | None) -> str | None:
+    if category is None:
+        return None
+    return category.strip().strip("/").split("/", 1)[0].strip().casefold()
+
+
+def _corpus_seed(ordered: Sequence[ClusterItem]) -> int:
+    """Hash seed from ids and contents: fixed for a given corpus, fresh when it changes.
+
+    A pair LSH happens to miss (probability <= 0.001) is thereby not missed forever: any edit re-draws it.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for item in ordered:
+        for part in (item.id, item.content):
+            data = part.encode()
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+    return int.from_bytes(digest.digest(), "little")
+
+
+# --------------------------------------------------------------------------------------------- the scan
+
+
+@dataclass(slots=True)
+class _Edges:
+    left: list[IntArray] = field(default_factory=list)
+    right: list[IntArray] = field(default_factory=list)
+    weight: list[F64Array] = field(default_factory=list)
+    measure: list[npt.NDArray[np.int8]] = field(default_factory=list)
+
+    def add(self, left: IntArray, right: IntArray, weight: F64Array, measure: int) -> None:
+        if len(left):
+            self.left.append(left)
+            self.right.append(right)
+            self.weight.append(weight)
+            self.measure.append(np.full(len(left), measure, dtype=np.int8))
+
+    def arrays(self) -> tuple[IntArray, IntArray, F64Array, npt.NDArray[np.int8]]:
+        if not self.left:
+            return (
+                np.empty(0, np.int64),
+                np.empty(0, np.int64),
+                np.empty(0, np.float64),
+                np.empty(0, np.int8),
+            )
+        return (
+            np.concatenate(self.left),
+            np.concatenate(self.right),
+            np.concatenate(self.weight),
+            np.concatenate(self.measure),
+        )
+
+
+def _run(
+    items: Sequence[ClusterItem],
+    threshold: float,
+    max_cluster_size: int,
+    scoped: bool,
+    strategy: Strategy,
+    seed: int | None,
+    stats: ClusteringStats,
+) -> list[Cluster]:
+    corpus = _prepare(items, stats)
+    if seed is None:
+        seed = corpus.seed
+    edges = _Edges()
+    groups: dict[str | None, list[int]] = defaultdict(list)
+    for index, scope in enumerate(corpus.scopes):
+        groups[scope if scoped else None].append(index)
+    for scope, members in sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
+        group = np.asarray(members, dtype=np.int64)
+        label = scope if scoped else None
+        _scan_jaccard(corpus, group, threshold, strategy, seed, edges, stats, label)
+        group_dims = corpus.dims[group]
+        for dim in np.unique(group_dims[group_dims >= 0]).tolist():
+            embedded = group[group_dims == dim]
+            if len(embedded) >= 2:
+                _scan_cosine(corpus, embedded, int(dim), threshold, strategy, seed, edges, stats, label)
+    left, right, weight, measure = edges.arrays()
+    stats.edges = len(left)
+    return _assemble(corpus.ids, left, right, weight, measure, max_cluster_size, stats)
+
+
+def _jaccard_pair_mask(dims: IntArray, left: IntArray, right: IntArray) -> npt.NDArray[np.bool_]:
+    """Pairs measured by Jaccard: not both carrying usable embeddings of one dimension."""
+    a, b = dims[left], dims[right]
+    mask: npt.NDArray[np.bool_] = (a < 0) | (a != b)
+    return mask
+
+
+def _scan_jaccard(
+    corpus: _Corpus,
+    group: IntArray,
+    threshold: float,
+    strategy: Strategy,
+    seed: int,
+    edges: _Edges,
+    stats: ClusteringStats,
+    scope: str | None,
+) -> None:
+    members = group[corpus.token_counts[group] > 0]
+    if len(members) < 2:
+        return
+    member_dims = corpus.dims[members]
+    if member_dims.min() >= 0 and member_dims.min() == member_dims.max():
+        return  # every pair here is a cosine pair
+    use_brute = strategy == "brute" or (strategy == "auto" and len(members) < BRUTE_FORCE_BELOW)
+    plan = None if use_brute else plan_minhash(threshold)
+    if plan is None:
+        left, right, inter, union = _jaccard_all_pairs(corpus, members)
+        emitted = distinct = verified = len(members) * (len(members) - 1) // 2
+    else:
+        left, right, emitted, distinct = _minhash_candidates(corpus, members, plan, seed)
+        inter, union = _intersections(corpus, left, right)
+    keep = _jaccard_pair_mask(corpus.dims, left, right)  # same-dimension embedded pairs are cosine pairs
+    left, right, inter, union = left[keep], right[keep], inter[keep], union[keep]
+    if plan is not None:
+        verified = len(left)
+    weight = inter.astype(np.float64) / union.astype(np.float64)  # same division as similarity()
+    accept = weight >= threshold
+    edges.add(left[accept], right[accept], weight[accept], _JACCARD)
+    stats.scans.append(
+        ScanRecord(
+            scope=scope,
+            measure="jaccard",
+            dim=0,
+            items=len(members),
+            strategy="brute" if plan is None else "lsh",
+            plan=plan,
+            emitted_pairs=emitted,
+            candidate_pairs=distinct,
+            verified_pairs=verified,
+            edges=int(np.count_nonzero(accept)),
+        )
+    )
+
+
+def _jaccard_all_pairs(corpus: _Corpus, members: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Brute force: intersections of every pair via blocked products of the token incidence matrix.
+
+    Returns only pairs sharing at least one token (the rest have Jaccard 0 and can never pass a threshold > 0).
+    """
+    counts = corpus.token_counts[members]
+    local = np.repeat(np.arange(len(members)), counts)
+    tokens = corpus.token_ids[_ragged(corpus.token_ptr[members], counts)]
+    # Tokens held by a single member cannot be shared; dropping them keeps the dense matrix narrow.
+    _, inverse, frequency = np.unique(tokens, return_inverse=True, return_counts=True)
+    shared = frequency[inverse] >= 2
+    columns = np.cumsum(frequency >= 2) - 1
+    incidence = np.zeros((len(members), max(1, int(np.count_nonzero(frequency >= 2)))), dtype=np.float32)
+    incidence[local[shared], columns[inverse[shared]]] = 1.0
+    lefts: list[IntArray] = [np.empty(0, np.int64)]
+    rights: list[IntArray] = [np.empty(0, np.int64)]
+    inters: list[IntArray] = [np.empty(0, np.int64)]
+    block = max(1, (1 << 22) // max(1, len(members)))
+    for start in range(0, len(members), block):
+        stop = min(start + block, len(members))
+        product = incidence[start:stop] @ incidence[start:].T  # exact small integers in float32
+        rows, cols = np.nonzero(product > 0.5)
+        upper = cols > rows  # row r is member start + r, column c is member start + c
+        rows, cols = rows[upper], cols[upper]
+        lefts.append(rows.astype(np.int64) + start)
+        rights.append(cols.astype(np.int64) + start)
+        inters.append(np.rint(product[rows, cols]).astype(np.int64))
+    left = np.concatenate(lefts)
+    right = np.concatenate(rights)
+    inter = np.concatenate(inters)
+    union = counts[left] + counts[right] - inter
+    return members[left], members[right], inter, union
+
+
+def _intersections(corpus: _Corpus, left: IntArray, right: IntArray) -> tuple[IntArray, IntArray]:
+    """Exact token-set intersection and union sizes for pairs (vectorised, batched)."""
+    counts = corpus.token_counts
+    vocabulary = max(1, corpus.vocabulary)
+    # (entry, token) keys of the whole corpus, ascending because token ids ascend within each entry.
+    owners = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    keys = owners * vocabulary + corpus.token_ids
+    inter = np.zeros(len(left), dtype=np.int64)
+    small = np.where(counts[left] <= counts[right], left, right)
+    large = np.where(counts[left] <= counts[right], right, left)
+    # Probe the smaller set of each pair into the larger one, in batches of a few million probes.
+    cumulative = np.cumsum(counts[small])
+    cuts = np.searchsorted(cumulative, np.arange(4_000_000, int(cumulative[-1]) if len(small) else 0, 4_000_000))
+    bounds = sorted({0, len(left), *(int(c) + 1 for c in cuts)})
+    for start, stop in itertools.pairwise(bounds):
+        s, g = small[start:stop], large[start:stop]
+        lengths = counts[s]
+        probes = np.repeat(g * vocabulary, lengths) + corpus.token_ids[_ragged(corpus.token_ptr[s], lengths)]
+        found = np.minimum(np.searchsorted(keys, probes), len(keys) - 1)
+        hit = keys[found] == probes
+        pair = np.repeat(np.arange(stop - start), lengths)
+        inter[start:stop] = np.bincount(pair[hit], minlength=stop - start)
+    union = counts[left] + counts[right] - inter
+    return inter, union
+
+
+def _ragged(starts: IntArray, lengths: IntArray) -> IntArray:
+    """Concatenation of ranges [starts[k], starts[k] + lengths[k])."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    exclusive = np.cumsum(lengths) - lengths
+    result: IntArray = np.arange(total, dtype=np.int64) + np.repeat(starts - exclusive, lengths)
+    return result
+
+
+def _mix64(values: U64Array) -> U64Array:
+    """splitmix64 finaliser: a fast bijective mixer standing in for a random permutation of 64-bit hashes."""
+    x = values.copy()
+    x ^= x >> _U64(30)
+    x *= _MIX1
+    x ^= x >> _U64(27)
+    x *= _MIX2
+    x ^= x >> _U64(31)
+    return x
+
+
+def _seed_words(seed: int, purpose: int, count: int) -> U64Array:
+    rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, purpose])
+    words: U64Array = rng.integers(0, np.iinfo(np.uint64).max, size=count, dtype=np.uint64, endpoint=True)
+    return words
+
+
+def _minhash_candidates(
+    corpus: _Corpus, members: IntArray, plan: LshPlan, seed: int
+) -> tuple[IntArray, IntArray, int, int]:
+    """Distinct pairs of members sharing a MinHash band (global indices, left < right), emitted, distinct."""
+    counts = corpus.token_counts[members]
+    ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    tokens = corpus.token_ids[_ragged(corpus.token_ptr[members], counts)]
+    salts = _seed_words(seed, 1, plan.hashes)
+    chunk_starts = _chunk_starts(ptr, 1 << 20)
+    collector = _PairCollector(len(members))
+    for band in range(plan.bands):
+        band_salts = salts[band * plan.rows : (band + 1) * plan.rows]
+        # Hash values of every vocabulary token under this band's hash functions, then per-entry minima.
+        table = _mix64(np.bitwise_xor.outer(corpus.token_hashes, band_salts))
+        keys = np.empty(len(members), dtype=np.uint64)
+        for lo, hi in itertools.pairwise(chunk_starts):
+            segment = table[tokens[ptr[lo] : ptr[hi]]]
+            minima: U64Array = np.minimum.reduceat(segment, ptr[lo:hi] - ptr[lo], axis=0)
+            key: U64Array = minima[:, 0].copy()
+            for column in range(1, plan.rows):
+                key = _mix64(key ^ minima[:, column])
+            keys[lo:hi] = key
+        collector.add_band(keys)
+    left, right = collector.pairs()
+    return members[left], members[right], collector.emitted, collector.distinct
+
+
+def _chunk_starts(ptr: IntArray, budget: int) -> list[int]:
+    """Entry boundaries so each chunk holds about ``budget`` tokens (at least one entry per chunk)."""
+    bounds = [0]
+    n = len(ptr) - 1
+    while bounds[-1] < n:
+        lo = bounds[-1]
+        hi = int(np.searchsorted(ptr, ptr[lo] + budget, side="right")) - 1
+        bounds.append(min(n, max(lo + 1, hi)))
+    return bounds
+
+
+class _PairCollector:
+    """Pairs of items sharing a bucket in any band, deduplicated, with a hard ceiling on emitted pairs."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.codes: list[IntArray] = []
+        self.emitted = 0  # bucket pairs over all bands, duplicates included
+        self.pending = 0  # codes held, duplicates included
+        self.distinct = 0  # distinct codes after the last compaction
+
+    def add_band(self, keys: npt.NDArray[np.unsignedinteger]) -> None:
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        breaks = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        starts = np.concatenate(([0], breaks)).astype(np.int64)
+        sizes = np.diff(np.concatenate((starts, [len(ordered)]))).astype(np.int64)
+        starts, sizes = starts[sizes >= 2], sizes[sizes >= 2]
+        if not len(starts):
+            return
+        self.emitted += int((sizes * (sizes - 1) // 2).sum())
+        if self.emitted > MAX_EMITTED_PAIRS:
+            self._give_up(f"{self.emitted} bucket pairs", int(sizes.max()))
+        positions = _ragged(starts, sizes)
+        later = np.repeat(starts + sizes, sizes) - positions - 1
+        first = np.repeat(positions, later)
+        offset = np.arange(len(first), dtype=np.int64) - np.repeat(np.cumsum(later) - later, later)
+        a, b = order[first], order[first + 1 + offset]
+        self.codes.append(np.minimum(a, b) * self.size + np.maximum(a, b))
+        self.pending += len(a)
+        if self.pending > max(4_000_000, self.distinct):
+            self._compact()
+            if self.distinct > MAX_CANDIDATE_PAIRS:
+                self._give_up(f"{self.distinct} distinct candidate pairs", int(sizes.max()))
+
+    def _compact(self) -> None:
+        codes = np.concatenate(self.codes)
+        codes.sort()  # sort-based distinct: numpy's hash-based unique is far slower on int64 codes
+        self.codes = [codes[np.concatenate(([True], codes[1:] != codes[:-1]))]]
+        self.distinct = self.pending = len(self.codes[0])
+
+    def _give_up(self, what: str, largest: int) -> None:
+        raise ClusteringError(
+            f"near-duplicate scan stopped at {what} among {self.size} entries (a band bucket held {largest}): the "
+            "corpus holds a very large group of near-identical entries; no clusters produced, every entry kept"
+        )
+
+    def pairs(self) -> tuple[IntArray, IntArray]:
+        if not self.codes:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        self._compact()
+        if self.distinct > MAX_CANDIDATE_PAIRS:
+            self._give_up(f"{self.distinct} distinct candidate pairs", 0)
+        codes = self.codes[0]
+        return codes // self.size, codes % self.size
+
+
+def _normalised(corpus: _Corpus, members: IntArray) -> F32Array:
+    """Unit rows in float32 for screening; normalised blockwise in float64 so huge components cannot overflow."""
+    result: F32Array = np.empty((len(members), corpus.dims[members[0]]), dtype=np.float32)
+    indices = members.tolist()
+    step = 8192
+    for start in range(0, len(indices), step):
+        block = np.stack([corpus.vector(k) for k in indices[start : start + step]]).astype(np.float64)
+        block /= np.sqrt(np.einsum("ij,ij->i", block, block))[:, None]
+        result[start : start + step] = block
+    return result
+
+
+def _scan_cosine(
+    corpus: _Corpus,
+    members: IntArray,
+    dim: int,
+    threshold: float,
+    strategy: Strategy,
+    seed: int,
+    edges: _Edges,
+    stats: ClusteringStats,
+    scope: str | None,
+) -> None:
+    unit = _normalised(corpus, members)
+    plan: LshPlan | None = None
+    if strategy == "lsh" or (strategy == "auto" and len(members) >= BRUTE_FORCE_BELOW):
+        rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 2, dim])
+        a = rng.integers(0, len(members), SIMHASH_SAMPLE_PAIRS)
+        b = rng.integers(0, len(members), SIMHASH_SAMPLE_PAIRS)
+        distinct = a != b
+        sample = np.einsum("ij,ij->i", unit[a[distinct]], unit[b[distinct]])
+        plan = plan_simhash(
+            threshold, items=len(members), dim=dim, sample_cosines=sample, allow_brute_force=strategy == "auto"
+        )
+    if plan is None:
+        left, right, _ = _cosine_all_pairs(unit, threshold - _COSINE_MARGIN)
+        emitted = distinct = verified = len(members) * (len(members) - 1) // 2
+    else:
+        left, right, emitted, distinct = _simhash_candidates(unit, plan, seed, dim)
+        verified = len(left)
+        close = _rowwise_dot(unit, left, right) >= threshold - _COSINE_MARGIN
+        left, right = left[close], right[close]
+    # float32 screened; the decision and the weight come from float64, exactly as similarity() computes them
+    left, right = members[left], members[right]
+    weight = _exact_cosines(corpus, left, right)
+    accept = weight >= threshold
+    edges.add(left[accept], right[accept], weight[accept], _COSINE)
+    stats.scans.append(
+        ScanRecord(
+            scope=scope,
+            measure="cosine",
+            dim=dim,
+            items=len(members),
+            strategy="brute" if plan is None else "lsh",
+            plan=plan,
+            emitted_pairs=emitted,
+            candidate_pairs=distinct,
+            verified_pairs=verified,
+            edges=int(np.count_nonzero(accept)),
+        )
+    )
+
+
+def _cosine_all_pairs(unit: F32Array, floor: float) -> tuple[IntArray, IntArray, F32Array]:
+    """Brute force: every pair i < j with float32 cosine >= floor, by blocked matrix products."""
+    lefts: list[IntArray] = []
+    rights: list[IntArray] = []
+    values: list[F32Array] = []
+    n = len(unit)
+    block = max(1, (1 << 22) // max(1, n))
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        product = unit[start:stop] @ unit[start:].T
+        rows, cols = np.nonzero(product >= floor)
+        upper = cols > rows  # column c is item start + c; row r is item start + r
+        rows, cols = rows[upper], cols[upper]
+        lefts.append(rows.astype(np.int64) + start)
+        rights.append(cols.astype(np.int64) + start)
+        values.append(product[rows, cols])
+    return np.concatenate(lefts), np.concatenate(rights), np.concatenate(values)
+
+
+def _rowwise_dot(unit: F32Array, left: IntArray, right: IntArray) -> F32Array:
+    out = np.empty(len(left), dtype=np.float32)
+    step = 65536
+    for start in range(0, len(left), step):
+        stop = start + step
+        out[start:stop] = np.einsum("ij,ij->i", unit[left[start:stop]], unit[right[start:stop]])
+    return out
+
+
+def _exact_cosines(corpus: _Corpus, left: IntArray, right: IntArray) -> F64Array:
+    out = np.empty(len(left), dtype=np.float64)
+    step = 8192
+    for start in range(0, len(left), step):
+        a = np.stack([corpus.vector(k) for k in left[start : start + step].tolist()])
+        b = np.stack([corpus.vector(k) for k in right[start : start + step].tolist()])
+        out[start : start + step] = _cosine_rows(a.astype(np.float64), b.astype(np.float64))
+    return out
+
+
+def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> tuple[IntArray, IntArray, int, int]:
+    """Pairs sharing a SimHash band and within the Hamming prefilter distance (local indices, left < right).
+
+    Also returns the bucket pairs emitted over all bands and the distinct pairs before the prefilter.
+    """
+    n = len(unit)
+    rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 3, dim])
+    collector = _PairCollector(n)
+    bands_per_pass = max(1, 512 // plan.rows)  # project ~512 planes at a time to bound memory
+    rows_per_block = 8192
+    sketch = np.zeros((n, max(1, plan.filter_bits // 64)), dtype=np.uint64)
+    weights = (np.uint32(1) << np.arange(plan.rows, dtype=np.uint32)).astype(np.uint32)
+    bit_offset = 0
+    for first_band in range(0, plan.bands, bands_per_pass):
+        bands = min(bands_per_pass, plan.bands - first_band)
+        planes = rng.standard_normal((unit.shape[1], bands * plan.rows)).astype(np.float32)
+        keys = np.empty((bands, n), dtype=np.uint32)
+        for start in range(0, n, rows_per_block):
+            signs = (unit[start : start + rows_per_block] @ planes) >= 0
+            if bit_offset < plan.filter_bits:
+                take = min(plan.filter_bits - bit_offset, signs.shape[1])
+                take -= take % 8
+                packed = np.packbits(signs[:, :take], axis=1, bitorder="little")
+                sketch_bytes = sketch[start : start + rows_per_block].view(np.uint8)
+                sketch_bytes[:, bit_offset // 8 : (bit_offset + take) // 8] = packed
+            shaped = signs.reshape(len(signs), bands, plan.rows)
+            keys[:, start : start + rows_per_block] = (shaped @ weights).T
+        bit_offset += bands * plan.rows
+        for band in range(bands):
+            collector.add_band(keys[band])
+    left, right = collector.pairs()
+    if plan.filter_bits:
+        distance = np.zeros(len(left), dtype=np.int64)
+        for word in range(sketch.shape[1]):
+            distance += np.bitwise_count(sketch[left, word] ^ sketch[right, word])
+        near = distance <= plan.filter_max_distance
+        left, right = left[near], right[near]
+    return left, right, collector.emitted, collector.distinct
+
+
+# --------------------------------------------------------------------------------------------- assembly
+
+
+def _assemble(
+    ids: list[str],
+    left: IntArray,
+    right: IntArray,
+    weight: F64Array,
+    measure: npt.NDArray[np.int8],
+    max_cluster_size: int,
+    stats: ClusteringStats,
+) -> list[Cluster]:
+    parent = list(range(len(ids)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    edge_list = list(zip(left.tolist(), right.tolist(), weight.tolist(), measure.tolist(), strict=True))
+    for a, b, _, _ in edge_list:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    components: dict[int, list[tuple[int, int, float, int]]] = defaultdict(list)
+    for edge in edge_list:
+        components[find(edge[0])].append(edge)
+    stats.components = len(components)
+    clusters: list[Cluster] = []
+    for component_edges in components.values():
+        adjacency: dict[int, dict[int, tuple[float, int]]] = defaultdict(dict)
+        for a, b, w, m in component_edges:
+            adjacency[a][b] = (w, m)
+            adjacency[b][a] = (w, m)
+        if len(adjacency) <= max_cluster_size:
+            chunks = [sorted(adjacency)]
+        else:
+            chunks = _split_component(adjacency, ids, max_cluster_size)
+        for chunk in chunks:
+            clusters.append(_cluster_of(chunk, adjacency, ids))
+            if len(chunk) > max_cluster_size:
+                stats.oversize_clusters += 1
+    clusters.sort(key=lambda cluster: cluster.ids[0])
+    stats.clusters = len(clusters)
+    return clusters
+
+
+def _cluster_of(chunk: list[int], adjacency: dict[int, dict[int, tuple[float, int]]], ids: list[str]) -> Cluster:
+    members = set(chunk)
+    weights: list[float] = []
+    measures: set[int] = set()
+    for node in chunk:
+        for other, (w, m) in adjacency[node].items():
+            if other in members:
+                weights.append(w)
+                measures.add(m)
+    kind = _MEASURE_CODES[measures.pop()] if len(measures) == 1 else "mixed"
+    return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=min(weights), measure=kind)
+
+
+def _split_component(
+    adjacency: dict[int, dict[int, tuple[float, int]]], ids: list[str], max_size: int
+) -> list[list[int]]:
+    """Split an over-large component into chunks that keep each entry next to a near-duplicate.
+
+    Greedy: seed = remaining entry with most remaining neighbours (then strongest total similarity, then id);
+    grow by the strongest edge into the chunk (Prim's order) up to ``max_size``. An entry left with no
+    remaining neighbour would be a singleton; instead it joins the chunk holding its strongest neighbour, so a
+    new entry is always offered together with a duplicate. That is the only way a chunk exceeds
+    ``max_size`` (by one per stranded entry; a star-shaped component can strand many on its hub's chunk).
+    """
+    remaining = set(adjacency)
+    degree = {node: len(adjacency[node]) for node in adjacency}
+    strength = {node: sum(w for w, _ in adjacency[node].values()) for node in adjacency}
+    seeds: list[tuple[int, float, str, int]] = [(-degree[v], -strength[v], ids[v], v) for v in adjacency]
+    heapq.heapify(seeds)
+    chunks: list[list[int]] = []
+    chunk_of: dict[int, int] = {}
+    stranded: list[int] = []
+    while seeds:
+        neg_degree, neg_strength, _, seed = heapq.heappop(seeds)
+        if seed not in remaining or -neg_degree != degree[seed] or -neg_strength != strength[seed]:
+            continue  # stale heap entry
+        chunk = [seed]
+        remaining.discard(seed)
+        frontier = [(-w, ids[v], v) for v, (w, _) in adjacency[seed].items() if v in remaining]
+        heapq.heapify(frontier)
+        while frontier and len(chunk) < max_size:
+            _, _, node = heapq.heappop(frontier)
+            if node not in remaining:
+                continue
+            chunk.append(node)
+            remaining.discard(node)
+            for v, (w, _) in adjacency[node].items():
+                if v in remaining:
+                    heapq.heappush(frontier, (-w, ids[v], v))
+        if len(chunk) == 1:
+            stranded.append(seed)
+            continue
+        for node in chunk:
+            chunk_of[node] = len(chunks)
+            for v, (w, _) in adjacency[node].items():
+                if v in remaining:
+                    degree[v] -= 1
+                    strength[v] -= w
+                    heapq.heappush(seeds, (-degree[v], -strength[v], ids[v], v))
+        chunks.append(chunk)
+    # A stranded entry's neighbours were all taken by earlier chunks (seeds go by descending degree, so once
+    # one entry is stranded every later one is too, and none of them neighbour each other).
+    for node in sorted(stranded, key=lambda v: ids[v]):
+        neighbour = min(adjacency[node], key=lambda v: (-adjacency[node][v][0], ids[v]))
+        chunks[chunk_of[neighbour]].append(node)
+    return chunks

@@ -96,6 +96,12 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "",
         "the next scheduled slot (absent while the spec is invalid)",
     ),
+    MetricDoc(
+        "dreamkeeper_schedule_interval_seconds",
+        "gauge",
+        "",
+        "seconds from the next slot to the one after it (the cadence the no-success alert counts periods in)",
+    ),
     MetricDoc("dreamkeeper_live_entries", "gauge", "", "live entries after the last cycle"),
     MetricDoc("dreamkeeper_archived_entries", "gauge", "", "archived entries after the last cycle"),
     MetricDoc(
@@ -217,6 +223,9 @@ class OperatorMetrics:
             "dreamkeeper_last_success_timestamp_seconds", "Last successful cycle end.", labels, registry=r
         )
         self.next_run = Gauge("dreamkeeper_next_run_timestamp_seconds", "Next scheduled slot.", labels, registry=r)
+        self.interval = Gauge(
+            "dreamkeeper_schedule_interval_seconds", "Seconds from the next slot to the one after.", labels, registry=r
+        )
         self.live_entries = Gauge("dreamkeeper_live_entries", "Live entries after the last cycle.", labels, registry=r)
         self.archived_entries = Gauge(
             "dreamkeeper_archived_entries", "Archived entries after the last cycle.", labels, registry=r
@@ -281,6 +290,7 @@ class OperatorMetrics:
             self.duration,
             self.last_success,
             self.next_run,
+            self.interval,
             self.live_entries,
             self.archived_entries,
             self.ready,
@@ -329,6 +339,7 @@ class OperatorMetrics:
         vocabulary_in_sync: bool | None,
         live_entries: int | None = None,
         archived_entries: int | None = None,
+        interval_seconds: float | None = None,
     ) -> None:
         ident = (name, namespace)
         self.ready.labels(*ident).set(1 if ready else 0)
@@ -337,6 +348,10 @@ class OperatorMetrics:
             self.next_run.labels(*ident).set(_ts(next_run))
         else:
             _remove(self.next_run, ident)
+        if interval_seconds is not None:
+            self.interval.labels(*ident).set(interval_seconds)
+        else:
+            _remove(self.interval, ident)
         if last_success is not None:
             self.last_success.labels(*ident).set(_ts(last_success))
         if vocabulary_in_sync is None:

@@ -444,15 +444,16 @@ class ScheduleReconciler:
             self._vocabulary_condition(p)
 
         if run_now is not None:
-            if not_ready is not None:
+            name = run_now_job_name(p.name, run_now)
+            if self._adopt(p, uid, claim_jobs, name):
+                p.update(last_run_now_token=run_now)  # created by a pass whose status write was lost
+            elif not_ready is not None:
                 self._announce_deferral(p, uid, run_now, f"not ready ({not_ready.reason}): {not_ready}")
             elif busy:
                 self._announce_deferral(p, uid, run_now, "a cycle is active on the claim; it runs when that ends")
-            else:
-                name = run_now_job_name(p.name, run_now)
-                if self._start(p, uid, spec, name, "run-now", p.now, vocabulary, run_now):
-                    p.update(last_run_now_token=run_now)
-                    busy = True
+            elif self._start(p, uid, spec, name, "run-now", p.now, vocabulary, run_now):
+                p.update(last_run_now_token=run_now)
+                busy = True
 
         if decision.past_deadline is not None:
             p.missed += decision.missed
@@ -481,7 +482,9 @@ class ScheduleReconciler:
                 f"not running; only the latest ({slot.isoformat()}) runs (no backlog replay)",
             )
         reason: str | None = None
-        if spec.suspend:
+        if self._adopt(p, uid, claim_jobs, scheduled_job_name(p.name, slot)):
+            pass  # this slot's Job exists already (a lost status write): adopted, nothing skipped
+        elif spec.suspend:
             reason = "suspended"
         elif not_ready is not None:
             reason = "not_ready"
@@ -506,6 +509,16 @@ class ScheduleReconciler:
         if (uid, token) not in self._deferred_events:
             self._deferred_events.add((uid, token))
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
+
+    def _adopt(self, p: _Pass, uid: str, claim_jobs: list[Obj], job_name: str) -> bool:
+        """True when this schedule's Job of that deterministic name exists (active or finished)."""
+        for job in claim_jobs:
+            if job["metadata"]["name"] == job_name and _owner_uid_matches(job, uid):
+                if job_active(job):
+                    p.running = True
+                    p.update(active_job=self._ref(job))
+                return True
+        return False
 
     def _check_ready(self, p: _Pass, spec: DreamScheduleSpec) -> VocabularySource | None:
         pvc = self.api.get_pvc(p.namespace, spec.claim_name)
@@ -559,7 +572,9 @@ class ScheduleReconciler:
         )
         try:
             job = self.api.create_job(p.namespace, build_job(request, self.defaults))
-            p.event(
+            # Posted now, not after the status write: the Job exists whatever happens to this pass.
+            self._post(
+                p,
                 "Normal",
                 "CycleStarted",
                 f"created Job {job_name} ({trigger}, slot {slot.isoformat()}) on {placement.description}",
@@ -599,12 +614,10 @@ class ScheduleReconciler:
             vocabulary_in_sync=None if sync is None or sync.status == "Unknown" else sync.status == "True",
             live_entries=last.live_entries if last else None,
             archived_entries=last.archived_entries if last else None,
+            interval_seconds=_interval_after(p.body, p.status.next_schedule_time),
         )
         for kind, reason, message in p.events:
-            try:
-                self.api.create_event(p.namespace, event_body(p.body, kind, reason, message, p.now))
-            except ApiError as exc:
-                log.warning("%s/%s: event %s not posted: %s", p.namespace, p.name, reason, exc)
+            self._post(p, kind, reason, message)
         for job in p.to_annotate:
             meta = job["metadata"]
             try:
@@ -616,6 +629,12 @@ class ScheduleReconciler:
                 log.warning("%s/%s: could not mark Job %s counted: %s", p.namespace, p.name, meta["name"], exc)
         if p.listed:
             self._prune(p)
+
+    def _post(self, p: _Pass, kind: str, reason: str, message: str) -> None:
+        try:
+            self.api.create_event(p.namespace, event_body(p.body, kind, reason, message, p.now))
+        except ApiError as exc:
+            log.warning("%s/%s: event %s not posted: %s", p.namespace, p.name, reason, exc)
 
     def _prune(self, p: _Pass) -> None:
         spec = p.body.get("spec") or {}
@@ -645,6 +664,18 @@ class ScheduleReconciler:
             return s.max_sleep_seconds
         until = (decision.next_slot - p.now).total_seconds() + 0.5
         return max(1.0, min(s.max_sleep_seconds, until))
+
+
+def _interval_after(body: Obj, next_slot: datetime | None) -> float | None:
+    """Seconds from ``next_slot`` to the slot after it: the cadence alerts count "periods" in."""
+    spec = body.get("spec") or {}
+    if next_slot is None or not spec.get("schedule"):
+        return None
+    try:
+        schedule = CronSchedule.parse(str(spec["schedule"]), spec.get("timeZone"))
+    except ScheduleError:
+        return None
+    return (schedule.next_after(next_slot) - next_slot).total_seconds()
 
 
 def _condition_true(job: Obj, type_: str) -> bool:

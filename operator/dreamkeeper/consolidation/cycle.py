@@ -9,7 +9,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from dreamkeeper.consolidation.fold import plan_folds
@@ -159,17 +159,34 @@ class Cycle:
         self._stage("vocabulary")
         vocabulary = self._load_vocabulary()
 
+        scan: ScanResult | None = None
+        purge_conflicts = 0
         if not self.options.dry_run:
             self._stage("purge")
-            purge = self.store.purge(self.settings.retention, self.settings.floor, self.now)
+            retention = self.settings.retention
+            if retention is not None and retention > timedelta(0):
+                # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is
+                # that scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan).
+                scan = self.store.scan()
+            purge = self.store.purge(
+                retention, self.settings.floor, self.now, entries=scan.entries if scan is not None else None
+            )
             report.purged = len(purge.purged)
             report.purge_kept_above_floor = len(purge.kept_above_floor)
             purged_ids = {e.id for e in purge.purged}
+            purge_conflicts = purge.conflicts
         else:
             purged_ids = set()
 
         self._stage("snapshot")
-        scan = self.store.scan()
+        if scan is None or purge_conflicts:
+            scan = self.store.scan()
+        elif purged_ids:
+            scan = ScanResult(
+                entries=[s for s in scan.entries if s.id not in purged_ids],
+                malformed=scan.malformed,
+                duplicates=scan.duplicates,
+            )
         ids_before = {s.id for s in scan.entries} | purged_ids
         report.total = len(scan.live)
         report.malformed = len(scan.malformed)
@@ -195,7 +212,7 @@ class Cycle:
             else:
                 tally = self._execute(fold_plan, suffix="-fold")
                 report.folded = tally.archived_folded
-                scan = self.store.scan()
+                scan = self._reread(scan, fold_plan)
                 live = _live(scan)
 
         self._stage("gating")
@@ -260,7 +277,7 @@ class Cycle:
         report.hard_deletes = len(ids_before - ids_after - purged_ids)
         report.live_entries = len(final.live)
         report.archived_entries = len(final.archived)
-        self._measure_loss(plan, final)
+        self._measure_loss(plan, final, state, live)
         report.finished_at = utcnow()
         _write_ledger(self.agent_dir, report)
         path = write_report(self.agent_dir, report)
@@ -328,15 +345,32 @@ class Cycle:
         self.report.estimated_cost = usage.estimated_cost
         self.report.notes.extend(usage.notes)
 
-    def _measure_loss(self, plan: Plan, final: ScanResult) -> None:
+    def _reread(self, scan: ScanResult, fold_plan: Plan) -> ScanResult:
+        """The snapshot after the fold: only the files the fold wrote are read again (a full rescan cost as much as
+        the rest of a warm cycle at 100k entries). Entries the agent changed meanwhile keep their snapshot
+        fingerprint, so any later write to them is refused as a conflict, exactly as for changes after a scan."""
+        touched = {f.survivor.path for f in fold_plan.folds} | {c.path for f in fold_plan.folds for c in f.copies}
+        entries: list[StoredEntry] = []
+        malformed = list(scan.malformed)
+        for stored in scan.entries:
+            if stored.path not in touched:
+                entries.append(stored)
+            elif stored.path.exists():
+                result = self.store.read_file(stored.path)
+                if isinstance(result, StoredEntry):
+                    entries.append(result)
+                else:
+                    log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+                    malformed.append(result)
+        return ScanResult(entries=entries, malformed=malformed, duplicates=scan.duplicates)
+
+    def _measure_loss(self, plan: Plan, final: ScanResult, state: ValidationState, live: list[StoredEntry]) -> None:
         """After apply: specifics of entries this cycle archived with a replacement must still be live."""
         archived_here = [s for m in plan.merges for s in m.sources]
         if not archived_here:
             return
         vocabulary = self._load_vocabulary()
-        index = CoverageIndex()
-        for stored in final.live:
-            index.add(stored.entry.content)
+        index = _final_index(state.census_index, plan, live, final)
         lost: list[str] = []
         for stored in archived_here:
             current = self.store.get(stored.id)
@@ -376,6 +410,30 @@ class Cycle:
             r.live_entries,
             r.archived_entries,
         )
+
+
+def _final_index(
+    census_index: CoverageIndex | None, plan: Plan, live: list[StoredEntry], final: ScanResult
+) -> CoverageIndex:
+    """An index of the live corpus after apply. The census left its index holding the planned corpus; moving it to
+    the actual one (conflicts, failed creates, the agent's writes) by the difference gives the same multiset of
+    texts, hence the same answers, as indexing every live entry again."""
+    actual = {s.id: s.entry.content for s in final.live}
+    if census_index is None:
+        index = CoverageIndex()
+        for text in actual.values():
+            index.add(text)
+        return index
+    leaving = plan.leaving_ids()
+    planned = {s.id: s.entry.content for s in live if s.id not in leaving}
+    planned.update({m.successor.id: m.successor.content for m in plan.merges})
+    for entry_id, text in planned.items():
+        if actual.get(entry_id) != text:
+            census_index.remove(text)
+    for entry_id, text in actual.items():
+        if planned.get(entry_id) != text:
+            census_index.add(text)
+    return census_index
 
 
 def _live(scan: ScanResult) -> list[StoredEntry]:

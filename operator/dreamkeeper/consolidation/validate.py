@@ -63,6 +63,9 @@ class ValidationState:
     unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
     rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     repairs_used: int = 0
+    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors).
+    # The post-apply loss measurement starts from it instead of indexing the whole corpus a second time.
+    census_index: CoverageIndex | None = None
 
 
 async def validate_replies(
@@ -303,6 +306,7 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
             continue
         kept.append(merge)
     plan.merges = kept
+    state.census_index = index
     for prune in plan.prunes:
         lost = _vanishing([prune.target], index, state.vocabulary)
         if lost:

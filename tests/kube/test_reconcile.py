@@ -323,6 +323,25 @@ def test_a_job_created_before_a_lost_status_write_is_adopted_not_duplicated(monk
     assert len(jobs(c)) == 1
     assert status(c)["activeJob"]["name"] == jobs(c)[0]
     assert status(c)["lastScheduleTime"] == "2026-01-01T03:00:00Z"
+    assert status(c).get("totals", {}).get("skippedSlots", {}) == {}  # adopted, not mistaken for a concurrent cycle
+    assert c.reasons().count("CycleStarted") == 1  # posted when the Job was created, not again
+
+
+def test_a_run_now_job_created_before_a_lost_status_write_is_adopted(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, clock = cluster(runNowToken="once"), Clock(T0)
+    clock.at(hours=1)
+
+    def lost(namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        raise ConflictError(409, "Conflict", "simulated: the write was lost")
+
+    original = c.patch_schedule_status
+    monkeypatch.setattr(c, "patch_schedule_status", lost)
+    run(reconciler(c, clock), c)
+    monkeypatch.setattr(c, "patch_schedule_status", original)
+    run(reconciler(c, clock), c)
+    assert jobs(c) == [run_now_job_name("nightly", "once")]
+    assert status(c)["lastRunNowToken"] == "once"
+    assert "RunNowDeferred" not in c.reasons()
 
 
 def test_a_foreign_object_holding_the_job_name_skips_the_slot() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.api import ClusterApi
+from dreamkeeper.kube.api import ClusterApi, KubeApi
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ScheduleReconciler
 from dreamkeeper.kube.vocabularies import VocabularyReconciler
@@ -48,6 +48,24 @@ class OperatorState:
             event.set()
 
 
+def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
+    config = api.client.configuration  # KubeApi's kubernetes.client.ApiClient
+    header = config.get_api_key_with_prefix("BearerToken") or config.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=config.host,
+        ca_path=config.ssl_ca_cert,
+        insecure=not config.verify_ssl,
+        username=config.username or None,
+        password=config.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=config.cert_file,
+        private_key_path=config.key_file,
+    )
+
+
 async def _sleep(wake: asyncio.Event, stopped: Any, seconds: float) -> bool:
     """Sleep until woken, stopped or ``seconds`` passed. True when woken by a change."""
     waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
@@ -63,7 +81,13 @@ async def _sleep(wake: asyncio.Event, stopped: Any, seconds: float) -> bool:
 
 def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=registry)(kopf.login_via_client)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # kopf watches with the very credentials our own client uses (kubeconfig, in-cluster or token file).
+        if not isinstance(state.api, KubeApi):
+            raise kopf.PermanentError("no Kubernetes credentials: the operator's API client is not a KubeApi")
+        return connection_info(state.api)
 
     @kopf.on.probe(id="schedules", registry=registry)
     def schedules_probe(**_: Any) -> int:

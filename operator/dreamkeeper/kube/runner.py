@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -100,8 +99,6 @@ def run_operator(
 ) -> OperatorState:
     """Run until ``stop_flag`` is set or the process is signalled. Returns the state (for tests)."""
     options.validate()
-    if options.kubeconfig:
-        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login_via_client reads the same file
     if configure:
         configure_logging(options)
     state = build_state(options)

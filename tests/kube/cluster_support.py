@@ -1,0 +1,271 @@
+"""Helpers for the operator's tests against the real control plane (tests/cluster): CRDs, RBAC, an agent on a
+PersistentVolume holding the bundled sample, and the operator itself as a subprocess with its own kubeconfig."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
+from dreamkeeper.kube.crds import all_crds
+from dreamkeeper.kube.rbac import operator_binding, operator_role
+from dreamkeeper.memory.sample import copy_bundled
+from tests.cluster.controlplane import free_port
+from tests.cluster.fixtures import KubeCluster
+from tests.cluster.kubeapi import ApiError, Obj, namespaced
+from tests.cluster.procs import ManagedProcess
+
+REPO = Path(__file__).resolve().parents[2]
+DREAMKEEPER = REPO / ".venv" / "bin" / "dreamkeeper"
+OPERATOR_SA = "dreamkeeper-operator"
+JOB_IMAGE = "localhost/dreamkeeper:test"
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def cr_path(namespace: str, plural: str, name: str = "") -> str:
+    return namespaced(namespace, plural, name, group=GROUP, version=VERSION)
+
+
+def schedule_path(namespace: str, name: str = "") -> str:
+    return cr_path(namespace, SCHEDULE_PLURAL, name)
+
+
+def vocabulary_path(namespace: str, name: str = "") -> str:
+    return cr_path(namespace, VOCABULARY_PLURAL, name)
+
+
+def install_crds(cluster: KubeCluster) -> None:
+    for crd in all_crds():
+        name = crd["metadata"]["name"]
+        existing = cluster.api.get_or_none(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        if existing is None:
+            cluster.api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        else:
+            crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+            cluster.api.request("PUT", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+
+        def established(name: str = name) -> bool:
+            got = cluster.api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            return any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in got.get("status", {}).get("conditions", [])
+            )
+
+        cluster.wait_for(f"CRD {name} established", established, timeout=60)
+
+
+def grant_operator_rbac(cluster: KubeCluster, namespace: str) -> Path:
+    """The operator's ServiceAccount with exactly the generated Role; returns a kubeconfig authenticating as it."""
+    role = operator_role("dreamkeeper-operator", namespace)
+    binding = operator_binding("dreamkeeper-operator", role, OPERATOR_SA, namespace, namespace)
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    cluster.api.create(f"{rbac}/namespaces/{namespace}/roles", role)
+    cluster.api.create(f"{rbac}/namespaces/{namespace}/rolebindings", binding)
+    return cluster.service_account_kubeconfig(namespace, OPERATOR_SA, create=True)
+
+
+def make_agent(
+    cluster: KubeCluster,
+    namespace: str,
+    host_root: Path,
+    *,
+    claim: str = "agent-data",
+    access_mode: str = "ReadWriteOnce",
+    with_pod: bool = True,
+) -> Path:
+    """A PV (hostPath) + bound PVC holding the bundled sample agent under agent/, and an agent pod mounting it.
+
+    Returns the host path of the agent directory (what the cycle's /data/agent maps to)."""
+    volume_dir = host_root / f"{namespace}-{claim}"
+    copy_bundled(volume_dir / "agent")
+    pv_name = f"pv-{namespace}-{claim}"[:63]
+    cluster.create_host_volume(pv_name, volume_dir, access_modes=(access_mode,), claim=(namespace, claim))
+    pvc = {
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": [access_mode],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    cluster.api.create(namespaced(namespace, "persistentvolumeclaims"), pvc)
+    cluster.wait_for(
+        f"PVC {claim} bound",
+        lambda: (
+            cluster.api.get(namespaced(namespace, "persistentvolumeclaims", claim)).get("status", {}).get("phase")
+            == "Bound"
+        ),
+        timeout=60,
+    )
+    if with_pod:
+        agent_pod = {
+            "metadata": {"name": "agent-0", "labels": {"app": "agent"}},
+            "spec": {
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": 1000,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "agent",
+                        "image": "localhost/agent:test",
+                        "command": ["python", "-c", "import time; time.sleep(3600)"],
+                        "securityContext": RESTRICTED,
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }
+                ],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+            },
+        }
+        cluster.api.create(namespaced(namespace, "pods"), agent_pod)
+        cluster.wait_for(
+            "agent pod running",
+            lambda: (
+                cluster.api.get(namespaced(namespace, "pods", "agent-0")).get("status", {}).get("phase") == "Running"
+            ),
+            timeout=90,
+        )
+    return volume_dir / "agent"
+
+
+def remove_volume(cluster: KubeCluster, namespace: str, claim: str = "agent-data") -> None:
+    try:
+        cluster.api.delete(f"/api/v1/persistentvolumes/pv-{namespace}-{claim}"[:80])
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+
+
+class OperatorProcess:
+    """`dreamkeeper operator -n NS` as a subprocess, authenticated as its ServiceAccount."""
+
+    def __init__(self, cluster: KubeCluster, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
+        self.cluster = cluster
+        self.namespaces = namespaces
+        self.kubeconfig = kubeconfig
+        self.log_path = log_dir / "operator.log"
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.proc: ManagedProcess | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        argv = [str(DREAMKEEPER), "operator"]
+        for ns in self.namespaces:
+            argv += ["--namespace", ns]
+        argv += [
+            "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port), "--bind", "127.0.0.1",
+            "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1",
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["NO_PROXY"] = "127.0.0.1,localhost"
+        self.starts += 1
+        self.proc = ManagedProcess(f"operator-{self.starts}", argv, self.log_path, env=env, die_with_parent=True)
+        self.cluster.wait_for("operator liveness", self._healthy, timeout=90)
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if not self.proc.alive():
+            raise AssertionError(f"operator exited {self.proc.returncode()}:\n{self.proc.log_tail(60)}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc is not None:
+            self.proc.stop(grace=0.0 if kill else 15.0)
+            self.proc = None
+
+    def restart(self, *, kill: bool = False) -> None:
+        self.stop(kill=kill)
+        self.start()
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of one sample (None when the series does not exist)."""
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tracebacks(self) -> list[str]:
+        return [line for line in self.log_text().splitlines() if "Traceback" in line]
+
+
+def eventually(
+    cluster: KubeCluster, what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; return that value."""
+    box: list[Any] = []
+
+    def check() -> bool:
+        value = probe()
+        if value:
+            box.append(value)
+            return True
+        return False
+
+    cluster.wait_for(what, check, timeout=timeout, interval=interval)
+    return box[-1]
+
+
+def jobs_of(cluster: KubeCluster, namespace: str) -> list[Obj]:
+    return list(cluster.api.get(namespaced(namespace, "jobs", group="batch"))["items"])
+
+
+def events_of(cluster: KubeCluster, namespace: str, involved: str) -> list[Obj]:
+    items = cluster.api.get(namespaced(namespace, "events"))["items"]
+    return [e for e in items if e.get("involvedObject", {}).get("name") == involved]
+
+
+def status_of(cluster: KubeCluster, namespace: str, name: str) -> Obj:
+    return dict(cluster.api.get(schedule_path(namespace, name)).get("status") or {})
+
+
+def condition_of(status: Obj, type_: str) -> Obj | None:
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
+    """Teardown without the operator: clear our finalizer so namespace deletion does not hang."""
+    for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
+        try:
+            items = cluster.api.get(cr_path(namespace, plural))["items"]
+        except ApiError:
+            continue
+        for item in items:
+            if item["metadata"].get("finalizers"):
+                cluster.api.patch(
+                    cr_path(namespace, plural, item["metadata"]["name"]), {"metadata": {"finalizers": None}}
+                )
+
+
+def read_cycle_report(agent_dir: Path, cycle_id: str) -> Obj:
+    return dict(json.loads((agent_dir / ".dreamkeeper" / "cycles" / f"{cycle_id}.json").read_text()))
+
+
+def wait_seconds(seconds: float) -> None:
+    time.sleep(seconds)

@@ -1,0 +1,368 @@
+"""The operator against the real control plane (tests/cluster): real apiserver, controllers, scheduler, and the
+test node agent running the cycle's pod as local processes on a hostPath PersistentVolume.
+
+The operator runs as a subprocess authenticated as its ServiceAccount, bound to exactly the generated Role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.kube.models import MemoryVocabularySpec
+from dreamkeeper.kube.slots import CronSchedule
+from dreamkeeper.kube.vocabulary import render
+from tests.cluster.fixtures import KubeCluster
+from tests.cluster.kubeapi import ApiError, namespaced
+from tests.kube.cluster_support import (
+    OPERATOR_SA,
+    OperatorProcess,
+    condition_of,
+    events_of,
+    eventually,
+    grant_operator_rbac,
+    install_crds,
+    jobs_of,
+    make_agent,
+    read_cycle_report,
+    release_finalizers,
+    remove_volume,
+    schedule_path,
+    status_of,
+    vocabulary_path,
+    wait_seconds,
+)
+
+pytestmark = pytest.mark.cluster
+
+WORDS = {"extraCommonWords": ["briefing", "triage"], "alwaysSpecificWords": ["May", "Will", "Rose"]}
+FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now triggers cycles in these tests
+
+
+@dataclass
+class Env:
+    cluster: KubeCluster
+    ns: str
+    operator: OperatorProcess
+    host: Path
+
+    def schedule(self, name: str, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": "dreamkeeper.io/v1alpha1",
+            "kind": "DreamSchedule",
+            "metadata": {"name": name},
+            "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **spec},
+        }
+        return self.cluster.api.create(schedule_path(self.ns, ""), body)
+
+    def patch_spec(self, name: str, **spec: Any) -> None:
+        self.cluster.api.patch(schedule_path(self.ns, name), {"spec": spec})
+
+    def status(self, name: str) -> dict[str, Any]:
+        return status_of(self.cluster, self.ns, name)
+
+    def wait_status(self, name: str, what: str, probe: Any, timeout: float = 180.0) -> dict[str, Any]:
+        """The schedule's status once ``probe(status)`` is truthy."""
+
+        def check() -> dict[str, Any] | None:
+            status = self.status(name)
+            return status if probe(status) else None
+
+        result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
+        return result
+
+
+@pytest.fixture(scope="session")
+def crds(kube_cluster: KubeCluster) -> KubeCluster:
+    install_crds(kube_cluster)
+    return kube_cluster
+
+
+@pytest.fixture
+def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
+    """A namespace with the operator's Role; the operator (not started yet) logs to tmp_path/logs."""
+    kubeconfig = grant_operator_rbac(crds, kube_namespace)
+    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
+    environment = Env(crds, kube_namespace, operator, tmp_path / "volumes")
+    try:
+        yield environment
+    finally:
+        operator.stop()
+        release_finalizers(crds, kube_namespace)
+        remove_volume(crds, kube_namespace)
+        print(f"\noperator log: {operator.log_path}")
+
+
+def _vocabulary(env: Env) -> bytes:
+    env.cluster.api.create(
+        vocabulary_path(env.ns, ""),
+        {
+            "apiVersion": "dreamkeeper.io/v1alpha1",
+            "kind": "MemoryVocabulary",
+            "metadata": {"name": "words"},
+            "spec": WORDS,
+        },
+    )
+    rendered = render(MemoryVocabularySpec.model_validate(WORDS))
+    got = eventually(
+        env.cluster,
+        "MemoryVocabulary rendered",
+        lambda: (env.cluster.api.get(vocabulary_path(env.ns, "words")).get("status") or {}).get("sha256"),
+        timeout=60,
+    )
+    assert got == rendered.sha256
+    config_map = env.cluster.api.get(namespaced(env.ns, "configmaps", "words-memvocab"))
+    assert config_map["data"][VOCABULARY_FILE].encode() == rendered.content
+    return rendered.content
+
+
+def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: Env) -> None:
+    api = env.cluster.api
+    api.patch(
+        f"/api/v1/namespaces/{env.ns}", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
+    # The namespace really enforces "restricted": a pod without the restricted securityContext is refused.
+    with pytest.raises(ApiError) as refused:
+        api.create(
+            namespaced(env.ns, "pods"),
+            {"metadata": {"name": "lax"}, "spec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]}},
+        )
+    assert refused.value.status == 403 and "PodSecurity" in str(refused.value)
+
+    agent_dir = make_agent(env.cluster, env.ns, env.host)
+    (agent_dir / VOCABULARY_FILE).unlink()  # the volume has no vocabulary yet: the init container seeds it
+    env.operator.start()
+    rendered = _vocabulary(env)
+    env.schedule(
+        "nightly",
+        vocabularyRef={"name": "words"},
+        runNowToken="first",
+        safeguards={"minIntervalHours": 0, "retentionDays": 90},
+        activeDeadlineSeconds=600,
+    )
+    status = env.wait_status("nightly", "first cycle counted", lambda s: s.get("lastRun"))
+    run = status["lastRun"]
+    assert run["result"] == "completed", run
+    assert status["lastRunNowToken"] == "first"
+
+    # The Job's pod was admitted under "restricted", pinned to the agent's node, and really ran the cycle.
+    (job,) = jobs_of(env.cluster, env.ns)
+    pod_spec = job["spec"]["template"]["spec"]
+    node = env.cluster.node_name
+    terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchFields"][0]["values"] == [node]
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "DreamSchedule"
+    report = read_cycle_report(agent_dir, run["cycleId"])
+    for field in (
+        "reviewed", "withheld", "archived", "archivedWithReplacement", "ephemeral", "rejected", "protected",
+        "purged", "liveEntries", "archivedEntries", "hardDeletes",
+    ):  # fmt: skip
+        assert run[field] == report[field], field
+    assert report["archived"] > 0 and report["hardDeletes"] == 0
+    totals = status["totals"]
+    assert totals["cyclesCompleted"] == 1 and totals["archivedWithReplacement"] == report["archivedWithReplacement"]
+
+    # The init container created the vocabulary from the CR; the volume now matches it.
+    assert (agent_dir / VOCABULARY_FILE).read_bytes() == rendered
+    assert status["vocabulary"]["result"] == "created"
+    sync = condition_of(status, "VocabularyInSync")
+    assert sync is not None and sync["status"] == "True", sync
+    ready = condition_of(status, "Ready")
+    assert ready is not None and ready["status"] == "True" and ready["observedGeneration"] >= 1
+
+    # Events and /metrics show the cycle's real counts.
+    reasons = {e["reason"]: e["message"] for e in events_of(env.cluster, env.ns, "nightly")}
+    assert "CycleStarted" in reasons
+    assert f"archived {report['archived']}" in reasons["CycleCompleted"]
+    if report["purged"]:
+        assert "Purged" in reasons
+    ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
+    op = env.operator
+    assert op.metric("dreamkeeper_cycles_total", result="completed", **ident) == 1
+    assert (
+        op.metric("dreamkeeper_archived_total", kind="with_replacement", **ident) == report["archivedWithReplacement"]
+    )
+    assert op.metric("dreamkeeper_archived_total", kind="ephemeral", **ident) == report["ephemeral"]
+    assert op.metric("dreamkeeper_entries_reviewed_total", **ident) == report["reviewed"]
+    assert op.metric("dreamkeeper_purged_total", **ident) == report["purged"]
+    assert op.metric("dreamkeeper_hard_deletes_total", **ident) == 0
+    assert op.metric("dreamkeeper_live_entries", **ident) == report["liveEntries"]
+    assert op.metric("dreamkeeper_vocabulary_in_sync", **ident) == 1
+    assert op.metric("dreamkeeper_last_success_timestamp_seconds", **ident)
+    assert op.metric("dreamkeeper_next_run_timestamp_seconds", **ident)
+    assert "namespace=" not in op.metrics_text().replace("dreamschedule_namespace=", "")
+
+    # The agent's operator edits the file on the volume; the next cycle leaves it byte-identical and says so.
+    edited = b'// edited on the volume\n{ "alwaysSpecificWords": ["May", "Will", "Rose", "Juniper"], }\n'
+    (agent_dir / VOCABULARY_FILE).write_bytes(edited)
+    env.patch_spec("nightly", runNowToken="second")
+    status = env.wait_status(
+        "nightly",
+        "second cycle counted",
+        lambda s: s.get("lastRunNowToken") == "second" and s.get("totals", {}).get("cyclesCompleted", 0) >= 2,
+    )
+    assert (agent_dir / VOCABULARY_FILE).read_bytes() == edited
+    assert status["vocabulary"]["result"] == "already-present"
+    assert status["vocabulary"]["sha256"] == hashlib.sha256(edited).hexdigest()
+    sync = condition_of(status, "VocabularyInSync")
+    assert sync is not None and (sync["status"], sync["reason"]) == ("False", "Differs"), sync
+    assert op.metric("dreamkeeper_vocabulary_in_sync", **ident) == 0
+
+    # Deleting the schedule removes its series; its Jobs go with it (owner references).
+    api.delete(schedule_path(env.ns, "nightly"))
+    eventually(env.cluster, "series removed", lambda: op.metric("dreamkeeper_cycles_total", **ident) is None, 60)
+    eventually(env.cluster, "jobs garbage-collected", lambda: not jobs_of(env.cluster, env.ns), 90)
+    assert op.tracebacks() == [], op.log_text()[-3000:]
+
+
+def test_restarts_never_double_count_duplicate_a_job_or_replay_a_missed_slot(env: Env) -> None:
+    api = env.cluster.api
+    make_agent(env.cluster, env.ns, env.host)
+    daily = CronSchedule.parse("0 0 * * *", None)
+    latest = daily.latest_at_or_before(datetime.now(UTC))
+    # As if the operator had been down for three days: the last slot acted on was 3 days before the latest.
+    env.schedule("daily", schedule="0 0 * * *", safeguards={"minIntervalHours": 0})
+    stale = (latest - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api.patch(schedule_path(env.ns, "daily") + "/status", {"status": {"lastScheduleTime": stale}})
+
+    env.operator.start()
+    eventually(env.cluster, "the latest slot's Job", lambda: jobs_of(env.cluster, env.ns), timeout=60)
+    env.operator.restart(kill=True)  # SIGKILL while the cycle runs
+    env.operator.restart(kill=True)
+    status = env.wait_status("daily", "cycle counted", lambda s: s.get("lastRun"))
+    env.operator.restart()  # and once more after counting
+    wait_seconds(5)
+    status = env.status("daily")
+    jobs = jobs_of(env.cluster, env.ns)
+    assert [j["metadata"]["annotations"]["dreamkeeper.io/slot"] for j in jobs] == [
+        latest.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ]
+    assert status["totals"]["cyclesCompleted"] == 1
+    assert status["totals"]["missedSlots"] == 2  # the two slots between, counted once, never run
+    assert status["lastScheduleTime"] == latest.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert len(status["countedJobUIDs"]) == 1
+    completed = [e for e in events_of(env.cluster, env.ns, "daily") if e["reason"] == "CycleCompleted"]
+    assert len(completed) == 1
+    ident = {"dreamschedule": "daily", "dreamschedule_namespace": env.ns}
+    assert env.operator.metric("dreamkeeper_cycles_total", result="completed", **ident) == 1
+    assert env.operator.metric("dreamkeeper_missed_slots_total", **ident) == 2
+
+
+def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> None:
+    make_agent(env.cluster, env.ns, env.host)
+    env.operator.start()
+    env.schedule("alpha", runNowToken="go", safeguards={"minIntervalHours": 0})
+    env.schedule("beta", runNowToken="go", safeguards={"minIntervalHours": 0})
+    most_active = 0
+
+    def both_done() -> bool:
+        nonlocal most_active
+        active = [j for j in jobs_of(env.cluster, env.ns) if not _finished(j)]
+        most_active = max(most_active, len(active))
+        return all(
+            env.status(n).get("lastRunNowToken") == "go" and env.status(n).get("lastRun") for n in ("alpha", "beta")
+        )
+
+    eventually(env.cluster, "both run-now cycles done", both_done, timeout=240, interval=0.2)
+    assert most_active == 1
+    reasons = [e["reason"] for n in ("alpha", "beta") for e in events_of(env.cluster, env.ns, n)]
+    assert "RunNowDeferred" in reasons
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    return any(
+        c["status"] == "True" and c["type"] in ("Complete", "Failed")
+        for c in job.get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"schedule": "every day"}, "spec.schedule"),
+        ({"proposer": {"type": "openai"}}, "proposer.model is required"),
+        ({"proposer": {"type": "gemini"}}, "spec.proposer.type"),
+        ({"securityContext": {"runAsUser": 0}}, "spec.securityContext.runAsUser"),
+        ({"agentPath": "../etc"}, "spec.agentPath"),
+        ({"safeguards": {"similarityThreshold": 1.5}}, "spec.safeguards.similarityThreshold"),
+        ({"claimName": "Not_A_Name"}, "spec.claimName"),
+    ],
+)
+def test_the_api_server_rejects_invalid_specs(
+    crds: KubeCluster, kube_namespace: str, spec: dict[str, Any], needle: str
+) -> None:
+    body = {
+        "apiVersion": "dreamkeeper.io/v1alpha1",
+        "kind": "DreamSchedule",
+        "metadata": {"name": "bad"},
+        "spec": {"schedule": "@daily", "claimName": "agent-data", **spec},
+    }
+    with pytest.raises(ApiError) as rejected:
+        crds.api.create(schedule_path(kube_namespace, ""), body)
+    assert rejected.value.status == 422
+    assert needle in str(rejected.value), str(rejected.value)
+
+
+def test_operator_marks_unusable_specs_not_ready_and_claim_name_is_immutable(env: Env) -> None:
+    api = env.cluster.api
+    api.create(
+        namespaced(env.ns, "persistentvolumeclaims"),
+        {"metadata": {"name": "exclusive"}, "spec": {"accessModes": ["ReadWriteOncePod"], "storageClassName": "none",
+                                                     "resources": {"requests": {"storage": "1Gi"}}}},
+    )  # fmt: skip
+    api.create(
+        namespaced(env.ns, "persistentvolumeclaims"),
+        {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
+                                                      "resources": {"requests": {"storage": "1Gi"}}}},
+    )  # fmt: skip
+    env.operator.start()
+    cases = {
+        "bad-cron": ({"schedule": "61 * * * *"}, "InvalidSchedule"),
+        "bad-zone": ({"timeZone": "Mars/Olympus"}, "InvalidTimeZone"),
+        "no-claim": ({"claimName": "missing"}, "ClaimNotFound"),
+        "rwop": ({"claimName": "exclusive", "runNowToken": "x"}, "ReadWriteOncePodClaim"),
+        "no-vocab": ({"vocabularyRef": {"name": "absent"}}, "VocabularyNotFound"),
+    }
+    for name, (spec, _) in cases.items():
+        env.schedule(name, **spec)
+    for name, (_, reason) in cases.items():
+
+        def probe(s: dict[str, Any], reason: str = reason) -> bool:
+            ready = condition_of(s, "Ready")
+            return ready is not None and ready["status"] == "False" and ready["reason"] == reason
+
+        env.wait_status(name, f"Ready=False/{reason}", probe, timeout=60)
+    assert jobs_of(env.cluster, env.ns) == []  # RWOP fails fast: no Pending pod waiting forever
+
+    with pytest.raises(ApiError) as immutable:
+        env.patch_spec("no-claim", claimName="other")
+    assert immutable.value.status == 422 and "claimName is immutable" in str(immutable.value)
+
+    listing = env.cluster.kubectl("get", "dreamkeeper", "-n", env.ns)  # the category lists both kinds
+    assert "bad-cron" in listing.stdout
+    wide = env.cluster.kubectl("get", "dreamschedules", "-n", env.ns, "-o", "wide").stdout.splitlines()[0]
+    for column in ("SCHEDULE", "SUSPENDED", "LAST RUN", "RESULT", "ARCHIVED", "REJECTED", "PROTECTED", "AGE", "READY"):
+        assert column in wide, wide
+
+
+def test_the_operator_service_account_has_least_privilege(env: Env) -> None:
+    subject = f"system:serviceaccount:{env.ns}:{OPERATOR_SA}"
+
+    def can(verb: str, resource: str) -> bool:
+        result = env.cluster.kubectl("auth", "can-i", verb, resource, "-n", env.ns, f"--as={subject}", check=False)
+        return result.stdout.strip() == "yes"
+
+    assert can("create", "jobs.batch") and can("patch", "dreamschedules.dreamkeeper.io")
+    assert not can("get", "secrets")
+    assert not can("create", "pods")
+    assert not can("delete", "dreamschedules.dreamkeeper.io")
+    assert not can("list", "namespaces")
+    assert json.loads(env.cluster.kubectl("get", "role", "dreamkeeper-operator", "-n", env.ns, "-o", "json").stdout)

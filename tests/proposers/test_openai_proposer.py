@@ -7,7 +7,7 @@ import json
 import logging
 import re
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,13 @@ class Waits:
 
 
 def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any) -> OpenAIProposer:
-    settings: dict[str, Any] = {"model": "m", "base_url": server.base_url, "timeout": 5.0, "max_retries": 2}
+    settings: dict[str, Any] = {
+        "model": "m",
+        "base_url": server.base_url,
+        "timeout": 5.0,
+        "max_retries": 2,
+        "defer_below_entries": 0,  # these entries are brand new; deferral has its own tests
+    }
     settings.update(config)
     return OpenAIProposer(OpenAIProposerConfig(**settings), sleep=waits or Waits())
 
@@ -272,7 +278,7 @@ def test_key_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpenAIServer, monkeypatch: Any) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     fake_openai.script(Reply.json(EMPTY))
-    p = make_proposer("openai", model="m", timeout=5.0)
+    p = make_proposer("openai", model="m", timeout=5.0, defer_below_entries=0)
     assert isinstance(p, OpenAIProposer)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is not None and len(fake_openai.completions) == 1
@@ -309,3 +315,26 @@ def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: 
         ["x2", "y2"],
     ]
     assert p.usage().input_tokens == 900 and p.usage().calls == 3
+
+
+def test_small_fresh_offer_is_deferred_without_a_request(fake_openai: FakeOpenAIServer) -> None:
+    p = proposer(fake_openai, defer_below_entries=8, defer_max_hours=24)
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
+    assert fake_openai.completions == []
+    # Batches with something to show get neither a proposal nor an error (unstamped, offered again, no warning);
+    # the batch of a lone entry gets "no change".
+    assert [(r.proposal, r.error) for r in replies[:2]] == [(None, None), (None, None)]
+    assert replies[2].proposal == Proposal()
+    assert any("4 entr(ies) to show, fewer than 8: deferred" in n for n in p.usage().notes)
+    assert p.usage().calls == 0
+
+
+def test_deferral_ends_when_the_offer_is_big_enough_or_old_enough(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.json(EMPTY)
+    big = request(*(batch(i, f"x{i}", f"y{i}") for i in range(4)))
+    assert all(r.proposal is not None for r in run_propose(proposer(fake_openai, defer_below_entries=8), big))
+    old = Entry(id="o1", content="Old fact.", created_at=T0 - timedelta(hours=25))
+    aged = Batch(0, (OfferGroup(("o1", "n1"), True),), (OfferedEntry(old), OfferedEntry(Entry(id="n1", content="x"))))
+    replies = run_propose(proposer(fake_openai, defer_below_entries=8, defer_max_hours=24), request(aged))
+    assert replies[0].proposal is not None
+    assert len(fake_openai.completions) == 5

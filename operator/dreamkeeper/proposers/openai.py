@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 import openai
@@ -27,6 +28,7 @@ from dreamkeeper.consolidation.proposal import (
     RepairRequest,
 )
 from dreamkeeper.proposers.openai_config import OpenAIProposerConfig, require_api_key
+from dreamkeeper.proposers.openai_defer import defer_reason, measure
 from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
 from dreamkeeper.proposers.openai_retry import FATAL_STATUS, decide, describe, is_format_rejection, status_of
 from dreamkeeper.proposers.prompts import (
@@ -101,6 +103,16 @@ class OpenAIProposer:
         self._reserved = 0
         self._logged_calls = 0
         self.waits = []
+        deferred = defer_reason(
+            measure(request, self.config.offer_singletons),
+            request.now,
+            self.config.defer_below_entries,
+            timedelta(hours=self.config.defer_max_hours),
+        )
+        if deferred is not None:
+            self._note(deferred)
+            log.info("openai proposer: %s", deferred)
+            return [self._deferred(batch) for batch in request.batches]
         system = system_prompt(request.directive)
         gate = asyncio.Semaphore(self.config.concurrency)
 
@@ -123,6 +135,12 @@ class OpenAIProposer:
             self._note(f"{unasked} entr(ies) with no near-duplicate reviewed without asking the model")
         self._log_summary(f"{len(request.batches)} batch(es)")
         return [reply for reply, _ in outcomes]
+
+    def _deferred(self, batch: Batch) -> BatchReply:
+        # No proposal and no error: the engine changes nothing and stamps nothing, so gating offers it again.
+        if shown_groups(batch, self.config.offer_singletons):
+            return BatchReply(batch.index, None)
+        return BatchReply(batch.index, Proposal())
 
     async def _propose_batch(self, batch: Batch, request: ProposalRequest, system: str) -> tuple[BatchReply, bool]:
         """The reply for one batch, and whether it went unsent (budget or endpoint stop)."""
@@ -183,6 +201,7 @@ class OpenAIProposer:
             reserve = self._reserve(messages)
             if reserve is None:
                 return CallResult(None, self._stopped, unsent=attempt == 0)
+            sent_mode = self._mode
             kwargs = self._request_args(messages, kind)
             self._usage.calls += 1
             started = time.monotonic()
@@ -192,7 +211,7 @@ class OpenAIProposer:
                 self._reserved -= reserve
                 self._usage.failed_calls += 1
                 elapsed = time.monotonic() - started
-                if is_format_rejection(exc) and self._downgrade(exc):
+                if is_format_rejection(exc) and (sent_mode != self._mode or self._downgrade(exc)):
                     continue  # the same request again in the next output mode; not a retry
                 decision = decide(
                     exc,

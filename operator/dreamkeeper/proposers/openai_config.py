@@ -84,6 +84,10 @@ class OpenAIProposerConfig(BaseModel):
     # Lone entries (no near-duplicate) can only be pruned, the one action we trust least; not asking about them
     # is also most of the saving over RockBot. True restores RockBot's behaviour of showing every eligible entry.
     offer_singletons: bool = False
+    # A small offer waits (unreviewed, so offered again) until it has this many entries or its oldest change is
+    # defer_max_hours old: the system directive is paid once for several cycles' worth. 0 sends every cycle.
+    defer_below_entries: int = Field(default=8, ge=0)
+    defer_max_hours: float = Field(default=24.0, ge=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)

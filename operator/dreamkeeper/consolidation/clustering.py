@@ -21,6 +21,7 @@ Everything is deterministic: entries are processed in id order and the hash seed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import itertools
@@ -317,10 +318,13 @@ def plan_simhash(
     return best
 
 
+@functools.lru_cache(maxsize=256)
 def _hamming_bound(bits: int, q: float, miss: float) -> int:
     """Smallest distance d with P(Binomial(bits, q) > d) <= miss."""
+    cumulative = 0.0
     for distance in range(bits + 1):
-        if 1.0 - _binomial_cdf(distance, bits, q) <= miss:
+        cumulative += math.comb(bits, distance) * q**distance * (1.0 - q) ** (bits - distance)
+        if 1.0 - cumulative <= miss:
             return distance
     return bits
 

@@ -309,3 +309,18 @@ def test_declined_cluster_waits_for_its_reopen_time(agent: Path, fake_openai: Fa
     assert "[ID:milo1]" in sent and "[merge-only]" in sent and "offered again" in sent
     assert late.report.merge_only_ignored == 1
     assert "milo1" in late.live()
+
+
+def test_small_fresh_offer_waits_for_a_later_cycle(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
+    fresh = [Seed(s.id, s.content, s.category, age_days=0) for s in SEEDS]
+    write_corpus(tmp_path, fresh)
+    first = dream(tmp_path, fake_openai)
+    assert fake_openai.completions == [] and first.report.llm_calls == 0
+    assert any("deferred to a later cycle" in n for n in first.report.notes)
+    assert not any(first.reviewed(i) for i in ("milo1", "milo2", "allen1", "allen2"))
+    assert first.live() == ALL_IDS
+
+    fake_openai.script(Reply.json(GOOD))
+    later = dream(tmp_path, fake_openai, now=BASE_TIME + timedelta(hours=25))
+    assert_nothing_lost(later)
+    assert (later.report.llm_calls, later.report.saved, later.report.archived) == (1, 2, 4)

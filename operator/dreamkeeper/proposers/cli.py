@@ -70,6 +70,14 @@ def register(app: typer.Typer) -> None:
         max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
         token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget (input + output)."),
         concurrency: int | None = typer.Option(None, help="openai: requests in flight at once (1)."),
+        offer_singletons: bool | None = typer.Option(
+            None,
+            "--offer-singletons/--no-offer-singletons",
+            help="openai: also show entries with no near-duplicate (RockBot's behaviour; off by default).",
+        ),
+        defer_below_entries: int | None = typer.Option(
+            None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."
+        ),
         output_mode: str | None = typer.Option(
             None, help="openai: structured output json_schema | json_object | none (falls back by itself)."
         ),
@@ -107,6 +115,8 @@ def register(app: typer.Typer) -> None:
                 token_budget=token_budget,
                 output_mode=output_mode,
                 concurrency=concurrency,
+                offer_singletons=offer_singletons,
+                defer_below_entries=defer_below_entries,
                 price_file=_price_file(proposer, agent_dir, price_file),
             )
         except (ValueError, ValidationError) as exc:

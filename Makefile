@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= $(CURDIR)/demo-run
 
-.PHONY: demo test test-fast lint typecheck install tools bench generate clean
+.PHONY: demo test test-fast lint typecheck install tools bench generate manifests clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench: $(STAMP)
 
 generate: $(STAMP)
 	$(PY) -m dreamkeeper.kube.generate
+	$(PY) -m dreamkeeper.observability.generate
+
+# manifests/install.yaml rendered from the chart (needs helm: `make tools`).
+manifests: generate
+	bash scripts/render-manifests.sh
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .mypy_cache .ruff_cache

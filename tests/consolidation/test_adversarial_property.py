@@ -70,7 +70,7 @@ class Adversary:
             if rng.random() < 0.3:
                 sources.append("invented-" + str(rng.randrange(1000)))
             saves.append({"content": content, "sourceIds": sources, "importance": rng.random()})
-        deletes = rng.sample(ids, k=rng.randint(0, len(ids))) + ["ghost-" + str(rng.randrange(99))]
+        deletes = [*rng.sample(ids, k=rng.randint(0, len(ids))), "ghost-" + str(rng.randrange(99))]
         return {"toSave": saves, "toDelete": deletes}
 
 

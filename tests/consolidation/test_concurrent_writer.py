@@ -13,7 +13,6 @@ from pathlib import Path
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.proposal import Batch, Proposal, ProposalRequest
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import Seed, write_corpus
 
@@ -56,9 +55,7 @@ class SlowScript:
 def test_entries_rewritten_during_a_cycle_are_never_lost(tmp_path: Path) -> None:
     for round_ in range(3):
         agent = tmp_path / f"agent{round_}"
-        store = write_corpus(
-            agent, [Seed(f"e{i:03d}", f"Entry {i} original text.", "notes", 0.1) for i in range(N)]
-        )
+        store = write_corpus(agent, [Seed(f"e{i:03d}", f"Entry {i} original text.", "notes", 0.1) for i in range(N)])
         stop, log = agent / "stop", agent / "writer.json"
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(agent / "memory"), str(stop), str(log), str(round_), str(N)]

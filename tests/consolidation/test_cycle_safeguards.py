@@ -50,7 +50,12 @@ def test_rejected_merge_sources_listed_in_to_delete_stay_live(tmp_path: Path) ->
         ],
     )
     proposer = ScriptedProposer(
-        [{"toSave": [{"content": "Allen Conway uses accountId rockyl", "sourceIds": ["s1", "s2"]}], "toDelete": ["s1", "s2"]}]
+        [
+            {
+                "toSave": [{"content": "Allen Conway uses accountId rockyl", "sourceIds": ["s1", "s2"]}],
+                "toDelete": ["s1", "s2"],
+            }
+        ]
     )
     outcome = cycle(tmp_path, proposer)
     assert outcome.report.rejected == 1
@@ -89,8 +94,16 @@ def test_high_value_entries_are_never_pruned(tmp_path: Path) -> None:
     store = write_corpus(
         tmp_path,
         [
-            Seed("selfmodel", "The agent self-model notes routing to the Balanced tier.", "agent-knowledge/self-model", 0.99, 214),
-            Seed("routing", "Routing anti-pattern: escalate only after tool failure.", "anti-patterns/routing", 0.3, 106),
+            Seed(
+                "selfmodel",
+                "The agent self-model notes routing to the Balanced tier.",
+                "agent-knowledge/self-model",
+                0.99,
+                214,
+            ),
+            Seed(
+                "routing", "Routing anti-pattern: escalate only after tool failure.", "anti-patterns/routing", 0.3, 106
+            ),
             Seed("infra", "Infrastructure runs on Longhorn volumes.", "agent-knowledge/infrastructure", 0.99, 80),
             Seed("noise", "The weather was mild today.", "observations", 0.2, 1),
         ],
@@ -157,7 +170,9 @@ def test_good_merge_saves_successor_first_with_arithmetic_and_provenance(tmp_pat
     merged = "Rocky has a dog — a Sheltie (Shetland Sheepdog) named Milo."
     outcome = cycle(
         tmp_path,
-        ScriptedProposer([{"toSave": [{"content": merged, "sourceIds": ["m1", "m2"], "importance": 0.1}], "toDelete": ["m1", "m2"]}]),
+        ScriptedProposer(
+            [{"toSave": [{"content": merged, "sourceIds": ["m1", "m2"], "importance": 0.1}], "toDelete": ["m1", "m2"]}]
+        ),
     )
     assert outcome.report.saved == 1 and outcome.report.archived_with_replacement == 2
     live = store.scan().live
@@ -177,10 +192,15 @@ def test_good_merge_saves_successor_first_with_arithmetic_and_provenance(tmp_pat
 
 
 def test_archive_logs_content_at_info(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    write_corpus(tmp_path, [Seed("x", "Scratch note about lunch.", "observations", 0.1), Seed("y", "Other note.", "observations")])
+    write_corpus(
+        tmp_path,
+        [Seed("x", "Scratch note about lunch.", "observations", 0.1), Seed("y", "Other note.", "observations")],
+    )
     with caplog.at_level(logging.INFO):
         cycle(tmp_path, ScriptedProposer([{"toDelete": ["x"]}]))
-    assert any("Archived memory entry x" in r.message and "Scratch note about lunch." in r.message for r in caplog.records)
+    assert any(
+        "Archived memory entry x" in r.message and "Scratch note about lunch." in r.message for r in caplog.records
+    )
 
 
 def test_unusable_reply_changes_nothing_and_stamps_nothing(tmp_path: Path) -> None:
@@ -204,7 +224,9 @@ def test_second_cycle_withholds_reviewed_entries(tmp_path: Path) -> None:
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     write_corpus(tmp_path, [Seed("a", "Alpha note."), Seed("b", "Beta note.")])
     snapshot = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0), dry_run=True, now=BASE_TIME)
+    options = CycleOptions(
+        agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0), dry_run=True, now=BASE_TIME
+    )
     outcome = asyncio.run(run_cycle(options, ScriptedProposer([{"toDelete": ["a"]}])))
     assert outcome.report.result == "dry-run" and outcome.report.ephemeral == 1
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == snapshot
@@ -223,9 +245,31 @@ def test_report_json_has_every_documented_field(tmp_path: Path) -> None:
     write_corpus(tmp_path, [Seed("a", "Alpha note."), Seed("b", "Beta note.")])
     outcome = cycle(tmp_path, ScriptedProposer([{}]))
     data = json.loads((tmp_path / ".dreamkeeper" / "cycles" / f"{outcome.report.cycle_id}.json").read_text())
-    for key in (
-        "cycleId startedAt finishedAt total reviewed withheld folded saved archived archivedWithReplacement "
-        "ephemeral rejected repaired protected conflicts hardDeletes purged liveEntries archivedEntries "
-        "specificsLost vocabularyFallback llmCalls inputTokens outputTokens"
-    ).split():
+    expected = (
+        "cycleId",
+        "startedAt",
+        "finishedAt",
+        "total",
+        "reviewed",
+        "withheld",
+        "folded",
+        "saved",
+        "archived",
+        "archivedWithReplacement",
+        "ephemeral",
+        "rejected",
+        "repaired",
+        "protected",
+        "conflicts",
+        "hardDeletes",
+        "purged",
+        "liveEntries",
+        "archivedEntries",
+        "specificsLost",
+        "vocabularyFallback",
+        "llmCalls",
+        "inputTokens",
+        "outputTokens",
+    )
+    for key in expected:
         assert key in data, key

@@ -48,7 +48,7 @@ def _parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed: datetime = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
     return parsed if parsed.tzinfo else None
@@ -72,7 +72,7 @@ def reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> date
                 counts.append(1)
         latest = max((d for d in declined if d is not None), default=None)
         if latest is not None:
-            factor = 2 ** (min(counts) - 1)
+            factor = 1 << (min(counts) - 1)
             wait = min(interval * factor, timedelta(days=settings.reopen_max_interval_days))
             return latest + wait
     reviewed = [_parse_time(m.entry.meta(REVIEWED_AT)) for m in members]

@@ -185,9 +185,9 @@ def _category(merge: MergeProposal, sources: list[StoredEntry]) -> str | None:
 
 def _merged_subject_time(sources: list[StoredEntry]) -> dict[str, str]:
     out: dict[str, str] = {}
-    points = [s.entry.meta(SUBJECT_TIME) for s in sources if s.entry.meta(SUBJECT_TIME)]
+    points = [v for s in sources if (v := s.entry.meta(SUBJECT_TIME))]
     if points:
-        out[SUBJECT_TIME] = max(points, key=lambda p: (len(p or ""), p or ""))  # type: ignore[arg-type]
+        out[SUBJECT_TIME] = max(points, key=lambda p: (len(p), p))
     starts = sorted(v for s in sources if (v := s.entry.meta(SUBJECT_TIME_START)))
     if starts:
         out[SUBJECT_TIME_START] = starts[0]
@@ -340,9 +340,9 @@ def review_stamps(gating: GatingResult, plan: Plan, state: ValidationState, offe
             continue
         metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
         stamps[stored.id] = StampAction(stored, metadata)
-    for stored_id, cluster in state.rejected_clusters.items():
+    for stored_id, rejected_ids in state.rejected_clusters.items():
         if stored_id in stamps:
-            stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(cluster), REJECTED_AT: now_text})
+            stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})
     # A cluster shown and left entirely intact is declined; rejections count as declines (RockBot #571).
     for cluster in gating.clusters:
         ids = list(cluster.ids)

@@ -183,3 +183,14 @@ def test_always_specific_protects_a_code_made_of_english_words() -> None:
     # A plain word listed for its capitalised use ("May") does not make the lowercase verb a specific.
     may = Vocabulary(always_specific_words=("May",))
     assert find_missing_specifics([SourceText("It may rain.")], "Rain is possible.", may) == []
+
+
+def test_shipped_template_loads_as_the_baseline(caplog: pytest.LogCaptureFixture) -> None:
+    from importlib import resources
+
+    template = resources.files("dreamkeeper").joinpath("data/coverage/merge-coverage-vocabulary.json")
+    with resources.as_file(template) as shipped, caplog.at_level(logging.WARNING, logger="dreamkeeper.coverage"):
+        loaded = load_vocabulary(shipped)
+    assert loaded.status == "loaded"
+    assert loaded.vocabulary == DEFAULT_VOCABULARY
+    assert caplog.records == []

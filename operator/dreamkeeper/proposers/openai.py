@@ -2,6 +2,9 @@
 the server has it, tolerant parsing when it does not, our own retry policy, a per-cycle token budget and exact token
 accounting from the API's ``usage`` fields. It is untrusted like every proposer: a reply it cannot read becomes an
 unusable batch (nothing changes, nothing is stamped reviewed), and the engine validates everything else.
+
+Frugal by default: only near-duplicate clusters are shown (a lone entry can only be pruned, the action we trust
+least), and a small fresh offer is deferred until it is worth a request (see ``openai_defer``).
 """
 
 from __future__ import annotations

@@ -499,6 +499,26 @@ def markdown(summary: dict[str, Any]) -> str:
         f"({summary['dreamkeeperCyclesWithoutRequest']} cycles sent none); hard deletes {summary['hardDeletes']}; "
         f"mined ids missing from disk {summary['minedIdsMissing']}",
         "",
+        "## Method",
+        "",
+        "- Corpus: the sample agent's invented world; cycle 1 is a cold start, then each cycle mines 0-3 new facts "
+        "and 0-3 restatements of known ones (byte-identical copies, near-identical rewrites, rewordings, "
+        "elaborations). Every arm gets exactly the same entries.",
+        "- Model: scripted; it merges every group of shown entries that state one fact (lossless text), never "
+        "prunes. The whole-corpus arm's model sees everything, so its corpus stays the smallest: the most "
+        "favourable case for that baseline.",
+        "- System prompt: dreamkeeper's shipped directive for all arms (RockBot's own memory-rules + dream.md are "
+        "not reproduced here); only the offer strategy differs.",
+        "- RockBot-style: our engine's gating with RockBot's cluster cap 3 and one prompt per cycle in RockBot's "
+        "layout; merge outputs are un-stamped after each cycle, as RockBot leaves them unreviewed.",
+        "- dreamkeeper: the real `OpenAIProposer` (defaults: lone entries not shown, offers under 8 entries "
+        "deferred up to 24 h, batches of 40) through the `openai` client to the fake server on 127.0.0.1; "
+        "tokens are counted on the requests the server received.",
+        "- Trade-off, visible in the live-entry column: entries that restate a fact in other words are not lexical "
+        "near-duplicates (no embeddings here), so dreamkeeper leaves more of them unmerged (kept, not lost) than "
+        "prompting that shows every new entry.",
+        "- Merge-created ids are random, so totals vary by a few tokens from run to run.",
+        "",
         "| cycle | mined | whole corpus | RockBot-style (offered) | dreamkeeper (offered, requests) |",
         "|---:|---:|---:|---:|---:|",
     ]

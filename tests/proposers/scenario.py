@@ -19,7 +19,7 @@ SEEDS = [
     Seed("solo2", "Status: waiting on the Tripit export for the Las Vegas trip.", "active-plans/travel"),
 ]
 ALL_IDS = {s.id for s in SEEDS}
-EMPTY = {"toDelete": [], "toSave": []}
+EMPTY: dict[str, list[Any]] = {"toDelete": [], "toSave": []}
 
 
 def merge(content: str, *ids: str, category: str | None = None) -> dict[str, Any]:

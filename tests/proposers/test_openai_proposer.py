@@ -32,7 +32,7 @@ from dreamkeeper.proposers.openai_retry import retry_after_seconds
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-EMPTY = {"toDelete": [], "toSave": []}
+EMPTY: dict[str, list[Any]] = {"toDelete": [], "toSave": []}
 
 
 def batch(index: int, *ids: str) -> Batch:

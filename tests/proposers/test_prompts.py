@@ -33,7 +33,7 @@ ENTRY_LINE = re.compile(
 
 
 def entry(id_: str, content: str, **kw: object) -> Entry:
-    return Entry(id=id_, content=content, created_at=T0, **kw)  # type: ignore[arg-type]
+    return Entry(id=id_, content=content, created_at=T0, **kw)
 
 
 def request_of(*batches: Batch, total: int = 10, withheld: int = 4) -> ProposalRequest:
@@ -76,6 +76,7 @@ def test_user_message_counts_clusters_and_merge_only_marks() -> None:
     )
     other = Batch(1, (OfferGroup(("f",), False),), (OfferedEntry(entry("f", "Another.")),))
     text = user_message(batch, request_of(batch, other, total=12, withheld=6))
+    assert text is not None
     lines = text.split("\n")
     assert lines[0].startswith("There are 12 memory entries. 5 are shown below (request 1 of 2; 1 other(s)")
     assert (
@@ -97,6 +98,7 @@ def test_single_batch_has_no_request_counter_and_no_reopen_note() -> None:
     a, b = entry("a", "One."), entry("b", "One!")
     batch = Batch(0, (OfferGroup(("a", "b"), True),), (OfferedEntry(a), OfferedEntry(b)))
     text = user_message(batch, request_of(batch, total=2, withheld=0))
+    assert text is not None
     assert "request 1 of" not in text
     assert "offered again" not in text
 

@@ -245,3 +245,10 @@ def helm_path() -> Path:
     from tests.cluster import tools
 
     return tools.helm_binary()
+
+
+def test_chart_version_and_app_version_follow_the_package() -> None:
+    from dreamkeeper import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == chart["version"] == __version__

@@ -191,25 +191,37 @@ class Entry(BaseModel):
 
     def to_json_obj(self) -> dict[str, Any]:
         """The object to write: the original JSON with only the values whose meaning changed replaced."""
-        current = self.model_dump(mode="json", by_alias=True, exclude=set(self.model_extra or {}))
+        extras = self.model_extra or {}
+        current = self.model_dump(mode="json", by_alias=True, exclude=set(extras))
         for alias in _DATETIME_ALIASES:
             value = getattr(self, _ALIASES[alias])
             current[alias] = None if value is None else format_timestamp(value)
+        # Private attributes are read once (pydantic's __getattr__ is slow) and each field compared at most once.
+        raw, loaded = self._raw, self._loaded
+        alias_of = {original: alias for alias, original in self._key_names.items()}
+        unchanged: dict[str, bool] = {}
+
+        def is_unchanged(alias: str) -> bool:
+            if alias not in unchanged:
+                field_name = _ALIASES[alias]
+                unchanged[alias] = field_name in loaded and bool(getattr(self, field_name) == loaded[field_name])
+            return unchanged[alias]
+
         out: dict[str, Any] = {}
-        for key, raw_value in self._raw.items():
-            known = _alias_of(key, self._key_names)
+        written: set[str | None] = set()
+        for key, raw_value in raw.items():
+            known = alias_of.get(key) or (key if key in _ALIASES else None)
+            written.add(known)
             if known is None:
                 # Unknown field: kept exactly unless the caller replaced it on purpose.
-                extras = self.model_extra or {}
                 out[key] = extras.get(key, raw_value)
                 continue
-            out[key] = raw_value if self._unchanged(known) else current[known]
-        written = {_alias_of(key, self._key_names) for key in out}
+            out[key] = raw_value if is_unchanged(known) else current[known]
         for alias in _ALIASES:
             # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
-            if alias not in written and not (self._loaded and self._unchanged(alias)):
+            if alias not in written and not (loaded and is_unchanged(alias)):
                 out[alias] = current[alias]
-        for key, value in (self.model_extra or {}).items():
+        for key, value in extras.items():
             out.setdefault(key, value)
         return out
 

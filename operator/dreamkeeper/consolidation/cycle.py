@@ -132,7 +132,10 @@ class Cycle:
         if not self.options.memory_root.is_dir():
             raise FileNotFoundError(f"no memory directory at {self.options.memory_root}; nothing was changed")
         if self.options.dry_run:
-            return await self._run_locked()
+            try:
+                return await self._run_locked()
+            finally:
+                await self.proposer.aclose()
         with CycleLock(self.agent_dir, f"dream cycle {self.report.cycle_id}"):
             try:
                 outcome = await self._run_locked()
@@ -239,6 +242,7 @@ class Cycle:
                 withheld=gating.withheld,
                 now=self.now,
                 directive=self._directive(),
+                degraded=gating.degraded,
             )
             replies = await self.proposer.propose(request)
             self._stage("validation")
@@ -341,6 +345,7 @@ class Cycle:
         self.report.input_tokens = usage.input_tokens
         self.report.output_tokens = usage.output_tokens
         self.report.invalid_replies = usage.invalid_replies
+        self.report.failed_calls = usage.failed_calls
         self.report.budget_exhausted = usage.budget_exhausted
         self.report.estimated_cost = usage.estimated_cost
         self.report.notes.extend(usage.notes)

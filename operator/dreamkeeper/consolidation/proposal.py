@@ -102,6 +102,7 @@ class ProposalRequest:
     withheld: int
     now: datetime
     directive: str | None = None
+    degraded: bool = False  # clustering failed: every entry looks lone
 
 
 @dataclass(slots=True)

@@ -74,6 +74,7 @@ class CycleReport(BaseModel):
     vocabulary_status: str = "absent"
     invalid_replies: int = 0
     llm_calls: int = 0
+    failed_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     budget_exhausted: bool = False

@@ -106,8 +106,10 @@ class OpenAIProposer:
         self._reserved = 0
         self._logged_calls = 0
         self.waits = []
+        # When clustering failed every entry looks lone; showing them (RockBot's way) beats stamping them unasked.
+        singletons = self.config.offer_singletons or request.degraded
         deferred = defer_reason(
-            measure(request, self.config.offer_singletons),
+            measure(request, singletons),
             request.now,
             self.config.defer_below_entries,
             timedelta(hours=self.config.defer_max_hours),
@@ -115,13 +117,13 @@ class OpenAIProposer:
         if deferred is not None:
             self._note(deferred)
             log.info("openai proposer: %s", deferred)
-            return [self._deferred(batch) for batch in request.batches]
+            return [self._deferred(batch, singletons) for batch in request.batches]
         system = system_prompt(request.directive)
         gate = asyncio.Semaphore(self.config.concurrency)
 
         async def one(batch: Batch) -> tuple[BatchReply, bool]:
             async with gate:
-                return await self._propose_batch(batch, request, system)
+                return await self._propose_batch(batch, request, system, singletons)
 
         outcomes = await asyncio.gather(*(one(b) for b in request.batches))
         unsent = sum(1 for _, was_unsent in outcomes if was_unsent)
@@ -130,25 +132,24 @@ class OpenAIProposer:
                 f"{unsent} of {len(request.batches)} batch(es) not sent ({self._stopped}); "
                 "their entries stay unreviewed"
             )
-        unasked = sum(
-            len(b.entries) - sum(len(g.ids) for g in shown_groups(b, self.config.offer_singletons))
-            for b in request.batches
-        )
+        unasked = sum(len(b.entries) - sum(len(g.ids) for g in shown_groups(b, singletons)) for b in request.batches)
         if unasked:
             self._note(f"{unasked} entr(ies) with no near-duplicate reviewed without asking the model")
         self._log_summary(f"{len(request.batches)} batch(es)")
         return [reply for reply, _ in outcomes]
 
-    def _deferred(self, batch: Batch) -> BatchReply:
+    def _deferred(self, batch: Batch, singletons: bool) -> BatchReply:
         # No proposal and no error: the engine changes nothing and stamps nothing, so gating offers it again.
-        if shown_groups(batch, self.config.offer_singletons):
+        if shown_groups(batch, singletons):
             return BatchReply(batch.index, None)
         return BatchReply(batch.index, Proposal())
 
-    async def _propose_batch(self, batch: Batch, request: ProposalRequest, system: str) -> tuple[BatchReply, bool]:
+    async def _propose_batch(
+        self, batch: Batch, request: ProposalRequest, system: str, singletons: bool
+    ) -> tuple[BatchReply, bool]:
         """The reply for one batch, and whether it went unsent (budget or endpoint stop)."""
         what = f"batch {batch.index + 1}/{len(request.batches)}"
-        offer = user_message(batch, request, singletons=self.config.offer_singletons)
+        offer = user_message(batch, request, singletons=singletons)
         if offer is None:
             # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
             # answer the model would be allowed to give; the engine stamps them reviewed as usual.

@@ -273,3 +273,30 @@ def test_report_json_has_every_documented_field(tmp_path: Path) -> None:
     )
     for key in expected:
         assert key in data, key
+
+
+def test_clustering_failure_degrades_to_unreviewed_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dreamkeeper.consolidation import gating
+    from dreamkeeper.consolidation.clustering import ClusteringError
+    from dreamkeeper.consolidation.fingerprints import review_hash
+
+    def broken(*args: object, **kwargs: object) -> list[object]:
+        raise ClusteringError("index corrupted")
+
+    reviewed_text = "Allen Conway works at Xebia."
+    write_corpus(
+        tmp_path,
+        [
+            Seed("fresh1", "Allen Conway works at Xebia as a consultant."),
+            Seed("fresh2", "Trish Roberts runs PWOP Productions."),
+            Seed("settled", reviewed_text, metadata={REVIEWED_HASH: review_hash(reviewed_text)}),
+        ],
+    )
+    monkeypatch.setattr(gating, "find_clusters", broken)
+    proposer = ScriptedProposer([{}])
+    outcome = cycle(tmp_path, proposer)
+    assert outcome.report.clustering_degraded
+    request = proposer.requests[0]
+    assert request.degraded
+    offered = {o.entry.id for b in request.batches for o in b.entries}
+    assert offered == {"fresh1", "fresh2"}  # never widened to the whole corpus

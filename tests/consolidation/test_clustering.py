@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Sequence
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -143,6 +145,14 @@ def test_invalid_embedding_types_raise_clustering_error() -> None:
             find_clusters([bad, item("ok", "text here")])
         with pytest.raises(ClusteringError):
             similarity(bad, item("ok", "text here"))
+
+
+def test_lsh_with_every_candidate_filtered_out_finds_nothing() -> None:
+    # regression (found by the oracle property test): the Hamming prefilter rejecting every bucket pair
+    items = [item(f"i{k:02d}", "") for k in range(13)]
+    items[8] = item("i08", "", embedding=[0.0, 0.0, -1.0])
+    items[12] = item("i12", "", embedding=[1.0, 0.0, 0.0])
+    assert find_clusters(items, threshold=0.3, strategy="lsh") == []
 
 
 # --------------------------------------------------------------------------------------------- thresholds
@@ -570,3 +580,20 @@ def test_clusters_match_the_pairwise_oracle(
     for cluster in lsh:
         members = [index[i] for i in cluster.ids]
         assert all(neighbours[m] & set(members) for m in members)
+
+
+# --------------------------------------------------------------------------------------------- bench pipeline
+
+
+def test_clustering_bench_quick_pipeline(tmp_path: Path) -> None:
+    from bench.clustering_bench import main
+
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "clustering-quick.json").read_text())
+    assert result["command"].startswith("python -m bench clustering --quick")
+    assert {run["corpus"] for run in result["runs"]} == {"jaccard", "embedded", "mixed", "realistic"}
+    for run in result["runs"]:
+        assert run["auto"]["edges"] > 0
+        assert run["lshEdgeRecall"] == 1.0 and run["sameClustersAsBrute"] is True
+        assert run["lsh"]["scans"] and all(scan["strategy"] == "lsh" for scan in run["lsh"]["scans"])
+    assert (tmp_path / "clustering-quick.md").read_text().startswith("# Near-duplicate clustering benchmark")

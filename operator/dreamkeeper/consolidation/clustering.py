@@ -31,7 +31,7 @@ import re
 import time
 import unicodedata
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -56,6 +56,7 @@ SIMHASH_MAX_BITS = 4096
 SIMHASH_FILTER_BITS = 256
 SIMHASH_SAMPLE_PAIRS = 4096
 
+_PAIR_BATCH = 4_000_000  # candidate pairs generated / held between compactions
 _COSINE_MARGIN = 1e-3  # float32 screening slack; pairs within it are decided in float64 like similarity()
 _TOKEN_RE = re.compile(r"(?:[^\W_]|'){4,}")  # runs of Unicode letters/digits/apostrophes, longer than 3
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -254,12 +255,12 @@ def plan_minhash(threshold: float, *, recall: float = TARGET_RECALL, max_hashes:
 
 @dataclass(frozen=True, slots=True)
 class _Costs:
-    """Rough seconds per unit on a 2-core x86 runner, used only to *choose* a plan (never for correctness)."""
+    """Seconds per unit on the 2-core x86 runner (measured), used only to *choose* a plan, never for correctness."""
 
-    projection: float = 5e-11  # per item x bit x dimension (float32 GEMM)
-    band_sort: float = 1.5e-7  # per item x band (argsort of band keys)
-    emitted_pair: float = 1.5e-7  # per emitted candidate pair (pairing, dedupe, Hamming prefilter)
-    brute_pair_dim: float = 6e-11  # per pair x dimension (blocked GEMM)
+    projection: float = 2.5e-11  # per item x bit x dimension (float32 GEMM on two threads)
+    band: float = 2e-8  # per item x band (key radix sort, bucket boundaries)
+    emitted_pair: float = 9e-8  # per emitted candidate pair (pair generation and the Hamming prefilter)
+    brute_pair_dim: float = 2.5e-11  # per pair x dimension (blocked GEMM)
     brute_pair: float = 2e-9  # per pair (thresholding the block)
 
 
@@ -280,7 +281,9 @@ def plan_simhash(
 
     How many unrelated pairs collide depends on the embedding model (anisotropic models put unrelated texts at
     cosine 0.3-0.5), so the expected number of emitted candidate pairs is estimated from ``sample_cosines``, the
-    cosines of random pairs of this corpus, and traded against the projection cost of more bits.
+    cosines of random pairs of this corpus, and traded against the projection cost of more bits. When unrelated
+    pairs sit near cosine 0.5 or above, hyperplane LSH cannot separate them cheaply and blocked brute force
+    (quadratic, exact) is chosen instead.
     """
     p_t = 1.0 - math.acos(min(max(threshold, -1.0), 1.0)) / math.pi
     q_t = 1.0 - p_t
@@ -290,7 +293,7 @@ def plan_simhash(
     stage_miss = (1.0 - recall) / 2  # split the miss budget between banding and the prefilter
     best: LshPlan | None = None
     best_cost = math.inf
-    for rows in range(4, 33):
+    for rows in range(4, 25):
         first = _bands_needed(p_t, rows, 1.0 - stage_miss)
         if first is None or first * rows > max_bits:
             break
@@ -305,10 +308,10 @@ def plan_simhash(
             continue
         plan = LshPlan("cosine", bands=bands, rows=rows, filter_bits=filter_bits, filter_max_distance=max_distance)
         emitted = pairs * float(np.mean(bands * agreement**rows))
+        if allow_brute_force and emitted > MAX_EMITTED_PAIRS / 4:
+            continue  # the sample is only an estimate: keep well clear of the ceiling that aborts the scan
         cost = (
-            _COSTS.projection * items * dim * plan.hashes
-            + _COSTS.band_sort * items * bands
-            + _COSTS.emitted_pair * emitted
+            _COSTS.projection * items * dim * plan.hashes + _COSTS.band * items * bands + _COSTS.emitted_pair * emitted
         )
         if cost < best_cost:
             best, best_cost = plan, cost
@@ -343,7 +346,7 @@ class ScanRecord:
     strategy: Literal["brute", "lsh"]
     plan: LshPlan | None
     emitted_pairs: int  # LSH: bucket pairs summed over bands (duplicates included); brute force: all pairs
-    candidate_pairs: int  # distinct pairs the hashing proposed (brute force: all pairs)
+    candidate_pairs: int  # distinct pairs proposed (cosine: after the Hamming prefilter; brute force: all pairs)
     verified_pairs: int  # pairs whose exact similarity was computed (after the cosine Hamming prefilter)
     edges: int  # pairs at or above the threshold
 
@@ -545,11 +548,9 @@ def _corpus_seed(ordered: Sequence[ClusterItem]) -> int:
     A pair LSH happens to miss (probability <= 0.001) is thereby not missed forever: any edit re-draws it.
     """
     digest = hashlib.blake2b(digest_size=8)
-    for item in ordered:
-        for part in (item.id, item.content):
-            data = part.encode()
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
+    digest.update("\x00".join(item.id for item in ordered).encode(errors="surrogatepass"))
+    digest.update(b"\x01")
+    digest.update("\x00".join(item.content for item in ordered).encode(errors="surrogatepass"))
     return int.from_bytes(digest.digest(), "little")
 
 
@@ -795,18 +796,26 @@ def _chunk_starts(ptr: IntArray, budget: int) -> list[int]:
     return bounds
 
 
-class _PairCollector:
-    """Pairs of items sharing a bucket in any band, deduplicated, with a hard ceiling on emitted pairs."""
+PairFilter = Callable[[IntArray, IntArray], npt.NDArray[np.bool_]]
 
-    def __init__(self, size: int) -> None:
+
+class _PairCollector:
+    """Pairs of items sharing a bucket in any band, deduplicated, with hard ceilings on the work.
+
+    ``accept`` (the cosine Hamming prefilter) runs on each band's pairs as they are generated, so the
+    millions of chance collisions of unrelated vectors are never stored or sorted.
+    """
+
+    def __init__(self, size: int, accept: PairFilter | None = None) -> None:
         self.size = size
+        self.accept = accept
         self.codes: list[IntArray] = []
         self.emitted = 0  # bucket pairs over all bands, duplicates included
         self.pending = 0  # codes held, duplicates included
         self.distinct = 0  # distinct codes after the last compaction
 
     def add_band(self, keys: npt.NDArray[np.unsignedinteger]) -> None:
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")  # radix sort for 16-bit keys
         ordered = keys[order]
         breaks = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
         starts = np.concatenate(([0], breaks)).astype(np.int64)
@@ -817,14 +826,24 @@ class _PairCollector:
         self.emitted += int((sizes * (sizes - 1) // 2).sum())
         if self.emitted > MAX_EMITTED_PAIRS:
             self._give_up(f"{self.emitted} bucket pairs", int(sizes.max()))
+        # Each sorted position pairs with the later positions of its bucket; generate a few million at a time.
         positions = _ragged(starts, sizes)
         later = np.repeat(starts + sizes, sizes) - positions - 1
-        first = np.repeat(positions, later)
-        offset = np.arange(len(first), dtype=np.int64) - np.repeat(np.cumsum(later) - later, later)
-        a, b = order[first], order[first + 1 + offset]
-        self.codes.append(np.minimum(a, b) * self.size + np.maximum(a, b))
-        self.pending += len(a)
-        if self.pending > max(4_000_000, self.distinct):
+        cumulative = np.cumsum(later)
+        cuts = np.searchsorted(cumulative, np.arange(_PAIR_BATCH, int(cumulative[-1]), _PAIR_BATCH), side="right")
+        bounds = sorted({0, len(positions), *cuts.tolist()})
+        for lo, hi in itertools.pairwise(bounds):
+            count = later[lo:hi]
+            first = np.repeat(positions[lo:hi], count)
+            offset = np.arange(len(first), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+            a, b = order[first], order[first + 1 + offset]
+            if self.accept is not None:
+                keep = self.accept(a, b)
+                a, b = a[keep], b[keep]
+            self.codes.append(np.minimum(a, b) * self.size + np.maximum(a, b))
+            self.pending += len(a)
+        # Compact when duplicates could have doubled the held codes: amortised O(total log total), bounded memory.
+        if self.pending > max(_PAIR_BATCH, 2 * self.distinct):
             self._compact()
             if self.distinct > MAX_CANDIDATE_PAIRS:
                 self._give_up(f"{self.distinct} distinct candidate pairs", int(sizes.max()))
@@ -832,7 +851,9 @@ class _PairCollector:
     def _compact(self) -> None:
         codes = np.concatenate(self.codes)
         codes.sort()  # sort-based distinct: numpy's hash-based unique is far slower on int64 codes
-        self.codes = [codes[np.concatenate(([True], codes[1:] != codes[:-1]))]]
+        if len(codes):
+            codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
+        self.codes = [codes]
         self.distinct = self.pending = len(self.codes[0])
 
     def _give_up(self, what: str, largest: int) -> None:
@@ -955,40 +976,42 @@ def _exact_cosines(corpus: _Corpus, left: IntArray, right: IntArray) -> F64Array
 def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> tuple[IntArray, IntArray, int, int]:
     """Pairs sharing a SimHash band and within the Hamming prefilter distance (local indices, left < right).
 
-    Also returns the bucket pairs emitted over all bands and the distinct pairs before the prefilter.
+    Also returns the bucket pairs emitted over all bands and the distinct pairs that passed the prefilter.
     """
     n = len(unit)
     rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 3, dim])
-    collector = _PairCollector(n)
+    words = plan.filter_bits // 64
+    sketch = np.zeros((n, max(1, words)), dtype=np.uint64)
+
+    def near(a: IntArray, b: IntArray) -> npt.NDArray[np.bool_]:
+        distance = np.bitwise_count(sketch[a] ^ sketch[b]).sum(axis=1, dtype=np.int64)
+        result: npt.NDArray[np.bool_] = distance <= plan.filter_max_distance
+        return result
+
+    collector = _PairCollector(n, near if words else None)
     bands_per_pass = max(1, 512 // plan.rows)  # project ~512 planes at a time to bound memory
     rows_per_block = 8192
-    sketch = np.zeros((n, max(1, plan.filter_bits // 64)), dtype=np.uint64)
-    weights = (np.uint32(1) << np.arange(plan.rows, dtype=np.uint32)).astype(np.uint32)
+    key_type = np.uint16 if plan.rows <= 16 else np.uint32  # 16-bit keys sort by radix
+    weights = (np.uint32(1) << np.arange(plan.rows, dtype=np.uint32)).astype(key_type)
     bit_offset = 0
     for first_band in range(0, plan.bands, bands_per_pass):
         bands = min(bands_per_pass, plan.bands - first_band)
         planes = rng.standard_normal((unit.shape[1], bands * plan.rows)).astype(np.float32)
-        keys = np.empty((bands, n), dtype=np.uint32)
+        keys = np.empty((bands, n), dtype=key_type)
         for start in range(0, n, rows_per_block):
             signs = (unit[start : start + rows_per_block] @ planes) >= 0
             if bit_offset < plan.filter_bits:
-                take = min(plan.filter_bits - bit_offset, signs.shape[1])
-                take -= take % 8
-                packed = np.packbits(signs[:, :take], axis=1, bitorder="little")
-                sketch_bytes = sketch[start : start + rows_per_block].view(np.uint8)
-                sketch_bytes[:, bit_offset // 8 : (bit_offset + take) // 8] = packed
+                # The prefilter sketch is the first filter_bits sign bits (all within the first pass).
+                packed = np.packbits(signs[:, : plan.filter_bits], axis=1, bitorder="little")
+                sketch[start : start + rows_per_block].view(np.uint8)[:, :] = packed
             shaped = signs.reshape(len(signs), bands, plan.rows)
             keys[:, start : start + rows_per_block] = (shaped @ weights).T
         bit_offset += bands * plan.rows
+        if bit_offset < plan.filter_bits:
+            raise ClusteringError(f"internal error: SimHash pass of {bit_offset} bits cannot hold the prefilter sketch")
         for band in range(bands):
             collector.add_band(keys[band])
     left, right = collector.pairs()
-    if plan.filter_bits:
-        distance = np.zeros(len(left), dtype=np.int64)
-        for word in range(sketch.shape[1]):
-            distance += np.bitwise_count(sketch[left, word] ^ sketch[right, word])
-        near = distance <= plan.filter_max_distance
-        left, right = left[near], right[near]
     return left, right, collector.emitted, collector.distinct
 
 

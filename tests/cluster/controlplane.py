@@ -111,6 +111,7 @@ class ControlPlane:
         self.api_port = 0
         self.etcd_port = 0
         self.timings: dict[str, float] = {}
+        self._api: KubeApi | None = None
 
     # ---- paths and URLs -------------------------------------------------------------------------------------
 
@@ -325,9 +326,11 @@ class ControlPlane:
 
     @property
     def api(self) -> KubeApi:
-        """The admin JSON client (raw dicts, see kubeapi.py)."""
-        assert self.pki is not None
-        return KubeApi(self.api_url, self.pki.ca_crt, client_cert=(self.pki.admin_crt, self.pki.admin_key))
+        """The admin JSON client (raw dicts, see kubeapi.py); one shared, thread-safe instance."""
+        if self._api is None:
+            assert self.pki is not None, "the control plane has not been started"
+            self._api = KubeApi(self.api_url, self.pki.ca_crt, client_cert=(self.pki.admin_crt, self.pki.admin_key))
+        return self._api
 
     def api_client(self, kubeconfig: Path | None = None) -> k8s.ApiClient:
         """A fresh `kubernetes.client.ApiClient` for the admin kubeconfig (or the given one)."""

@@ -7,7 +7,9 @@ the infrastructure independent of the client library's version. Tests get a `kub
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import ssl
 import threading
 import urllib.error
@@ -116,8 +118,9 @@ class KubeApi:
     def delete(self, path: str, body: Obj | None = None, **params: Any) -> Obj:
         return self.request("DELETE", path, body, params=params)
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 10, **params: Any) -> Iterator[Obj]:
-        """Watch events (dicts with `type` and `object`) until the server ends the watch after timeout_seconds."""
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 10, **params: Any) -> Watch:
+        """Watch events (dicts with `type` and `object`) until the server ends the watch after timeout_seconds
+        or `close()` is called (from any thread)."""
         query = {
             **params,
             "watch": "1",
@@ -125,10 +128,29 @@ class KubeApi:
             "timeoutSeconds": timeout_seconds,
             "allowWatchBookmarks": "true",
         }
-        with self._open("GET", path, None, query, "", timeout_seconds + 15) as response:
-            for line in response:
+        return Watch(self._open("GET", path, None, query, "", timeout_seconds + 15))
+
+
+class Watch:
+    """An open watch stream; iterate for events. `close()` unblocks a reader in another thread, so a watcher
+    can be stopped at once (kube-apiserver otherwise waits for open watches when it shuts down)."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[Obj]:
+        with self._response:
+            for line in self._response:
                 if line.strip():
                     yield dict(json.loads(line))
+
+    def close(self) -> None:
+        sock = getattr(getattr(getattr(self._response, "fp", None), "raw", None), "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self._response.close()
 
 
 def namespaced(namespace: str, resource: str, name: str = "", *, group: str = "", version: str = "v1") -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from tests.cluster import tools
-from tests.cluster.kubeapi import ApiError, KubeApi, Obj, namespaced
+from tests.cluster.kubeapi import ApiError, KubeApi, Obj, Watch, namespaced
 from tests.cluster.podspec import (
     PodConfigError,
     Resolver,
@@ -121,6 +121,7 @@ class NodeAgent:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._workers: dict[str, PodWorker] = {}
+        self._watch: Watch | None = None
         self._lock = threading.Lock()
 
     # ---- node registration and heartbeat ----------------------------------------------------------------------
@@ -242,7 +243,10 @@ class NodeAgent:
                     for item in listing.get("items") or []:
                         self._sync("ADDED", item)
                     rv = listing["metadata"]["resourceVersion"]
-                for event in self.api.watch("/api/v1/pods", rv, timeout_seconds=5, fieldSelector=selector):
+                self._watch = self.api.watch("/api/v1/pods", rv, timeout_seconds=10, fieldSelector=selector)
+                if self._stop.is_set():
+                    break
+                for event in self._watch:
                     if event["type"] == "ERROR":  # typically 410 Gone: the resourceVersion is too old
                         rv = ""
                         break
@@ -289,11 +293,14 @@ class NodeAgent:
                 log.warning("final delete of pod %s/%s failed: %s", meta["namespace"], meta["name"], exc)
 
     def _cleanup_pod_dir(self, uid: str) -> None:
-        shutil.rmtree(self.work_dir / "pods" / uid, ignore_errors=True)
+        """Drop a deleted pod's volume data (tmpfs); its container logs stay for post-mortems."""
+        shutil.rmtree(self.work_dir / "pods" / uid / "volumes", ignore_errors=True)
 
     def stop(self) -> None:
         """Stop watching and kill every container this agent started (used at session teardown)."""
         self._stop.set()
+        if self._watch is not None:
+            self._watch.close()
         with self._lock:
             workers = list(self._workers.values())
         for worker in workers:
@@ -301,7 +308,7 @@ class NodeAgent:
         for worker in workers:
             worker.join(timeout=15)
         for thread in self._threads:
-            thread.join(timeout=15)
+            thread.join(timeout=5)
 
     # ---- helpers for tests ------------------------------------------------------------------------------------
 
@@ -427,6 +434,9 @@ class PodWorker(threading.Thread):
         }
         if self.init_statuses:
             status["initContainerStatuses"] = list(self.init_statuses.values())
+        generation = self.pod["metadata"].get("generation")
+        if generation is not None:  # PodObservedGenerationTracking: the kubelet reports what it acted on
+            status["observedGeneration"] = generation
         for attempt in range(5):
             try:
                 self.api.patch(namespaced(self.namespace, "pods", self.name) + "/status", {"status": status})
@@ -456,6 +466,7 @@ class PodWorker(threading.Thread):
             self.finished.set()
         if self._deleting.is_set():
             self.agent.finalize_deletion(self.pod)
+            self.agent._cleanup_pod_dir(self.uid)
 
     def _shutdown(self) -> None:
         """Stop whatever still runs; on deletion honour the grace period and publish final states."""

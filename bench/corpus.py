@@ -159,11 +159,11 @@ def _pick(options: Sequence[str]) -> Callable[[random.Random], str]:
 
 
 def _person(rng: random.Random, index: int, used: set[str]) -> Person:
-    while True:
+    for _ in range(100):  # unique names while the pools last, then namesakes (as in any large address book)
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
         if f"{first} {last}" not in used:
-            used.add(f"{first} {last}")
             break
+    used.add(f"{first} {last}")
     company, domain = rng.choice(COMPANIES)
     international = rng.random() < 0.25
     country_code = rng.choice(["44", "33", "49"]) if international else "1"

@@ -3,7 +3,7 @@ carrying one specific is always rejected; the corpus index agrees with the pairw
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.coverage import CoverageIndex, SourceText, find_missing_specifics, required_specifics
@@ -116,6 +116,7 @@ def test_concatenation_of_sources_is_always_accepted(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.text(max_size=120), min_size=1, max_size=4))
+@example(["ݍA"])  # a caseless letter glued to a capital: one identifier chunk, two word runs
 def test_concatenation_of_arbitrary_texts_is_always_accepted(texts: list[str]) -> None:
     sources = [SourceText(text) for text in texts]
     assert find_missing_specifics(sources, "\n".join(texts)) == []

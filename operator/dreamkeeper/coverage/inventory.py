@@ -31,8 +31,8 @@ from dreamkeeper.coverage.text import (
 
 def _chunk_keys(chunked: Iterable[Chunk]) -> Iterator[str]:
     for chunk in chunked:
-        if chunk.text.isalpha():
-            continue  # a plain word is in the word set, where identifiers made of letters are looked up too
+        if chunk.text.isascii() and chunk.text.isalpha():
+            continue  # one plain word: in the word set, where identifiers made of letters are looked up too
         yield chunk_key(chunk.text)
         if any(separator in chunk.text for separator in "=/@"):
             for piece in sub_pieces(chunk.text):

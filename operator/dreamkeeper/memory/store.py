@@ -230,7 +230,10 @@ class MemoryStore:
 
     def save(self, entry: Entry, expected: Fingerprint | None) -> StoredEntry:
         """Write an entry. ``expected=None`` creates (refusing if a file with that name appears)."""
-        path = entry_path(self.root, entry.id, entry.category)
+        return self._save(entry, expected, entry_path(self.root, entry.id, entry.category))
+
+    def _save(self, entry: Entry, expected: Fingerprint | None, path: Path) -> StoredEntry:
+        """``save`` with the entry's path already computed by ``entry_path`` (it resolves symlinks: not free)."""
         if expected is None and self._index is None:
             # A create must not give an id a second file in another category: know every id first.
             self.scan()
@@ -253,9 +256,10 @@ class MemoryStore:
     def update(self, stored: StoredEntry, entry: Entry) -> StoredEntry:
         if entry.id != stored.id:
             raise ValueError(f"update of {stored.id} given entry {entry.id}")
-        if stored.path != entry_path(self.root, entry.id, entry.category):
+        path = entry_path(self.root, entry.id, entry.category)
+        if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
-        return self.save(entry, stored.fingerprint)
+        return self._save(entry, stored.fingerprint, path)
 
     def archive(
         self, stored: StoredEntry, reason: str, now: datetime | None = None, cycle_id: str | None = None

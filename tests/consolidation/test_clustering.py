@@ -22,9 +22,11 @@ from dreamkeeper.consolidation.clustering import (
     ClusteringError,
     ClusterItem,
     LshPlan,
+    SimilarPair,
     Strategy,
     find_clusters,
     find_clusters_with_stats,
+    find_pairs,
     jaccard_tokens,
     plan_minhash,
     plan_simhash,
@@ -84,6 +86,22 @@ def test_rockbot_jaccard_example() -> None:
     assert id_sets(find_clusters([a, b], threshold=0.75)) == [("a", "b")]
     assert find_clusters([a, b], threshold=0.76) == []
     assert find_clusters([a, b]) == []  # default 0.88
+
+
+def test_find_pairs_lists_the_accepted_edges() -> None:
+    items = [
+        item("c", "Rocky prefers concise"),
+        item("a", "Rocky prefers concise status"),
+        item("b", "unrelated words entirely"),
+        item("d", "unrelated words entirely", embedding=[1.0, 0.0]),
+        item("e", "something else", embedding=[1.0, 0.0]),
+    ]
+    assert find_pairs(items, threshold=0.75) == [
+        SimilarPair("a", "c", 0.75, "jaccard"),
+        SimilarPair("b", "d", 1.0, "jaccard"),
+        SimilarPair("d", "e", 1.0, "cosine"),
+    ]
+    assert find_pairs([]) == [] and find_clusters([]) == [] and find_clusters(items[:1]) == []
 
 
 def test_empty_token_sets_have_no_jaccard_neighbours() -> None:
@@ -534,6 +552,14 @@ def test_clusters_match_the_pairwise_oracle(
 ) -> None:
     edges = _oracle(items, threshold, scoped)
     index = {it.id: k for k, it in enumerate(items)}
+    # ids are i00, i01, ... in item order, so i < j means items[i].id < items[j].id
+    expected_pairs = [
+        SimilarPair(items[i].id, items[j].id, value, measure) for (i, j), (value, measure) in edges.items()
+    ]
+    expected_pairs.sort(key=lambda pair: (pair.a, pair.b))
+    assert find_pairs(items, threshold=threshold, same_top_level_category=scoped, strategy="brute") == expected_pairs
+    lsh_pairs = find_pairs(items, threshold=threshold, same_top_level_category=scoped, strategy="lsh")
+    assert set(lsh_pairs) <= set(expected_pairs)  # precision is exact
     neighbours: dict[int, set[int]] = {k: set() for k in range(len(items))}
     for i, j in edges:
         neighbours[i].add(j)

@@ -33,7 +33,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,7 @@ import numpy.typing as npt
 logger = logging.getLogger(__name__)
 
 Measure = Literal["cosine", "jaccard"]
+_T = TypeVar("_T")
 Strategy = Literal["auto", "brute", "lsh"]
 
 TARGET_RECALL = 0.999
@@ -90,6 +91,16 @@ class Cluster:
     ids: tuple[str, ...]  # >= 2 members, sorted by id (ordinal)
     min_similarity: float  # weakest accepted (>= threshold) edge inside the cluster
     measure: str  # "cosine" | "jaccard" | "mixed": the measures of the edges inside the cluster
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarPair:
+    """One accepted edge: two entries at or above the threshold (``a < b``)."""
+
+    a: str
+    b: str
+    similarity: float
+    measure: str  # "cosine" | "jaccard"
 
 
 # --------------------------------------------------------------------------------------------- similarity
@@ -409,27 +420,85 @@ def find_clusters_with_stats(
     seed: int | None = None,
 ) -> tuple[list[Cluster], ClusteringStats]:
     """:func:`find_clusters` plus how the scan went."""
-    try:
-        threshold = float(threshold)
-    except (TypeError, ValueError):
-        raise ValueError(f"clustering threshold must be a number in (0, 1], got {threshold!r}") from None
-    if not math.isfinite(threshold) or not 0.0 < threshold <= 1.0:
-        raise ValueError(f"clustering threshold must be in (0, 1], got {threshold!r}")
+    threshold = _checked_options(threshold, strategy)
     if not isinstance(max_cluster_size, int) or isinstance(max_cluster_size, bool):
         raise ValueError(f"max_cluster_size must be an integer, got {max_cluster_size!r}")
-    if strategy not in ("auto", "brute", "lsh"):
-        raise ValueError(f"clustering strategy must be auto, brute or lsh, got {strategy!r}")
     stats = ClusteringStats(items=len(items))
     if max_cluster_size < 2:
         return [], stats
+
+    def run() -> list[Cluster]:
+        ids, edges = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
+        return _assemble(ids, *edges, max_cluster_size, stats)
+
+    return _guarded(run, stats), stats
+
+
+def find_pairs(
+    items: Sequence[ClusterItem],
+    *,
+    threshold: float = 0.88,
+    same_top_level_category: bool = False,
+    strategy: Strategy = "auto",
+    seed: int | None = None,
+) -> list[SimilarPair]:
+    """Every pair at or above ``threshold`` (the edges :func:`find_clusters` links), sorted by ``(a, b)``.
+
+    For callers that need the near-duplicate *pairs* themselves, e.g. to fold one entry into its duplicate.
+    """
+    pairs, _ = find_pairs_with_stats(
+        items, threshold=threshold, same_top_level_category=same_top_level_category, strategy=strategy, seed=seed
+    )
+    return pairs
+
+
+def find_pairs_with_stats(
+    items: Sequence[ClusterItem],
+    *,
+    threshold: float = 0.88,
+    same_top_level_category: bool = False,
+    strategy: Strategy = "auto",
+    seed: int | None = None,
+) -> tuple[list[SimilarPair], ClusteringStats]:
+    """:func:`find_pairs` plus how the scan went."""
+    threshold = _checked_options(threshold, strategy)
+    stats = ClusteringStats(items=len(items))
+
+    def run() -> list[SimilarPair]:
+        ids, (left, right, weight, measure) = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
+        # Entries are in id order, so the lower index holds the lower id.
+        pairs = [
+            SimilarPair(ids[min(a, b)], ids[max(a, b)], w, _MEASURE_CODES[m])
+            for a, b, w, m in zip(left.tolist(), right.tolist(), weight.tolist(), measure.tolist(), strict=True)
+        ]
+        pairs.sort(key=lambda pair: (pair.a, pair.b))
+        return pairs
+
+    return _guarded(run, stats), stats
+
+
+def _checked_options(threshold: float, strategy: Strategy) -> float:
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"clustering threshold must be a number in (0, 1], got {threshold!r}") from None
+    if not math.isfinite(value) or not 0.0 < value <= 1.0:
+        raise ValueError(f"clustering threshold must be in (0, 1], got {threshold!r}")
+    if strategy not in ("auto", "brute", "lsh"):
+        raise ValueError(f"clustering strategy must be auto, brute or lsh, got {strategy!r}")
+    return value
+
+
+def _guarded(run: Callable[[], _T], stats: ClusteringStats) -> _T:
+    """Run a scan; anything but a ClusteringError becomes one (the caller degrades, the cycle goes on)."""
     started = time.perf_counter()
     try:
-        clusters = _run(items, threshold, max_cluster_size, same_top_level_category, strategy, seed, stats)
+        result = run()
     except ClusteringError:
         raise
-    except Exception as exc:  # MemoryError, numpy errors, bugs: the caller degrades, never crashes the cycle
+    except Exception as exc:  # MemoryError, numpy errors, bugs
         raise ClusteringError(
-            f"near-duplicate scan of {len(items)} entries failed: {type(exc).__name__}: {exc}; no clusters produced"
+            f"near-duplicate scan of {stats.items} entries failed: {type(exc).__name__}: {exc}; no clusters produced"
         ) from exc
     stats.seconds = time.perf_counter() - started
     logger.debug(
@@ -440,7 +509,7 @@ def find_clusters_with_stats(
         stats.oversize_clusters,
         stats.seconds,
     )
-    return clusters, stats
+    return result
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -587,15 +656,18 @@ class _Edges:
         )
 
 
-def _run(
+_EdgeArrays = tuple[IntArray, IntArray, npt.NDArray[np.float64], npt.NDArray[np.int8]]
+
+
+def _scan(
     items: Sequence[ClusterItem],
     threshold: float,
-    max_cluster_size: int,
     scoped: bool,
     strategy: Strategy,
     seed: int | None,
     stats: ClusteringStats,
-) -> list[Cluster]:
+) -> tuple[list[str], _EdgeArrays]:
+    """Every accepted edge (indices into the id-ordered entries), per scope group and measure."""
     corpus = _prepare(items, stats)
     if seed is None:
         seed = corpus.seed
@@ -612,9 +684,9 @@ def _run(
             embedded = group[group_dims == dim]
             if len(embedded) >= 2:
                 _scan_cosine(corpus, embedded, int(dim), threshold, strategy, seed, edges, stats, label)
-    left, right, weight, measure = edges.arrays()
-    stats.edges = len(left)
-    return _assemble(corpus.ids, left, right, weight, measure, max_cluster_size, stats)
+    arrays = edges.arrays()
+    stats.edges = len(arrays[0])
+    return corpus.ids, arrays
 
 
 def _jaccard_pair_mask(dims: IntArray, left: IntArray, right: IntArray) -> npt.NDArray[np.bool_]:

@@ -252,10 +252,13 @@ class ControlPlane:
     def remove_state(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
+    def has_logs(self) -> bool:
+        return self.logs_dir.is_dir() and any(self.logs_dir.iterdir())
+
     def keep_logs(self, destination: Path) -> Path:
         """Copy the component logs out of tmpfs (called when a test failed) and return where they went."""
         destination.mkdir(parents=True, exist_ok=True)
-        for item in self.logs_dir.iterdir():
+        for item in self.logs_dir.iterdir() if self.logs_dir.is_dir() else ():
             if item.is_dir():
                 shutil.copytree(item, destination / item.name, dirs_exist_ok=True)
             else:

@@ -102,10 +102,13 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
     try:
         cluster.start_all()
     except BaseException:
-        cluster.stop_all()
-        kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
-        cluster.remove_state()
-        log.error("control plane failed to start; logs kept in %s", kept)
+        try:
+            cluster.stop_all()
+            if cluster.has_logs():
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
+                log.error("control plane failed to start; logs kept in %s", kept)
+        finally:
+            cluster.remove_state()
         raise
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     try:

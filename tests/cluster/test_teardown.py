@@ -43,6 +43,10 @@ def write_suite(directory: Path, body: str) -> Path:
 
 
 def run_pytest(test_file: Path, env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    # State and kept logs go below the test's tmp dir, not /dev/shm and /tmp.
+    scratch = test_file.parent / "scratch"
+    (scratch / "state").mkdir(parents=True, exist_ok=True)
+    env_extra = {"TMPDIR": str(scratch), "DREAMKEEPER_CLUSTER_STATE_ROOT": str(scratch / "state"), **env_extra}
     env = {**os.environ, "PYTHONPATH": str(REPO), **env_extra}
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(test_file.parent)]
     return subprocess.run(
@@ -66,6 +70,8 @@ def test_missing_binaries_fail_every_cluster_test_instead_of_skipping(tmp_path: 
     assert result.returncode == 1, out
     assert "2 errors" in out and "skipped" not in out, out
     assert "ToolMissingError" in out and "make tools" in out, out
+    assert "FileNotFoundError" not in out, out  # the failure path itself must not fail
+    assert list((test_file.parent / "scratch" / "state").iterdir()) == []  # no state left behind
 
 
 def test_cluster_tests_are_deselectable_by_marker(tmp_path: Path) -> None:
@@ -111,6 +117,8 @@ def test_failing_session_leaves_no_processes(tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode == 1 and "deliberate failure" in out, out
     assert "logs kept in" in out, out  # a failed session keeps the logs outside tmpfs
+    kept = list((test_file.parent / "scratch").glob("dk-k8s-logs-*"))
+    assert len(kept) == 1 and (kept[0] / "kube-apiserver.log").is_file(), out
     assert processes_mentioning(str(root)) == []
     assert list(root.iterdir()) == []  # state removed
 
@@ -134,7 +142,7 @@ def test_sigkilled_session_takes_its_processes_along(tmp_path: Path) -> None:
         print("READY", flush=True)
         time.sleep(600)
     """)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DREAMKEEPER_CLUSTER_STATE_ROOT": str(root)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DREAMKEEPER_CLUSTER_STATE_ROOT": str(root), "TMPDIR": str(root)}
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None

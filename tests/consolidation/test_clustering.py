@@ -621,5 +621,7 @@ def test_clustering_bench_quick_pipeline(tmp_path: Path) -> None:
     for run in result["runs"]:
         assert run["auto"]["edges"] > 0
         assert run["lshEdgeRecall"] == 1.0 and run["sameClustersAsBrute"] is True
+        assert run["plantedRecall"]["atThreshold"] > 0
+        assert run["plantedRecall"]["found"] == run["plantedRecall"]["atThreshold"]
         assert run["lsh"]["scans"] and all(scan["strategy"] == "lsh" for scan in run["lsh"]["scans"])
     assert (tmp_path / "clustering-quick.md").read_text().startswith("# Near-duplicate clustering benchmark")

@@ -2,8 +2,10 @@
 
 A pair of entries is compared with **cosine** similarity when both carry a usable embedding of the same
 dimension, otherwise with **Jaccard** similarity over RockBot's content tokens; one pair never mixes the two
-scales. Pairs at or above the threshold are edges of a single-link graph; its components of two or more
-entries are the clusters, split into chunks of at most ``max_cluster_size`` that keep similar entries together.
+scales. Pairs at or above the threshold are edges of a single-link graph (:func:`find_pairs`); its components of
+two or more entries are the clusters (:func:`find_clusters`), split into chunks that keep every entry next to
+one of its near-duplicates and hold at most ``max_cluster_size`` entries, unless an entry would otherwise be
+stranded (:func:`_split_component`).
 
 RockBot compared every pair (quadratic, and it capped the snapshot at 1000 entries). Here candidate pairs come
 from locality-sensitive hashing and every candidate is verified with the exact similarity, so precision is

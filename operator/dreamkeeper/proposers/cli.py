@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         if termination_message_path is not None:
             termination_message_path.write_text(report.summary_json(), encoding="utf-8")
         if dry_run and outcome.plan is not None and not as_json:
-            render_plan(outcome.plan, report, Console())
+            render_plan(outcome.plan, report, Console(soft_wrap=True))
         if as_json:
             typer.echo(report.to_json())
         elif not dry_run:

@@ -249,7 +249,7 @@ def _row(
         },
         "dreamkeeper": {
             "live": report.live_entries,
-            "archived": report.archived_entries,
+            "archivedEntries": report.archived_entries,
             "surviving": round(d_frac, 6),
             "protectedSurviving": round(d_prot, 6),
             "cohortAlive": round(measures["dreamkeeper"].cohort_alive(cohort), 6),
@@ -270,7 +270,7 @@ def _progress(row: dict[str, Any], elapsed: float) -> str:
     return (
         f"cycle {row['cycle'] + 1}: {elapsed:.0f}s — specifics surviving naive {n['surviving']:.1%} "
         f"dreamkeeper {d['surviving']:.1%} (protected {n['protectedSurviving']:.1%} / {d['protectedSurviving']:.1%}); "
-        f"live naive {n['live']} dreamkeeper {d['live']} (+{d['archived']} archived)"
+        f"live naive {n['live']} dreamkeeper {d['live']} (+{d['archivedEntries']} archived)"
     )
 
 
@@ -314,7 +314,7 @@ def _summary(
     arms = {name: _arm_summary(measures[name], ledger, tallies[name], cohort) for name in measures}
     arms["dreamkeeper"]["cycleReportTotals"] = {_camel(k): v for k, v in report_totals.items()}
     arms["dreamkeeper"]["liveAtEnd"] = rows[-1]["dreamkeeper"]["live"] if rows else 0
-    arms["dreamkeeper"]["archivedAtEnd"] = rows[-1]["dreamkeeper"]["archived"] if rows else 0
+    arms["dreamkeeper"]["archivedAtEnd"] = rows[-1]["dreamkeeper"]["archivedEntries"] if rows else 0
     arms["naive"]["liveAtEnd"] = rows[-1]["naive"]["live"] if rows else 0
     dk = arms["dreamkeeper"]
     goals = {

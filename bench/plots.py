@@ -55,6 +55,16 @@ def plot_year_sim(result: dict[str, Any], path: Path) -> None:
         ax.annotate(f"seed: {per_cycle:.2%} → {one_year:.0%}", (horizon, 100 * one_year), fontsize=7, ha="right")
     naive_s = result["arms"]["naive"]["entryPerCycleSurvival"]
     ax.plot(xs, [100 * naive_s**x for x in xs], color=NAIVE, linestyle="--", linewidth=1, label=f"{naive_s:.5f}^n")
+    for sweep in result.get("naiveSweep", []):
+        series = sweep["cohortAlive"]
+        ax.plot(
+            range(1, len(series) + 1),
+            [100 * v for v in series],
+            color=NAIVE,
+            alpha=0.35,
+            linewidth=0.9,
+            label=f"naive alone, rate {sweep['harmRate']}: {sweep['perCycleSurvival']:.5f}/cycle",
+        )
     ax.plot(cycles, [100 * r["naive"]["cohortAlive"] for r in rows], color=NAIVE, label="naive, measured")
     ax.plot(cycles, [100 * r["dreamkeeper"]["cohortAlive"] for r in rows], color=DREAMKEEPER, label="dreamkeeper")
     ax.set_title("Day-0 entries whose content still survives")

@@ -78,8 +78,9 @@ class View:
 
 @dataclass
 class Rates:
-    harm_rate: float = 0.001
-    drift_rate: float = 0.01
+    # Defaults put the naive arm near the seed's 99.9% per-cycle row (one misjudgement in a thousand).
+    harm_rate: float = 0.0017
+    drift_rate: float = 0.017
     drift_loss: float = 0.1
     merge_rate: float = 0.3
     ephemeral_prune: float = 0.2

@@ -22,7 +22,8 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
         "",
         f"Command: `{result['command']}` (seed {config['seed']}; {result['seconds']['total']} s wall, of which "
         f"dreamkeeper cycles {result['seconds']['dreamkeeper']} s, naive {result['seconds']['naive']} s, "
-        f"measurement {result['seconds']['measure']} s). Generated {result['generatedAt']}.",
+        f"measurement {result['seconds']['measure']} s; {result['seconds'].get('cpu', '?')} CPU seconds: the "
+        f"machine is shared, wall time includes waiting for a core). Generated {result['generatedAt']}.",
         "",
         f"Adversary: harm rate {rates['harm_rate']} per offered entry per cycle, drift {rates['drift_rate']} "
         f"(lossy {rates['drift_loss']}), good merges {rates['merge_rate']} per offered family, status-note prunes "
@@ -75,6 +76,12 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
             )
         else:
             lines.append(f"| {row['perCycle']:.2%} | {row['oneYear']:.0%} (computed {row['computed']:.0%}) | seed |")
+    for row in result.get("naiveSweep", []):
+        lines.append(
+            f"| {row['perCycleSurvival']:.5f} | {_pct(row['impliedOneYear'])} implied; "
+            f"{_pct(row['cohortAliveAtEnd'])} of the day-0 cohort measured | naive arm alone, harm rate "
+            f"{row['harmRate']}, drift {row['driftRate']:.4g} |"
+        )
     totals = dk["cycleReportTotals"]
     lines += [
         "",

@@ -2,14 +2,16 @@
 
 It registers a Ready Node, keeps its Lease renewed (so the node lifecycle controller never taints it), watches
 the Pods bound to it (by kube-scheduler or `spec.nodeName`) and runs each one *for real*: init containers in
-order, then the containers, through a pluggable `ContainerRunner` (local processes now, podman later). It writes
+order, then the containers, through a pluggable `ContainerRunner` (local processes by default; `image_runners`
+maps an image ref to another runner, e.g. `PodmanRunner` for the project image). It writes
 the Pod status back the way a kubelet does: phase, conditions, init/container statuses with running/terminated
 states, exit codes and the termination message read from the container's terminationMessagePath file.
 Deleted pods are stopped (SIGTERM, grace period, SIGKILL) and then removed from the API with grace 0.
 
 What it does not do (see README): probes (a running container counts as ready), resource limits, securityContext
-(processes run as the test user), pod networking (no podIP), image pulls, sidecar init containers, live
-ConfigMap/Secret updates in volumes, `kubectl logs/exec` (use `NodeAgent.container_log`).
+for local processes (they run as the test user; `PodmanRunner` enforces it), pod networking (no podIP), image
+pulls, sidecar init containers, live ConfigMap/Secret updates in volumes, `kubectl logs/exec` (use
+`NodeAgent.container_log`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tests.cluster.runners import (
     LocalProcessRunner,
     Mount,
     RunningContainer,
+    SecurityContext,
     wait_any,
 )
 
@@ -115,7 +118,11 @@ class NodeAgent:
         self.ca_file = ca_file
         self.sa_audience = sa_audience
         self.local_runner = LocalProcessRunner()
-        self.runner_for: RunnerSelector = runner_for or (lambda pod, container: self.local_runner)
+        # image ref -> runner (e.g. a PodmanRunner for the project image); every other image runs locally.
+        self.image_runners: dict[str, ContainerRunner] = {}
+        self.runner_for: RunnerSelector = runner_for or (
+            lambda pod, container: self.image_runners.get(container.get("image", ""), self.local_runner)
+        )
         self.restart_backoff = restart_backoff
         self.lease_seconds = lease_seconds
         self._stop = threading.Event()
@@ -358,6 +365,7 @@ class PodWorker(threading.Thread):
         self.running: dict[str, RunningContainer] = {}
         self.kubeconfig: Path | None = None
         self.host_dirs: dict[str, Path] = {}
+        self._owned_volumes: list[tuple[Path, bool]] = []
         self._launches: dict[str, ContainerLaunch] = {}
 
     # ---- event input ------------------------------------------------------------------------------------------
@@ -533,6 +541,15 @@ class PodWorker(threading.Thread):
                     while True:  # a kubelet would retry forever; this cannot heal, so wait for deletion
                         self._sleep(1.0)
                 self._sleep(1.0)
+        self._owned_volumes = []
+        for volume in self.spec.get("volumes") or []:
+            host = self.host_dirs[volume["name"]]
+            if "emptyDir" in volume:
+                host.chmod(0o777)  # the kubelet creates emptyDirs world-writable: any runAsUser can use them
+            if "hostPath" not in volume:  # a kubelet never changes ownership of inline hostPath volumes for fsGroup
+                writable = "emptyDir" in volume or "persistentVolumeClaim" in volume
+                read_only = not writable or bool((volume.get("persistentVolumeClaim") or {}).get("readOnly"))
+                self._owned_volumes.append((host, read_only))
         self._write_kubeconfig()
 
     def _write_kubeconfig(self) -> None:
@@ -596,6 +613,8 @@ class PodWorker(threading.Thread):
             api_host=self.agent.api_host,
             api_port=self.agent.api_port,
             kubeconfig=self.kubeconfig,
+            security=SecurityContext.of(pod["spec"], container),
+            owned_volumes=tuple(self._owned_volumes),
         )
 
     def _start(self, container: Obj, table: dict[str, Obj]) -> RunningContainer | None:

@@ -17,8 +17,7 @@ from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.crds import all_crds
 from dreamkeeper.kube.rbac import operator_binding, operator_role
 from dreamkeeper.memory.sample import copy_bundled
-from tests.cluster.controlplane import free_port
-from tests.cluster.fixtures import KubeCluster
+from tests.cluster.controlplane import ControlPlane, free_port
 from tests.cluster.kubeapi import ApiError, Obj, namespaced
 from tests.cluster.procs import ManagedProcess
 
@@ -46,7 +45,7 @@ def vocabulary_path(namespace: str, name: str = "") -> str:
     return cr_path(namespace, VOCABULARY_PLURAL, name)
 
 
-def install_crds(cluster: KubeCluster) -> None:
+def install_crds(cluster: ControlPlane) -> None:
     for crd in all_crds():
         name = crd["metadata"]["name"]
         existing = cluster.api.get_or_none(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
@@ -66,7 +65,7 @@ def install_crds(cluster: KubeCluster) -> None:
         cluster.wait_for(f"CRD {name} established", established, timeout=60)
 
 
-def grant_operator_rbac(cluster: KubeCluster, namespace: str) -> Path:
+def grant_operator_rbac(cluster: ControlPlane, namespace: str) -> Path:
     """The operator's ServiceAccount with exactly the generated Role; returns a kubeconfig authenticating as it."""
     role = operator_role("dreamkeeper-operator", namespace)
     binding = operator_binding("dreamkeeper-operator", role, OPERATOR_SA, namespace, namespace)
@@ -77,7 +76,7 @@ def grant_operator_rbac(cluster: KubeCluster, namespace: str) -> Path:
 
 
 def make_agent(
-    cluster: KubeCluster,
+    cluster: ControlPlane,
     namespace: str,
     host_root: Path,
     *,
@@ -142,7 +141,7 @@ def make_agent(
     return volume_dir / "agent"
 
 
-def remove_volume(cluster: KubeCluster, namespace: str, claim: str = "agent-data") -> None:
+def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-data") -> None:
     try:
         cluster.api.delete(f"/api/v1/persistentvolumes/pv-{namespace}-{claim}"[:80])
     except ApiError as exc:
@@ -153,7 +152,7 @@ def remove_volume(cluster: KubeCluster, namespace: str, claim: str = "agent-data
 class OperatorProcess:
     """`dreamkeeper operator -n NS` as a subprocess, authenticated as its ServiceAccount."""
 
-    def __init__(self, cluster: KubeCluster, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
         self.cluster = cluster
         self.namespaces = namespaces
         self.kubeconfig = kubeconfig
@@ -216,7 +215,7 @@ class OperatorProcess:
 
 
 def eventually(
-    cluster: KubeCluster, what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5
+    cluster: ControlPlane, what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5
 ) -> Any:
     """Poll ``probe`` until it returns something truthy; return that value."""
     box: list[Any] = []
@@ -232,16 +231,16 @@ def eventually(
     return box[-1]
 
 
-def jobs_of(cluster: KubeCluster, namespace: str) -> list[Obj]:
+def jobs_of(cluster: ControlPlane, namespace: str) -> list[Obj]:
     return list(cluster.api.get(namespaced(namespace, "jobs", group="batch"))["items"])
 
 
-def events_of(cluster: KubeCluster, namespace: str, involved: str) -> list[Obj]:
+def events_of(cluster: ControlPlane, namespace: str, involved: str) -> list[Obj]:
     items = cluster.api.get(namespaced(namespace, "events"))["items"]
     return [e for e in items if e.get("involvedObject", {}).get("name") == involved]
 
 
-def status_of(cluster: KubeCluster, namespace: str, name: str) -> Obj:
+def status_of(cluster: ControlPlane, namespace: str, name: str) -> Obj:
     return dict(cluster.api.get(schedule_path(namespace, name)).get("status") or {})
 
 
@@ -249,7 +248,7 @@ def condition_of(status: Obj, type_: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
 
 
-def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
+def release_finalizers(cluster: ControlPlane, namespace: str) -> None:
     """Teardown without the operator: clear our finalizer so namespace deletion does not hang."""
     for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
         try:

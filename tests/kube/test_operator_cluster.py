@@ -29,7 +29,6 @@ from tests.kube.cluster_support import (
     events_of,
     eventually,
     grant_operator_rbac,
-    install_crds,
     jobs_of,
     make_agent,
     read_cycle_report,
@@ -78,12 +77,6 @@ class Env:
 
         result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
         return result
-
-
-@pytest.fixture(scope="session")
-def crds(kube_cluster: KubeCluster) -> KubeCluster:
-    install_crds(kube_cluster)
-    return kube_cluster
 
 
 @pytest.fixture

@@ -278,7 +278,7 @@ def test_suspended_schedules_skip_slots_but_run_now_still_runs() -> None:
     assert status(c)["totals"]["skippedSlots"] == {"suspended": 1}
     c.edit_spec("DreamSchedule", NS, "nightly", runNowToken="manual-1")
     run(r, c)
-    assert jobs(c) == [run_now_job_name("nightly", "manual-1")]
+    assert jobs(c) == [run_now_job_name("nightly", "manual-1", 2)]
     assert status(c)["lastRunNowToken"] == "manual-1"
 
 
@@ -287,7 +287,7 @@ def test_run_now_runs_once_per_token_and_waits_while_a_cycle_is_active() -> None
     r = reconciler(c, clock)
     clock.at(hours=1)
     run(r, c)
-    first = run_now_job_name("nightly", "t1")
+    first = run_now_job_name("nightly", "t1", 1)
     assert jobs(c) == [first]
     job = c.get("Job", NS, first)
     assert job is not None
@@ -301,9 +301,15 @@ def test_run_now_runs_once_per_token_and_waits_while_a_cycle_is_active() -> None
     assert c.reasons().count("RunNowDeferred") == 1
     c.finish_job(NS, first, message=report_message())
     run(r, c)
-    assert jobs(c) == sorted([first, run_now_job_name("nightly", "t2")])
+    assert jobs(c) == sorted([first, run_now_job_name("nightly", "t2", 2)])
     run(r, c)
     assert len(jobs(c)) == 2
+    # Reusing an earlier token later is a new request: it runs again (A, B, A).
+    c.finish_job(NS, run_now_job_name("nightly", "t2", 2), message=report_message())
+    run(r, c)
+    c.edit_spec("DreamSchedule", NS, "nightly", runNowToken="t1")
+    run(r, c)
+    assert run_now_job_name("nightly", "t1", 3) in jobs(c) and len(jobs(c)) == 3
 
 
 def test_a_job_created_before_a_lost_status_write_is_adopted_not_duplicated(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -339,7 +345,7 @@ def test_a_run_now_job_created_before_a_lost_status_write_is_adopted(monkeypatch
     run(reconciler(c, clock), c)
     monkeypatch.setattr(c, "patch_schedule_status", original)
     run(reconciler(c, clock), c)
-    assert jobs(c) == [run_now_job_name("nightly", "once")]
+    assert jobs(c) == [run_now_job_name("nightly", "once", 1)]
     assert status(c)["lastRunNowToken"] == "once"
     assert "RunNowDeferred" not in c.reasons()
 
@@ -494,3 +500,11 @@ def test_deleting_a_schedule_removes_its_series() -> None:
     r.forget(NS, "nightly", uid)
     exposition = "\n".join(f"{s.name}{s.labels}" for family in r.metrics.registry.collect() for s in family.samples)
     assert "nightly" not in exposition
+
+
+def test_a_hand_corrupted_status_field_is_rebuilt_not_a_crash_loop() -> None:
+    c, clock = cluster(), Clock(T0)
+    c.objects[("DreamSchedule", NS, "nightly")]["status"] = {"lastScheduleTime": "not a time", "lastRunNowToken": "x"}
+    clock.at(hours=3)
+    run(reconciler(c, clock), c)
+    assert len(jobs(c)) == 1 and status(c)["lastRunNowToken"] == "x"

@@ -86,8 +86,9 @@ def test_job_names_are_deterministic_valid_and_distinct() -> None:
         assert len(job) <= 63
         assert job[0].isalnum() and job[-1].isalnum() and set(job) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
     assert scheduled_job_name(long_a, slot) != scheduled_job_name(long_b, slot)
-    assert run_now_job_name("nightly", "a") != run_now_job_name("nightly", "b")
-    assert run_now_job_name("nightly", "a") == run_now_job_name("nightly", "a")
+    assert run_now_job_name("nightly", "a", 1) != run_now_job_name("nightly", "b", 1)
+    assert run_now_job_name("nightly", "a", 1) == run_now_job_name("nightly", "a", 1)
+    assert run_now_job_name("nightly", "a", 1) != run_now_job_name("nightly", "a", 3)
     assert dns_label("a.b", "1") != dns_label("a-b", "1")
 
 

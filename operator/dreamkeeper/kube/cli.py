@@ -28,6 +28,9 @@ def register(app: typer.Typer) -> None:
         ),
         job_image_pull_policy: str | None = typer.Option(None, envvar="DREAMKEEPER_JOB_IMAGE_PULL_POLICY"),
         workers: int = typer.Option(8, min=1, max=64, help="Threads for Kubernetes calls."),
+        object_workers: int = typer.Option(
+            16, min=1, max=1024, help="Objects whose events kopf handles at once (bounds connections and memory)."
+        ),
         poll_seconds: float = typer.Option(5.0, min=0.5, help="How often an active cycle Job is polled."),
         log_format: str = typer.Option("json", help="json | text"),
         verbose: bool = typer.Option(False, "--debug", help="Log at DEBUG."),
@@ -50,6 +53,7 @@ def register(app: typer.Typer) -> None:
             health_port=health_port,
             kubeconfig=kubeconfig or None,
             workers=workers,
+            object_workers=object_workers,
             log_format="json" if log_format == "json" else "text",
             verbose=verbose,
             job_defaults=JobDefaults(

@@ -42,8 +42,9 @@ def scheduled_job_name(schedule_name: str, slot: datetime) -> str:
     return dns_label(schedule_name, slot_suffix(slot))
 
 
-def run_now_job_name(schedule_name: str, token: str) -> str:
-    return dns_label(schedule_name, "now-" + _digest(token, 10))
+def run_now_job_name(schedule_name: str, token: str, generation: int) -> str:
+    """Per (token, generation): a retried pass finds and adopts its Job; a token reused later (A, B, A) runs again."""
+    return dns_label(schedule_name, "now-" + _digest(f"{token}\x00{generation}", 10))
 
 
 def label_value(value: str) -> str:

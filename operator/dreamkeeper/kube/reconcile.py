@@ -86,6 +86,16 @@ class ClaimLocks:
             return self._locks.setdefault((namespace, claim), threading.Lock())
 
 
+def load_status(raw: Obj, where: str) -> DreamScheduleStatus:
+    """The persisted status; a field someone corrupted by hand is dropped (and said so), not a crash loop."""
+    try:
+        return DreamScheduleStatus.model_validate(raw)
+    except ValidationError as exc:
+        bad = sorted({str(error["loc"][0]) for error in exc.errors() if error.get("loc")})
+        log.warning("%s: status fields %s are invalid and are rebuilt: %s", where, bad, exc.errors()[0].get("msg"))
+        return DreamScheduleStatus.model_validate({k: v for k, v in raw.items() if k not in bad})
+
+
 def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
@@ -167,7 +177,7 @@ class ScheduleReconciler:
         meta = body.get("metadata") or {}
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         raw_status = body.get("status") or {}
-        status = DreamScheduleStatus.model_validate(raw_status)
+        status = load_status(raw_status, f"{namespace}/{name}")
         self.metrics.ensure_schedule(namespace, name, status.totals)
         first = uid not in self._visited
         p = _Pass(namespace, name, body, status, meta.get("generation"), self.clock())
@@ -444,7 +454,7 @@ class ScheduleReconciler:
             self._vocabulary_condition(p)
 
         if run_now is not None:
-            name = run_now_job_name(p.name, run_now)
+            name = run_now_job_name(p.name, run_now, p.generation or 0)
             if self._adopt(p, uid, claim_jobs, name):
                 p.update(last_run_now_token=run_now)  # created by a pass whose status write was lost
             elif not_ready is not None:

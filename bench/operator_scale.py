@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -151,7 +152,9 @@ def run(count: int, output: Path, command: str) -> dict[str, Any]:
     try:
         install_crds(plane)
         namespace = plane.create_namespace("bench")
-        result = measure(plane, namespace, count, output.parent / f"{output.stem}-logs")
+        logs = Path(tempfile.mkdtemp(prefix="dk-operator-scale-"))  # the operator's log, outside the repo
+        result = measure(plane, namespace, count, logs)
+        result["operator_log"] = str(logs / "operator.log")
     finally:
         plane.stop()
         plane.remove_state()

@@ -508,3 +508,37 @@ def test_a_hand_corrupted_status_field_is_rebuilt_not_a_crash_loop() -> None:
     clock.at(hours=3)
     run(reconciler(c, clock), c)
     assert len(jobs(c)) == 1 and status(c)["lastRunNowToken"] == "x"
+
+
+def test_a_deferral_lost_with_its_status_write_is_announced_on_the_next_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, clock = cluster(schedules=("alpha", "beta")), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=1)
+    c.edit_spec("DreamSchedule", NS, "alpha", runNowToken="go")
+    c.edit_spec("DreamSchedule", NS, "beta", runNowToken="go")
+    run(r, c, "alpha")
+    original = c.patch_schedule_status
+
+    def lost(namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        raise ConflictError(409, "Conflict", "simulated: the write was lost")
+
+    monkeypatch.setattr(c, "patch_schedule_status", lost)
+    run(r, c, "beta")
+    monkeypatch.setattr(c, "patch_schedule_status", original)
+    run(r, c, "beta")
+    run(r, c, "beta")
+    assert c.reasons().count("RunNowDeferred") == 1
+
+
+def test_fixing_an_invalid_spec_makes_the_schedule_ready_again() -> None:
+    c, clock = cluster(schedule="61 * * * *"), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=1)
+    run(r, c)
+    assert condition(c, "Ready")["reason"] == "InvalidSchedule" and "nextScheduleTime" not in status(c)
+    c.edit_spec("DreamSchedule", NS, "nightly", schedule="0 3 * * *")
+    run(r, c)
+    ready = condition(c, "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("True", "Scheduled", 2)
+    assert status(c)["nextScheduleTime"] == "2026-01-01T03:00:00Z"
+    assert sample(r.metrics, "dreamkeeper_schedule_ready", ident()) == 1

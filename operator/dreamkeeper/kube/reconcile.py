@@ -127,6 +127,7 @@ class _Pass:
     owned_jobs: list[Obj] = field(default_factory=list)
     listed: bool = False
     deferred_run_now: bool = False
+    announced: list[tuple[str, str]] = field(default_factory=list)
 
     def event(self, kind: str, reason: str, message: str) -> None:
         self.events.append((kind, reason, message))
@@ -517,7 +518,8 @@ class ScheduleReconciler:
     def _announce_deferral(self, p: _Pass, uid: str, token: str, why: str) -> None:
         p.deferred_run_now = True
         if (uid, token) not in self._deferred_events:
-            self._deferred_events.add((uid, token))
+            # Remembered as announced only once the pass is persisted and the Event posted (_after_persist).
+            p.announced.append((uid, token))
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
 
     def _adopt(self, p: _Pass, uid: str, claim_jobs: list[Obj], job_name: str) -> bool:
@@ -628,6 +630,7 @@ class ScheduleReconciler:
         )
         for kind, reason, message in p.events:
             self._post(p, kind, reason, message)
+        self._deferred_events.update(p.announced)
         for job in p.to_annotate:
             meta = job["metadata"]
             try:

@@ -150,7 +150,7 @@ def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-dat
 
 
 class OperatorProcess:
-    """`dreamkeeper operator -n NS` as a subprocess, authenticated as its ServiceAccount."""
+    """`dreamkeeper operator -n NS` (no namespaces: `-A`) as a subprocess, authenticated as its ServiceAccount."""
 
     def __init__(self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
         self.cluster = cluster
@@ -166,6 +166,8 @@ class OperatorProcess:
         argv = [str(DREAMKEEPER), "operator"]
         for ns in self.namespaces:
             argv += ["--namespace", ns]
+        if not self.namespaces:
+            argv.append("--all-namespaces")
         argv += [
             "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port), "--bind", "127.0.0.1",
             "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1",

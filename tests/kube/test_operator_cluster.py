@@ -18,6 +18,7 @@ import pytest
 
 from dreamkeeper.consolidation.settings import VOCABULARY_FILE
 from dreamkeeper.kube.models import MemoryVocabularySpec
+from dreamkeeper.kube.rbac import operator_binding, operator_role
 from dreamkeeper.kube.slots import CronSchedule
 from dreamkeeper.kube.vocabulary import render
 from tests.cluster.fixtures import KubeCluster
@@ -359,3 +360,40 @@ def test_the_operator_service_account_has_least_privilege(env: Env) -> None:
     assert not can("delete", "dreamschedules.dreamkeeper.io")
     assert not can("list", "namespaces")
     assert json.loads(env.cluster.kubectl("get", "role", "dreamkeeper-operator", "-n", env.ns, "-o", "json").stdout)
+
+
+def test_cluster_scope_under_a_cluster_role(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> None:
+    """`--all-namespaces` with the same rules as a ClusterRole: the operator serves any namespace."""
+    api, rbac = crds.api, "/apis/rbac.authorization.k8s.io/v1"
+    name = f"dreamkeeper-operator-{kube_namespace}"
+    role = operator_role(name, None)
+    binding = operator_binding(name, role, OPERATOR_SA, kube_namespace)
+    api.create(f"{rbac}/clusterroles", role)
+    api.create(f"{rbac}/clusterrolebindings", binding)
+    operator = OperatorProcess(
+        crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path
+    )
+    try:
+        api.create(
+            namespaced(kube_namespace, "persistentvolumeclaims"),
+            {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
+                                                          "resources": {"requests": {"storage": "1Gi"}}}},
+        )  # fmt: skip
+        api.create(
+            schedule_path(kube_namespace, ""),
+            {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},
+             "spec": {"schedule": FAR_AWAY, "claimName": "agent-data"}},
+        )  # fmt: skip
+        operator.start()
+
+        def ready() -> bool:
+            condition = condition_of(status_of(crds, kube_namespace, "wide"), "Ready")
+            return condition is not None and condition["status"] == "True"
+
+        eventually(crds, "Ready under cluster scope", ready, timeout=90)
+        assert operator.tracebacks() == [], operator.log_text()[-3000:]
+    finally:
+        operator.stop()
+        release_finalizers(crds, kube_namespace)
+        api.delete(f"{rbac}/clusterrolebindings/{name}")
+        api.delete(f"{rbac}/clusterroles/{name}")

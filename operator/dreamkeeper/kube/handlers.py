@@ -19,7 +19,7 @@ from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.api import ClusterApi, KubeApi
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ScheduleReconciler
-from dreamkeeper.kube.vocabularies import VocabularyReconciler
+from dreamkeeper.kube.vocabularies import VocabularyConflictError, VocabularyReconciler
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     async def render_vocabulary(body: Any, name: str, namespace: str | None, **_: Any) -> None:
         try:
             changed = await state.call(state.vocabularies.reconcile, dict(body))
+        except VocabularyConflictError as exc:
+            raise kopf.TemporaryError(str(exc), delay=1) from None
         except Exception as exc:
             state.metrics.handler_error("vocabulary")
             log.exception("%s/%s: rendering the vocabulary failed", namespace, name)

@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
+class VocabularyConflictError(RuntimeError):
+    """The MemoryVocabulary changed between read and status write; render again from a fresh copy."""
+
+
 def config_map_for(body: Obj, rendered: RenderedVocabulary) -> Obj:
     meta = body["metadata"]
     return {
@@ -150,9 +154,9 @@ class VocabularyReconciler:
     ) -> None:
         if new == old:
             return
-        try:
+        try:  # a 409 propagates: the caller retries with a fresh copy (kopf: TemporaryError)
             self.api.patch_vocabulary_status(
                 namespace, name, status_patch(new.wire(), raw_status, meta.get("resourceVersion"))
             )
-        except ConflictError:
-            log.info("%s/%s: changed concurrently; the next event re-renders", namespace, name)
+        except ConflictError as exc:
+            raise VocabularyConflictError(f"{namespace}/{name} changed while it was rendered") from exc

@@ -67,10 +67,13 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     stages: dict[str, float] = {}
     current: list[Any] = [None, 0.0]
 
+    rss: dict[str, float] = {}
+
     def progress(stage: str) -> None:
         now = time.perf_counter()
         if current[0] is not None:
             stages[current[0]] = stages.get(current[0], 0.0) + now - current[1]
+            rss[current[0]] = round(_peak_rss_mib(), 1)  # peak so far, at the end of that stage
         current[0], current[1] = stage, now
 
     options = CycleOptions(agent_dir=agent_dir, force=True, progress=progress)
@@ -80,11 +83,13 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     finished = time.perf_counter()
     if current[0] is not None:
         stages[current[0]] = stages.get(current[0], 0.0) + finished - current[1]
+        rss[current[0]] = round(_peak_rss_mib(), 1)
     report = outcome.report
     return {
         "seconds": finished - started,
         "cpuSeconds": _cpu_seconds() - cpu,
         "stages": {k: round(v, 3) for k, v in stages.items()},
+        "peakRssByStageMiB": rss,
         "peakRssMiB": _peak_rss_mib(),
         "report": {
             k: getattr(report, k)
@@ -139,6 +144,7 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
         "cycleOverLoad": round(cold["seconds"] / load["seconds"], 2),
         "peakRssMiB": round(cold["peakRssMiB"], 1),
         "stages": cold["stages"],
+        "peakRssByStageMiB": cold["peakRssByStageMiB"],
         "report": cold["report"],
     }
     if warm:
@@ -149,6 +155,7 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
             warmCycleCpuSeconds=round(second["cpuSeconds"], 3),
             warmPeakRssMiB=round(second["peakRssMiB"], 1),
             warmStages=second["stages"],
+            warmPeakRssByStageMiB=second["peakRssByStageMiB"],
             warmReport=second["report"],
         )
     shutil.rmtree(agent, ignore_errors=True)
@@ -165,9 +172,16 @@ def goals(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "peakRssMiB": max(r["peakRssMiB"] for r in runs),
         "rssMet": max(r["peakRssMiB"] for r in runs) < GOAL_RSS_MIB,
     }
+    if "warmCycleSeconds" in largest:
+        warm = largest["warmCycleSeconds"] / largest["loadSeconds"]
+        out.update(warmCycleOverLoad=round(warm, 2), warmCycleOverLoadMet=warm <= GOAL_CYCLE_OVER_LOAD)
     if 10_000 in by_size and 100_000 in by_size:
-        growth = by_size[100_000]["cycleSeconds"] / by_size[10_000]["cycleSeconds"]
+        small, big = by_size[10_000], by_size[100_000]
+        growth = big["cycleSeconds"] / small["cycleSeconds"]
         out.update(growth100kOver10k=round(growth, 2), growthMet=growth <= GOAL_GROWTH)
+        if "warmCycleSeconds" in big and "warmCycleSeconds" in small:
+            warm_growth = big["warmCycleSeconds"] / small["warmCycleSeconds"]
+            out.update(warmGrowth100kOver10k=round(warm_growth, 2), warmGrowthMet=warm_growth <= GOAL_GROWTH)
     return out
 
 
@@ -208,6 +222,11 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
         for r in result["runs"]:
             if "warmStages" in r:
                 lines.append(f"| {r['size']} | " + " | ".join(str(r["warmStages"].get(s, "-")) for s in stages) + " |")
+    lines += ["", "Peak RSS so far at the end of each stage, MiB (cold cycle):", ""]
+    lines += ["| entries | " + " | ".join(stages) + " |", "|---|" + "---|" * len(stages)]
+    for r in result["runs"]:
+        by_stage = r.get("peakRssByStageMiB", {})
+        lines.append(f"| {r['size']} | " + " | ".join(str(by_stage.get(s, "-")) for s in stages) + " |")
     lines += [
         "",
         "## Goals",
@@ -216,9 +235,20 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
         f"**{'met' if g['cycleOverLoadMet'] else 'missed'}**",
         f"- peak RSS < 1 GiB: {g['peakRssMiB']} MiB — **{'met' if g['rssMet'] else 'missed'}**",
     ]
+    if "warmCycleOverLoad" in g:
+        lines.append(
+            f"- second (steady-state) cycle at {g['largest']} entries <= 3 x load: {g['warmCycleOverLoad']} x — "
+            f"**{'met' if g['warmCycleOverLoadMet'] else 'missed'}**"
+        )
     if "growth100kOver10k" in g:
         lines.append(
-            f"- time(100k) / time(10k) <= 12: {g['growth100kOver10k']} — **{'met' if g['growthMet'] else 'missed'}**"
+            f"- time(100k) / time(10k) <= 12, cold start: {g['growth100kOver10k']} — "
+            f"**{'met' if g['growthMet'] else 'missed'}**"
+        )
+    if "warmGrowth100kOver10k" in g:
+        lines.append(
+            f"- time(100k) / time(10k) <= 12, second cycle: {g['warmGrowth100kOver10k']} — "
+            f"**{'met' if g['warmGrowthMet'] else 'missed'}**"
         )
     lines.append("")
     return "\n".join(lines)

@@ -392,9 +392,20 @@ class ControlPlane:
         timeout: float = 120.0,
     ) -> subprocess.CompletedProcess[str]:
         """Run the cached kubectl against this cluster; raises KubectlError (with stderr) when `check` fails."""
-        argv = [str(tools.kubectl_binary()), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        # A discovery cache of this cluster's own: the shared ~/.kube/cache may predate CRDs installed since (or
+        # belong to an earlier cluster on the same port), and kubectl does not refresh it for category names.
+        cache = self.state_dir / "kubectl-cache"
+        argv = [
+            str(tools.kubectl_binary()),
+            f"--kubeconfig={kubeconfig or self.kubeconfig}",
+            f"--cache-dir={cache}",
+            *args,
+        ]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig or self.kubeconfig)}
         result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, env=env)
+        if result.returncode != 0 and "the server doesn't have a resource type" in result.stderr:
+            shutil.rmtree(cache, ignore_errors=True)  # stale discovery: refresh once, as a user would
+            result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, env=env)
         if check and result.returncode != 0:
             raise KubectlError(args, result)
         return result

@@ -196,7 +196,8 @@ def test_archive_logs_content_at_info(tmp_path: Path, caplog: pytest.LogCaptureF
         tmp_path,
         [Seed("x", "Scratch note about lunch.", "observations", 0.1), Seed("y", "Other note.", "observations")],
     )
-    with caplog.at_level(logging.INFO):
+    # Name the logger: another test may have raised the "dreamkeeper" logger's level (benchmarks do).
+    with caplog.at_level(logging.INFO, logger="dreamkeeper"):
         cycle(tmp_path, ScriptedProposer([{"toDelete": ["x"]}]))
     assert any(
         "Archived memory entry x" in r.message and "Scratch note about lunch." in r.message for r in caplog.records

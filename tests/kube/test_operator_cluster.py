@@ -252,9 +252,11 @@ def test_restarts_never_double_count_duplicate_a_job_or_replay_a_missed_slot(env
 
 def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> None:
     make_agent(env.cluster, env.ns, env.host)
-    env.operator.start()
+    # Both exist before the operator starts, so it meets them together and must defer one of them (created
+    # one after the other, the first cycle could finish before the second schedule is even seen).
     env.schedule("alpha", runNowToken="go", safeguards={"minIntervalHours": 0})
     env.schedule("beta", runNowToken="go", safeguards={"minIntervalHours": 0})
+    env.operator.start()
     most_active = 0
 
     def both_done() -> bool:

@@ -10,3 +10,6 @@ from typing import Final
 
 SCHEDULE_LABELS: Final = "dreamschedule, dreamschedule_namespace"
 RUNBOOK_BASE_URL: Final = "https://github.com/dreamkeeper/dreamkeeper/blob/main/docs/runbooks.md"
+
+# Generators that need dev-only packages (grafana-foundation-sdk); the image and the operator never import them.
+DEV_ONLY_MODULES: Final = ("dreamkeeper.observability.dashboard", "dreamkeeper.observability.generate")

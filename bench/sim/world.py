@@ -255,6 +255,7 @@ def write_synthetic_corpus(memory_dir: Path, size: int, seed: int = 7, embedded:
     vectors_dir = memory_dir / ".embeddings"
     vectors_dir.mkdir(parents=True, exist_ok=True)
     made_dirs: set[Path] = set()
+    canonical_texts: set[str] = set()
     world_index = 0
     while written < size:
         world = World(seed * 1000 + world_index, people=900)
@@ -262,6 +263,9 @@ def write_synthetic_corpus(memory_dir: Path, size: int, seed: int = 7, embedded:
         for family in [*(world.fixed if world_index == 1 else []), *reversed(world.pool)]:
             if written >= size:
                 break
+            if family.variants[0] in canonical_texts:
+                continue  # another world drew the same template fact: one agent would not have 1000 copies
+            canonical_texts.add(family.variants[0])
             families += 1
             base = [rng.gauss(0, 1) for _ in range(EMBEDDING_DIM)] if rng.random() < embedded else None
             for text in _copies(rng, family):

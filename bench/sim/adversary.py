@@ -133,8 +133,8 @@ class Adversary:
 
     # ---- the decision function ------------------------------------------------------------------------------
 
-    def decide(self, cycle: int, offered: Sequence[View], elsewhere: Sequence[str] = ()) -> Decision:
-        """The reply to one batch. ``elsewhere``: ids offered only in the request's other batches."""
+    def decide(self, cycle: int, offered: Sequence[View], elsewhere: Sequence[View] = ()) -> Decision:
+        """The reply to one batch. ``elsewhere``: entries offered only in the request's other batches."""
         rates = self.rates
         decision = Decision()
         families: dict[str, list[View]] = {}
@@ -175,7 +175,8 @@ class Adversary:
             decision.to_delete.append(f"{int(self.u(cycle, 'ghost-id', subject) * 2**48):012x}")
             decision.acts.append(("ghost-id", []))
         if elsewhere and self.u(cycle, "cross", subject) < rates.cross_batch_ids:
-            other = sorted(elsewhere)[int(self.u(cycle, "cross-id", subject) * len(elsewhere))]
+            ordered = sorted(elsewhere, key=lambda v: (v.key, v.id))
+            other = ordered[int(self.u(cycle, "cross-id", subject) * len(ordered))].id
             decision.to_delete.append(other)
             decision.acts.append(("cross-batch-id", [other]))
         return decision

@@ -4,6 +4,7 @@ ScriptedProposer. The arm is measured from the store as read back after each cyc
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from bench.sim.adversary import Adversary, Tally, View
 from bench.sim.world import MinedEntry
+from dreamkeeper.consolidation import validate
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, RepairRequest
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -43,6 +45,10 @@ class DreamkeeperArm:
         self.settings = settings
         self.adversary = adversary
         self.tally = tally
+        self._ids = random.Random(f"successor-ids-{adversary.seed}")
+
+    def _next_id(self) -> str:
+        return f"{self._ids.getrandbits(48):012x}"
 
     def add(self, mined: MinedEntry) -> None:
         self.store.create(
@@ -63,7 +69,13 @@ class DreamkeeperArm:
     def cycle(self, cycle: int, now: datetime) -> ArmCycle:
         def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
             mine = batch.ids
-            elsewhere = [i for b in request.batches if b.index != batch.index for i in b.ids if i not in mine]
+            elsewhere = [
+                to_view(o.entry)
+                for b in request.batches
+                if b.index != batch.index
+                for o in b.entries
+                if o.entry.id not in mine
+            ]
             decision = self.adversary.decide(cycle, [to_view(o.entry) for o in batch.entries], elsewhere)
             for mode, ids in decision.acts:
                 self.tally.add(mode)
@@ -74,6 +86,9 @@ class DreamkeeperArm:
             self.tally.add("repair-asked")
             return self.adversary.repair(cycle, request.merge.content, request.missing)
 
+        # Successor ids are uuid4 in the engine (as in RockBot); seeded here so a run is reproducible: ids decide
+        # file order, hence batch composition, hence which family members the adversary sees together.
+        validate.new_entry_id = self._next_id
         # force: the engine stamps lastCompletedAt with the wall clock, not CycleOptions.now, so with a simulated
         # clock the minimum-interval check compares simulated time with real time. Cycles are 12 h apart anyway.
         options = CycleOptions(agent_dir=self.agent_dir, settings=self.settings, now=now, force=True)

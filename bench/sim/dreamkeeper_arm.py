@@ -86,13 +86,18 @@ class DreamkeeperArm:
             self.tally.add("repair-asked")
             return self.adversary.repair(cycle, request.merge.content, request.missing)
 
-        # Successor ids are uuid4 in the engine (as in RockBot); seeded here so a run is reproducible: ids decide
-        # file order, hence batch composition, hence which family members the adversary sees together.
-        validate.new_entry_id = self._next_id
+        # Successor ids are uuid4 in the engine (as in RockBot); seeded here, for this call only, so a run is
+        # reproducible: ids decide file order, hence batch composition, hence which family members the adversary
+        # sees together.
         # force: the engine stamps lastCompletedAt with the wall clock, not CycleOptions.now, so with a simulated
         # clock the minimum-interval check compares simulated time with real time. Cycles are 12 h apart anyway.
         options = CycleOptions(agent_dir=self.agent_dir, settings=self.settings, now=now, force=True)
-        outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
+        engine_ids = validate.new_entry_id
+        validate.new_entry_id = self._next_id
+        try:
+            outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
+        finally:
+            validate.new_entry_id = engine_ids
         scan = self.store.scan()
         live = {s.id: s.entry.content for s in scan.live}
         views = {s.id: to_view(s.entry) for s in scan.live}

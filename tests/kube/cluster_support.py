@@ -75,6 +75,11 @@ def grant_operator_rbac(cluster: ControlPlane, namespace: str) -> Path:
     return cluster.service_account_kubeconfig(namespace, OPERATOR_SA, create=True)
 
 
+def pv_name_of(namespace: str, claim: str) -> str:
+    """The static PV backing a test claim (a DNS-1123 name: at most 63 characters, no trailing dash)."""
+    return f"pv-{namespace}-{claim}"[:63].rstrip("-")
+
+
 def make_agent(
     cluster: ControlPlane,
     namespace: str,
@@ -89,7 +94,7 @@ def make_agent(
     Returns the host path of the agent directory (what the cycle's /data/agent maps to)."""
     volume_dir = host_root / f"{namespace}-{claim}"
     copy_bundled(volume_dir / "agent")
-    pv_name = f"pv-{namespace}-{claim}"[:63]
+    pv_name = pv_name_of(namespace, claim)
     cluster.create_host_volume(pv_name, volume_dir, access_modes=(access_mode,), claim=(namespace, claim))
     pvc = {
         "metadata": {"name": claim},
@@ -143,7 +148,7 @@ def make_agent(
 
 def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-data") -> None:
     try:
-        cluster.api.delete(f"/api/v1/persistentvolumes/pv-{namespace}-{claim}"[:80])
+        cluster.api.delete(f"/api/v1/persistentvolumes/{pv_name_of(namespace, claim)}")
     except ApiError as exc:
         if exc.status != 404:
             raise

@@ -6,24 +6,17 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.crds import all_crds
-from dreamkeeper.memory.sample import copy_bundled
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, Obj, namespaced
+from tests.kube import cluster_support as kube_support
 from tests.packaging.helm import CHART
 
-RESTRICTED = {
-    "runAsNonRoot": True,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
@@ -75,73 +68,10 @@ def install_monitoring_crds(cluster: KubeCluster) -> None:
         established(cluster, crd["metadata"]["name"])
 
 
-def make_agent(cluster: KubeCluster, namespace: str, host_root: Path, claim: str = "agent-data") -> Path:
-    """A hostPath PV + bound PVC holding the bundled sample agent under agent/, and a running agent pod on it.
-    Returns the host path of the agent directory."""
-    volume_dir = host_root / f"{namespace}-{claim}"
-    copy_bundled(volume_dir / "agent")
-    pv_name = pv_name_of(namespace, claim)
-    cluster.create_host_volume(pv_name, volume_dir, claim=(namespace, claim))
-    cluster.api.create(
-        namespaced(namespace, "persistentvolumeclaims"),
-        {
-            "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "volumeName": pv_name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-    )
-    cluster.wait_for(
-        f"PVC {claim} bound",
-        lambda: (
-            cluster.api.get(namespaced(namespace, "persistentvolumeclaims", claim))["status"].get("phase") == "Bound"
-        ),
-        timeout=60,
-    )
-    cluster.api.create(
-        namespaced(namespace, "pods"),
-        {
-            "metadata": {"name": "agent-0", "labels": {"app": "agent"}},
-            "spec": {
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": 1000,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "containers": [
-                    {
-                        "name": "agent",
-                        "image": "localhost/agent:test",
-                        "command": ["python", "-c", "import time; time.sleep(3600)"],
-                        "securityContext": RESTRICTED,
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                    }
-                ],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-            },
-        },
-    )
-    cluster.wait_for(
-        "agent pod running",
-        lambda: cluster.api.get(namespaced(namespace, "pods", "agent-0")).get("status", {}).get("phase") == "Running",
-        timeout=90,
-    )
-    return volume_dir / "agent"
-
-
-def pv_name_of(namespace: str, claim: str) -> str:
-    return f"pv-{namespace}-{claim}"[:63].rstrip("-")
-
-
-def remove_volume(cluster: KubeCluster, namespace: str, claim: str = "agent-data") -> None:
-    try:
-        cluster.api.delete(f"/api/v1/persistentvolumes/{pv_name_of(namespace, claim)}")
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+# One agent fixture for every cluster test: the operator's tests own it.
+make_agent = kube_support.make_agent
+pv_name_of = kube_support.pv_name_of
+remove_volume = kube_support.remove_volume
 
 
 def cr_path(namespace: str, plural: str, name: str = "") -> str:

@@ -482,9 +482,14 @@ def write_results(config: SimConfig, result: dict[str, Any]) -> list[Path]:
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # The engine explains every refusal at INFO/WARNING; a year of them is millions of lines. Errors still show.
-    logging.getLogger("dreamkeeper").setLevel(logging.ERROR)
-    config = parse(argv)
-    result = run(config)
+    engine_log = logging.getLogger("dreamkeeper")
+    previous_level = engine_log.level
+    engine_log.setLevel(logging.ERROR)
+    try:
+        config = parse(argv)
+        result = run(config)
+    finally:
+        engine_log.setLevel(previous_level)  # main() also runs inside test processes
     for path in write_results(config, result):
         print(f"wrote {path}")
     goals = result["goals"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -301,3 +302,11 @@ def test_clustering_failure_degrades_to_unreviewed_only(tmp_path: Path, monkeypa
     assert request.degraded
     offered = {o.entry.id for b in request.batches for o in b.entries}
     assert offered == {"fresh1", "fresh2"}  # never widened to the whole corpus
+
+
+def test_minimum_interval_follows_the_cycle_clock(tmp_path: Path) -> None:
+    write_corpus(tmp_path, [Seed("a", "Alpha note."), Seed("b", "Beta note.")])
+    for hours, expected in ((0, "completed"), (3, "skipped"), (7, "completed")):
+        options = CycleOptions(agent_dir=tmp_path, now=BASE_TIME + timedelta(hours=hours))
+        outcome = asyncio.run(run_cycle(options, ScriptedProposer([{}])))
+        assert outcome.report.result == expected, hours

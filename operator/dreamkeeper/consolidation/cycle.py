@@ -78,11 +78,11 @@ def read_ledger(agent_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _write_ledger(agent_dir: Path, report: CycleReport) -> None:
+def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) -> None:
     ledger = read_ledger(agent_dir)
     ledger.update(
         {
-            "lastCompletedAt": format_timestamp(report.finished_at or utcnow()),
+            "lastCompletedAt": format_timestamp(completed_at),
             "lastCycleId": report.cycle_id,
         }
     )
@@ -285,7 +285,9 @@ class Cycle:
         report.archived_entries = final.archived
         self._measure_loss(plan, final, state, live)
         report.finished_at = utcnow()
-        _write_ledger(self.agent_dir, report)
+        # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
+        completed_at = report.finished_at if self.options.now is None else self.now
+        _write_ledger(self.agent_dir, report, completed_at or utcnow())
         path = write_report(self.agent_dir, report)
         self._log_summary()
         return CycleOutcome(report, plan, gating, path)

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.crds import all_crds
 from tests.cluster.fixtures import KubeCluster
-from tests.cluster.kubeapi import ApiError, Obj, namespaced
+from tests.cluster.kubeapi import ApiError, Obj
 from tests.kube import cluster_support as kube_support
 from tests.packaging.helm import CHART
 
@@ -70,12 +70,10 @@ def install_monitoring_crds(cluster: KubeCluster) -> None:
 
 # One agent fixture for every cluster test: the operator's tests own it.
 make_agent = kube_support.make_agent
+cr_path = kube_support.cr_path
+release_finalizers = kube_support.release_finalizers
 pv_name_of = kube_support.pv_name_of
 remove_volume = kube_support.remove_volume
-
-
-def cr_path(namespace: str, plural: str, name: str = "") -> str:
-    return namespaced(namespace, plural, name, group=GROUP, version=VERSION)
 
 
 def create_vocabulary_and_schedule(cluster: KubeCluster, namespace: str, name: str, token: str) -> None:
@@ -138,19 +136,6 @@ def delete_schedules(cluster: KubeCluster, namespace: str, timeout: float = 60) 
         )
     finally:
         release_finalizers(cluster, namespace)
-
-
-def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
-    for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
-        try:
-            items = cluster.api.get(cr_path(namespace, plural))["items"]
-        except ApiError:
-            continue
-        for item in items:
-            if item["metadata"].get("finalizers"):
-                cluster.api.patch(
-                    cr_path(namespace, plural, item["metadata"]["name"]), {"metadata": {"finalizers": None}}
-                )
 
 
 def http_get(url: str, timeout: float = 5) -> str:

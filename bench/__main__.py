@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "scale": "bench.scale",  # cycle time, peak RSS and per-stage time at 1k / 10k / 100k entries
     "clustering": "bench.clustering_bench",  # near-duplicate scan: LSH vs brute force time, memory, recall
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart
+    "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
 }
 
 

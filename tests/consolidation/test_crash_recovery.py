@@ -48,22 +48,25 @@ CHILD = textwrap.dedent(
     from dreamkeeper.proposers import ScriptedProposer
 
     agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-    calls = {"n": 0}
-    original_run, original_record = J.Executor._run_step, J.Journal.record
+    # Every step runs through Executor._guarded; outcomes reach the file through Journal.record_many (stamps in
+    # batches: a kill "after" step k leaves every outcome of k's batch unrecorded, k's write included).
+    ran, recorded = {"n": 0}, {"n": 0}
+    original_guarded, original_record_many = J.Executor._guarded, J.Journal.record_many
 
-    def run_step(self, step):
-        if phase == "before" and calls["n"] == kill_at:
+    def guarded(self, step, run):
+        if phase == "before" and ran["n"] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
-        return original_run(self, step)
+        ran["n"] += 1
+        return original_guarded(self, step, run)
 
-    def record(self, index, outcome, detail=None):
-        if phase == "after" and calls["n"] == kill_at:
+    def record_many(self, outcomes):
+        if phase == "after" and recorded["n"] <= kill_at < recorded["n"] + len(outcomes):
             os.kill(os.getpid(), signal.SIGKILL)  # the step happened; its journal line did not
-        calls["n"] += 1
-        return original_record(self, index, outcome, detail)
+        recorded["n"] += len(outcomes)
+        return original_record_many(self, outcomes)
 
-    J.Executor._run_step = run_step
-    J.Journal.record = record
+    J.Executor._guarded = guarded
+    J.Journal.record_many = record_many
     options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, exact_fold=False))
     asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
     """

@@ -23,6 +23,7 @@ from dreamkeeper.consolidation.validate import ValidationState, census, review_s
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary
 from dreamkeeper.memory import (
     CycleLock,
+    Fingerprint,
     MalformedFile,
     MemoryStore,
     ScanResult,
@@ -116,6 +117,7 @@ class Cycle:
         self.agent_dir = options.agent_dir
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
+        self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
         self.report = CycleReport(
             cycle_id=new_cycle_id(self.now),
             agent_dir=str(self.agent_dir),
@@ -341,7 +343,11 @@ class Cycle:
         if plan.is_empty:
             return ExecutionTally()
         journal = write_journal(self.agent_dir, self.report.cycle_id + suffix, plan, self.store, self.now)
-        return Executor(self.store, journal, self.now).run()
+        snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
+        executor = Executor(self.store, journal, self.now, snapshot)
+        tally = executor.run()
+        self._stamped.update(executor.written)
+        return tally
 
     def _account_usage(self) -> None:
         usage = self.proposer.usage()
@@ -407,7 +413,9 @@ class Cycle:
                 _, fingerprint = read_with_fingerprint(path)
             except OSError:
                 fingerprint = None
-            if fingerprint == seen.fingerprint:
+            # Unchanged, or exactly the review stamp this cycle wrote (a stamp changes only metadata: id, content and
+            # live/archived state are the snapshot's).
+            if fingerprint is not None and fingerprint in (seen.fingerprint, self._stamped.get(str(path))):
                 return seen
         result = self.store.read_file(path)
         if isinstance(result, MalformedFile):

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -194,19 +194,27 @@ class Journal:
         return journal
 
     def record(self, step: int, outcome: str, detail: str | None = None) -> None:
-        self.outcomes[step] = outcome
-        line: dict[str, Any] = {"step": step, "outcome": outcome}
-        if detail:
-            line["detail"] = detail
-        self._append(line)
+        self.record_many([(step, outcome, detail)])
+
+    def record_many(self, outcomes: Sequence[tuple[int, str, str | None]]) -> None:
+        """Append several outcomes with one write and one fsync."""
+        lines: list[dict[str, Any]] = []
+        for step, outcome, detail in outcomes:
+            self.outcomes[step] = outcome
+            line: dict[str, Any] = {"step": step, "outcome": outcome}
+            if detail:
+                line["detail"] = detail
+            lines.append(line)
+        if lines:
+            self._append(*lines)
 
     def finish(self) -> None:
         self._append({"kind": "complete", "at": format_timestamp(datetime.now().astimezone())})
         self.complete = True
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, *records: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write("".join(json.dumps(record) + "\n" for record in records))
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -245,15 +253,39 @@ def _records_say_complete(lines: list[str]) -> bool:
     return complete
 
 
-class Executor:
-    """Runs journal steps in order; safe to run again on a journal a crash interrupted."""
+STAMP_BATCH = 512
+"""Review stamps written between two directory fsyncs and journal appends."""
 
-    def __init__(self, store: MemoryStore, journal: Journal, now: datetime) -> None:
+
+class Executor:
+    """Runs journal steps in order; safe to run again on a journal a crash interrupted.
+
+    ``snapshot`` (path -> the entry as the cycle read it) lets a stamp be written from memory instead of reading
+    and parsing the file again; the fingerprint check in the write still refuses a file the agent changed. Review
+    stamps are bookkeeping (a lost one means the entry is reviewed again), so they are written in batches: each
+    file's data is fsynced before its rename as always, then each directory once, then the batch's outcomes in one
+    journal append. Creates, updates and archives stay one durable step at a time: a source is archived only
+    after its successor is on disk for good.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        journal: Journal,
+        now: datetime,
+        snapshot: Mapping[str, StoredEntry] | None = None,
+    ) -> None:
         self.store = store
         self.journal = journal
         self.now = now
         self.cycle_id = journal.header.cycle_id
+        self.snapshot = snapshot or {}
         self.tally = ExecutionTally()
+        self.written: dict[str, Fingerprint] = {}
+        """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
+        of a file whose bytes are still exactly these)."""
+        self._stamps: list[tuple[int, str, str | None]] = []
+        self._stamp_dirs: set[Path] = set()
 
     def run(self) -> ExecutionTally:
         steps = self.journal.header.steps
@@ -263,24 +295,64 @@ class Executor:
                 if previous != "done" and step.op in ("create", "update"):
                     self.tally.failed_groups.add(step.group)
                 continue
+            if step.op == "stamp":
+                self._stamps.append((index, self._guarded(step, self._stamp), None))
+                if len(self._stamps) >= STAMP_BATCH:
+                    self._flush_stamps()
+                continue
+            self._flush_stamps()
             if step.op == "archive" and self._group_head_failed(index, step):
                 self.journal.record(index, "skipped", "its replacement was not saved")
                 continue
-            try:
-                outcome = self._run_step(step)
-            except ConflictError as exc:
-                log.warning("left %s as it is: %s", step.id, exc)
-                self.tally.conflicts += 1
-                outcome = "conflict"
-            except StoreWriteError as exc:
-                log.error("could not write %s: %s", step.id, exc)
-                self.tally.errors.append(str(exc))
-                outcome = "failed"
+            outcome = self._guarded(step, self._run_step)
             if outcome != "done" and step.op in ("create", "update"):
                 self.tally.failed_groups.add(step.group)
             self.journal.record(index, outcome)
+        self._flush_stamps()
         self.journal.finish()
         return self.tally
+
+    def _guarded(self, step: Step, run: Callable[[Step], str]) -> str:
+        try:
+            return run(step)
+        except ConflictError as exc:
+            log.warning("left %s as it is: %s", step.id, exc)
+            self.tally.conflicts += 1
+            return "conflict"
+        except StoreWriteError as exc:
+            log.error("could not write %s: %s", step.id, exc)
+            self.tally.errors.append(str(exc))
+            return "failed"
+
+    def _stamp(self, step: Step) -> str:
+        assert step.expected is not None and step.metadata is not None
+        expected = step.expected.to_fingerprint()
+        stored = self.snapshot.get(step.path)
+        if stored is None or stored.fingerprint != expected:
+            stored = self._read(Path(step.path))  # resuming a journal: nothing in memory
+            if stored is None or stored.fingerprint != expected:
+                return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
+        try:
+            fingerprint = self.store.rewrite(stored, stored.entry.with_meta(**step.metadata), sync_directory=False)
+        except ConflictError:
+            return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
+        self._stamp_dirs.add(stored.path.parent)
+        self.written[step.path] = fingerprint
+        self.tally.stamped += 1
+        return "done"
+
+    def _flush_stamps(self) -> None:
+        """Make the batch's renames durable (one fsync per directory), then record their outcomes."""
+        if not self._stamps:
+            return
+        for directory in sorted(self._stamp_dirs):
+            try:
+                fsync_directory(directory)
+            except OSError as exc:  # the stamps are written; only their durability across power loss is unsure
+                log.warning("could not fsync %s after writing review stamps: %s", directory, exc)
+        self.journal.record_many(self._stamps)
+        self._stamps = []
+        self._stamp_dirs = set()
 
     def _group_head_failed(self, index: int, step: Step) -> bool:
         if step.group in self.tally.failed_groups:
@@ -345,13 +417,7 @@ class Executor:
                 self.tally.archived_merged += 1
             return "done"
         if step.op == "stamp":
-            assert step.expected is not None and step.metadata is not None
-            current = self._read(path)
-            if current is None or current.fingerprint != step.expected.to_fingerprint():
-                return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
-            self.store.update(current, current.entry.with_meta(**step.metadata))
-            self.tally.stamped += 1
-            return "done"
+            return self._stamp(step)
         raise ValueError(f"unknown journal op {step.op}")
 
 

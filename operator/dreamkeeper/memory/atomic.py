@@ -125,11 +125,16 @@ def _write_temp(path: Path, data: bytes) -> tuple[Path, Fingerprint]:
     return temp, fingerprint
 
 
-def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | None) -> Fingerprint:
+def replace_file(
+    path: Path, data: bytes, expected: Fingerprint | _Unchecked | None, *, sync_directory: bool = True
+) -> Fingerprint:
     """Durably replace (or create) ``path`` with ``data``.
 
     ``expected``: a Fingerprint = the file must still be exactly that; ``MUST_NOT_EXIST`` (None) = exclusive
     create, never clobbering a file that appeared; ``UNCHECKED`` = dreamkeeper's own state files only.
+    ``sync_directory=False`` leaves the fsync of the directory (which makes the rename itself durable) to the
+    caller, who batches it over many files; the file's own data is always fsynced before the rename, so a crash
+    still leaves the old file or the new one, whole.
     """
     temp: Path | None = None
     try:
@@ -158,7 +163,8 @@ def replace_file(path: Path, data: bytes, expected: Fingerprint | _Unchecked | N
                 check_unchanged(path, expected)
             os.replace(temp, path)
         temp = None
-        fsync_directory(path.parent)
+        if sync_directory:
+            fsync_directory(path.parent)
     except OSError as exc:
         if temp is not None:
             with contextlib.suppress(OSError):

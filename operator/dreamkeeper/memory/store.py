@@ -261,6 +261,18 @@ class MemoryStore:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
         return self._save(entry, stored.fingerprint, path)
 
+    def rewrite(self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True) -> Fingerprint:
+        """Replace an entry's file with a new version of the same entry (same id and category), guarded by the
+        fingerprint it was read with; returns the new fingerprint.
+
+        The bulk path for bookkeeping (review stamps): the file stays where a scan found it (inside the root, so
+        the path needs no resolving again) and the written bytes are not parsed back. ``sync_directory=False``
+        leaves the directory fsync to a caller that batches it (see ``replace_file``).
+        """
+        if entry.id != stored.id or entry.category != stored.entry.category:
+            raise ValueError(f"rewrite of {stored.id} may not change its id or category")
+        return replace_file(stored.path, entry.to_json_bytes(), stored.fingerprint, sync_directory=sync_directory)
+
     def archive(
         self, stored: StoredEntry, reason: str, now: datetime | None = None, cycle_id: str | None = None
     ) -> StoredEntry:

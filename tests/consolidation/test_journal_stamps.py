@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from dreamkeeper.consolidation import journal as journal_module
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.journal import Executor, Journal, write_journal
 from dreamkeeper.consolidation.plan import Plan, StampAction
+from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.atomic import current_fingerprint
 from dreamkeeper.memory.entry import REVIEWED_HASH
+from dreamkeeper.proposers import OfflineProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
 
 SEEDS = [Seed(f"e{i}", f"Fact number {i} about Rockford.", "people" if i % 2 else "projects") for i in range(7)]
@@ -85,3 +89,14 @@ def test_agent_write_after_snapshot_is_kept_and_stamp_is_stale(tmp_path: Path, s
     (journal_path,) = (tmp_path / ".dreamkeeper" / "journal").glob("*.jsonl")
     outcomes = {int(str(line["step"])): line["outcome"] for line in outcome_lines(journal_path)}
     assert outcomes[2] == "stale"
+
+
+def test_cycle_outcome_repr_stays_short_however_large_the_plan(tmp_path: Path) -> None:
+    """asyncio.run() reprs its finished main task with the result: the outcome must not walk the whole corpus."""
+    write_corpus(tmp_path, [Seed(f"d{i}", f"Rockford owns host nas-0{i % 3} at 10.0.0.{i}.") for i in range(40)])
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0), now=BASE_TIME)
+    outcome = asyncio.run(run_cycle(options, OfflineProposer()))
+    assert outcome.plan is not None and outcome.plan.stamps  # a plan that names every entry
+    text = repr(outcome)
+    assert outcome.report.cycle_id in text
+    assert "Rockford" not in text and len(text) < 300

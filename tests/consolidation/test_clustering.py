@@ -319,10 +319,16 @@ def test_internal_failure_becomes_clustering_error(monkeypatch: pytest.MonkeyPat
 
 def test_candidate_ceiling_raises_instead_of_exhausting_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clustering, "MAX_EMITTED_PAIRS", 1000)
-    items = [item(f"e{k:03d}", "identical words everywhere") for k in range(100)]  # 4950 pairs per band
+    shared = " ".join(f"common{k:02d}" for k in range(40))
+    items = [item(f"e{k:03d}", f"{shared} own{k:03d}") for k in range(100)]  # pairwise 40/42: most bands collide
     with pytest.raises(ClusteringError, match="near-identical entries"):
         find_clusters(items, strategy="lsh")
     assert len(find_clusters(items, strategy="brute", max_cluster_size=200)[0].ids) == 100
+    # identical entries are twins: one of them is hashed, so they never approach the ceiling
+    twins = [item(f"t{k:03d}", shared) for k in range(1000)]
+    clusters, stats = find_clusters_with_stats(twins, strategy="lsh", max_cluster_size=1000)
+    assert [len(c.ids) for c in clusters] == [1000] and stats.scans[0].scanned == 1
+    assert stats.edges == 1000 * 999 // 2 and stats.twin_entries == 1000
 
 
 # --------------------------------------------------------------------------------------------- LSH plans

@@ -23,6 +23,7 @@ Everything is deterministic: entries are processed in id order and the hash seed
 
 from __future__ import annotations
 
+import array
 import functools
 import hashlib
 import heapq
@@ -59,7 +60,10 @@ SIMHASH_MAX_BITS = 4096
 SIMHASH_FILTER_BITS = 256
 SIMHASH_SAMPLE_PAIRS = 4096
 
-_PAIR_BATCH = 4_000_000  # candidate pairs generated / held between compactions
+_PAIR_BATCH = 1_000_000  # candidate pairs generated at a time (each costs ~50 bytes of temporaries)
+_COMPACT_AT = 4_000_000  # candidate codes held (8 bytes each) before duplicates are squeezed out
+_PROBE_BATCH = 1_000_000  # token probes per batch of exact intersections
+_TOKEN_BATCH = 1 << 18  # tokens per MinHash chunk (x rows x 8 bytes of hash values)
 _COSINE_MARGIN = 1e-3  # float32 screening slack; pairs within it are decided in float64 like similarity()
 _TOKEN_RE = re.compile(r"(?:[^\W_]|'){4,}")  # runs of Unicode letters/digits/apostrophes, longer than 3
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -361,7 +365,8 @@ class ScanRecord:
     emitted_pairs: int  # LSH: bucket pairs summed over bands (duplicates included); brute force: all pairs
     candidate_pairs: int  # distinct pairs proposed (cosine: after the Hamming prefilter; brute force: all pairs)
     verified_pairs: int  # pairs whose exact similarity was computed (after the cosine Hamming prefilter)
-    edges: int  # pairs at or above the threshold
+    edges: int  # entry pairs at or above the threshold (twin classes counted pair by pair)
+    scanned: int = 0  # entries hashed / compared: Jaccard scans one entry per distinct token set, cosine all items
 
 
 @dataclass(slots=True)
@@ -374,6 +379,7 @@ class ClusteringStats:
     components: int = 0
     clusters: int = 0
     oversize_clusters: int = 0  # exceeded max_cluster_size by absorbing a stranded neighbour
+    twin_entries: int = 0  # entries scanned through a twin (same token set, no embedding, same scope group)
     seconds: float = 0.0
     scans: list[ScanRecord] = field(default_factory=list)
 
@@ -430,8 +436,8 @@ def find_clusters_with_stats(
         return [], stats
 
     def run() -> list[Cluster]:
-        ids, edges = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
-        return _assemble(ids, *edges, max_cluster_size, stats)
+        graph = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
+        return _assemble(graph, max_cluster_size, stats)
 
     return _guarded(run, stats), stats
 
@@ -467,12 +473,18 @@ def find_pairs_with_stats(
     stats = ClusteringStats(items=len(items))
 
     def run() -> list[SimilarPair]:
-        ids, (left, right, weight, measure) = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
-        # Entries are in id order, so the lower index holds the lower id.
+        graph = _scan(items, threshold, same_top_level_category, strategy, seed, stats)
+        ids = graph.ids
+        # Entries are in id order, so the lower index holds the lower id. Twin classes are expanded here: the
+        # caller asked for every pair.
         pairs = [
             SimilarPair(ids[min(a, b)], ids[max(a, b)], w, _MEASURE_CODES[m])
-            for a, b, w, m in zip(left.tolist(), right.tolist(), weight.tolist(), measure.tolist(), strict=True)
+            for u, v, w, m in graph.edge_list()
+            for a in graph.members(u)
+            for b in graph.members(v)
         ]
+        for twins in graph.twins.values():
+            pairs.extend(SimilarPair(ids[a], ids[b], 1.0, "jaccard") for a, b in itertools.combinations(twins, 2))
         pairs.sort(key=lambda pair: (pair.a, pair.b))
         return pairs
 
@@ -559,7 +571,6 @@ def _prepare(items: Sequence[ClusterItem], stats: ClusteringStats) -> _Corpus:
         if before.id == after.id:
             raise ClusteringError(f"entry id {after.id!r} appears more than once; nothing was clustered")
 
-    flat: list[str] = []
     counts = np.zeros(len(ordered), dtype=np.int64)
     dims = np.full(len(ordered), -1, dtype=np.int64)
     vectors: list[npt.NDArray[np.floating] | None] = []
@@ -570,28 +581,30 @@ def _prepare(items: Sequence[ClusterItem], stats: ClusteringStats) -> _Corpus:
             dims[index] = vector.shape[0]
         elif item.embedding is not None:
             stats.degenerate_embeddings += 1
-    # Tokens only matter for Jaccard pairs; a corpus embedded throughout with one model has none.
+    # Tokens only matter for Jaccard pairs; a corpus embedded throughout with one model has none. Each entry's
+    # tokens become vocabulary numbers at once, so only one string per distinct token is ever held.
+    vocabulary: dict[str, int] = {}
+    numbers = array.array("q")
     if len(ordered) and (dims.min() < 0 or dims.min() != dims.max()):
         for index, item in enumerate(ordered):
-            tokens = set(_token_list(item.content))
-            flat.extend(tokens)
-            counts[index] = len(tokens)
+            own = sorted({vocabulary.setdefault(token, len(vocabulary)) for token in _token_list(item.content)})
+            numbers.extend(own)
+            counts[index] = len(own)
     if stats.degenerate_embeddings:
         logger.warning(
             "near-duplicate scan: %d embedding(s) empty, non-finite or all-zero — those entries are compared by "
             "Jaccard; the vectors were left as they are",
             stats.degenerate_embeddings,
         )
-    vocabulary = {token: number for number, token in enumerate(dict.fromkeys(flat))}
-    token_ids = np.fromiter(map(vocabulary.__getitem__, flat), dtype=np.int64, count=len(flat))
-    owners = np.repeat(np.arange(len(ordered), dtype=np.int64), counts)
-    token_ids = token_ids[np.lexsort((token_ids, owners))]  # ascending ids within each entry
+    token_ids: IntArray = np.frombuffer(numbers, dtype=np.int64).copy() if numbers else np.empty(0, np.int64)
+    del numbers
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     hashes = np.fromiter(
         (int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") for token in vocabulary),
         dtype=np.uint64,
         count=len(vocabulary),
     )
+    del vocabulary
     corpus = _Corpus(
         ids=[item.id for item in ordered],
         token_ptr=offsets,
@@ -658,7 +671,30 @@ class _Edges:
         )
 
 
-_EdgeArrays = tuple[IntArray, IntArray, npt.NDArray[np.float64], npt.NDArray[np.int8]]
+@dataclass(slots=True)
+class _Graph:
+    """The accepted edges, with twin classes kept whole.
+
+    A node is one entry or a twin class: entries of one scope group with the same non-empty token set and no
+    usable embedding. Every pair involving a twin is a Jaccard pair decided by the token set alone, so twins
+    are pairwise at 1.0 and equally similar to everything else; one edge between nodes stands for every entry
+    pair across them, and a twin class is an implicit clique at 1.0. A node is named by its lowest entry index.
+    """
+
+    ids: list[str]
+    left: IntArray  # node pairs (each pair once)
+    right: IntArray
+    weight: F64Array
+    measure: npt.NDArray[np.int8]
+    twins: dict[int, list[int]]  # twin class node -> its entries (>= 2, ascending)
+
+    def members(self, node: int) -> list[int]:
+        return self.twins.get(node) or [node]
+
+    def edge_list(self) -> list[tuple[int, int, float, int]]:
+        return list(
+            zip(self.left.tolist(), self.right.tolist(), self.weight.tolist(), self.measure.tolist(), strict=True)
+        )
 
 
 def _scan(
@@ -668,34 +704,107 @@ def _scan(
     strategy: Strategy,
     seed: int | None,
     stats: ClusteringStats,
-) -> tuple[list[str], _EdgeArrays]:
-    """Every accepted edge (indices into the id-ordered entries), per scope group and measure."""
+) -> _Graph:
+    """Every accepted edge between nodes (see :class:`_Graph`), per scope group and measure."""
     corpus = _prepare(items, stats)
     if seed is None:
         seed = corpus.seed
     edges = _Edges()
+    twins: dict[int, list[int]] = {}
     groups: dict[str | None, list[int]] = defaultdict(list)
     for index, scope in enumerate(corpus.scopes):
         groups[scope if scoped else None].append(index)
     for scope, members in sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
         group = np.asarray(members, dtype=np.int64)
         label = scope if scoped else None
-        _scan_jaccard(corpus, group, threshold, strategy, seed, edges, stats, label)
+        _scan_jaccard(corpus, group, threshold, strategy, seed, edges, twins, stats, label)
         group_dims = corpus.dims[group]
         for dim in np.unique(group_dims[group_dims >= 0]).tolist():
             embedded = group[group_dims == dim]
             if len(embedded) >= 2:
                 _scan_cosine(corpus, embedded, int(dim), threshold, strategy, seed, edges, stats, label)
-    arrays = edges.arrays()
-    stats.edges = len(arrays[0])
-    return corpus.ids, arrays
+    graph = _Graph(corpus.ids, *edges.arrays(), twins=twins)
+    stats.twin_entries = sum(len(members) for members in twins.values())
+    stats.edges = sum(scan.edges for scan in stats.scans)
+    return graph
 
 
-def _jaccard_pair_mask(dims: IntArray, left: IntArray, right: IntArray) -> npt.NDArray[np.bool_]:
-    """Pairs measured by Jaccard: not both carrying usable embeddings of one dimension."""
-    a, b = dims[left], dims[right]
-    mask: npt.NDArray[np.bool_] = (a < 0) | (a != b)
-    return mask
+@dataclass(slots=True)
+class _TokenClasses:
+    """Members of one scope group grouped by identical token set; classes in order of their first member.
+
+    Within a class, the entries without a usable embedding form one node (a twin class when >= 2); each
+    embedded entry is its own node, because its pairs with other embedded entries may be cosine pairs.
+    """
+
+    reps: IntArray  # first (lowest) entry of each class: the one that is hashed and compared
+    twin_node: IntArray  # node of the class's non-embedded entries, -1 when it has none
+    twin_size: IntArray  # how many non-embedded entries that node holds
+    embedded_ptr: IntArray  # CSR offsets into embedded (per class)
+    embedded: IntArray  # the class's embedded entries, ascending
+    embedded_dim: IntArray  # one dimension shared by all of the class's embedded entries, -1 if they differ
+    pure_dim: IntArray  # dimension when every entry of the class is embedded with it (no Jaccard pair inside)
+
+
+def _token_classes(corpus: _Corpus, members: IntArray, twins: dict[int, list[int]]) -> _TokenClasses:
+    """Group ``members`` (ascending, non-empty token sets) by token set; registers twin classes in ``twins``.
+
+    Sets are matched by a 128-bit order-free hash and then compared exactly; a (vanishingly rare) collision
+    only leaves the colliding entries in classes of their own, which is still correct: identical sets in two
+    classes are found by the scan as a pair at Jaccard 1.0.
+    """
+    counts = corpus.token_counts[members]
+    tokens = corpus.token_ids[_ragged(corpus.token_ptr[members], counts)]
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    salt = _seed_words(0x7A11, 4, 1)[0]
+    first = np.add.reduceat(_mix64(corpus.token_hashes[tokens]), starts)
+    second = np.add.reduceat(_mix64(corpus.token_hashes[tokens] ^ salt), starts)
+    order = np.lexsort((second, first, counts))  # stable: equal sets stay in ascending entry order
+    s_first, s_second, s_counts = first[order], second[order], counts[order]
+    new_key = np.ones(len(order), dtype=bool)
+    new_key[1:] = (s_first[1:] != s_first[:-1]) | (s_second[1:] != s_second[:-1]) | (s_counts[1:] != s_counts[:-1])
+    head = order[np.maximum.accumulate(np.where(new_key, np.arange(len(order)), 0))]  # first member of the key
+    # Exact check of every member against the head of its key.
+    check = np.flatnonzero(~new_key)
+    if len(check):
+        mine = tokens[_ragged(starts[order[check]], s_counts[check])]
+        theirs = tokens[_ragged(starts[head[check]], s_counts[check])]
+        mismatched = np.bincount(np.repeat(np.arange(len(check)), s_counts[check]), weights=mine != theirs)
+        head[check[mismatched > 0]] = order[check[mismatched > 0]]
+    class_of = np.empty(len(order), dtype=np.int64)
+    class_of[order] = head  # class label = local position of its first member
+    labels, class_index = np.unique(class_of, return_inverse=True)  # ascending first member = ascending entry
+    n_classes = len(labels)
+    dims = corpus.dims[members]
+    plain = dims < 0
+    twin_size = np.bincount(class_index[plain], minlength=n_classes).astype(np.int64)
+    twin_node = np.full(n_classes, -1, dtype=np.int64)
+    plain_positions = np.flatnonzero(plain)  # ascending, so the first of each class is its lowest entry
+    plain_classes = class_index[plain_positions]
+    _, first_plain = np.unique(plain_classes, return_index=True)
+    twin_node[plain_classes[first_plain]] = members[plain_positions[first_plain]]
+    for label in np.flatnonzero(twin_size >= 2).tolist():
+        twins[int(twin_node[label])] = members[plain & (class_index == label)].tolist()
+    embedded_positions = np.flatnonzero(~plain)
+    embedded_classes = class_index[embedded_positions]
+    by_class = np.argsort(embedded_classes, kind="stable")
+    embedded_count = np.bincount(embedded_classes, minlength=n_classes).astype(np.int64)
+    embedded_ptr = np.concatenate(([0], np.cumsum(embedded_count))).astype(np.int64)
+    embedded_dims = dims[embedded_positions[by_class]]
+    low = np.full(n_classes, np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.full(n_classes, -1, dtype=np.int64)
+    np.minimum.at(low, embedded_classes[by_class], embedded_dims)
+    np.maximum.at(high, embedded_classes[by_class], embedded_dims)
+    embedded_dim = np.where((embedded_count > 0) & (low == high), high, -1)
+    return _TokenClasses(
+        reps=members[labels],
+        twin_node=twin_node,
+        twin_size=twin_size,
+        embedded_ptr=embedded_ptr,
+        embedded=members[embedded_positions[by_class]],
+        embedded_dim=embedded_dim,
+        pure_dim=np.where(twin_size == 0, embedded_dim, -1),
+    )
 
 
 def _scan_jaccard(
@@ -705,6 +814,7 @@ def _scan_jaccard(
     strategy: Strategy,
     seed: int,
     edges: _Edges,
+    twins: dict[int, list[int]],
     stats: ClusteringStats,
     scope: str | None,
 ) -> None:
@@ -714,21 +824,28 @@ def _scan_jaccard(
     member_dims = corpus.dims[members]
     if member_dims.min() >= 0 and member_dims.min() == member_dims.max():
         return  # every pair here is a cosine pair
-    use_brute = strategy == "brute" or (strategy == "auto" and len(members) < BRUTE_FORCE_BELOW)
+    classes = _token_classes(corpus, members, twins)
+    reps = classes.reps
+    logical = _inside_classes(classes, corpus.dims, edges)
+    use_brute = strategy == "brute" or (strategy == "auto" and len(reps) < BRUTE_FORCE_BELOW)
     plan = None if use_brute else plan_minhash(threshold)
     if plan is None:
-        left, right, inter, union = _jaccard_all_pairs(corpus, members)
-        emitted = distinct = verified = len(members) * (len(members) - 1) // 2
+        left, right, inter, union = _jaccard_all_pairs(corpus, reps)
+        emitted = distinct = verified = len(reps) * (len(reps) - 1) // 2
+        left, right = np.searchsorted(reps, left), np.searchsorted(reps, right)
     else:
-        left, right, emitted, distinct = _minhash_candidates(corpus, members, plan, seed)
-        inter, union = _intersections(corpus, left, right)
-    keep = _jaccard_pair_mask(corpus.dims, left, right)  # same-dimension embedded pairs are cosine pairs
-    left, right, inter, union = left[keep], right[keep], inter[keep], union[keep]
-    if plan is not None:
+        pure = classes.pure_dim
+
+        def jaccard_pair(a: IntArray, b: IntArray) -> npt.NDArray[np.bool_]:
+            keep: npt.NDArray[np.bool_] = (pure[a] < 0) | (pure[a] != pure[b])
+            return keep
+
+        left, right, emitted, distinct = _minhash_candidates(corpus, reps, plan, seed, jaccard_pair)
         verified = len(left)
+        inter, union = _intersections(corpus, reps[left], reps[right])
     weight = inter.astype(np.float64) / union.astype(np.float64)  # same division as similarity()
     accept = weight >= threshold
-    edges.add(left[accept], right[accept], weight[accept], _JACCARD)
+    logical += _across_classes(classes, corpus.dims, left[accept], right[accept], weight[accept], edges)
     stats.scans.append(
         ScanRecord(
             scope=scope,
@@ -740,9 +857,71 @@ def _scan_jaccard(
             emitted_pairs=emitted,
             candidate_pairs=distinct,
             verified_pairs=verified,
-            edges=int(np.count_nonzero(accept)),
+            edges=logical,
+            scanned=len(reps),
         )
     )
+
+
+def _inside_classes(classes: _TokenClasses, dims: IntArray, edges: _Edges) -> int:
+    """Edges inside each token class (Jaccard 1.0); returns the entry pairs they stand for, twin cliques included.
+
+    Twin node to each embedded entry of its class, and embedded entries of different dimensions to each other.
+    """
+    sizes = classes.twin_size
+    logical = int((sizes * (sizes - 1) // 2).sum())
+    counts = np.diff(classes.embedded_ptr)
+    with_twins = np.repeat(classes.twin_node, counts)
+    keep = with_twins >= 0
+    edges.add(with_twins[keep], classes.embedded[keep], np.ones(int(keep.sum())), _JACCARD)
+    logical += int(np.repeat(sizes, counts)[keep].sum())
+    lefts: list[int] = []
+    rights: list[int] = []
+    for label in np.flatnonzero((counts >= 2) & (classes.embedded_dim < 0)).tolist():
+        inside = classes.embedded[classes.embedded_ptr[label] : classes.embedded_ptr[label + 1]].tolist()
+        for a, b in itertools.combinations(inside, 2):
+            if dims[a] != dims[b]:
+                lefts.append(a)
+                rights.append(b)
+    edges.add(np.asarray(lefts, np.int64), np.asarray(rights, np.int64), np.ones(len(lefts)), _JACCARD)
+    return logical + len(lefts)
+
+
+def _across_classes(
+    classes: _TokenClasses, dims: IntArray, left: IntArray, right: IntArray, weight: F64Array, edges: _Edges
+) -> int:
+    """Edges for accepted pairs of classes (local class numbers) at ``weight``; returns the entry pairs they stand for.
+
+    Twin node to twin node, twin node to each embedded entry of the other class, and embedded entries of the two
+    classes to each other where their dimensions differ (same-dimension pairs are cosine pairs).
+    """
+    twin_node, twin_size = classes.twin_node, classes.twin_size
+    counts = np.diff(classes.embedded_ptr)
+    both = (twin_node[left] >= 0) & (twin_node[right] >= 0)
+    edges.add(twin_node[left][both], twin_node[right][both], weight[both], _JACCARD)
+    logical = int((twin_size[left][both] * twin_size[right][both]).sum())
+    for source, target in ((left, right), (right, left)):
+        has = twin_node[source] >= 0
+        source, target, with_weight = source[has], target[has], weight[has]
+        spread = counts[target]
+        others = classes.embedded[_ragged(classes.embedded_ptr[target], spread)]
+        edges.add(np.repeat(twin_node[source], spread), others, np.repeat(with_weight, spread), _JACCARD)
+        logical += int((twin_size[source] * spread).sum())
+    same = (classes.embedded_dim[left] >= 0) & (classes.embedded_dim[left] == classes.embedded_dim[right])
+    need = (counts[left] > 0) & (counts[right] > 0) & ~same
+    lefts: list[int] = []
+    rights: list[int] = []
+    weights: list[float] = []
+    for a_class, b_class, w in zip(left[need].tolist(), right[need].tolist(), weight[need].tolist(), strict=True):
+        ptr = classes.embedded_ptr
+        for a in classes.embedded[ptr[a_class] : ptr[a_class + 1]].tolist():
+            for b in classes.embedded[ptr[b_class] : ptr[b_class + 1]].tolist():
+                if dims[a] != dims[b]:
+                    lefts.append(a)
+                    rights.append(b)
+                    weights.append(w)
+    edges.add(np.asarray(lefts, np.int64), np.asarray(rights, np.int64), np.asarray(weights, np.float64), _JACCARD)
+    return logical + len(lefts)
 
 
 def _jaccard_all_pairs(corpus: _Corpus, members: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
@@ -789,9 +968,9 @@ def _intersections(corpus: _Corpus, left: IntArray, right: IntArray) -> tuple[In
     inter = np.zeros(len(left), dtype=np.int64)
     small = np.where(counts[left] <= counts[right], left, right)
     large = np.where(counts[left] <= counts[right], right, left)
-    # Probe the smaller set of each pair into the larger one, in batches of a few million probes.
+    # Probe the smaller set of each pair into the larger one, in batches of about a million probes.
     cumulative = np.cumsum(counts[small])
-    cuts = np.searchsorted(cumulative, np.arange(4_000_000, int(cumulative[-1]) if len(small) else 0, 4_000_000))
+    cuts = np.searchsorted(cumulative, np.arange(_PROBE_BATCH, int(cumulative[-1]) if len(small) else 0, _PROBE_BATCH))
     bounds = sorted({0, len(left), *(int(c) + 1 for c in cuts)})
     for start, stop in itertools.pairwise(bounds):
         s, g = small[start:stop], large[start:stop]
@@ -833,15 +1012,16 @@ def _seed_words(seed: int, purpose: int, count: int) -> U64Array:
 
 
 def _minhash_candidates(
-    corpus: _Corpus, members: IntArray, plan: LshPlan, seed: int
+    corpus: _Corpus, members: IntArray, plan: LshPlan, seed: int, accept: PairFilter | None = None
 ) -> tuple[IntArray, IntArray, int, int]:
-    """Distinct pairs of members sharing a MinHash band (global indices, left < right), emitted, distinct."""
+    """Distinct pairs of members sharing a MinHash band and passing ``accept`` (local indices, left < right),
+    with the bucket pairs emitted and the distinct pairs kept."""
     counts = corpus.token_counts[members]
     ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     tokens = corpus.token_ids[_ragged(corpus.token_ptr[members], counts)]
     salts = _seed_words(seed, 1, plan.hashes)
-    chunk_starts = _chunk_starts(ptr, 1 << 20)
-    collector = _PairCollector(len(members))
+    chunk_starts = _chunk_starts(ptr, _TOKEN_BATCH)
+    collector = _PairCollector(len(members), accept)
     for band in range(plan.bands):
         band_salts = salts[band * plan.rows : (band + 1) * plan.rows]
         # Hash values of every vocabulary token under this band's hash functions, then per-entry minima.
@@ -856,7 +1036,7 @@ def _minhash_candidates(
             keys[lo:hi] = key
         collector.add_band(keys)
     left, right = collector.pairs()
-    return members[left], members[right], collector.emitted, collector.distinct
+    return left, right, collector.emitted, collector.distinct
 
 
 def _chunk_starts(ptr: IntArray, budget: int) -> list[int]:
@@ -917,7 +1097,7 @@ class _PairCollector:
             self.codes.append(np.minimum(a, b) * self.size + np.maximum(a, b))
             self.pending += len(a)
         # Compact when duplicates could have doubled the held codes: amortised O(total log total), bounded memory.
-        if self.pending > max(_PAIR_BATCH, 2 * self.distinct):
+        if self.pending > max(_COMPACT_AT, 2 * self.distinct):
             self._compact()
             if self.distinct > MAX_CANDIDATE_PAIRS:
                 self._give_up(f"{self.distinct} distinct candidate pairs", int(sizes.max()))
@@ -1005,6 +1185,7 @@ def _scan_cosine(
             candidate_pairs=distinct,
             verified_pairs=verified,
             edges=int(np.count_nonzero(accept)),
+            scanned=len(members),
         )
     )
 
@@ -1091,45 +1272,44 @@ def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> t
 
 # --------------------------------------------------------------------------------------------- assembly
 
+_Adjacency = dict[int, dict[int, tuple[float, int]]]  # node -> neighbour node -> (weight, measure code)
 
-def _assemble(
-    ids: list[str],
-    left: IntArray,
-    right: IntArray,
-    weight: F64Array,
-    measure: npt.NDArray[np.int8],
-    max_cluster_size: int,
-    stats: ClusteringStats,
-) -> list[Cluster]:
-    parent = list(range(len(ids)))
+
+def _assemble(graph: _Graph, max_cluster_size: int, stats: ClusteringStats) -> list[Cluster]:
+    parent: dict[int, int] = {}
 
     def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+        root = parent.setdefault(x, x)
+        while root != parent[root]:
+            parent[root] = parent[parent[root]]
+            root = parent[root]
+        return root
 
-    edge_list = list(zip(left.tolist(), right.tolist(), weight.tolist(), measure.tolist(), strict=True))
+    edge_list = graph.edge_list()
     for a, b, _, _ in edge_list:
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
-    components: dict[int, list[tuple[int, int, float, int]]] = defaultdict(list)
-    for edge in edge_list:
-        components[find(edge[0])].append(edge)
-    stats.components = len(components)
+    for node in graph.twins:
+        find(node)  # a twin class is a component even with no other neighbour
+    adjacencies: dict[int, _Adjacency] = defaultdict(dict)
+    for node in parent:
+        adjacencies[find(node)][node] = {}
+    for a, b, w, m in edge_list:
+        adjacency = adjacencies[find(a)]
+        adjacency[a][b] = (w, m)
+        adjacency[b][a] = (w, m)
+    stats.components = len(adjacencies)
     clusters: list[Cluster] = []
-    for component_edges in components.values():
-        adjacency: dict[int, dict[int, tuple[float, int]]] = defaultdict(dict)
-        for a, b, w, m in component_edges:
-            adjacency[a][b] = (w, m)
-            adjacency[b][a] = (w, m)
-        if len(adjacency) <= max_cluster_size:
-            chunks = [sorted(adjacency)]
+    for adjacency in adjacencies.values():
+        members = {node: graph.members(node) for node in adjacency}
+        if sum(len(entries) for entries in members.values()) <= max_cluster_size:
+            chunks = [sorted(entry for entries in members.values() for entry in entries)]
         else:
-            chunks = _split_component(adjacency, ids, max_cluster_size)
+            chunks = _split_component(adjacency, members, graph.ids, max_cluster_size)
+        node_of = {entry: node for node, entries in members.items() for entry in entries}
         for chunk in chunks:
-            clusters.append(_cluster_of(chunk, adjacency, ids))
+            clusters.append(_cluster_of(chunk, node_of, adjacency, graph.ids))
             if len(chunk) > max_cluster_size:
                 stats.oversize_clusters += 1
     clusters.sort(key=lambda cluster: cluster.ids[0])
@@ -1137,69 +1317,132 @@ def _assemble(
     return clusters
 
 
-def _cluster_of(chunk: list[int], adjacency: dict[int, dict[int, tuple[float, int]]], ids: list[str]) -> Cluster:
-    members = set(chunk)
+def _cluster_of(chunk: list[int], node_of: dict[int, int], adjacency: _Adjacency, ids: list[str]) -> Cluster:
+    present: dict[int, int] = defaultdict(int)
+    for entry in chunk:
+        present[node_of[entry]] += 1
     weights: list[float] = []
     measures: set[int] = set()
-    for node in chunk:
+    for node, count in present.items():
+        if count >= 2:  # twins of one class: Jaccard 1.0
+            weights.append(1.0)
+            measures.add(_JACCARD)
         for other, (w, m) in adjacency[node].items():
-            if other in members:
+            if other in present:
                 weights.append(w)
                 measures.add(m)
     kind = _MEASURE_CODES[measures.pop()] if len(measures) == 1 else "mixed"
     return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=min(weights), measure=kind)
 
 
+def _strength_units(weight: float) -> int:
+    """A weight as an exact integer, so a node's strength is the same whatever order its edges are summed in.
+
+    Multiplying by a power of two is exact and every double above 2**-12 becomes an integer; smaller weights
+    (never near a real threshold) are truncated, which still gives one order-free value.
+    """
+    return int(weight * 2.0**64)
+
+
+_FULL_STRENGTH = _strength_units(1.0)
+
+
 def _split_component(
-    adjacency: dict[int, dict[int, tuple[float, int]]], ids: list[str], max_size: int
+    adjacency: _Adjacency, members: dict[int, list[int]], ids: list[str], max_size: int
 ) -> list[list[int]]:
     """Split an over-large component into chunks that keep each entry next to a near-duplicate.
 
-    Greedy: seed = remaining entry with most remaining neighbours (then strongest total similarity, then id);
-    grow by the strongest edge into the chunk (Prim's order) up to ``max_size``. An entry left with no
-    remaining neighbour would be a singleton; instead it joins the chunk holding its strongest neighbour, so a
-    new entry is always offered together with a duplicate. That is the only way a chunk exceeds
+    Greedy over entries: seed = remaining entry with most remaining neighbours (then strongest total similarity,
+    then id); grow by the strongest edge into the chunk (Prim's order, ties by id) up to ``max_size``. An entry
+    left with no remaining neighbour would be a singleton; instead it joins the chunk holding its strongest
+    neighbour, so a new entry is always offered together with a duplicate. That is the only way a chunk exceeds
     ``max_size`` (by one per stranded entry; a star-shaped component can strand many on its hub's chunk).
+
+    It runs on nodes (``members``: a node's entries, ascending; >= 2 means a twin class, an implicit clique at
+    1.0). Twins are interchangeable, so they are always taken lowest id first and every remaining twin has the
+    same degree and strength: one heap entry per node stands for all its remaining entries, and a class of
+    thousands of twins costs as much as its chunks, not its pairs. The result is the entry-level greedy's.
     """
-    remaining = set(adjacency)
-    degree = {node: len(adjacency[node]) for node in adjacency}
-    strength = {node: sum(w for w, _ in adjacency[node].values()) for node in adjacency}
-    seeds: list[tuple[int, float, str, int]] = [(-degree[v], -strength[v], ids[v], v) for v in adjacency]
+    size = {node: len(entries) for node, entries in members.items()}
+    taken = dict.fromkeys(members, 0)  # a node's entries are taken in ascending order
+    units = {node: {other: _strength_units(w) for other, (w, _) in near.items()} for node, near in adjacency.items()}
+    degree: dict[int, int] = {}
+    strength: dict[int, int] = {}
+    for node, near in adjacency.items():
+        degree[node] = size[node] - 1 + sum(size[other] for other in near)
+        strength[node] = (size[node] - 1) * _FULL_STRENGTH + sum(size[o] * u for o, u in units[node].items())
+
+    def left(node: int) -> int:
+        return size[node] - taken[node]
+
+    def first(node: int) -> int:
+        return members[node][taken[node]]
+
+    def offer(source: int, frontier: list[tuple[float, str, int, int]]) -> None:
+        # One frontier entry per neighbour node stands for all its remaining entries at that weight.
+        if size[source] >= 2 and left(source):
+            heapq.heappush(frontier, (-1.0, ids[first(source)], first(source), source))
+        for other, (w, _) in adjacency[source].items():
+            if left(other):
+                heapq.heappush(frontier, (-w, ids[first(other)], first(other), other))
+
+    seeds = [(-degree[v], -strength[v], ids[first(v)], first(v), v) for v in adjacency]
     heapq.heapify(seeds)
     chunks: list[list[int]] = []
     chunk_of: dict[int, int] = {}
-    stranded: list[int] = []
+    stranded: list[tuple[int, int]] = []
     while seeds:
-        neg_degree, neg_strength, _, seed = heapq.heappop(seeds)
-        if seed not in remaining or -neg_degree != degree[seed] or -neg_strength != strength[seed]:
+        neg_degree, neg_strength, _, entry, node = heapq.heappop(seeds)
+        if not left(node) or entry != first(node) or -neg_degree != degree[node] or -neg_strength != strength[node]:
             continue  # stale heap entry
-        chunk = [seed]
-        remaining.discard(seed)
-        frontier = [(-w, ids[v], v) for v, (w, _) in adjacency[seed].items() if v in remaining]
-        heapq.heapify(frontier)
+        taken[node] += 1
+        chunk = [entry]
+        placed = {node: 1}
+        frontier: list[tuple[float, str, int, int]] = []
+
+        offer(node, frontier)
         while frontier and len(chunk) < max_size:
-            _, _, node = heapq.heappop(frontier)
-            if node not in remaining:
+            neg_w, _, candidate, other = heapq.heappop(frontier)
+            if not left(other):
                 continue
-            chunk.append(node)
-            remaining.discard(node)
-            for v, (w, _) in adjacency[node].items():
-                if v in remaining:
-                    heapq.heappush(frontier, (-w, ids[v], v))
+            if candidate != first(other):  # that entry was taken; the node's next one has the same weight
+                heapq.heappush(frontier, (neg_w, ids[first(other)], first(other), other))
+                continue
+            taken[other] += 1
+            chunk.append(candidate)
+            if other in placed:
+                placed[other] += 1
+            else:
+                placed[other] = 1
+                offer(other, frontier)
+            if left(other):
+                heapq.heappush(frontier, (neg_w, ids[first(other)], first(other), other))
         if len(chunk) == 1:
-            stranded.append(seed)
+            stranded.append((entry, node))
             continue
-        for node in chunk:
-            chunk_of[node] = len(chunks)
-            for v, (w, _) in adjacency[node].items():
-                if v in remaining:
-                    degree[v] -= 1
-                    strength[v] -= w
-                    heapq.heappush(seeds, (-degree[v], -strength[v], ids[v], v))
+        changed: set[int] = set()
+        for source, count in placed.items():
+            if size[source] >= 2 and left(source):
+                degree[source] -= count
+                strength[source] -= count * _FULL_STRENGTH
+            for other in adjacency[source]:
+                if left(other):
+                    degree[other] -= count
+                    strength[other] -= count * units[source][other]
+                    changed.add(other)
+            if left(source):
+                changed.add(source)
+        for member in chunk:
+            chunk_of[member] = len(chunks)
+        for other in changed:
+            heapq.heappush(seeds, (-degree[other], -strength[other], ids[first(other)], first(other), other))
         chunks.append(chunk)
     # A stranded entry's neighbours were all taken by earlier chunks (seeds go by descending degree, so once
     # one entry is stranded every later one is too, and none of them neighbour each other).
-    for node in sorted(stranded, key=lambda v: ids[v]):
-        neighbour = min(adjacency[node], key=lambda v: (-adjacency[node][v][0], ids[v]))
-        chunks[chunk_of[neighbour]].append(node)
+    for entry, node in sorted(stranded, key=lambda pair: ids[pair[0]]):
+        options = [(-w, ids[members[other][0]], members[other][0]) for other, (w, _) in adjacency[node].items()]
+        if size[node] >= 2:
+            twin = members[node][0] if members[node][0] != entry else members[node][1]
+            options.append((-1.0, ids[twin], twin))
+        chunks[chunk_of[min(options)[2]]].append(entry)
     return chunks

@@ -20,7 +20,7 @@ from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, Proposer
 from dreamkeeper.consolidation.report import CycleReport, write_report
 from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
 from dreamkeeper.consolidation.validate import ValidationState, census, review_stamps, validate_replies
-from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary
+from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
     CycleLock,
     Fingerprint,
@@ -431,20 +431,31 @@ class Cycle:
         return result
 
     def _measure_loss(self, plan: Plan, final: FinalState, state: ValidationState, live: list[StoredEntry]) -> None:
-        """After apply: specifics of entries this cycle archived with a replacement must still be live."""
-        archived_here = [s for m in plan.merges for s in m.sources]
-        if not archived_here:
+        """After apply: specifics of entries this cycle archived with a replacement must still be live.
+
+        Successor first: the successor's text as on disk now is a live text of the final corpus, so what its
+        inventory covers the final corpus covers. The rest is looked up in an index of the final live corpus,
+        built only then; a successor that is not live (never written, or gone since) covers nothing.
+        """
+        if not any(m.sources for m in plan.merges):
             return
-        vocabulary = self._load_vocabulary()
-        index = _final_index(state.census_index, plan, live, final)
+        vocabulary = state.vocabulary  # the one the cycle checked with (loading it again could differ)
+        index: CoverageIndex | None = None
         lost: list[str] = []
-        for stored in archived_here:
-            current = self.store.get(stored.id)
-            if current is None or not current.entry.is_archived:
-                continue  # not archived after all (conflict): nothing left the live corpus
-            for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
-                if not index.covers(specific) and specific.text not in lost:
-                    lost.append(specific.text)
+        for merge in plan.merges:
+            on_disk = final.live.get(merge.successor.id)
+            successor = merged_inventory(on_disk) if on_disk is not None else None
+            for stored in merge.sources:
+                current = self.store.get(stored.id)
+                if current is None or not current.entry.is_archived:
+                    continue  # not archived after all (conflict): nothing left the live corpus
+                for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
+                    if (successor is not None and successor.covers(specific)) or specific.text in lost:
+                        continue
+                    if index is None:
+                        index = _final_index(state.census_index, plan, live, final)
+                    if not index.covers(specific):
+                        lost.append(specific.text)
         self.report.specifics_lost = len(lost)
         self.report.lost_specifics = lost
         if lost:

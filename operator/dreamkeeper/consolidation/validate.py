@@ -19,7 +19,16 @@ from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, Stamp
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.report import CycleReport, Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.coverage import CoverageIndex, SourceText, Vocabulary, extract_specifics, find_missing_specifics
+from dreamkeeper.coverage import (
+    CoverageIndex,
+    Inventory,
+    SourceText,
+    Specific,
+    Vocabulary,
+    extract_specifics,
+    find_missing_specifics,
+    merged_inventory,
+)
 from dreamkeeper.memory import Entry, InvalidCategoryError, StoredEntry, format_timestamp, validate_category
 from dreamkeeper.memory.entry import (
     CREATED_BY_CYCLE,
@@ -63,8 +72,9 @@ class ValidationState:
     unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
     rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     repairs_used: int = 0
-    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors).
-    # The post-apply loss measurement starts from it instead of indexing the whole corpus a second time.
+    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
+    # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
+    # instead of indexing the whole corpus a second time.
     census_index: CoverageIndex | None = None
 
 
@@ -278,27 +288,26 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
     """Corpus-wide specifics census: no accepted action may make a specific vanish from the live corpus.
 
     Refusing an action only adds text back to the corpus, so one pass in plan order is sound.
+
+    Successor first: a merge's successor is a live entry of the plan for as long as the merge stands, so a
+    source specific its inventory covers is covered by the corpus (coverage is membership in token sets, which
+    only grow as texts are added). Only what the successor does not cover, and the specifics of prunes, are
+    looked up in the corpus index, which is built the first time that happens: `_CensusCorpus`.
     """
     plan = state.plan
     leaving = {s.id for m in plan.merges for s in m.sources} | {p.target.id for p in plan.prunes}
     leaving |= {c.id for f in plan.folds for c in f.copies}
     if not leaving:
         return
-    index = CoverageIndex()
-    for stored in live:
-        if stored.id not in leaving:
-            index.add(stored.entry.content)
-    for merge in plan.merges:
-        index.add(merge.successor.content)
-
+    corpus = _CensusCorpus(live, leaving, plan.merges)
     kept: list[MergeAction] = []
     for merge in plan.merges:
-        lost = _vanishing(merge.sources, index, state.vocabulary)
+        successor = merged_inventory(merge.successor.content)
+        lost = _vanishing(merge.sources, corpus, state.vocabulary, successor)
         if lost:
             state.report.census_refusals += 1
-            index.remove(merge.successor.content)
+            corpus.refuse(merge)
             for s in merge.sources:
-                index.add(s.entry.content)
                 state.consumed.discard(s.id)
             if merge.repaired:
                 state.report.repaired -= 1
@@ -306,9 +315,8 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
             continue
         kept.append(merge)
     plan.merges = kept
-    state.census_index = index
     for prune in plan.prunes:
-        lost = _vanishing([prune.target], index, state.vocabulary)
+        lost = _vanishing([prune.target], corpus, state.vocabulary, None)
         if lost:
             prune.lost_specifics = lost
             state.report.ephemeral_specifics += len(lost)
@@ -318,13 +326,70 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
                 len(lost),
                 ", ".join(lost),
             )
+    state.census_index = corpus.index
 
 
-def _vanishing(entries: Sequence[StoredEntry], index: CoverageIndex, vocabulary: Vocabulary) -> list[str]:
+class _CensusCorpus:
+    """The census's view of the planned live corpus, indexed only when a question needs the whole corpus.
+
+    At any point the single pass's index holds: live entries not leaving, the successors of every merge
+    not refused so far, and the sources of the merges refused so far. Built lazily it holds exactly that multiset
+    (hence gives the same answers); from then on `refuse` keeps it current, as the single pass did.
+    """
+
+    def __init__(self, live: Sequence[StoredEntry], leaving: set[str], merges: Sequence[MergeAction]) -> None:
+        self._live = live
+        self._leaving = leaving
+        self._merges = list(merges)
+        self.refused: list[MergeAction] = []
+        self.index: CoverageIndex | None = None
+
+    def covers(self, specific: Specific) -> bool:
+        if self.index is None:
+            self.index = self._build()
+        return self.index.covers(specific)
+
+    def refuse(self, merge: MergeAction) -> None:
+        """The merge is refused: its successor leaves the plan, its sources stay live."""
+        self.refused.append(merge)
+        if self.index is not None:
+            self.index.remove(merge.successor.content)
+            for source in merge.sources:
+                self.index.add(source.entry.content)
+
+    def _build(self) -> CoverageIndex:
+        index = CoverageIndex()
+        for stored in self._live:
+            if stored.id not in self._leaving:
+                index.add(stored.entry.content)
+        refused = {id(m) for m in self.refused}
+        for merge in self._merges:
+            if id(merge) not in refused:
+                index.add(merge.successor.content)
+        for merge in self.refused:
+            for source in merge.sources:
+                index.add(source.entry.content)
+        log.debug(
+            "census: indexed the planned live corpus (%d texts, %d merges refused so far)",
+            len(index),
+            len(self.refused),
+        )
+        return index
+
+
+def _vanishing(
+    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
+) -> list[str]:
+    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order.
+
+    ``successor`` (the inventory of a live text of the plan) answers first: what it covers, the corpus covers.
+    """
     lost: list[str] = []
     for stored in entries:
         for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
-            if not index.covers(specific) and specific.text not in lost:
+            if successor is not None and successor.covers(specific):
+                continue
+            if specific.text not in lost and not corpus.covers(specific):
                 lost.append(specific.text)
     return lost
 

@@ -3,8 +3,9 @@
 Imports nothing from the rest of dreamkeeper: it works on plain strings and categories.
 """
 
-from dreamkeeper.coverage.check import SourceText, find_missing_specifics, required_specifics
+from dreamkeeper.coverage.check import SourceText, find_missing_specifics, merged_inventory, required_specifics
 from dreamkeeper.coverage.index import CoverageIndex
+from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_VOCABULARY",
     "VOCABULARY_FILE_NAME",
     "CoverageIndex",
+    "Inventory",
     "SourceText",
     "Specific",
     "SpecificKind",
@@ -26,5 +28,6 @@ __all__ = [
     "extract_specifics",
     "find_missing_specifics",
     "load_vocabulary",
+    "merged_inventory",
     "required_specifics",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Final, Literal
 
 from dreamkeeper.coverage import dates
 from dreamkeeper.coverage.lexicon import is_english_word
@@ -21,6 +21,7 @@ from dreamkeeper.coverage.stoplist import MONTHS, SENTENCE_OPENERS, TWO_LETTER_C
 from dreamkeeper.coverage.technical import address_spans, inside, phones, technical_tokens
 from dreamkeeper.coverage.text import (
     NUMBER_RE,
+    Word,
     chunk_key,
     chunks,
     fold,
@@ -87,17 +88,23 @@ def lowercase_evidence(text: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -
     A lowercase word the English lexicon does not know is no such proof: "lhotka" in "lhotka.net" must not
     demote the surname "Lhotka" (it is itself protected as an identifier anyway).
     """
-    evidence: set[str] = set()
     prepared = prepare(text)
     addresses = address_spans(prepared)
-    for word in words(prepared):
-        if word.script != "cased" or any(c.isupper() for c in word.text) or inside(addresses, word.start):
-            continue
-        key = fold(word.text)
-        if key.isascii() and not (is_english_word(key) or vocabulary.is_extra_common(key)):
-            continue
-        evidence.add(key)
-    return frozenset(evidence)
+    return frozenset(
+        key
+        for word in words(prepared)
+        if not inside(addresses, word.start) and (key := _evidence_key(word, vocabulary)) is not None
+    )
+
+
+def _evidence_key(word: Word, vocabulary: Vocabulary) -> str | None:
+    """The key a word contributes to lowercase evidence, if any (`lowercase_evidence`'s rule for one word)."""
+    if word.script != "cased" or any(c.isupper() for c in word.text):
+        return None
+    key = fold(word.text)
+    if key.isascii() and not (is_english_word(key) or vocabulary.is_extra_common(key)):
+        return None
+    return key
 
 
 def extract_specifics(
@@ -111,21 +118,103 @@ def extract_specifics(
     ``evidence`` is the text whose lowercase words demote capitalised twins to ordinary language; for a merge
     pass all of its sources (not the merged text: a model's wording must not switch off a source's protection).
     Defaults to ``text`` itself.
+
+    Served from a memo of the evidence-independent analysis of ``text`` (see `_analysis`); the result is the
+    same as `extract_specifics_unmemoised` for every input.
     """
+    analysis = _analysis(text, vocabulary.is_numeric_exempt(category), vocabulary)
+    if evidence is None or not analysis.demotable or evidence == text:
+        return list(analysis.own)
+    # Evidence acts on demotable words only, and only through membership of their key: the same demoted set
+    # means the same item sequence, hence the same result.
+    demoted = analysis.demotable & lowercase_evidence(evidence, vocabulary)
+    if demoted == analysis.own_demoted:
+        return list(analysis.own)
+    return _collect(analysis.items, demoted)
+
+
+def extract_specifics_unmemoised(
+    text: str,
+    category: str | None = None,
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    evidence: str | None = None,
+) -> list[Specific]:
+    """`extract_specifics` computed from scratch, evidence applied in the word pass: the memo's reference."""
     source_of_evidence = evidence if evidence is not None else text
     return _extract(prepare(text), category, vocabulary, lowercase_evidence(source_of_evidence, vocabulary))
 
 
+# --- the memo ----------------------------------------------------------------------------------------------
+
+# One thing found in a prepared text, in position order: (value, kind, key, date context, demotable).
+# ``demotable`` marks a capitalised word that the lowercase evidence of its key makes ordinary language; it is
+# the only way evidence acts on extraction (`_judge_word`), so everything else is a function of the text alone.
+_Item = tuple[str, SpecificKind, str, dates.PartialDate | None, bool]
+
+# A cycle asks about the same texts several times (the offline proposer's pairwise checks, validation, the
+# census, the post-apply loss measurement) with a working set of about 40k texts at 100k entries. An LRU smaller
+# than a sequential scan thrashes, so this one is generous; an analysis keeps only its specifics (and its items
+# when evidence can change them), a few hundred bytes per text on the benchmark corpus (bench/results).
+SPECIFICS_MEMO_SIZE: Final = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    own: tuple[Specific, ...]  # the specifics under the text's own lowercase evidence
+    demotable: frozenset[str]  # keys of the demotable words
+    own_demoted: frozenset[str]  # those the text's own evidence demotes
+    items: tuple[_Item, ...]  # everything found, in order; empty when nothing is demotable (never needed then)
+
+
+@lru_cache(maxsize=SPECIFICS_MEMO_SIZE)
+def _analysis(text: str, exempt: bool, vocabulary: Vocabulary) -> _Analysis:
+    """Keyed by text, numeric exemption (all the category decides) and vocabulary *content* (pydantic equality
+    and hashing of the frozen model), so every `Vocabulary()` with the same lists shares one memo."""
+    items, own_evidence = _scan(prepare(text), exempt, vocabulary)
+    demotable = frozenset(item[2] for item in items if item[4])
+    own_demoted = demotable & own_evidence
+    own = tuple(_collect(items, own_demoted))
+    return _Analysis(own, demotable, own_demoted, tuple(items) if demotable else ())
+
+
+def specifics_memo_info() -> tuple[int, int, int]:
+    """(hits, misses, current size) of the extraction memo: for tests and benchmarks."""
+    info = _analysis.cache_info()
+    return info.hits, info.misses, info.currsize
+
+
+def clear_specifics_memo() -> None:
+    _analysis.cache_clear()
+
+
+# --- extraction --------------------------------------------------------------------------------------------
+
+
+def _collect(items: Iterable[_Item], demoted: frozenset[str]) -> list[Specific]:
+    collector = _Collector()
+    for value, kind, key, context, demotable in items:
+        if not (demotable and key in demoted):
+            collector.add(value, kind, key, context)
+    return collector.result()
+
+
 def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: frozenset[str]) -> list[Specific]:
+    items, _ = _scan(text, vocabulary.is_numeric_exempt(category), vocabulary)
+    return _collect(items, evidence)
+
+
+def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item], frozenset[str]]:
+    """What a prepared text holds, whatever the evidence: its items in position order (a stable sort, so items
+    at one offset keep the order technical, phone, number, word) and its own lowercase evidence."""
     chunked = list(chunks(text))
-    found: list[tuple[int, str, SpecificKind, str, dates.PartialDate | None]] = [
-        (token.start, token.value, token.kind, chunk_key(token.value), None)
+    found: list[tuple[int, _Item]] = [
+        (token.start, (token.value, token.kind, chunk_key(token.value), None, False))
         for token in technical_tokens(text, vocabulary, chunked)
     ]
 
     phone_spans = phones(text)
     for start, end, digits in phone_spans:
-        found.append((start, text[start:end], "phone", digits, None))
+        found.append((start, (text[start:end], "phone", digits, None, False)))
 
     expressions = dates.month_name_dates(text)
     number_contexts = {
@@ -134,7 +223,6 @@ def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: 
         for span in (expression.day_span, expression.year_span)
         if span is not None
     }
-    exempt = vocabulary.is_numeric_exempt(category)
     for match in NUMBER_RE.finditer(text):
         start, end = match.span()
         if any(s <= start and end <= e for s, e, _ in phone_spans):
@@ -142,49 +230,57 @@ def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: 
         token = match.group()
         numeric = dates.numeric_date(token)
         if numeric is not None:
-            found.append((start, token, "date", number_key(token), numeric.date))
+            found.append((start, (token, "date", number_key(token), numeric.date, False)))
             continue
         context = number_contexts.get((start, end))
         if exempt and context is None:
             continue  # telemetry in an exempt category; dates and phones stay protected there
-        found.append((start, token, "number", number_key(token), context))
+        found.append((start, (token, "number", number_key(token), context, False)))
 
     month_contexts = {expression.month_span: expression.date for expression in expressions}
+    # `lowercase_evidence` computes the addresses without the chunks; the spans are the same either way.
     addresses = address_spans(text, chunked)
+    evidence: set[str] = set()
     for word in words(text):
         if inside(addresses, word.start):
             continue
-        kept = _judge_word(text, word.text, word.start, word.script, vocabulary, evidence)
-        if kept is not None:
-            context = month_contexts.get((word.start, word.end)) if fold(word.text) in MONTHS else None
-            found.append((word.start, word.text, kept, fold(word.text), context))
+        evidence_key = _evidence_key(word, vocabulary)
+        if evidence_key is not None:
+            evidence.add(evidence_key)
+            continue  # an all-lowercase word is never a specific by itself (identifiers are judged on chunks)
+        verdict = _judge_word(text, word.text, word.start, word.script, vocabulary)
+        if verdict is not None:
+            kind, demotable = verdict
+            key = fold(word.text)
+            context = month_contexts.get((word.start, word.end)) if key in MONTHS else None
+            found.append((word.start, (word.text, kind, key, context, demotable)))
 
-    collector = _Collector()
-    for _, value, kind, key, context in sorted(found, key=lambda item: item[0]):
-        collector.add(value, kind, key, context)
-    return collector.result()
+    found.sort(key=lambda item: item[0])
+    return [item for _, item in found], frozenset(evidence)
 
 
 def _judge_word(
-    text: str, word: str, start: int, script: str, vocabulary: Vocabulary, evidence: frozenset[str]
-) -> SpecificKind | None:
+    text: str, word: str, start: int, script: str, vocabulary: Vocabulary
+) -> tuple[SpecificKind, bool] | None:
+    """A word's kind if it is a specific, and whether lowercase evidence of its key would make it ordinary."""
     if script != "cased":
         # Scripts without letter case cannot mark names, so every word of two or more letters is protected.
-        return "caseless" if len(word) >= 2 else None
+        return ("caseless", False) if len(word) >= 2 else None
     if not word[0].isupper() or len(word) < 2:
         return None  # lowercase words are judged as identifiers, on whole tokens
     if vocabulary.is_always_specific(word):
-        return "acronym" if word.isupper() else "name"
+        return ("acronym" if word.isupper() else "name", False)
     if word.isupper():
-        return None if vocabulary.is_common(word) else "acronym"
+        return None if vocabulary.is_common(word) else ("acronym", False)
     key = fold(word)
-    if vocabulary.is_extra_common(word) or key in evidence:
+    if vocabulary.is_extra_common(word):
         return None
     if len(word) == 2:
-        return None if key in TWO_LETTER_COMMON_WORDS else "name"
+        return None if key in TWO_LETTER_COMMON_WORDS else ("name", True)
     if (vocabulary.is_baseline_common(word) or key in SENTENCE_OPENERS) and is_sentence_initial(text, start):
         return None
-    return "name"
+    # Kept unless the evidence writes it in lowercase (the old `key in evidence` test, moved out of the pass).
+    return ("name", True)
 
 
 def merge_specifics(groups: Iterable[list[Specific]]) -> list[Specific]:

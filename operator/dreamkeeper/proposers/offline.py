@@ -15,7 +15,7 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
-from dreamkeeper.coverage import SourceText, Vocabulary, find_missing_specifics
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, SourceText, Vocabulary, find_missing_specifics
 from dreamkeeper.memory import Entry
 
 
@@ -23,7 +23,9 @@ class OfflineProposer:
     name = "offline"
 
     def __init__(self, vocabulary: Vocabulary | None = None) -> None:
-        self.vocabulary = vocabulary or Vocabulary()
+        # The extraction and inventory memos are keyed by vocabulary content, so the default shares them with a
+        # cycle running on the built-in vocabulary (the cycle's checks then reuse this proposer's work).
+        self.vocabulary = vocabulary if vocabulary is not None else DEFAULT_VOCABULARY
         self._usage = ProposerUsage()
 
     async def propose(self, request: ProposalRequest) -> list[BatchReply]:

@@ -59,11 +59,11 @@ CHILD = textwrap.dedent(
         ran["n"] += 1
         return original_guarded(self, step, run)
 
-    def record_many(self, outcomes):
+    def record_many(self, outcomes, **options):
         if phase == "after" and recorded["n"] <= kill_at < recorded["n"] + len(outcomes):
             os.kill(os.getpid(), signal.SIGKILL)  # the step happened; its journal line did not
         recorded["n"] += len(outcomes)
-        return original_record_many(self, outcomes)
+        return original_record_many(self, outcomes, **options)
 
     J.Executor._guarded = guarded
     J.Journal.record_many = record_many

@@ -352,6 +352,9 @@ class Cycle:
             return ExecutionTally()
         journal = write_journal(self.agent_dir, self.report.cycle_id + suffix, plan, self.store, self.now)
         snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
+        leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
+        for stored in (*leaving, *(p.target for p in plan.prunes)):
+            snapshot[str(stored.path)] = stored
         executor = Executor(self.store, journal, self.now, snapshot)
         tally = executor.run()
         self._stamped.update(executor.written)

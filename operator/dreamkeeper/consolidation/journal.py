@@ -1,9 +1,11 @@
 """Write-ahead journal of a cycle's changes, and the executor that applies, resumes and undoes them.
 
-The validated plan is written (fsynced) before the first change; each step's outcome is appended and fsynced as
-it happens. A cycle killed at any instant is finished by the next run (``dreamkeeper recover``): a successor is
-created at most once (its id is in the journal and creation is exclusive), a source is archived only after its
-successor exists, and every archive is guarded by the fingerprint read at snapshot.
+The validated plan is written (fsynced) before the first change; each step's outcome is appended as it happens
+(review stamps per batch), and fsynced with each stamp batch and at the end: steps are idempotent, so a lost
+outcome line only means a re-check. A cycle killed at any instant is finished by the next run
+(``dreamkeeper recover``): a successor is created at most once (its id is in the journal and creation is
+exclusive), a source is archived only after its successor exists, and every archive is guarded by the fingerprint
+read at snapshot.
 """
 
 from __future__ import annotations
@@ -193,11 +195,17 @@ class Journal:
                 journal.outcomes[int(record["step"])] = str(record["outcome"])
         return journal
 
-    def record(self, step: int, outcome: str, detail: str | None = None) -> None:
-        self.record_many([(step, outcome, detail)])
+    def record(self, step: int, outcome: str, detail: str | None = None, *, sync: bool = True) -> None:
+        self.record_many([(step, outcome, detail)], sync=sync)
 
-    def record_many(self, outcomes: Sequence[tuple[int, str, str | None]]) -> None:
-        """Append several outcomes with one write and one fsync."""
+    def record_many(self, outcomes: Sequence[tuple[int, str, str | None]], *, sync: bool = True) -> None:
+        """Append several outcomes with one write (and one fsync unless ``sync`` is False).
+
+        An outcome line only spares a resumed run the re-check of a step; every step is idempotent (a successor
+        is recognised by its cycle id, an archive by its cycle id, a stamp by its fingerprint), so a line lost to
+        a power cut costs a re-check, never a second change. A killed process loses at most the lines of the
+        stamp batch in progress.
+        """
         lines: list[dict[str, Any]] = []
         for step, outcome, detail in outcomes:
             self.outcomes[step] = outcome
@@ -206,17 +214,18 @@ class Journal:
                 line["detail"] = detail
             lines.append(line)
         if lines:
-            self._append(*lines)
+            self._append(*lines, sync=sync)
 
     def finish(self) -> None:
         self._append({"kind": "complete", "at": format_timestamp(datetime.now().astimezone())})
         self.complete = True
 
-    def _append(self, *records: dict[str, Any]) -> None:
+    def _append(self, *records: dict[str, Any], sync: bool = True) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write("".join(json.dumps(record) + "\n" for record in records))
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
 
 
 def incomplete_journals(agent_dir: Path) -> Iterator[Path]:
@@ -301,13 +310,15 @@ class Executor:
                     self._flush_stamps()
                 continue
             self._flush_stamps()
+            # Outcome lines of these steps are not fsynced one by one: each step's own write is (file, then
+            # directory) before the next step starts, and the journal is fsynced with each stamp batch and at the end.
             if step.op == "archive" and self._group_head_failed(index, step):
-                self.journal.record(index, "skipped", "its replacement was not saved")
+                self.journal.record(index, "skipped", "its replacement was not saved", sync=False)
                 continue
             outcome = self._guarded(step, self._run_step)
             if outcome != "done" and step.op in ("create", "update"):
                 self.tally.failed_groups.add(step.group)
-            self.journal.record(index, outcome)
+            self.journal.record(index, outcome, sync=False)
         self._flush_stamps()
         self.journal.finish()
         return self.tally
@@ -324,14 +335,20 @@ class Executor:
             self.tally.errors.append(str(exc))
             return "failed"
 
+    def _snapshot_or_read(self, step: Step) -> StoredEntry | None:
+        """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
+        still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now."""
+        assert step.expected is not None
+        stored = self.snapshot.get(step.path)
+        if stored is not None and stored.fingerprint == step.expected.to_fingerprint():
+            return stored
+        return self._read(Path(step.path))
+
     def _stamp(self, step: Step) -> str:
         assert step.expected is not None and step.metadata is not None
-        expected = step.expected.to_fingerprint()
-        stored = self.snapshot.get(step.path)
-        if stored is None or stored.fingerprint != expected:
-            stored = self._read(Path(step.path))  # resuming a journal: nothing in memory
-            if stored is None or stored.fingerprint != expected:
-                return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
+        stored = self._snapshot_or_read(step)
+        if stored is None or stored.fingerprint != step.expected.to_fingerprint():
+            return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
         try:
             fingerprint = self.store.rewrite(stored, stored.entry.with_meta(**step.metadata), sync_directory=False)
         except ConflictError:
@@ -398,7 +415,7 @@ class Executor:
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
-            current = self._read(path)
+            current = self._snapshot_or_read(step)
             if current is None:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.is_archived:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from dreamkeeper.memory import (
     state_dir,
     utcnow,
 )
-from dreamkeeper.memory.atomic import UNCHECKED, read_with_fingerprint
+from dreamkeeper.memory.atomic import UNCHECKED
 
 log = logging.getLogger(__name__)
 
@@ -421,12 +422,16 @@ class Cycle:
     def _read_final(self, path: Path, seen: StoredEntry | None) -> StoredEntry | MalformedFile:
         if seen is not None:
             try:
-                _, fingerprint = read_with_fingerprint(path)
+                st = os.stat(path)
             except OSError:
-                fingerprint = None
+                st = None
             # Unchanged, or exactly the review stamp this cycle wrote (a stamp changes only metadata: id, content and
-            # live/archived state are the snapshot's).
-            if fingerprint is not None and fingerprint in (seen.fingerprint, self._stamped.get(str(path))):
+            # live/archived state are the snapshot's). This scan only counts for the report, so size and mtime (ns)
+            # are enough here; writes are guarded by the full fingerprint.
+            if st is not None and any(
+                fp is not None and (fp.size, fp.mtime_ns) == (st.st_size, st.st_mtime_ns)
+                for fp in (seen.fingerprint, self._stamped.get(str(path)))
+            ):
                 return seen
         result = self.store.read_file(path)
         if isinstance(result, MalformedFile):

@@ -60,10 +60,11 @@ SIMHASH_MAX_BITS = 4096
 SIMHASH_FILTER_BITS = 256
 SIMHASH_SAMPLE_PAIRS = 4096
 
-_PAIR_BATCH = 1_000_000  # candidate pairs generated at a time (each costs ~50 bytes of temporaries)
+_PAIR_BATCH = 262_144  # bucket pairs generated and filtered at a time (~60 bytes of temporaries each)
 _COMPACT_AT = 4_000_000  # candidate codes held (8 bytes each) before duplicates are squeezed out
 _PROBE_BATCH = 1_000_000  # token probes per batch of exact intersections
 _TOKEN_BATCH = 1 << 18  # tokens per MinHash chunk (x rows x 8 bytes of hash values)
+_TOKEN_MASK_WORDS = 4  # 256-bit token masks per entry for the exact Jaccard bound (32 bytes per entry)
 _COSINE_MARGIN = 1e-3  # float32 screening slack; pairs within it are decided in float64 like similarity()
 _TOKEN_RE = re.compile(r"(?:[^\W_]|'){4,}")  # runs of Unicode letters/digits/apostrophes, longer than 3
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -363,7 +364,8 @@ class ScanRecord:
     strategy: Literal["brute", "lsh"]
     plan: LshPlan | None
     emitted_pairs: int  # LSH: bucket pairs summed over bands (duplicates included); brute force: all pairs
-    candidate_pairs: int  # distinct pairs proposed (cosine: after the Hamming prefilter; brute force: all pairs)
+    candidate_pairs: int  # distinct pairs kept (after the cosine Hamming prefilter / the Jaccard token-mask
+    # bound; brute force: all pairs)
     verified_pairs: int  # pairs whose exact similarity was computed (after the cosine Hamming prefilter)
     edges: int  # entry pairs at or above the threshold (twin classes counted pair by pair)
     scanned: int = 0  # entries hashed / compared: Jaccard scans one entry per distinct token set, cosine all items
@@ -836,8 +838,11 @@ def _scan_jaccard(
     else:
         pure = classes.pure_dim
 
+        may_reach = _jaccard_bound(corpus, reps, threshold)
+
         def jaccard_pair(a: IntArray, b: IntArray) -> npt.NDArray[np.bool_]:
             keep: npt.NDArray[np.bool_] = (pure[a] < 0) | (pure[a] != pure[b])
+            keep[keep] = may_reach(a[keep], b[keep])
             return keep
 
         left, right, emitted, distinct = _minhash_candidates(corpus, reps, plan, seed, jaccard_pair)
@@ -861,6 +866,42 @@ def _scan_jaccard(
             scanned=len(reps),
         )
     )
+
+
+def _jaccard_bound(corpus: _Corpus, members: IntArray, threshold: float) -> PairFilter:
+    """Exact pre-check for MinHash candidates (local indices): False only for pairs that cannot reach ``threshold``.
+
+    Each member's tokens are hashed into a small bit mask. A bucket that A occupies and B does not holds at least
+    one token of A missing from B, so ``|A & B| <= |A| - popcount(mask_A & ~mask_B)`` (and symmetrically); Jaccard
+    grows with the intersection, so the bound on it bounds Jaccard. Template facts that share most words but
+    differ in one are the bulk of LSH candidates, and almost all of them fail this check at a few ns per pair,
+    so they are never stored or intersected exactly.
+    """
+    counts = corpus.token_counts[members]
+    tokens = corpus.token_ids[_ragged(corpus.token_ptr[members], counts)]
+    bits = _TOKEN_MASK_WORDS * 64
+    bucket = (_mix64(corpus.token_hashes ^ _seed_words(0x7A11, 5, 1)[0]) % np.uint64(bits)).astype(np.int64)[tokens]
+    owner = np.repeat(np.arange(len(members), dtype=np.int64), counts)
+    masks = np.zeros(_TOKEN_MASK_WORDS * len(members), dtype=np.uint64)  # word-major: word w of member m at w*n+m
+    np.bitwise_or.at(
+        masks, (bucket >> 6) * len(members) + owner, np.left_shift(np.uint64(1), (bucket & 63).astype(np.uint64))
+    )
+    words = masks.reshape(_TOKEN_MASK_WORDS, len(members))
+
+    def may_reach(a: IntArray, b: IntArray) -> npt.NDArray[np.bool_]:
+        only_a = np.zeros(len(a), dtype=np.int64)
+        only_b = np.zeros(len(a), dtype=np.int64)
+        for word in words:  # one word at a time keeps the temporaries at 8 bytes per pair
+            wa, wb = word[a], word[b]
+            only_a += np.bitwise_count(wa & ~wb)
+            only_b += np.bitwise_count(wb & ~wa)
+        size_a, size_b = counts[a], counts[b]
+        inter = np.minimum(size_a - only_a, size_b - only_b)
+        union = size_a + size_b - inter  # >= the larger set, never 0
+        result: npt.NDArray[np.bool_] = inter.astype(np.float64) / union.astype(np.float64) >= threshold
+        return result
+
+    return may_reach
 
 
 def _inside_classes(classes: _TokenClasses, dims: IntArray, edges: _Edges) -> int:
@@ -1053,6 +1094,17 @@ def _chunk_starts(ptr: IntArray, budget: int) -> list[int]:
 PairFilter = Callable[[IntArray, IntArray], npt.NDArray[np.bool_]]
 
 
+def _bucket_order(keys: npt.NDArray[np.unsignedinteger]) -> IntArray:
+    """An order that makes equal keys adjacent: numpy radix-sorts 16-bit keys, so 32-bit keys take two passes."""
+    if keys.dtype == np.uint32:
+        order: IntArray = np.argsort(keys.astype(np.uint16), kind="stable")  # low half (astype wraps)
+        high = (keys[order] >> np.uint32(16)).astype(np.uint16)
+        result: IntArray = order[np.argsort(high, kind="stable")]
+        return result
+    plain: IntArray = np.argsort(keys, kind="stable")
+    return plain
+
+
 class _PairCollector:
     """Pairs of items sharing a bucket in any band, deduplicated, with hard ceilings on the work.
 
@@ -1069,7 +1121,7 @@ class _PairCollector:
         self.distinct = 0  # distinct codes after the last compaction
 
     def add_band(self, keys: npt.NDArray[np.unsignedinteger]) -> None:
-        order = np.argsort(keys, kind="stable")  # radix sort for 16-bit keys
+        order = _bucket_order(keys)
         ordered = keys[order]
         breaks = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
         starts = np.concatenate(([0], breaks)).astype(np.int64)

@@ -3,6 +3,11 @@
 RockBot writes camelCase, indented JSON with nulls, and reads case-insensitively. dreamkeeper rewrites files the
 agent owns, so an entry remembers the exact JSON object it was read from and, on rewrite, keeps every value whose
 meaning did not change (unknown fields, unknown metadata keys, 7-digit .NET fractions, key order) as it was.
+
+A corpus holds 100k+ entries, so a parsed entry is lean: what the file said is not kept twice. Only the raw values
+that the parsed ones do not reproduce exactly (a 7-digit fraction, 1 for 1.0, a null tags) are kept; the file's
+key spelling and order are one shared object per spelling. Well-formed files skip pydantic's validation (a fast
+path checked by the same rules); anything unusual goes through the model, which decides and words the errors.
 """
 
 from __future__ import annotations
@@ -10,10 +15,13 @@ from __future__ import annotations
 import copy
 import json
 import math
-from datetime import UTC, datetime
-from typing import Any
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Metadata keys written by RockBot and dreamkeeper. Bookkeeping keys are never copied between entries.
 MERGED_FROM = "mergedFrom"
@@ -71,6 +79,12 @@ class Entry(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="allow", validate_assignment=False)
 
+    # How this entry was read (None when built in code): a slot rather than a pydantic private attribute, whose
+    # per-instance dict alone cost ~180 bytes an entry. Not annotated in the class body: pydantic would make it one.
+    __slots__ = ("_origin",)
+    if TYPE_CHECKING:
+        _origin: _Origin | None
+
     id: str
     content: str = ""
     category: str | None = None
@@ -84,12 +98,6 @@ class Entry(BaseModel):
     superseded_by: str | None = Field(default=None, alias="supersededBy")
     archived_at: datetime | None = Field(default=None, alias="archivedAt")
     archive_reason: str | None = Field(default=None, alias="archiveReason")
-
-    # The JSON object this entry was read from, the key spelling used for each known field in it, and the field
-    # values parsed from it (so "unchanged" is judged against what was read, defaults and nulls included).
-    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _key_names: dict[str, str] = PrivateAttr(default_factory=dict)
-    _loaded: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -107,6 +115,38 @@ class Entry(BaseModel):
         if not math.isfinite(value):
             raise ValueError("importanceScore must be a finite number")
         return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        _set(self, "_origin", None)
+
+    # ---- copies keep the origin (it is immutable, so it is shared) -------------------------------------
+
+    def __copy__(self) -> Self:
+        clone = super().__copy__()
+        _set(clone, "_origin", getattr(self, "_origin", None))
+        return clone
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        clone = super().__deepcopy__(memo)
+        _set(clone, "_origin", getattr(self, "_origin", None))
+        return clone
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        state["_origin"] = getattr(self, "_origin", None)
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        _set(self, "_origin", state.get("_origin"))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Parsed entries share one fields-set per file shape; pydantic adds an assigned field's name to it in
+        # place, so an entry gets its own set before that can leak into its neighbours.
+        fields_set = self.__pydantic_fields_set__
+        if name not in fields_set:
+            _set(self, "__pydantic_fields_set__", set(fields_set))
+        super().__setattr__(name, value)
 
     # ---- derived views -------------------------------------------------------------------------------
 
@@ -140,9 +180,8 @@ class Entry(BaseModel):
 
     def evolve(self, **changes: Any) -> Entry:
         """A copy with fields changed; it remembers the same original JSON so unchanged values round-trip."""
-        # A shallow copy plus fresh containers for the mutable fields: the same result as deep=True (tags is
-        # list[str], metadata dict[str, str]; extras are deep-copied), without deep-copying the private raw JSON
-        # that is replaced just below (that deep copy dominated scans and stamping at 10k+ entries).
+        # A shallow copy (the origin is shared: immutable) plus fresh containers for the mutable fields: the same
+        # result as deep=True (tags is list[str], metadata dict[str, str]; extras are deep-copied), far cheaper.
         clone = self.model_copy(update=changes)
         for name in _MUTABLE_FIELDS:
             value = clone.__dict__[name]
@@ -153,9 +192,6 @@ class Entry(BaseModel):
             for key, value in extra.items():
                 if key not in changes:
                     extra[key] = copy.deepcopy(value)
-        clone._raw = self._raw
-        clone._key_names = self._key_names
-        clone._loaded = self._loaded
         return clone
 
     # ---- JSON ----------------------------------------------------------------------------------------
@@ -165,62 +201,78 @@ class Entry(BaseModel):
         """Parse one entry file's object. Property names are matched case-insensitively, as RockBot does."""
         if not isinstance(obj, dict):
             raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
-        by_lower = _BY_LOWER
-        normalised: dict[str, Any] = {}
-        key_names: dict[str, str] = {}
-        for key, value in obj.items():
-            alias = by_lower.get(key.lower())
-            if alias is None:
-                normalised[key] = value
-            else:
-                if alias in key_names:
-                    raise ValueError(f"property {alias!r} appears twice ({key_names[alias]!r} and {key!r})")
-                normalised[alias] = value
-                key_names[alias] = key
-        if "id" not in normalised or not isinstance(normalised["id"], str) or not normalised["id"].strip():
+        shape = _shape_of(obj)
+        values = list(obj.values())
+        position = shape.position
+        id_at = position.get("id")
+        entry_id = values[id_at] if id_at is not None else None
+        if not isinstance(entry_id, str) or not entry_id.strip():
             raise ValueError("missing or blank 'id'")
+        memo: dict[str, tuple[datetime, bool]] = {}
+        try:
+            fields = _fast_fields(shape, values, memo)
+        except _NotFast:
+            # Anything but plain JSON types in their usual form goes through pydantic, whose rules (lax
+            # coercions) and error messages are the definition.
+            entry = cls._validate(shape, values)
+            fields = entry.__dict__
+            extras = entry.__pydantic_extra__ or {}
+            fields_set = entry.__pydantic_fields_set__
+        else:
+            entry = cls.__new__(cls)
+            _set(entry, "__dict__", fields)
+            extras = {shape.keys[at]: values[at] for at in shape.unknown}
+            _set(entry, "__pydantic_extra__", extras)
+            fields_set = shape.fields_set
+            _set(entry, "__pydantic_private__", None)
+        _set(entry, "__pydantic_fields_set__", fields_set)
+        _set(entry, "_origin", _origin_of(shape, values, fields, memo))
+        return entry
+
+    @classmethod
+    def _validate(cls, shape: _Shape, values: list[Any]) -> Entry:
+        """The pydantic path: every field validated (and coerced, or refused with its error) by the model."""
+        normalised: dict[str, Any] = {}
+        for key, name, value in zip(shape.keys, shape.names, values, strict=True):
+            normalised[key if name is None else _ALIAS_OF[name]] = value
         if normalised.get("content") is None:
             normalised["content"] = ""
         # by_name=False: an unknown key spelled like a Python field name ("archived_at") is an unknown field to
         # RockBot, so it must stay one here instead of silently archiving (or re-scoring) the entry.
-        entry = cls.model_validate(normalised, by_alias=True, by_name=False)
-        entry._raw = obj
-        entry._key_names = _shared_key_names(key_names)
-        entry._loaded = {name: _snapshot(getattr(entry, name)) for name in _ALIASES.values()}
-        return entry
+        return cls.model_validate(normalised, by_alias=True, by_name=False)
 
     def to_json_obj(self) -> dict[str, Any]:
         """The object to write: the original JSON with only the values whose meaning changed replaced."""
-        extras = self.model_extra or {}
-        current = self.model_dump(mode="json", by_alias=True, exclude=set(extras))
+        extras = self.__pydantic_extra__ or {}
+        # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score").
+        current = self.model_dump(mode="json", by_alias=True, include=_INCLUDE_FIELDS)
         for alias in _DATETIME_ALIASES:
             value = getattr(self, _ALIASES[alias])
             current[alias] = None if value is None else format_timestamp(value)
-        # Private attributes are read once (pydantic's __getattr__ is slow) and each field compared at most once.
-        raw, loaded = self._raw, self._loaded
-        alias_of = {original: alias for alias, original in self._key_names.items()}
-        unchanged: dict[str, bool] = {}
-
-        def is_unchanged(alias: str) -> bool:
-            if alias not in unchanged:
-                field_name = _ALIASES[alias]
-                unchanged[alias] = field_name in loaded and bool(getattr(self, field_name) == loaded[field_name])
-            return unchanged[alias]
-
-        out: dict[str, Any] = {}
-        written: set[str | None] = set()
-        for key, raw_value in raw.items():
-            known = alias_of.get(key) or (key if key in _ALIASES else None)
-            written.add(known)
-            if known is None:
-                # Unknown field: kept exactly unless the caller replaced it on purpose.
-                out[key] = extras.get(key, raw_value)
-                continue
-            out[key] = raw_value if is_unchanged(known) else current[known]
-        for alias in _ALIASES:
-            # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
-            if alias not in written and not (loaded and is_unchanged(alias)):
-                out[alias] = current[alias]
+        origin: _Origin | None = getattr(self, "_origin", None)
+        if origin is None:
+            # Built in code, never read: every field is written.
+            out = {alias: current[alias] for alias in _ALIASES}
+        else:
+            fields = self.__dict__
+            shape = origin.shape
+            kept = origin.kept_values()
+            out = {}
+            for at, (key, name) in enumerate(zip(shape.keys, shape.names, strict=True)):
+                raw = kept.get(at, _DERIVED)
+                if name is None:
+                    # Unknown field: kept exactly unless the caller replaced it on purpose.
+                    out[key] = extras.get(key, raw)
+                elif raw is _DERIVED or fields[name] != _reparse(name, raw):
+                    # A derived value is the current value's own JSON form when unchanged, so this one branch
+                    # writes both an unchanged value and a changed one.
+                    out[key] = current[_ALIAS_OF[name]]
+                else:
+                    out[key] = raw  # unchanged, and written as the file had it (7-digit fraction, 1 for 1.0, null)
+            for name in _FIELD_NAMES:
+                # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
+                if name not in shape.position and fields[name] != origin.absent_value(name):
+                    out[_ALIAS_OF[name]] = current[_ALIAS_OF[name]]
         for key, value in extras.items():
             out.setdefault(key, value)
         return out
@@ -228,48 +280,261 @@ class Entry(BaseModel):
     def to_json_bytes(self) -> bytes:
         return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
-    def _unchanged(self, alias: str) -> bool:
-        """True when the field still has the value parsed from the file (so the file's own spelling is kept)."""
-        field_name = _ALIASES[alias]
-        if field_name not in self._loaded:
-            return False
-        return bool(getattr(self, field_name) == self._loaded[field_name])
 
-
+_set = object.__setattr__
 _MUTABLE_FIELDS = ("tags", "metadata")
+_ALIASES: dict[str, str] = {(info.alias or name): name for name, info in Entry.model_fields.items()}
+_ALIAS_OF: dict[str, str] = {name: alias for alias, name in _ALIASES.items()}
+_FIELD_NAMES: tuple[str, ...] = tuple(Entry.model_fields)
+_INCLUDE_FIELDS = set(_FIELD_NAMES)
+_DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
+_BY_LOWER = {alias.lower(): alias for alias in _ALIASES}
+# What a parse gives a field its file does not have (createdAt's load-time default is kept per entry).
+_ABSENT: dict[str, Any] = {
+    "content": "",
+    "category": None,
+    "tags": [],
+    "updated_at": None,
+    "last_seen_at": None,
+    "reinforcement_count": 1,
+    "importance_score": 0.5,
+    "metadata": None,
+    "superseded_by": None,
+    "archived_at": None,
+    "archive_reason": None,
+}
 
 
-def _snapshot(value: Any) -> Any:
-    """A copy of a parsed field value; fields hold str/number/datetime/None, list[str] or dict[str, str], so a
-    container copy is a deep copy (and far cheaper than copy.deepcopy)."""
-    if isinstance(value, list | dict):
-        return value.copy()
+class _NotFast(Exception):
+    """A value outside the fast path's plain forms: the entry is validated by pydantic instead."""
+
+
+class _Derived:
+    """Marker: the file's value is exactly the JSON form of the parsed value, so it need not be kept."""
+
+    __slots__ = ()
+
+
+_DERIVED = _Derived()
+
+
+class _Shape:
+    """A file's keys, in order and as spelled, and the field each names: one shared object per spelling.
+
+    Nearly every file of a corpus is spelled alike, so the key strings, the key -> field map and pydantic's
+    fields-set (700+ bytes as a per-entry set) are held once instead of once per entry.
+    """
+
+    __slots__ = ("fields_set", "keys", "names", "plain", "position", "unknown")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        names: list[str | None] = []
+        position: dict[str, int] = {}
+        for at, key in enumerate(keys):
+            alias = _BY_LOWER.get(key.lower())
+            name = None if alias is None else _ALIASES[alias]
+            if name is not None:
+                if name in position:
+                    raise ValueError(f"property {alias!r} appears twice ({keys[position[name]]!r} and {key!r})")
+                position[name] = at
+            names.append(name)
+        self.keys = keys
+        self.names: tuple[str | None, ...] = tuple(names)
+        self.position = position
+        self.unknown = tuple(at for at, name in enumerate(names) if name is None)
+        # As pydantic records it: the fields given (content always is, null becoming ""), plus unknown keys.
+        self.fields_set = {*position, "content", *(keys[at] for at in self.unknown)}
+        self.plain = _Origin(self, ())
+
+
+class _Origin:
+    """How an entry was read: its file's shape, the raw values that are not derivable from the parsed ones
+    (positions and values, flat), and, when the file had no createdAt, the load-time default it was given."""
+
+    __slots__ = ("created_default", "kept", "shape")
+
+    def __init__(self, shape: _Shape, kept: tuple[Any, ...], created_default: datetime | None = None) -> None:
+        self.shape = shape
+        self.kept = kept
+        self.created_default = created_default
+
+    def kept_values(self) -> dict[int, Any]:
+        return dict(zip(self.kept[::2], self.kept[1::2], strict=True))
+
+    def absent_value(self, name: str) -> Any:
+        return self.created_default if name == "created_at" else _ABSENT[name]
+
+
+_SHAPES: dict[tuple[str, ...], _Shape] = {}
+_SHAPES_MAX = 1024  # bounded, in case a corpus has many spellings (then the rest get their own shapes)
+
+
+def _shape_of(obj: dict[str, Any]) -> _Shape:
+    keys = tuple(obj)
+    shape = _SHAPES.get(keys)
+    if shape is None:
+        shape = _Shape(keys)
+        if len(_SHAPES) < _SHAPES_MAX:
+            _SHAPES[keys] = shape
+    return shape
+
+
+def _origin_of(
+    shape: _Shape, values: list[Any], fields: dict[str, Any], memo: dict[str, tuple[datetime, bool]]
+) -> _Origin:
+    kept: list[Any] = []
+    for at, name in enumerate(shape.names):
+        raw = values[at]
+        if name is None or not _derivable(raw, fields[name], memo):
+            kept += (at, raw)
+    created_default = None if "created_at" in shape.position else fields["created_at"]
+    if not kept and created_default is None:
+        return shape.plain
+    return _Origin(shape, tuple(kept), created_default)
+
+
+def _derivable(raw: Any, value: Any, memo: dict[str, tuple[datetime, bool]]) -> bool:
+    """True when ``raw`` is exactly what to_json_obj writes for ``value`` (type and value)."""
+    if isinstance(value, datetime):
+        if type(raw) is not str:
+            return False
+        seen = memo.get(raw)
+        if seen is not None and seen[0] is value:
+            return seen[1]
+        derivable = raw == format_timestamp(value)
+        memo[raw] = (value, derivable)
+        return derivable
+    return type(raw) is type(value) and bool(raw == value)
+
+
+# ---- the fast path: plain JSON values, checked by the same rules as the model ------------------------------
+
+# datetime.fromisoformat and pydantic read these the same way (tests/memory/test_entry_parse.py checks it against
+# the model); anything else (a date alone, a space for T, week dates, numbers, 24:00) is left to pydantic.
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})?")
+_ZONES: dict[timedelta | None, tzinfo] = {timedelta(0): UTC, None: UTC}
+_ZONES_MAX = 256
+
+
+def _timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime:
+    if type(raw) is not str:
+        raise _NotFast
+    seen = memo.get(raw)
+    if seen is not None:
+        return seen[0]  # createdAt, updatedAt and lastSeenAt are often one string: one datetime for all
+    if _TIMESTAMP.fullmatch(raw) is None:
+        raise _NotFast
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise _NotFast from None
+    # One tzinfo object per offset (pydantic makes one per timestamp); no offset means UTC, as the model says.
+    offset = value.utcoffset()
+    zone = _ZONES.get(offset)
+    if zone is None:
+        zone = value.tzinfo if value.tzinfo is not None else UTC
+        if len(_ZONES) < _ZONES_MAX:
+            _ZONES[offset] = zone
+    if zone is not value.tzinfo:
+        value = value.replace(tzinfo=zone)
+    memo[raw] = (value, raw == format_timestamp(value))
     return value
 
 
-_ALIASES: dict[str, str] = {(info.alias or name): name for name, info in Entry.model_fields.items()}
-_DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
-_BY_LOWER = {alias.lower(): alias for alias in _ALIASES}
-
-# Key spellings are read-only once parsed, and nearly every file of a corpus spells its keys the same way: one
-# shared dict per spelling instead of one per entry (about 2 KB an entry, 0.2 GB at 100k). Bounded, in case a
-# corpus has many spellings (then the rest keep their own dicts).
-_KEY_NAMES: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-_KEY_NAMES_MAX = 256
+def _optional_timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime | None:
+    return None if raw is None else _timestamp(raw, memo)
 
 
-def _shared_key_names(key_names: dict[str, str]) -> dict[str, str]:
-    signature = tuple(key_names.items())
-    shared = _KEY_NAMES.get(signature)
-    if shared is None:
-        if len(_KEY_NAMES) >= _KEY_NAMES_MAX:
-            return key_names
-        _KEY_NAMES[signature] = shared = key_names
-    return shared
+def _text(raw: Any) -> str:
+    if type(raw) is not str:
+        raise _NotFast
+    return raw
 
 
-def _alias_of(key: str, key_names: dict[str, str]) -> str | None:
-    for alias, original in key_names.items():
-        if original == key:
-            return alias
-    return key if key in _ALIASES else None
+def _optional_text(raw: Any) -> str | None:
+    if raw is not None and type(raw) is not str:
+        raise _NotFast
+    return raw
+
+
+def _category(raw: Any) -> str | None:
+    # A handful of categories across a corpus: one string each.
+    return None if raw is None else sys.intern(_text(raw))
+
+
+def _tags(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if type(raw) is not list:
+        raise _NotFast
+    for tag in raw:
+        if type(tag) is not str:
+            raise _NotFast
+    return [sys.intern(tag) for tag in raw]  # tag values repeat across entries
+
+
+def _metadata(raw: Any) -> dict[str, str] | None:
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        raise _NotFast
+    for value in raw.values():
+        if type(value) is not str:
+            raise _NotFast
+    return {sys.intern(key): value for key, value in raw.items()}  # keys repeat (sessionId, mergedFrom, ...)
+
+
+def _count(raw: Any) -> int:
+    if type(raw) is not int:
+        raise _NotFast  # floats, bools and numeric strings: pydantic's lax rules decide
+    return raw
+
+
+def _score(raw: Any) -> float:
+    if type(raw) is float:
+        if not math.isfinite(raw):
+            raise _NotFast  # pydantic raises the model's own error for it
+        return raw
+    if type(raw) is int and -(2**53) <= raw <= 2**53:
+        return float(raw)  # exact, as pydantic converts it
+    raise _NotFast
+
+
+def _fast_fields(shape: _Shape, values: list[Any], memo: dict[str, tuple[datetime, bool]]) -> dict[str, Any]:
+    """The model's fields for a file of plain JSON values, or _NotFast."""
+    fields = dict(_ABSENT)
+    for name, at in shape.position.items():
+        raw = values[at]
+        if name == "content":
+            fields[name] = "" if raw is None else _text(raw)
+        elif name in _TIMESTAMPS:
+            fields[name] = _timestamp(raw, memo) if name == "created_at" else _optional_timestamp(raw, memo)
+        else:
+            fields[name] = _PARSERS[name](raw)
+    if "created_at" not in shape.position:
+        fields["created_at"] = utcnow()
+    # The model's field order (pydantic's own __dict__ order), and a fresh empty tags list per entry.
+    if fields["tags"] is _ABSENT["tags"]:
+        fields["tags"] = []
+    return {name: fields[name] for name in _FIELD_NAMES}
+
+
+_TIMESTAMPS = frozenset({"created_at", "updated_at", "last_seen_at", "archived_at"})
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "id": _text,
+    "category": _category,
+    "tags": _tags,
+    "reinforcement_count": _count,
+    "importance_score": _score,
+    "metadata": _metadata,
+    "superseded_by": _optional_text,
+    "archive_reason": _optional_text,
+}
+
+
+def _reparse(name: str, raw: Any) -> Any:
+    """The value a field was given from ``raw`` when the file was read (re-derived at write time, not kept)."""
+    try:
+        return _fast_fields(_shape_of({_ALIAS_OF[name]: raw, "id": "x"}), [raw, "x"], {})[name]
+    except _NotFast:
+        return Entry.model_validate({"id": "x", _ALIAS_OF[name]: raw}, by_alias=True, by_name=False).__dict__[name]

@@ -208,25 +208,25 @@ class Entry(BaseModel):
         entry_id = values[id_at] if id_at is not None else None
         if not isinstance(entry_id, str) or not entry_id.strip():
             raise ValueError("missing or blank 'id'")
-        memo: dict[str, tuple[datetime, bool]] = {}
         try:
-            fields = _fast_fields(shape, values, memo)
+            fields, kept = _fast_fields(shape, values)
         except _NotFast:
             # Anything but plain JSON types in their usual form goes through pydantic, whose rules (lax
             # coercions) and error messages are the definition.
             entry = cls._validate(shape, values)
             fields = entry.__dict__
-            extras = entry.__pydantic_extra__ or {}
-            fields_set = entry.__pydantic_fields_set__
+            kept = _kept(shape, values, fields)
         else:
             entry = cls.__new__(cls)
             _set(entry, "__dict__", fields)
-            extras = {shape.keys[at]: values[at] for at in shape.unknown}
-            _set(entry, "__pydantic_extra__", extras)
-            fields_set = shape.fields_set
+            _set(entry, "__pydantic_extra__", {shape.keys[at]: values[at] for at in shape.unknown})
+            _set(entry, "__pydantic_fields_set__", shape.fields_set)
             _set(entry, "__pydantic_private__", None)
-        _set(entry, "__pydantic_fields_set__", fields_set)
-        _set(entry, "_origin", _origin_of(shape, values, fields, memo))
+        if not kept and "created_at" in shape.position:
+            _set(entry, "_origin", shape.plain)  # the common case: nothing of the file to keep but its shape
+        else:
+            created_default = None if "created_at" in shape.position else fields["created_at"]
+            _set(entry, "_origin", _Origin(shape, tuple(kept), created_default))
         return entry
 
     @classmethod
@@ -291,9 +291,11 @@ _DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
 _BY_LOWER = {alias.lower(): alias for alias in _ALIASES}
 # What a parse gives a field its file does not have (createdAt's load-time default is kept per entry).
 _ABSENT: dict[str, Any] = {
+    "id": None,
     "content": "",
     "category": None,
     "tags": [],
+    "created_at": None,
     "updated_at": None,
     "last_seen_at": None,
     "reinforcement_count": 1,
@@ -303,6 +305,8 @@ _ABSENT: dict[str, Any] = {
     "archived_at": None,
     "archive_reason": None,
 }
+if tuple(_ABSENT) != _FIELD_NAMES:  # the fast path builds __dict__ from it: it must be in the model's order
+    raise AssertionError("_ABSENT must list every field in the model's order")
 
 
 class _NotFast(Exception):
@@ -379,32 +383,23 @@ def _shape_of(obj: dict[str, Any]) -> _Shape:
     return shape
 
 
-def _origin_of(
-    shape: _Shape, values: list[Any], fields: dict[str, Any], memo: dict[str, tuple[datetime, bool]]
-) -> _Origin:
+def _kept(shape: _Shape, values: list[Any], fields: dict[str, Any]) -> list[Any]:
+    """Positions and raw values (flat) of what the parsed fields do not reproduce exactly: unknown fields, and
+    known ones whose raw value is not the JSON form to_json_obj writes for the parsed value (type and value)."""
     kept: list[Any] = []
     for at, name in enumerate(shape.names):
         raw = values[at]
-        if name is None or not _derivable(raw, fields[name], memo):
+        if name is None:
             kept += (at, raw)
-    created_default = None if "created_at" in shape.position else fields["created_at"]
-    if not kept and created_default is None:
-        return shape.plain
-    return _Origin(shape, tuple(kept), created_default)
-
-
-def _derivable(raw: Any, value: Any, memo: dict[str, tuple[datetime, bool]]) -> bool:
-    """True when ``raw`` is exactly what to_json_obj writes for ``value`` (type and value)."""
-    if isinstance(value, datetime):
-        if type(raw) is not str:
-            return False
-        seen = memo.get(raw)
-        if seen is not None and seen[0] is value:
-            return seen[1]
-        derivable = raw == format_timestamp(value)
-        memo[raw] = (value, derivable)
-        return derivable
-    return type(raw) is type(value) and bool(raw == value)
+            continue
+        value = fields[name]
+        if isinstance(value, datetime):
+            derivable = type(raw) is str and raw == format_timestamp(value)
+        else:
+            derivable = type(raw) is type(value) and bool(raw == value)
+        if not derivable:
+            kept += (at, raw)
+    return kept
 
 
 # ---- the fast path: plain JSON values, checked by the same rules as the model ------------------------------
@@ -439,10 +434,6 @@ def _timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime:
         value = value.replace(tzinfo=zone)
     memo[raw] = (value, raw == format_timestamp(value))
     return value
-
-
-def _optional_timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime | None:
-    return None if raw is None else _timestamp(raw, memo)
 
 
 def _text(raw: Any) -> str:
@@ -500,32 +491,50 @@ def _score(raw: Any) -> float:
     raise _NotFast
 
 
-def _fast_fields(shape: _Shape, values: list[Any], memo: dict[str, tuple[datetime, bool]]) -> dict[str, Any]:
-    """The model's fields for a file of plain JSON values, or _NotFast."""
-    fields = dict(_ABSENT)
-    for name, at in shape.position.items():
+def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The model's fields for a file of plain JSON values, and what _kept would keep; or _NotFast."""
+    fields = _ABSENT.copy()  # the model's field order, as pydantic's own __dict__
+    kept: list[Any] = []
+    memo: dict[str, tuple[datetime, bool]] = {}
+    for at, name in enumerate(shape.names):
         raw = values[at]
-        if name == "content":
-            fields[name] = "" if raw is None else _text(raw)
+        if name is None:
+            kept += (at, raw)  # unknown field
         elif name in _TIMESTAMPS:
-            fields[name] = _timestamp(raw, memo) if name == "created_at" else _optional_timestamp(raw, memo)
+            if raw is None and name != "created_at":
+                fields[name] = None
+            else:
+                fields[name] = _timestamp(raw, memo)
+                if not memo[raw][1]:
+                    kept += (at, raw)  # a 7-digit .NET fraction, "Z", no offset, ...
+        elif name == "content":
+            if raw is None:
+                fields[name] = ""
+                kept += (at, raw)
+            else:
+                fields[name] = _text(raw)
+        elif name == "tags":
+            fields[name] = _tags(raw)
+            if raw is None:
+                kept += (at, raw)
+        elif name == "importance_score":
+            fields[name] = _score(raw)
+            if type(raw) is int:
+                kept += (at, raw)  # 1, not 1.0
         else:
-            fields[name] = _PARSERS[name](raw)
+            fields[name] = _PARSERS[name](raw)  # the file's own value is the parsed one (or equal to it)
     if "created_at" not in shape.position:
         fields["created_at"] = utcnow()
-    # The model's field order (pydantic's own __dict__ order), and a fresh empty tags list per entry.
-    if fields["tags"] is _ABSENT["tags"]:
+    if "tags" not in shape.position:
         fields["tags"] = []
-    return {name: fields[name] for name in _FIELD_NAMES}
+    return fields, kept
 
 
 _TIMESTAMPS = frozenset({"created_at", "updated_at", "last_seen_at", "archived_at"})
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "id": _text,
     "category": _category,
-    "tags": _tags,
     "reinforcement_count": _count,
-    "importance_score": _score,
     "metadata": _metadata,
     "superseded_by": _optional_text,
     "archive_reason": _optional_text,
@@ -535,6 +544,6 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
 def _reparse(name: str, raw: Any) -> Any:
     """The value a field was given from ``raw`` when the file was read (re-derived at write time, not kept)."""
     try:
-        return _fast_fields(_shape_of({_ALIAS_OF[name]: raw, "id": "x"}), [raw, "x"], {})[name]
+        return _fast_fields(_shape_of({_ALIAS_OF[name]: raw, "id": "x"}), [raw, "x"])[0][name]
     except _NotFast:
         return Entry.model_validate({"id": "x", _ALIAS_OF[name]: raw}, by_alias=True, by_name=False).__dict__[name]

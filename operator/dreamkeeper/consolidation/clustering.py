@@ -1358,7 +1358,7 @@ def _assemble(graph: _Graph, max_cluster_size: int, stats: ClusteringStats) -> l
         if sum(len(entries) for entries in members.values()) <= max_cluster_size:
             chunks = [sorted(entry for entries in members.values() for entry in entries)]
         else:
-            chunks = _split_component(adjacency, members, graph.ids, max_cluster_size)
+            chunks = _split_component(adjacency, members, max_cluster_size)
         node_of = {entry: node for node, entries in members.items() for entry in entries}
         for chunk in chunks:
             clusters.append(_cluster_of(chunk, node_of, adjacency, graph.ids))
@@ -1375,14 +1375,17 @@ def _cluster_of(chunk: list[int], node_of: dict[int, int], adjacency: _Adjacency
         present[node_of[entry]] += 1
     weights: list[float] = []
     measures: set[int] = set()
-    for node, count in present.items():
-        if count >= 2:  # twins of one class: Jaccard 1.0
+    nodes = list(present)
+    for position, node in enumerate(nodes):
+        if present[node] >= 2:  # twins of one class: Jaccard 1.0
             weights.append(1.0)
             measures.add(_JACCARD)
-        for other, (w, m) in adjacency[node].items():
-            if other in present:
-                weights.append(w)
-                measures.add(m)
+        near = adjacency[node]
+        for other in nodes[position + 1 :]:  # a chunk holds a handful of nodes; a twin class may have 1000s of edges
+            edge = near.get(other)
+            if edge is not None:
+                weights.append(edge[0])
+                measures.add(edge[1])
     kind = _MEASURE_CODES[measures.pop()] if len(measures) == 1 else "mixed"
     return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=min(weights), measure=kind)
 
@@ -1399,9 +1402,7 @@ def _strength_units(weight: float) -> int:
 _FULL_STRENGTH = _strength_units(1.0)
 
 
-def _split_component(
-    adjacency: _Adjacency, members: dict[int, list[int]], ids: list[str], max_size: int
-) -> list[list[int]]:
+def _split_component(adjacency: _Adjacency, members: dict[int, list[int]], max_size: int) -> list[list[int]]:
     """Split an over-large component into chunks that keep each entry next to a near-duplicate.
 
     Greedy over entries: seed = remaining entry with most remaining neighbours (then strongest total similarity,
@@ -1411,90 +1412,91 @@ def _split_component(
     ``max_size`` (by one per stranded entry; a star-shaped component can strand many on its hub's chunk).
 
     It runs on nodes (``members``: a node's entries, ascending; >= 2 means a twin class, an implicit clique at
-    1.0). Twins are interchangeable, so they are always taken lowest id first and every remaining twin has the
-    same degree and strength: one heap entry per node stands for all its remaining entries, and a class of
-    thousands of twins costs as much as its chunks, not its pairs. The result is the entry-level greedy's.
+    1.0). Twins are interchangeable, so they are taken lowest id first and every remaining twin has the same
+    degree and strength: one heap entry per node stands for all its remaining entries, and a class of thousands
+    of twins costs as much as its chunks, not its pairs. The chunks are those of the entry-level greedy.
+    Entry indices follow id order, so they stand in for ids in every tie-break.
     """
     size = {node: len(entries) for node, entries in members.items()}
     taken = dict.fromkeys(members, 0)  # a node's entries are taken in ascending order
+    head = {node: entries[0] for node, entries in members.items()}  # lowest remaining entry, -1 when none left
     units = {node: {other: _strength_units(w) for other, (w, _) in near.items()} for node, near in adjacency.items()}
+    # a node's neighbours with the frontier weight, the node itself first when it is a twin class
+    offers = {
+        node: ([(-1.0, node)] if size[node] >= 2 else []) + [(-w, other) for other, (w, _) in near.items()]
+        for node, near in adjacency.items()
+    }
     degree: dict[int, int] = {}
     strength: dict[int, int] = {}
-    for node, near in adjacency.items():
+    for node, near in units.items():
         degree[node] = size[node] - 1 + sum(size[other] for other in near)
-        strength[node] = (size[node] - 1) * _FULL_STRENGTH + sum(size[o] * u for o, u in units[node].items())
+        strength[node] = (size[node] - 1) * _FULL_STRENGTH + sum(size[other] * u for other, u in near.items())
 
-    def left(node: int) -> int:
-        return size[node] - taken[node]
+    def take(node: int) -> None:
+        taken[node] += 1
+        head[node] = members[node][taken[node]] if taken[node] < size[node] else -1
 
-    def first(node: int) -> int:
-        return members[node][taken[node]]
-
-    def offer(source: int, frontier: list[tuple[float, str, int, int]]) -> None:
-        # One frontier entry per neighbour node stands for all its remaining entries at that weight.
-        if size[source] >= 2 and left(source):
-            heapq.heappush(frontier, (-1.0, ids[first(source)], first(source), source))
-        for other, (w, _) in adjacency[source].items():
-            if left(other):
-                heapq.heappush(frontier, (-w, ids[first(other)], first(other), other))
-
-    seeds = [(-degree[v], -strength[v], ids[first(v)], first(v), v) for v in adjacency]
+    seeds = [(-degree[v], -strength[v], head[v], v) for v in adjacency]
     heapq.heapify(seeds)
     chunks: list[list[int]] = []
     chunk_of: dict[int, int] = {}
     stranded: list[tuple[int, int]] = []
+    # One seed entry per node. Degree and strength only fall and the head only rises, so a stored key never
+    # exceeds the node's current one: a stale entry is re-pushed when it surfaces, and an entry that surfaces
+    # current is the true best seed (lazy decrease-key; no push per neighbour per chunk).
     while seeds:
-        neg_degree, neg_strength, _, entry, node = heapq.heappop(seeds)
-        if not left(node) or entry != first(node) or -neg_degree != degree[node] or -neg_strength != strength[node]:
-            continue  # stale heap entry
-        taken[node] += 1
+        neg_degree, neg_strength, entry, node = heapq.heappop(seeds)
+        if head[node] < 0:
+            continue
+        if entry != head[node] or -neg_degree != degree[node] or -neg_strength != strength[node]:
+            heapq.heappush(seeds, (-degree[node], -strength[node], head[node], node))
+            continue
+        take(node)
         chunk = [entry]
         placed = {node: 1}
-        frontier: list[tuple[float, str, int, int]] = []
-
-        offer(node, frontier)
+        # One frontier entry per neighbour node stands for all its remaining entries at that weight.
+        frontier = [(neg_w, head[other], other) for neg_w, other in offers[node] if head[other] >= 0]
+        heapq.heapify(frontier)
         while frontier and len(chunk) < max_size:
-            neg_w, _, candidate, other = heapq.heappop(frontier)
-            if not left(other):
+            neg_w, candidate, other = heapq.heappop(frontier)
+            current = head[other]
+            if current < 0:
                 continue
-            if candidate != first(other):  # that entry was taken; the node's next one has the same weight
-                heapq.heappush(frontier, (neg_w, ids[first(other)], first(other), other))
+            if candidate != current:  # that entry was taken; the node's next one has the same weight
+                heapq.heappush(frontier, (neg_w, current, other))
                 continue
-            taken[other] += 1
+            take(other)
             chunk.append(candidate)
             if other in placed:
                 placed[other] += 1
             else:
                 placed[other] = 1
-                offer(other, frontier)
-            if left(other):
-                heapq.heappush(frontier, (neg_w, ids[first(other)], first(other), other))
+                for offer_w, neighbour in offers[other]:
+                    if head[neighbour] >= 0:
+                        heapq.heappush(frontier, (offer_w, head[neighbour], neighbour))
+            if head[other] >= 0:
+                heapq.heappush(frontier, (neg_w, head[other], other))
         if len(chunk) == 1:
             stranded.append((entry, node))
             continue
-        changed: set[int] = set()
         for source, count in placed.items():
-            if size[source] >= 2 and left(source):
+            if size[source] >= 2 and head[source] >= 0:
                 degree[source] -= count
                 strength[source] -= count * _FULL_STRENGTH
-            for other in adjacency[source]:
-                if left(other):
+            for other, unit in units[source].items():
+                if head[other] >= 0:
                     degree[other] -= count
-                    strength[other] -= count * units[source][other]
-                    changed.add(other)
-            if left(source):
-                changed.add(source)
+                    strength[other] -= count * unit
+        if head[node] >= 0:  # the seed's own entry was consumed; its remaining twins need one
+            heapq.heappush(seeds, (-degree[node], -strength[node], head[node], node))
         for member in chunk:
             chunk_of[member] = len(chunks)
-        for other in changed:
-            heapq.heappush(seeds, (-degree[other], -strength[other], ids[first(other)], first(other), other))
         chunks.append(chunk)
     # A stranded entry's neighbours were all taken by earlier chunks (seeds go by descending degree, so once
     # one entry is stranded every later one is too, and none of them neighbour each other).
-    for entry, node in sorted(stranded, key=lambda pair: ids[pair[0]]):
-        options = [(-w, ids[members[other][0]], members[other][0]) for other, (w, _) in adjacency[node].items()]
+    for entry, node in sorted(stranded):
+        options = [(-w, members[other][0]) for other, (w, _) in adjacency[node].items()]
         if size[node] >= 2:
-            twin = members[node][0] if members[node][0] != entry else members[node][1]
-            options.append((-1.0, ids[twin], twin))
-        chunks[chunk_of[min(options)[2]]].append(entry)
+            options.append((-1.0, members[node][0] if members[node][0] != entry else members[node][1]))
+        chunks[chunk_of[min(options)[1]]].append(entry)
     return chunks

@@ -3,7 +3,14 @@
 Imports nothing from the rest of dreamkeeper: it works on plain strings and categories.
 """
 
-from dreamkeeper.coverage.check import SourceText, find_missing_specifics, merged_inventory, required_specifics
+from dreamkeeper.coverage.check import (
+    SourceText,
+    find_missing_specifics,
+    keep_inventory,
+    merged_inventory,
+    missing_from,
+    required_specifics,
+)
 from dreamkeeper.coverage.index import CoverageIndex
 from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
@@ -27,7 +34,9 @@ __all__ = [
     "VocabularyLoad",
     "extract_specifics",
     "find_missing_specifics",
+    "keep_inventory",
     "load_vocabulary",
     "merged_inventory",
+    "missing_from",
     "required_specifics",
 ]

@@ -6,9 +6,9 @@ destroys the only record of a fact.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Final
 
 from dreamkeeper.coverage.inventory import Inventory
@@ -36,17 +36,73 @@ def _order(text: str) -> tuple[str, str]:
     return (text.casefold(), text)
 
 
-# The offline proposer asks whether one host text covers each of its cluster's candidates, validation asks again
-# for each merge it accepts, the census and the loss measurement for each successor: the same merged text many
-# times. An inventory is a few kilobytes, so the memo is smaller than the specifics memo: it serves the proposer's
-# clusters and a cycle's merges in plan order (at 100k entries about 7k successors).
+class _InventoryMemo:
+    """Inventories of single texts by text, least recently used dropped first. Entries are shared: read-only."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._inventories: OrderedDict[str, Inventory] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, text: str) -> Inventory:
+        inventory = self._inventories.get(text)
+        if inventory is not None:
+            self.hits += 1
+            self._inventories.move_to_end(text)
+            return inventory
+        self.misses += 1
+        inventory = Inventory.of(text)
+        self.put(text, inventory)
+        return inventory
+
+    def put(self, text: str, inventory: Inventory) -> None:
+        self._inventories[text] = inventory
+        self._inventories.move_to_end(text)
+        if len(self._inventories) > self._size:
+            self._inventories.popitem(last=False)
+
+    def clear(self) -> None:
+        self._inventories.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._inventories)
+
+
+# Validation asks about each merge's text, then the census and the post-apply loss check about each successor: a
+# cycle's merges in plan order (about 7k at 100k entries). An inventory is a few kilobytes, so the memo holds about
+# that many; the offline proposer keeps its hosts' inventories per cluster and hands over only those it merges
+# into (`keep_inventory`), so its many trial hosts do not push a cycle's merges out.
 INVENTORY_MEMO_SIZE: Final = 1 << 13
+_INVENTORIES: Final = _InventoryMemo(INVENTORY_MEMO_SIZE)
 
 
-@lru_cache(maxsize=INVENTORY_MEMO_SIZE)
 def merged_inventory(merged: str) -> Inventory:
     """The inventory of one text, shared: callers only read it (`covers`); never add to or remove from it."""
-    return Inventory.of(merged)
+    return _INVENTORIES.get(merged)
+
+
+def keep_inventory(merged: str, inventory: Inventory) -> None:
+    """Offer the memo an inventory already built for ``merged``: it must be ``Inventory.of(merged)``, untouched."""
+    _INVENTORIES.put(merged, inventory)
+
+
+def inventory_memo_info() -> tuple[int, int, int]:
+    """(hits, misses, current size) of the merged-text inventory memo: for tests and benchmarks."""
+    return _INVENTORIES.hits, _INVENTORIES.misses, len(_INVENTORIES)
+
+
+def clear_inventory_memo() -> None:
+    _INVENTORIES.clear()
+
+
+def missing_from(
+    inventory: Inventory, sources: Sequence[SourceText], vocabulary: Vocabulary = DEFAULT_VOCABULARY
+) -> list[str]:
+    """Specifics of ``sources`` that the text ``inventory`` was built from drops, ordered case-insensitively."""
+    missing = [specific.text for specific in required_specifics(sources, vocabulary) if not inventory.covers(specific)]
+    return sorted(missing, key=_order)
 
 
 def find_missing_specifics(
@@ -57,6 +113,4 @@ def find_missing_specifics(
     Empty means the merge keeps everything. No sources means nothing is required: a caller must refuse a merge
     without valid sources before asking (it would otherwise be a new entry with no provenance).
     """
-    inventory = merged_inventory(merged)
-    missing = [specific.text for specific in required_specifics(sources, vocabulary) if not inventory.covers(specific)]
-    return sorted(missing, key=_order)
+    return missing_from(merged_inventory(merged), sources, vocabulary)

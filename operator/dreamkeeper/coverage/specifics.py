@@ -125,12 +125,7 @@ def extract_specifics(
     analysis = _analysis(text, vocabulary.is_numeric_exempt(category), vocabulary)
     if evidence is None or not analysis.demotable or evidence == text:
         return list(analysis.own)
-    # Evidence acts on demotable words only, and only through membership of their key: the same demoted set
-    # means the same item sequence, hence the same result.
-    demoted = analysis.demotable & lowercase_evidence(evidence, vocabulary)
-    if demoted == analysis.own_demoted:
-        return list(analysis.own)
-    return _collect(analysis.items, demoted)
+    return _specifics_under(analysis, lowercase_evidence(evidence, vocabulary))
 
 
 def extract_specifics_unmemoised(
@@ -152,29 +147,68 @@ def extract_specifics_unmemoised(
 _Item = tuple[str, SpecificKind, str, dates.PartialDate | None, bool]
 
 # A cycle asks about the same texts several times (the offline proposer's pairwise checks, validation, the
-# census, the post-apply loss measurement) with a working set of about 40k texts at 100k entries. An LRU smaller
-# than a sequential scan thrashes, so this one is generous; an analysis keeps only its specifics (and its items
-# when evidence can change them), a few hundred bytes per text on the benchmark corpus (bench/results).
+# census, the post-apply loss measurement) with a working set of about 30k texts at 100k entries. An LRU smaller
+# than a sequential scan thrashes, so this one is generous; with its tokens shared (`_Shared`) an analysis costs
+# about 1 KB on the benchmark corpus, so a full memo stays under 100 MB and a 100k cycle's under 40 MB.
 SPECIFICS_MEMO_SIZE: Final = 1 << 16
+_EMPTY: Final[frozenset[str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class _Analysis:
     own: tuple[Specific, ...]  # the specifics under the text's own lowercase evidence
-    demotable: frozenset[str]  # keys of the demotable words
+    demotable: tuple[str, ...]  # keys of the demotable words
     own_demoted: frozenset[str]  # those the text's own evidence demotes
     items: tuple[_Item, ...]  # everything found, in order; empty when nothing is demotable (never needed then)
+
+
+class _Shared:
+    """One object per distinct item and specific across analyses: the same names, numbers and dates recur across
+    a corpus (about 4k distinct among 80k at 10k entries), and immutable values can be shared. Specifics are
+    keyed with their date contexts, which their equality ignores. Cleared when it outgrows the memo, which only
+    loses sharing from then on."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._items: dict[_Item, _Item] = {}
+        self._specifics: dict[tuple[str, str, str, tuple[dates.PartialDate, ...]], Specific] = {}
+
+    def item(self, item: _Item) -> _Item:
+        return self._items.setdefault(item, item)
+
+    def specific(self, specific: Specific) -> Specific:
+        key = (specific.text, specific.kind, specific.key, specific.date_contexts)
+        return self._specifics.setdefault(key, specific)
+
+    def trim(self, force: bool = False) -> None:
+        if force or len(self._items) + len(self._specifics) > self._limit:
+            self._items.clear()
+            self._specifics.clear()
+
+
+_SHARED: Final = _Shared(4 * SPECIFICS_MEMO_SIZE)
 
 
 @lru_cache(maxsize=SPECIFICS_MEMO_SIZE)
 def _analysis(text: str, exempt: bool, vocabulary: Vocabulary) -> _Analysis:
     """Keyed by text, numeric exemption (all the category decides) and vocabulary *content* (pydantic equality
     and hashing of the frozen model), so every `Vocabulary()` with the same lists shares one memo."""
-    items, own_evidence = _scan(prepare(text), exempt, vocabulary)
-    demotable = frozenset(item[2] for item in items if item[4])
-    own_demoted = demotable & own_evidence
-    own = tuple(_collect(items, own_demoted))
-    return _Analysis(own, demotable, own_demoted, tuple(items) if demotable else ())
+    _SHARED.trim()
+    scanned, own_evidence = _scan(prepare(text), exempt, vocabulary)
+    items = tuple(_SHARED.item(item) for item in scanned)
+    demotable = tuple(dict.fromkeys(item[2] for item in items if item[4]))
+    own_demoted = frozenset(key for key in demotable if key in own_evidence) or _EMPTY
+    own = tuple(_SHARED.specific(specific) for specific in _collect(items, own_demoted))
+    return _Analysis(own, demotable, own_demoted, items if demotable else ())
+
+
+def _specifics_under(analysis: _Analysis, evidence: frozenset[str]) -> list[Specific]:
+    """The analysed text's specifics under ``evidence``. Evidence acts on demotable words only, and only through
+    membership of their key: the same demoted keys give the same item sequence, hence the same result."""
+    demoted = frozenset(key for key in analysis.demotable if key in evidence) or _EMPTY
+    if demoted == analysis.own_demoted:
+        return list(analysis.own)
+    return _collect(analysis.items, demoted)
 
 
 def specifics_memo_info() -> tuple[int, int, int]:
@@ -185,6 +219,7 @@ def specifics_memo_info() -> tuple[int, int, int]:
 
 def clear_specifics_memo() -> None:
     _analysis.cache_clear()
+    _SHARED.trim(force=True)
 
 
 # --- extraction --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
-from dreamkeeper.coverage import DEFAULT_VOCABULARY, SourceText, Vocabulary, find_missing_specifics
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, SourceText, Vocabulary, keep_inventory, missing_from
 from dreamkeeper.memory import Entry
 
 
@@ -44,13 +44,14 @@ class OfflineProposer:
         ordered = sorted(members, key=lambda e: (-len(e.content), e.id))
         hosts: dict[str, list[Entry]] = {}
         absorbed: set[str] = set()
+        inventories: dict[str, Inventory] = {}  # host text -> its inventory, for this cluster's pairwise checks
         for candidate in reversed(ordered):
             if candidate.id in hosts:
                 continue
             for host in ordered:
                 if host.id == candidate.id or host.id in absorbed:
                     continue
-                if self._covers(host, candidate):
+                if self._covers(host, candidate, inventories):
                     hosts.setdefault(host.id, []).append(candidate)
                     absorbed.add(candidate.id)
                     break
@@ -58,6 +59,9 @@ class OfflineProposer:
         proposals = []
         for host_id in sorted(hosts):
             host = by_id[host_id]
+            # Validation, the census and the loss check ask about this text again; the hosts merely tried stay
+            # out of the shared memo so they cannot push the cycle's merges out of it.
+            keep_inventory(host.content, inventories[host.content])
             proposals.append(
                 MergeProposal(
                     content=host.content,
@@ -68,11 +72,14 @@ class OfflineProposer:
             )
         return proposals
 
-    def _covers(self, host: Entry, candidate: Entry) -> bool:
+    def _covers(self, host: Entry, candidate: Entry, inventories: dict[str, Inventory]) -> bool:
         if host.category != candidate.category:
             return False
+        inventory = inventories.get(host.content)
+        if inventory is None:
+            inventory = inventories[host.content] = Inventory.of(host.content)
         sources = [SourceText(text=candidate.content, category=candidate.category)]
-        return not find_missing_specifics(sources, host.content, self.vocabulary)
+        return not missing_from(inventory, sources, self.vocabulary)
 
     async def repair(self, request: RepairRequest) -> str | None:
         return None  # it never proposes a lossy merge, so there is nothing to repair

@@ -1,0 +1,184 @@
+"""The extraction and inventory memos answer exactly what computing from scratch answers, whatever the order of
+questions, the evidence, the category or the vocabulary object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreamkeeper.coverage import (
+    DEFAULT_VOCABULARY,
+    Inventory,
+    SourceText,
+    Specific,
+    Vocabulary,
+    check,
+    extract_specifics,
+    find_missing_specifics,
+    keep_inventory,
+    merged_inventory,
+    required_specifics,
+    specifics,
+)
+from dreamkeeper.coverage.check import _InventoryMemo, inventory_memo_info
+from dreamkeeper.coverage.specifics import (
+    clear_specifics_memo,
+    extract_specifics_unmemoised,
+    lowercase_evidence,
+    specifics_memo_info,
+)
+from tests.coverage.test_properties import ATOMS, SEPARATORS
+
+# Capitalised words whose lowercase twin is ordinary English: the only words evidence can demote.
+TWINS = ["Mark", "mark", "Will", "will", "Rose", "rose", "Bill", "bill", "Turkey", "turkey", "Sue", "sue"]
+TWINS += ["Ed", "ed", "Go", "go", "May", "may", "March", "march", "Review", "review", "Apple", "apple", "Notes"]
+
+VOCABULARIES = [
+    DEFAULT_VOCABULARY,
+    Vocabulary(),  # equal content, another object
+    Vocabulary(extraCommonWords=["Apple", "team"], alwaysSpecificWords=["Review", "Mark"]),
+    Vocabulary(numericExemptCategories=["people"]),
+]
+
+atom = st.sampled_from([*ATOMS, *TWINS])
+texts = st.builds(
+    lambda atoms, seps: "".join(a + s for a, s in zip(atoms, seps, strict=False)),
+    st.lists(atom, min_size=0, max_size=10),
+    st.lists(st.sampled_from(SEPARATORS), min_size=10, max_size=10),
+)
+any_texts = st.one_of(texts, st.text(max_size=60))
+categories = st.sampled_from([None, "people/contacts", "anti-patterns/routing", "anti-patterns/routing/x", "a"])
+
+
+def full(found: list[Specific]) -> list[tuple[str, str, str, object]]:
+    """Every field, date contexts included (which `Specific` equality ignores)."""
+    return [(s.text, s.kind, s.key, s.date_contexts) for s in found]
+
+
+@pytest.fixture(autouse=True)
+def fresh_memos() -> Iterator[None]:
+    clear_specifics_memo()
+    check.clear_inventory_memo()
+    yield
+    clear_specifics_memo()
+    check.clear_inventory_memo()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(any_texts, categories, st.sampled_from(range(len(VOCABULARIES))), st.none() | any_texts),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_memoised_extraction_equals_computing_from_scratch(
+    questions: list[tuple[str, str | None, int, str | None]], clear_first: bool
+) -> None:
+    if clear_first:
+        clear_specifics_memo()
+    # Each question asked twice, interleaved with the others, and once more with the text joined into its
+    # evidence (the shape a merge's check has): every answer must equal the unmemoised one.
+    for _ in range(2):
+        for text, category, v, evidence in questions:
+            vocabulary = VOCABULARIES[v]
+            expected = extract_specifics_unmemoised(text, category, vocabulary, evidence)
+            assert full(extract_specifics(text, category, vocabulary, evidence)) == full(expected)
+            joined = text if evidence is None else text + "\n" + evidence
+            assert full(extract_specifics(text, category, vocabulary, joined)) == full(
+                extract_specifics_unmemoised(text, category, vocabulary, joined)
+            )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_texts, st.sampled_from(range(len(VOCABULARIES))))
+def test_own_evidence_of_the_scan_is_lowercase_evidence(text: str, v: int) -> None:
+    vocabulary = VOCABULARIES[v]
+    _, own = specifics._scan(specifics.prepare(text), False, vocabulary)
+    assert own == lowercase_evidence(text, vocabulary)
+
+
+def test_evidence_demotes_through_the_memo() -> None:
+    text = "Mark reviewed the plan with Rose in Austin."
+    assert [s.text for s in extract_specifics(text)] == ["Mark", "Rose", "Austin"]
+    # Another source writing "mark" and "rose" in lowercase makes them ordinary words (RockBot's rule)...
+    demoted = extract_specifics(text, evidence=text + "\nmark the rose bed")
+    assert [s.text for s in demoted] == ["Austin"]
+    # ...and the memoised own answer is untouched by that question.
+    assert [s.text for s in extract_specifics(text)] == ["Mark", "Rose", "Austin"]
+
+
+def test_equal_vocabularies_share_the_memo_and_different_ones_do_not() -> None:
+    text = "Apple hired Duane in 2026 for 42 days."
+    extract_specifics(text, None, DEFAULT_VOCABULARY)
+    hits, misses, _ = specifics_memo_info()
+    extract_specifics(text, None, Vocabulary())  # another object, same content: the offline proposer's case
+    assert specifics_memo_info()[:2] == (hits + 1, misses)
+    custom = Vocabulary(extraCommonWords=["Apple"])
+    assert [s.text for s in extract_specifics(text, None, custom)] == ["Duane", "2026", "42"]
+    assert specifics_memo_info()[1] == misses + 1
+    assert [s.text for s in extract_specifics(text, None, DEFAULT_VOCABULARY)] == ["Apple", "Duane", "2026", "42"]
+
+
+def test_categories_share_the_memo_by_numeric_exemption() -> None:
+    text = "Routing took 42 ms on 2026-08-19."
+    assert [s.text for s in extract_specifics(text, "people/contacts")] == ["Routing", "42", "2026-08-19"]
+    _, misses, _ = specifics_memo_info()
+    assert [s.text for s in extract_specifics(text, None)] == ["Routing", "42", "2026-08-19"]
+    assert specifics_memo_info()[1] == misses  # not exempt either: same analysis
+    # An exempt category drops plain numbers but keeps dates.
+    assert [s.text for s in extract_specifics(text, "anti-patterns/routing")] == ["Routing", "2026-08-19"]
+    assert specifics_memo_info()[1] == misses + 1
+
+
+def test_callers_get_their_own_list() -> None:
+    text = "Trish met Roberts in Las Vegas."
+    first = extract_specifics(text)
+    first.clear()
+    assert [s.text for s in extract_specifics(text)] == ["Trish", "Roberts", "Las", "Vegas"]
+
+
+def test_sharing_table_outgrowing_its_limit_changes_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(specifics, "_SHARED", specifics._Shared(limit=3))
+    samples = ["Trish met Roberts in Las Vegas on August 19, 2026.", "Mark called 612-555-1234.", "Rose: 42, 365"]
+    for text in samples * 2:
+        clear_specifics_memo()
+        assert full(extract_specifics(text)) == full(extract_specifics_unmemoised(text))
+
+
+def test_the_memo_is_bounded() -> None:
+    assert specifics._analysis.cache_info().maxsize == specifics.SPECIFICS_MEMO_SIZE
+    memo = _InventoryMemo(2)
+    a, b = memo.get("Alpha one"), memo.get("Bravo two")
+    assert memo.get("Alpha one") is a  # a hit refreshes it
+    memo.get("Charlie three")  # evicts the least recently used: Bravo
+    assert len(memo) == 2
+    assert memo.get("Alpha one") is a
+    assert memo.get("Bravo two") is not b
+    assert (memo.hits, memo.misses) == (2, 4)
+
+
+def test_inventory_memo_serves_the_check_and_accepts_kept_inventories() -> None:
+    merged = "Allen Conway works at Xebia; phone +1 386-299-4605."
+    built = Inventory.of(merged)
+    keep_inventory(merged, built)
+    assert merged_inventory(merged) is built
+    sources = [SourceText("Allen Conway (Xebia) can be reached at 386-299-4605.")]
+    hits = inventory_memo_info()[0]
+    assert find_missing_specifics(sources, merged) == []
+    assert inventory_memo_info()[0] == hits + 1
+    assert find_missing_specifics([SourceText("Allen moved to Austin.")], merged) == ["Austin"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(any_texts, min_size=1, max_size=3), any_texts)
+def test_memoised_inventory_answers_like_a_fresh_one(sources: list[str], merged: str) -> None:
+    fresh = Inventory.of(merged)
+    for _ in range(2):
+        shared = merged_inventory(merged)
+        for specific in required_specifics([SourceText(s) for s in sources]):
+            assert shared.covers(specific) == fresh.covers(specific)

@@ -55,7 +55,7 @@ def outcome(parse: Any, obj: dict[str, Any]) -> tuple[str, Any]:
         fields.pop("created_at")  # the load-time default: a different instant on each parse
     offsets = {name: value.utcoffset() for name, value in fields.items() if isinstance(value, datetime)}
     types = {name: type(value) for name, value in fields.items()}
-    return "entry", (fields, offsets, types, entry.model_extra, entry.model_fields_set)
+    return "entry", (fields, offsets, types, entry.model_extra or {}, entry.model_fields_set)
 
 
 def assert_same_as_model(obj: dict[str, Any]) -> None:
@@ -157,6 +157,26 @@ def test_every_readable_file_is_written_back_as_it_was(obj: dict[str, Any]) -> N
 
 
 @pytest.mark.parametrize(
+    "stamp",
+    [
+        "2026-03-01T08:15:02.123456+00:00",
+        "2026-03-01T08:15:02.123456-00:00",
+        "2026-03-01T08:15:02.123456+05:30",
+        "2026-03-01T08:15:02.123456Z",
+        "2026-03-01T08:15:02.123456",
+        "2026-03-01T08:15:02.1234567+00:00",
+        "2026-03-01T08:15:02+00:00",
+        "0999-03-01T08:15:02.000000-05:00",
+    ],
+)
+def test_every_timestamp_form_is_written_back_as_it_was(stamp: str) -> None:
+    obj = rockbot_entry(createdAt=stamp, updatedAt=stamp, lastSeenAt=stamp, archivedAt=stamp)
+    entry = Entry.from_json_obj(obj)
+    assert entry.to_json_obj() == obj
+    assert entry.evolve(content="changed").to_json_obj() == {**obj, "content": "changed"}
+
+
+@pytest.mark.parametrize(
     ("alias", "value"),
     [
         ("importanceScore", "high"),
@@ -213,6 +233,13 @@ def test_assigning_a_field_does_not_leak_into_entries_of_the_same_shape() -> Non
     assert "category" not in second.model_fields_set
     assert second.model_copy(update={"tags": ["t"]}).model_fields_set == {"id", "content", "tags"}
     assert second.model_fields_set == {"id", "content"}
+
+
+def test_an_unknown_attribute_set_on_a_parsed_entry_is_written() -> None:
+    entry = Entry.from_json_obj({"id": "a1b2c3d4e5f6", "content": "x"})
+    entry.verify = {"command": "true"}
+    assert entry.to_json_obj() == {"id": "a1b2c3d4e5f6", "content": "x", "verify": {"command": "true"}}
+    assert entry.model_copy(update={"seen": 1}).to_json_obj()["seen"] == 1
 
 
 def test_an_entry_built_in_code_writes_every_field() -> None:

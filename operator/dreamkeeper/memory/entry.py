@@ -146,6 +146,8 @@ class Entry(BaseModel):
         fields_set = self.__pydantic_fields_set__
         if name not in fields_set:
             _set(self, "__pydantic_fields_set__", set(fields_set))
+        if self.__pydantic_extra__ is None and name not in _FIELD_NAMES and not name.startswith("_"):
+            _set(self, "__pydantic_extra__", {})  # a new unknown field goes there
         super().__setattr__(name, value)
 
     # ---- derived views -------------------------------------------------------------------------------
@@ -219,7 +221,9 @@ class Entry(BaseModel):
         else:
             entry = cls.__new__(cls)
             _set(entry, "__dict__", fields)
-            _set(entry, "__pydantic_extra__", {shape.keys[at]: values[at] for at in shape.unknown})
+            # None, not {}, when the file has no unknown field (pydantic reads both alike): 64 bytes an entry.
+            extras = {shape.keys[at]: values[at] for at in shape.unknown} if shape.unknown else None
+            _set(entry, "__pydantic_extra__", extras)
             _set(entry, "__pydantic_fields_set__", shape.fields_set)
             _set(entry, "__pydantic_private__", None)
         if not kept and "created_at" in shape.position:
@@ -432,7 +436,10 @@ def _timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime:
             _ZONES[offset] = zone
     if zone is not value.tzinfo:
         value = value.replace(tzinfo=zone)
-    memo[raw] = (value, raw == format_timestamp(value))
+    # Written back as format_timestamp writes it exactly when it has 6 fraction digits and a +HH:MM offset (the
+    # fullmatch above leaves no other 32-character form); "-00:00" is written "+00:00".
+    derivable = len(raw) == 32 and raw[19] == "." and raw[26] in "+-" and raw[26:] != "-00:00"
+    memo[raw] = (value, derivable)
     return value
 
 
@@ -458,10 +465,10 @@ def _tags(raw: Any) -> list[str]:
         return []
     if type(raw) is not list:
         raise _NotFast
-    for tag in raw:
-        if type(tag) is not str:
-            raise _NotFast
-    return [sys.intern(tag) for tag in raw]  # tag values repeat across entries
+    try:
+        return list(map(sys.intern, raw))  # tag values repeat across entries: one string each
+    except TypeError:
+        raise _NotFast from None  # not a string (sys.intern takes nothing else)
 
 
 def _metadata(raw: Any) -> dict[str, str] | None:

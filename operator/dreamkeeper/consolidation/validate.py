@@ -332,16 +332,16 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
 class _CensusCorpus:
     """The census's view of the planned live corpus, indexed only when a question needs the whole corpus.
 
-    At any point the single pass's index holds: live entries not leaving, the successors of every merge
-    not refused so far, and the sources of the merges refused so far. Built lazily it holds exactly that multiset
-    (hence gives the same answers); from then on `refuse` keeps it current, as the single pass did.
+    The single pass's index starts as: live entries not leaving, plus every merge's successor; each refusal
+    swaps a successor for its sources. A refusal needs a specific the index does not cover, so none can happen
+    before the index exists: built lazily it is the starting multiset (hence gives the same answers), and from
+    then on `refuse` keeps it current exactly as the single pass did.
     """
 
     def __init__(self, live: Sequence[StoredEntry], leaving: set[str], merges: Sequence[MergeAction]) -> None:
         self._live = live
         self._leaving = leaving
-        self._merges = list(merges)
-        self.refused: list[MergeAction] = []
+        self._successors = [m.successor.content for m in merges]
         self.index: CoverageIndex | None = None
 
     def covers(self, specific: Specific) -> bool:
@@ -351,29 +351,20 @@ class _CensusCorpus:
 
     def refuse(self, merge: MergeAction) -> None:
         """The merge is refused: its successor leaves the plan, its sources stay live."""
-        self.refused.append(merge)
-        if self.index is not None:
-            self.index.remove(merge.successor.content)
-            for source in merge.sources:
-                self.index.add(source.entry.content)
+        if self.index is None:  # not reached: a refusal follows a question only the index answers
+            self.index = self._build()
+        self.index.remove(merge.successor.content)
+        for source in merge.sources:
+            self.index.add(source.entry.content)
 
     def _build(self) -> CoverageIndex:
         index = CoverageIndex()
         for stored in self._live:
             if stored.id not in self._leaving:
                 index.add(stored.entry.content)
-        refused = {id(m) for m in self.refused}
-        for merge in self._merges:
-            if id(merge) not in refused:
-                index.add(merge.successor.content)
-        for merge in self.refused:
-            for source in merge.sources:
-                index.add(source.entry.content)
-        log.debug(
-            "census: indexed the planned live corpus (%d texts, %d merges refused so far)",
-            len(index),
-            len(self.refused),
-        )
+        for text in self._successors:
+            index.add(text)
+        log.debug("census: indexed the planned live corpus (%d texts)", len(index))
         return index
 
 

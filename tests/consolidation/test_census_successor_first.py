@@ -1,0 +1,324 @@
+"""The census and the post-apply loss check ask a merge's successor first and index the corpus only for what it
+does not cover. Their answers (refusals, missing lists, ephemeral accounting, specifics lost) must be those of
+indexing everything: checked case by case, and against the single-pass census on random plans."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation.cycle import Cycle, CycleOptions, CycleOutcome, FinalState, run_cycle
+from dreamkeeper.consolidation.plan import MergeAction, PruneAction
+from dreamkeeper.consolidation.report import CycleReport
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.validate import ValidationState, census
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, CoverageIndex, extract_specifics
+from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
+from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+
+def stored(entry_id: str, content: str, category: str | None = "project-context") -> StoredEntry:
+    entry = Entry(
+        id=entry_id,
+        content=content,
+        category=category,
+        created_at=BASE_TIME,
+        updated_at=BASE_TIME,
+        last_seen_at=BASE_TIME,
+    )
+    return StoredEntry(entry, Path(f"/nonexistent/{entry_id}.json"), Fingerprint("0" * 64, 0, 0))
+
+
+def successor(entry_id: str, content: str) -> Entry:
+    return Entry(id=entry_id, content=content, category="project-context", created_at=BASE_TIME, updated_at=BASE_TIME)
+
+
+def new_state() -> ValidationState:
+    report = CycleReport(cycle_id="test", started_at=BASE_TIME)
+    return ValidationState(CycleSettings(), DEFAULT_VOCABULARY, report, "test", BASE_TIME)
+
+
+def run_census(
+    live: list[StoredEntry], merges: list[MergeAction], prunes: Sequence[StoredEntry] = ()
+) -> ValidationState:
+    state = new_state()
+    state.plan.merges = list(merges)
+    state.plan.prunes = [PruneAction(p) for p in prunes]
+    census(live, state)
+    return state
+
+
+# --- census, case by case -----------------------------------------------------------------------------------
+
+
+def test_successor_covering_everything_needs_no_corpus_index() -> None:
+    a = stored("a", "Allen Conway works at Xebia.")
+    b = stored("b", "Allen Conway lives in Austin.")
+    other = stored("c", "Trish prefers concise notes.")
+    merge = MergeAction(successor("m", "Allen Conway works at Xebia and lives in Austin."), [a, b])
+    state = run_census([a, b, other], [merge])
+    assert state.plan.merges == [merge]
+    assert state.report.census_refusals == 0
+    assert state.census_index is None  # nothing was looked up in the corpus
+
+
+def test_successor_missing_a_specific_said_elsewhere_is_accepted() -> None:
+    # Validation checks with the sources' joint evidence ("mark" in b demotes "Mark"); the census extracts each
+    # source alone, so it asks about "Mark", which the successor lacks but another live entry says.
+    a = stored("a", "Mark approved the Xebia budget.")
+    b = stored("b", "Remember to mark the Xebia budget approved.")
+    other = stored("c", "Mark runs the weekly review.")
+    merge = MergeAction(successor("m", "The Xebia budget was approved."), [a, b])
+    state = run_census([a, b, other], [merge])
+    assert state.plan.merges == [merge]
+    assert state.report.census_refusals == 0
+    assert state.census_index is not None and len(state.census_index) == 2  # c and the successor
+
+
+def test_successor_missing_a_specific_said_nowhere_is_refused() -> None:
+    a = stored("a", "Mark approved the Xebia budget.")
+    b = stored("b", "Remember to mark the Xebia budget approved.")
+    other = stored("c", "Trish runs the weekly review.")
+    merge = MergeAction(successor("m", "The Xebia budget was approved."), [a, b])
+    state = run_census([a, b, other], [merge])
+    assert state.plan.merges == []
+    assert state.report.census_refusals == 1
+    assert state.report.rejections[0].missing == ["Mark"]
+    assert state.report.rejections[0].reason == "census: would vanish from the live corpus"
+    assert state.shielded == {"a", "b"}
+    # The index now holds the refused merge's sources instead of its successor.
+    index = state.census_index
+    assert index is not None and len(index) == 3
+    assert index.covers(extract_specifics(a.entry.content)[0])
+
+
+def test_a_refused_merge_gives_its_sources_back_to_later_checks() -> None:
+    # The first merge is refused, so "Duane" (said by its source d1) stays live and covers the second merge's
+    # loss: the lazily built index must already hold the refused sources.
+    d1 = stored("d1", "Rockford Duane Lhotka is also known as Rocky.")
+    d2 = stored("d2", "Rocky Lhotka travels as Rockford.")
+    e1 = stored("e1", "Duane booked the Tripit trip.")
+    e2 = stored("e2", "The trip is in Tripit.")
+    first = MergeAction(successor("m1", "Rocky Lhotka travels as Rockford Lhotka."), [d1, d2])
+    second = MergeAction(successor("m2", "The trip is booked in Tripit."), [e1, e2])
+    state = run_census([d1, d2, e1, e2], [first, second])
+    assert state.plan.merges == [second]
+    assert state.report.census_refusals == 1
+    assert [r.missing for r in state.report.rejections] == [["Duane"]]
+
+
+def test_prune_ephemeral_accounting_is_unchanged() -> None:
+    said_elsewhere = stored("p1", "Trish likes Eventbrite.")
+    said_nowhere = stored("p2", "Roberts owns PWOP Productions, 2048 units.")
+    other = stored("c", "Trish posted on Eventbrite again.")
+    state = run_census([said_elsewhere, said_nowhere, other], [], [said_elsewhere, said_nowhere])
+    assert state.report.ephemeral_specifics == 4
+    assert state.plan.prunes[0].lost_specifics == []
+    assert state.plan.prunes[1].lost_specifics == ["Roberts", "PWOP", "Productions", "2048"]
+
+
+def test_a_prune_without_specifics_needs_no_corpus_index() -> None:
+    plain = stored("p", "remember to water the plants")
+    state = run_census([plain, stored("c", "Trish waters them.")], [], [plain])
+    assert state.report.ephemeral_specifics == 0
+    assert state.census_index is None
+
+
+# --- census, against the single-pass reference --------------------------------------------------------------
+
+
+def eager_census(live: Sequence[StoredEntry], merges: list[MergeAction], prunes: list[StoredEntry]) -> Any:
+    """The census before successor-first: index the whole planned corpus, then one pass in plan order."""
+    leaving = {s.id for m in merges for s in m.sources} | {p.id for p in prunes}
+    if not leaving:
+        return [], [], [], None
+    index = CoverageIndex()
+    for entry in live:
+        if entry.id not in leaving:
+            index.add(entry.entry.content)
+    for merge in merges:
+        index.add(merge.successor.content)
+
+    def vanishing(entries: Sequence[StoredEntry]) -> list[str]:
+        lost: list[str] = []
+        for e in entries:
+            for specific in extract_specifics(e.entry.content, e.entry.category):
+                if not index.covers(specific) and specific.text not in lost:
+                    lost.append(specific.text)
+        return lost
+
+    kept, refusals = [], []
+    for merge in merges:
+        lost = vanishing(merge.sources)
+        if lost:
+            refusals.append(lost)
+            index.remove(merge.successor.content)
+            for s in merge.sources:
+                index.add(s.entry.content)
+        else:
+            kept.append(merge.successor.id)
+    return kept, refusals, [vanishing([p]) for p in prunes], index
+
+
+WORDS = ["Rockford", "Duane", "Trish", "Roberts", "Xebia", "Austin", "Mark", "mark", "Rose", "rose", "the", "and"]
+WORDS += ["notes", "2026", "42", "August 19, 2026", "2026-08-19", "lhotka.net", "marimer-work", "IMAP", "Review"]
+phrases = st.lists(st.sampled_from(WORDS), min_size=0, max_size=6).map(" ".join)
+
+
+RandomPlan = tuple[list[StoredEntry], list[MergeAction], list[StoredEntry]]
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> RandomPlan:
+    live = [stored(f"e{i}", text) for i, text in enumerate(draw(st.lists(phrases, min_size=1, max_size=10)))]
+    order = draw(st.permutations(range(len(live))))
+    merges: list[MergeAction] = []
+    prunes: list[StoredEntry] = []
+    i = 0
+    while i < len(order):
+        what = draw(st.sampled_from(["merge", "prune", "keep"]))
+        if what == "merge" and i + 1 < len(order):
+            size = draw(st.integers(min_value=2, max_value=min(3, len(order) - i)))
+            sources = [live[j] for j in order[i : i + size]]
+            words = " ".join(s.entry.content for s in sources).split()
+            kept_words = draw(st.lists(st.sampled_from(words), max_size=8)) if words else []
+            merges.append(MergeAction(successor(f"m{len(merges)}", " ".join(kept_words)), sources))
+            i += size
+            continue
+        if what == "prune":
+            prunes.append(live[order[i]])
+        i += 1
+    return live, merges, prunes
+
+
+def inventory_state(index: CoverageIndex | None) -> Any:
+    if index is None:
+        return None
+    inventory = index._inventory
+    return len(index), inventory.words, inventory.numbers, inventory.chunks, inventory.date_keys, inventory.runs
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_census_answers_like_the_single_pass(
+    plan: tuple[list[StoredEntry], list[MergeAction], list[StoredEntry]],
+) -> None:
+    live, merges, prunes = plan
+    kept, refusals, pruned, reference_index = eager_census(live, merges, prunes)
+    state = run_census(live, merges, prunes)
+    assert [m.successor.id for m in state.plan.merges] == kept
+    assert [r.missing for r in state.report.rejections] == refusals
+    assert state.report.census_refusals == len(refusals)
+    assert [p.lost_specifics for p in state.plan.prunes] == pruned
+    assert state.report.ephemeral_specifics == sum(len(lost) for lost in pruned)
+    if state.census_index is not None:  # when built, it holds what the single pass's index held at the end
+        assert inventory_state(state.census_index) == inventory_state(reference_index)
+
+
+# --- the post-apply loss check, through whole cycles --------------------------------------------------------
+
+
+def cycle(agent_dir: Path, proposer: ScriptedProposer) -> CycleOutcome:
+    options = CycleOptions(agent_dir=agent_dir, settings=CycleSettings(min_interval_hours=0), now=BASE_TIME)
+    return asyncio.run(run_cycle(options, proposer))
+
+
+def count_final_index_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = cycle_module._final_index
+
+    def counting(*args: Any) -> CoverageIndex:
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(cycle_module, "_final_index", counting)
+    return calls
+
+
+def after_apply(monkeypatch: pytest.MonkeyPatch, action: Callable[[Cycle], None]) -> None:
+    """Run ``action`` between apply and the report's final scan (an agent writing in between)."""
+    original = Cycle._final_state
+
+    def patched(self: Cycle, snapshot: Any) -> FinalState:
+        action(self)
+        return original(self, snapshot)
+
+    monkeypatch.setattr(Cycle, "_final_state", patched)
+
+
+MERGE = {
+    "toSave": [{"content": "Allen Conway works at Xebia, lives in Austin.", "sourceIds": ["s1", "s2"]}],
+    "toDelete": [],
+}
+
+
+def successor_of(store: MemoryStore) -> StoredEntry:
+    (made,) = [s for s in store.scan().live if s.id not in {"s1", "s2", "s3"}]
+    return made
+
+
+def test_loss_check_needs_no_index_when_successors_cover_their_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_corpus(tmp_path, [Seed("s1", "Allen Conway works at Xebia."), Seed("s2", "Allen Conway lives in Austin.")])
+    calls = count_final_index_builds(monkeypatch)
+    outcome = cycle(tmp_path, ScriptedProposer([MERGE]))
+    assert outcome.report.saved == 1 and outcome.report.archived == 2
+    assert outcome.report.specifics_lost == 0
+    assert calls == []
+
+
+def test_successor_gone_after_apply_counts_as_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = write_corpus(
+        tmp_path, [Seed("s1", "Allen Conway works at Xebia."), Seed("s2", "Allen Conway lives in Austin.")]
+    )
+    calls = count_final_index_builds(monkeypatch)
+    after_apply(monkeypatch, lambda _: successor_of(store).path.unlink())
+    outcome = cycle(tmp_path, ScriptedProposer([MERGE]))
+    assert outcome.report.archived == 2
+    assert outcome.report.specifics_lost == 4
+    assert outcome.report.lost_specifics == ["Allen", "Conway", "Xebia", "Austin"]
+    assert calls == [1]
+
+
+def test_successor_gone_after_apply_is_no_loss_where_covered_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = write_corpus(
+        tmp_path,
+        [
+            Seed("s1", "Allen Conway works at Xebia."),
+            Seed("s2", "Allen Conway lives in Austin."),
+            Seed("s3", "Allen Conway of Xebia flew to Austin.", reinforcement=9),
+        ],
+    )
+    after_apply(monkeypatch, lambda _: successor_of(store).path.unlink())
+    proposer = ScriptedProposer([MERGE])
+    outcome = cycle(tmp_path, proposer)
+    assert outcome.report.archived == 2
+    assert outcome.report.specifics_lost == 0
+
+
+def test_successor_rewritten_after_apply_is_checked_as_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = write_corpus(
+        tmp_path, [Seed("s1", "Allen Conway works at Xebia."), Seed("s2", "Allen Conway lives in Austin.")]
+    )
+
+    def agent_rewrites(_: Cycle) -> None:
+        made = successor_of(store)
+        store.update(made, made.entry.model_copy(update={"content": "Allen Conway works at Xebia."}))
+
+    after_apply(monkeypatch, agent_rewrites)
+    outcome = cycle(tmp_path, ScriptedProposer([MERGE]))
+    assert outcome.report.lost_specifics == ["Austin"]

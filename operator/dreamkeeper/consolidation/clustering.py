@@ -1289,9 +1289,12 @@ def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> t
     rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 3, dim])
     words = plan.filter_bits // 64
     sketch = np.zeros((n, max(1, words)), dtype=np.uint64)
+    columns = np.zeros((max(1, words), n), dtype=np.uint64)  # word-major copy: one gather per word per pair
 
     def near(a: IntArray, b: IntArray) -> npt.NDArray[np.bool_]:
-        distance = np.bitwise_count(sketch[a] ^ sketch[b]).sum(axis=1, dtype=np.int64)
+        distance = np.zeros(len(a), dtype=np.uint16)
+        for column in columns:
+            distance += np.bitwise_count(column[a] ^ column[b])
         result: npt.NDArray[np.bool_] = distance <= plan.filter_max_distance
         return result
 
@@ -1299,7 +1302,6 @@ def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> t
     bands_per_pass = max(1, 512 // plan.rows)  # project ~512 planes at a time to bound memory
     rows_per_block = 8192
     key_type = np.uint16 if plan.rows <= 16 else np.uint32  # 16-bit keys sort by radix
-    weights = (np.uint32(1) << np.arange(plan.rows, dtype=np.uint32)).astype(key_type)
     bit_offset = 0
     for first_band in range(0, plan.bands, bands_per_pass):
         bands = min(bands_per_pass, plan.bands - first_band)
@@ -1312,10 +1314,15 @@ def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> t
                 packed = np.packbits(signs[:, : plan.filter_bits], axis=1, bitorder="little")
                 sketch[start : start + rows_per_block].view(np.uint8)[:, :] = packed
             shaped = signs.reshape(len(signs), bands, plan.rows)
-            keys[:, start : start + rows_per_block] = (shaped @ weights).T
+            key = np.zeros((len(signs), bands), dtype=key_type)
+            for row in range(plan.rows):  # shifts and ors: integer matmul has no BLAS and is slower
+                key |= np.left_shift(shaped[:, :, row], row, dtype=key_type)
+            keys[:, start : start + rows_per_block] = key.T
         bit_offset += bands * plan.rows
         if bit_offset < plan.filter_bits:
             raise ClusteringError(f"internal error: SimHash pass of {bit_offset} bits cannot hold the prefilter sketch")
+        if first_band == 0:
+            columns[:] = sketch.T
         for band in range(bands):
             collector.add_band(keys[band])
     left, right = collector.pairs()

@@ -424,7 +424,7 @@ class Executor:
                 raise ConflictError(path, "already archived by someone else")
             if current.fingerprint != step.expected.to_fingerprint():
                 raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
-            self.store.archive(current, step.reason, self.now, self.cycle_id)
+            self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False)
             self.tally.archived += 1
             if step.kind == "ephemeral":
                 self.tally.ephemeral += 1

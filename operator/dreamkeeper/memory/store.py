@@ -35,7 +35,14 @@ from dreamkeeper.memory.errors import (
     EntryNotFoundError,
     InvalidCategoryError,
 )
-from dreamkeeper.memory.paths import EMBEDDINGS_DIR, category_of_path, ensure_inside, entry_path, validate_id
+from dreamkeeper.memory.paths import (
+    EMBEDDINGS_DIR,
+    category_of_path,
+    ensure_inside,
+    entry_path,
+    validate_category,
+    validate_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +116,7 @@ class MemoryStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._index: dict[str, Path] | None = None
+        self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
 
     # ---- reading -------------------------------------------------------------------------------------
 
@@ -256,29 +264,49 @@ class MemoryStore:
     def update(self, stored: StoredEntry, entry: Entry) -> StoredEntry:
         if entry.id != stored.id:
             raise ValueError(f"update of {stored.id} given entry {entry.id}")
-        path = entry_path(self.root, entry.id, entry.category)
+        return self._save(entry, stored.fingerprint, self._rewrite_path(stored, entry))
+
+    def _rewrite_path(self, stored: StoredEntry, entry: Entry) -> Path:
+        """Where a rewrite of ``stored`` goes: its own file, which must be where its id and category say.
+
+        Same checks as ``entry_path``, with the symlink-resolving containment check done once per directory
+        (a rewrite replaces the file itself, never a symlink's target, so the file name needs no resolving)."""
+        validate_id(entry.id)
+        validate_category(entry.category)
+        directory = self.root if entry.category is None else self.root.joinpath(*entry.category.split("/"))
+        path = directory / f"{entry.id}.json"
         if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
-        return self._save(entry, stored.fingerprint, path)
+        if directory not in self._inside:
+            ensure_inside(self.root, directory)
+            self._inside.add(directory)
+        return path
 
     def rewrite(self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True) -> Fingerprint:
         """Replace an entry's file with a new version of the same entry (same id and category), guarded by the
         fingerprint it was read with; returns the new fingerprint.
 
-        The bulk path for bookkeeping (review stamps): the file stays where a scan found it (inside the root, so
-        the path needs no resolving again) and the written bytes are not parsed back. ``sync_directory=False``
-        leaves the directory fsync to a caller that batches it (see ``replace_file``).
+        The bulk path for bookkeeping (review stamps, archives): the written bytes are not parsed back.
+        ``sync_directory=False`` leaves the directory fsync to a caller that batches it (see ``replace_file``).
         """
         if entry.id != stored.id or entry.category != stored.entry.category:
             raise ValueError(f"rewrite of {stored.id} may not change its id or category")
-        return replace_file(stored.path, entry.to_json_bytes(), stored.fingerprint, sync_directory=sync_directory)
+        path = self._rewrite_path(stored, entry)
+        return replace_file(path, entry.to_json_bytes(), stored.fingerprint, sync_directory=sync_directory)
 
     def archive(
-        self, stored: StoredEntry, reason: str, now: datetime | None = None, cycle_id: str | None = None
+        self,
+        stored: StoredEntry,
+        reason: str,
+        now: datetime | None = None,
+        cycle_id: str | None = None,
+        *,
+        parse_back: bool = True,
     ) -> StoredEntry:
         """Hide an entry from live listing, keeping it on disk and retrievable by id.
 
-        Idempotent: an already archived entry keeps its first reason and time.
+        Idempotent: an already archived entry keeps its first reason and time. ``parse_back=False`` (bulk callers
+        that drop the result) returns the entry object that was written instead of parsing the written bytes.
         """
         if stored.entry.is_archived:
             return stored
@@ -286,7 +314,10 @@ class MemoryStore:
         entry = stored.entry.evolve(archived_at=now, archive_reason=reason)
         if cycle_id:
             entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: cycle_id})
-        result = self.update(stored, entry)
+        if parse_back:
+            result = self.update(stored, entry)
+        else:
+            result = StoredEntry(entry, stored.path, self.rewrite(stored, entry))
         log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, entry.content)
         return result
 

@@ -634,7 +634,7 @@ def _prepare(items: Sequence[ClusterItem], stats: ClusteringStats) -> _Corpus:
         token_hashes=hashes,
         dims=dims,
         vectors=vectors,
-        scopes=[_top_level(item.category) for item in ordered],
+        scopes=list(map(functools.lru_cache(maxsize=None)(_top_level), (item.category for item in ordered))),
         seed=_corpus_seed(ordered),
     )
     stats.empty_token_items = int(np.count_nonzero(corpus.token_counts == 0))
@@ -805,8 +805,11 @@ def _token_classes(corpus: _Corpus, members: IntArray, twins: dict[int, list[int
     plain_classes = class_index[plain_positions]
     _, first_plain = np.unique(plain_classes, return_index=True)
     twin_node[plain_classes[first_plain]] = members[plain_positions[first_plain]]
+    # Twin lists in one pass: plain members sorted by class (stable, so ascending within each class).
+    by_plain_class = plain_positions[np.argsort(plain_classes, kind="stable")]
+    bounds = np.concatenate(([0], np.cumsum(twin_size))).astype(np.int64)
     for label in np.flatnonzero(twin_size >= 2).tolist():
-        twins[int(twin_node[label])] = members[plain & (class_index == label)].tolist()
+        twins[int(twin_node[label])] = members[by_plain_class[bounds[label] : bounds[label + 1]]].tolist()
     embedded_positions = np.flatnonzero(~plain)
     embedded_classes = class_index[embedded_positions]
     by_class = np.argsort(embedded_classes, kind="stable")

@@ -10,7 +10,7 @@ import pytest
 
 from dreamkeeper.consolidation import journal as journal_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.journal import Executor, Journal, write_journal
+from dreamkeeper.consolidation.journal import Executor, Journal, incomplete_journals, write_journal
 from dreamkeeper.consolidation.plan import Plan, StampAction
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
@@ -100,3 +100,16 @@ def test_cycle_outcome_repr_stays_short_however_large_the_plan(tmp_path: Path) -
     text = repr(outcome)
     assert outcome.report.cycle_id in text
     assert "Rockford" not in text and len(text) < 300
+
+
+def test_incomplete_journals_reads_tails_and_still_finds_unfinished_ones(tmp_path: Path) -> None:
+    store = write_corpus(tmp_path, SEEDS)
+    done = run(tmp_path, store, stamp_plan(store), "c-done", snapshot=True).journal.path
+    unfinished = write_journal(tmp_path, "c-open", stamp_plan(store), store, BASE_TIME)
+    unfinished.record(0, "done")
+    torn = write_journal(tmp_path, "c-torn", stamp_plan(store), store, BASE_TIME)
+    with open(torn.path, "a", encoding="utf-8") as handle:
+        handle.write('{"kind": "complete", "at": "2026-')  # a crash mid-append of the last line
+
+    assert sorted(p.name for p in incomplete_journals(tmp_path)) == sorted([unfinished.path.name, torn.path.name])
+    assert Journal.load(done).complete

@@ -234,11 +234,26 @@ def incomplete_journals(agent_dir: Path) -> Iterator[Path]:
         return
     for path in sorted(directory.glob("*.jsonl")):
         with contextlib.suppress(OSError, ValueError, IndexError):
+            if _ends_complete(path):
+                continue  # the common case, read from the file's tail: history must not cost a full read per cycle
             lines = path.read_text(encoding="utf-8").splitlines()
             if lines and _records_say_complete(lines):
                 continue  # not yielded, whatever its header holds: skip validating the whole plan
             if not Journal.load(path).complete:
                 yield path
+
+
+def _ends_complete(path: Path) -> bool:
+    """Whether the journal's last line is its completion record (written last, after every outcome)."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - 4096))
+        tail = handle.read()
+    try:
+        record = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("kind") == "complete" and set(record) == {"kind", "at"}
 
 
 def _records_say_complete(lines: list[str]) -> bool:

@@ -117,14 +117,20 @@ class MemoryStore:
         self.root = Path(root)
         self._index: dict[str, Path] | None = None
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
+        self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
 
     # ---- reading -------------------------------------------------------------------------------------
 
     def iter_files(self) -> Iterator[Path]:
         """Every entry file, depth-first in name order; hidden files/dirs (temps, .embeddings) are skipped."""
+        for child in self.iter_file_entries():
+            yield Path(child.path)
+
+    def iter_file_entries(self) -> Iterator[os.DirEntry[str]]:
+        """``iter_files`` as directory entries: for callers that only stat most files (no Path per file)."""
         if not self.root.is_dir():
             return
-        stack = [self.root]
+        stack: list[str] = [str(self.root)]
         while stack:
             directory = stack.pop()
             try:
@@ -137,9 +143,9 @@ class MemoryStore:
                 if child.name.startswith("."):
                     continue
                 if child.is_dir(follow_symlinks=False):
-                    subdirs.append(Path(child.path))
+                    subdirs.append(child.path)
                 elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
-                    yield Path(child.path)
+                    yield child
             stack.extend(reversed(subdirs))
 
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
@@ -222,9 +228,11 @@ class MemoryStore:
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
         validate_id(entry_id)
-        path = self.root / EMBEDDINGS_DIR / f"{entry_id}.bin"
         try:
-            data = path.read_bytes()
+            # A plain string path: this runs for every embedded entry each cycle, and pathlib objects cost more
+            # than the read.
+            with open(os.path.join(self._embeddings_dir, f"{entry_id}.bin"), "rb") as handle:
+                data = handle.read()
         except OSError:
             return None
         if not data or len(data) % 4:

@@ -1202,11 +1202,16 @@ class _PairCollector:
         return codes // self.size, codes % self.size
 
 
+def _rows_per_block(dim: int, bytes_per_value: int) -> int:
+    """Rows per block so a block of vectors takes about 16 MB whatever the embedding dimension."""
+    return max(64, (16 << 20) // max(1, dim * bytes_per_value))
+
+
 def _normalised(corpus: _Corpus, members: IntArray) -> F32Array:
     """Unit rows in float32 for screening; normalised blockwise in float64 so huge components cannot overflow."""
     result: F32Array = np.empty((len(members), corpus.dims[members[0]]), dtype=np.float32)
     indices = members.tolist()
-    step = 8192
+    step = _rows_per_block(result.shape[1], 8)
     for start in range(0, len(indices), step):
         block = np.stack([corpus.vector(k) for k in indices[start : start + step]]).astype(np.float64)
         block /= np.sqrt(np.einsum("ij,ij->i", block, block))[:, None]
@@ -1225,24 +1230,25 @@ def _scan_cosine(
     stats: ClusteringStats,
     scope: str | None,
 ) -> None:
-    unit = _normalised(corpus, members)
+    # Unit rows are made where they are used (sample, SimHash blocks, candidate ends): a float32 copy of every
+    # vector would cost n x dim x 4 bytes (300 MB for 50k 1536-dim vectors); only brute force needs them all.
     plan: LshPlan | None = None
     if strategy == "lsh" or (strategy == "auto" and len(members) >= BRUTE_FORCE_BELOW):
         rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 2, dim])
         a = rng.integers(0, len(members), SIMHASH_SAMPLE_PAIRS)
         b = rng.integers(0, len(members), SIMHASH_SAMPLE_PAIRS)
         distinct = a != b
-        sample = np.einsum("ij,ij->i", unit[a[distinct]], unit[b[distinct]])
+        sample = _rowwise_dot_of(corpus, members, a[distinct], b[distinct])
         plan = plan_simhash(
             threshold, items=len(members), dim=dim, sample_cosines=sample, allow_brute_force=strategy == "auto"
         )
     if plan is None:
-        left, right, _ = _cosine_all_pairs(unit, threshold - _COSINE_MARGIN)
+        left, right, _ = _cosine_all_pairs(_normalised(corpus, members), threshold - _COSINE_MARGIN)
         emitted = distinct = verified = len(members) * (len(members) - 1) // 2
     else:
-        left, right, emitted, distinct = _simhash_candidates(unit, plan, seed, dim)
+        left, right, emitted, distinct = _simhash_candidates(corpus, members, plan, seed, dim)
         verified = len(left)
-        close = _rowwise_dot(unit, left, right) >= threshold - _COSINE_MARGIN
+        close = _rowwise_dot_of(corpus, members, left, right) >= threshold - _COSINE_MARGIN
         left, right = left[close], right[close]
     # float32 screened; the decision and the weight come from float64, exactly as similarity() computes them
     left, right = members[left], members[right]
@@ -1285,9 +1291,18 @@ def _cosine_all_pairs(unit: F32Array, floor: float) -> tuple[IntArray, IntArray,
     return np.concatenate(lefts), np.concatenate(rights), np.concatenate(values)
 
 
+def _rowwise_dot_of(corpus: _Corpus, members: IntArray, left: IntArray, right: IntArray) -> F32Array:
+    """Float32 cosines of pairs of ``members`` (local indices), normalising only the rows the pairs touch."""
+    ends = np.unique(np.concatenate((left, right)))
+    if not len(ends):
+        return np.empty(0, dtype=np.float32)
+    rows = _normalised(corpus, members[ends])
+    return _rowwise_dot(rows, np.searchsorted(ends, left), np.searchsorted(ends, right))
+
+
 def _rowwise_dot(unit: F32Array, left: IntArray, right: IntArray) -> F32Array:
     out = np.empty(len(left), dtype=np.float32)
-    step = 65536
+    step = _rows_per_block(unit.shape[1], 4 * 2)
     for start in range(0, len(left), step):
         stop = start + step
         out[start:stop] = np.einsum("ij,ij->i", unit[left[start:stop]], unit[right[start:stop]])
@@ -1296,7 +1311,7 @@ def _rowwise_dot(unit: F32Array, left: IntArray, right: IntArray) -> F32Array:
 
 def _exact_cosines(corpus: _Corpus, left: IntArray, right: IntArray) -> F64Array:
     out = np.empty(len(left), dtype=np.float64)
-    step = 8192
+    step = _rows_per_block(len(corpus.vector(int(left[0]))) if len(left) else 1, 8 * 2)
     for start in range(0, len(left), step):
         a = np.stack([corpus.vector(k) for k in left[start : start + step].tolist()])
         b = np.stack([corpus.vector(k) for k in right[start : start + step].tolist()])
@@ -1304,12 +1319,14 @@ def _exact_cosines(corpus: _Corpus, left: IntArray, right: IntArray) -> F64Array
     return out
 
 
-def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> tuple[IntArray, IntArray, int, int]:
-    """Pairs sharing a SimHash band and within the Hamming prefilter distance (local indices, left < right).
-
-    Also returns the bucket pairs emitted over all bands and the distinct pairs that passed the prefilter.
+def _simhash_candidates(
+    corpus: _Corpus, members: IntArray, plan: LshPlan, seed: int, dim: int
+) -> tuple[IntArray, IntArray, int, int]:
+    """Pairs of members sharing a SimHash band and within the Hamming prefilter distance (local indices,
+    left < right). Also returns the bucket pairs emitted over all bands and the distinct pairs that passed the
+    prefilter. Unit rows are rebuilt per block and pass, never held for all members at once.
     """
-    n = len(unit)
+    n = len(members)
     rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, 3, dim])
     words = plan.filter_bits // 64
     sketch = np.zeros((n, max(1, words)), dtype=np.uint64)
@@ -1324,15 +1341,15 @@ def _simhash_candidates(unit: F32Array, plan: LshPlan, seed: int, dim: int) -> t
 
     collector = _PairCollector(n, near if words else None)
     bands_per_pass = max(1, 512 // plan.rows)  # project ~512 planes at a time to bound memory
-    rows_per_block = 8192
+    rows_per_block = min(8192, _rows_per_block(dim, 4))
     key_type = np.uint16 if plan.rows <= 16 else np.uint32  # 16-bit keys sort by radix
     bit_offset = 0
     for first_band in range(0, plan.bands, bands_per_pass):
         bands = min(bands_per_pass, plan.bands - first_band)
-        planes = rng.standard_normal((unit.shape[1], bands * plan.rows)).astype(np.float32)
+        planes = rng.standard_normal((dim, bands * plan.rows)).astype(np.float32)
         keys = np.empty((bands, n), dtype=key_type)
         for start in range(0, n, rows_per_block):
-            signs = (unit[start : start + rows_per_block] @ planes) >= 0
+            signs = (_normalised(corpus, members[start : start + rows_per_block]) @ planes) >= 0
             if bit_offset < plan.filter_bits:
                 # The prefilter sketch is the first filter_bits sign bits (all within the first pass).
                 packed = np.packbits(signs[:, : plan.filter_bits], axis=1, bitorder="little")

@@ -22,6 +22,7 @@ from dreamkeeper.coverage import (
     merged_inventory,
     required_specifics,
     specifics,
+    technical,
 )
 from dreamkeeper.coverage.check import _InventoryMemo, inventory_memo_info
 from dreamkeeper.coverage.specifics import (
@@ -183,3 +184,16 @@ def test_memoised_inventory_answers_like_a_fresh_one(sources: list[str], merged:
         shared = merged_inventory(merged)
         for specific in required_specifics([SourceText(s) for s in sources]):
             assert shared.covers(specific) == fresh.covers(specific)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.text(alphabet=st.characters(min_codepoint=65, max_codepoint=122), min_size=1, max_size=12),
+        st.sampled_from([*ATOMS, *TWINS, "rockyl", "iPhone", "accountId", "xebia", "the", "Ab", "aB", "qq"]),
+    ),
+    st.sampled_from(range(len(VOCABULARIES))),
+)
+def test_plain_word_fast_path_classifies_like_the_full_rules(piece: str, v: int) -> None:
+    vocabulary = VOCABULARIES[v]
+    assert list(technical._classify(piece, vocabulary)) == list(technical._classify_full(piece, vocabulary))

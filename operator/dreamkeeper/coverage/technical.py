@@ -104,6 +104,17 @@ def _is_identifier(token: str, vocabulary: Vocabulary) -> bool:
 
 def _classify(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, TechnicalKind]]:
     """The technical specifics one trimmed token holds (none, itself, or its "/"-separated parts)."""
+    if piece.isascii() and piece.isalpha():
+        # Most tokens are plain English words; same answer as `_classify_full`, without its patterns: each of them
+        # needs a character that is not a letter ("@", "://", "www.", "/", "\\", ":", "#", ".", a digit), so only
+        # the identifier rule applies, and for A-Z letters only it is its one-part rule (no "_", "-", digit, unit).
+        if not _part_is_ordinary(piece, False, vocabulary):
+            yield piece, "identifier"
+        return
+    yield from _classify_full(piece, vocabulary)
+
+
+def _classify_full(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, TechnicalKind]]:
     if _EMAIL_RE.fullmatch(piece):
         yield piece.removeprefix("mailto:"), "email"
         return

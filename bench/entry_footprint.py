@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections import defaultdict
@@ -228,13 +230,28 @@ def breakdown(root: Path, limit: int | None) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench entry-footprint", description=__doc__.split("\n")[0])
-    parser.add_argument("root", type=Path, help="a memory directory (read only)")
+    parser.add_argument(
+        "root", type=Path, nargs="?", default=None, help="a memory directory (read only); default: a synthetic one"
+    )
     parser.add_argument("--mode", choices=("scan", "parse", "breakdown"), default="scan")
     parser.add_argument("--limit", type=int, default=None, help="parse/breakdown: only the first N files")
+    parser.add_argument("--size", type=int, default=30_000, help="entries of the synthetic corpus (no ROOT given)")
+    parser.add_argument("--quick", action="store_true", help="a 300-entry synthetic corpus (tests)")
     args = parser.parse_args(argv)
     run = {"scan": scan, "parse": parse, "breakdown": breakdown}[args.mode]
-    result = run(args.root, args.limit)
-    result["root"] = str(args.root)
+    if args.root is not None:
+        result = run(args.root, args.limit)
+        result["root"] = str(args.root)
+    else:
+        # No corpus named (e.g. `python -m bench all`): the scale bench's synthetic world, in tmpfs when there is one.
+        from bench.sim.world import write_synthetic_corpus
+
+        base = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+        with tempfile.TemporaryDirectory(prefix="dk-footprint-", dir=base) as workdir:
+            root = Path(workdir) / "memory"
+            write_synthetic_corpus(root, 300 if args.quick else args.size, 7)
+            result = run(root, args.limit)
+        result["root"] = f"synthetic ({300 if args.quick else args.size} entries, seed 7)"
     print(json.dumps(result, indent=1))
     return 0
 

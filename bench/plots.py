@@ -116,6 +116,13 @@ def plot_scale(result: dict[str, Any], path: Path) -> None:
     if any("warmCycleSeconds" in r for r in runs):
         ax.plot(sizes, [r.get("warmCycleSeconds", float("nan")) for r in runs], marker="o", label="second cycle")
     ax.plot(sizes, [r["loadSeconds"] for r in runs], marker="s", label="load + parse every entry")
+    if any("warmLoadSeconds" in r for r in runs):
+        ax.plot(
+            sizes,
+            [r.get("warmLoadSeconds", float("nan")) for r in runs],
+            marker="s",
+            label="load of the stamped files (before the second cycle)",
+        )
     ax.plot(sizes, [3 * r["loadSeconds"] for r in runs], linestyle=":", color="grey", label="goal: 3 × load")
     ax.set_xscale("log")
     ax.set_yscale("log")

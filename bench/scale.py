@@ -6,8 +6,8 @@ Per size, on a fresh synthetic corpus (bench/sim/world.py: the sample agent's wo
 embeddings on about half the facts, no review stamps), each measurement runs in a fresh subprocess so its peak
 RSS is its own: (1) load and parse every entry file (``MemoryStore(root).scan()``); (2) a cold-start cycle with
 the offline proposer, timed per stage through ``CycleOptions.progress``; (3) a second cycle on the result (the
-steady state: everything is stamped reviewed). Goals: 100k cycle <= 3 x load, peak RSS < 1 GiB,
-time(100k) / time(10k) <= 12.
+steady state: everything is stamped reviewed), compared with a fresh load of the stamped files. Goals: 100k
+cycle <= 3 x load, peak RSS < 1 GiB, time(100k) / time(10k) <= 12.
 """
 
 from __future__ import annotations
@@ -148,9 +148,15 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
         "report": cold["report"],
     }
     if warm:
+        # The cold cycle stamped every file (two more metadata keys each): the second cycle is compared with a load
+        # of the files as they now are, like with like.
+        warm_load = _child("load", agent)
         second = _child("cycle", agent)
         print(f"[scale] {size}: second cycle {second['seconds']:.2f}s", file=sys.stderr, flush=True)
         run.update(
+            warmLoadSeconds=round(warm_load["seconds"], 3),
+            warmLoadCpuSeconds=round(warm_load["cpuSeconds"], 3),
+            warmCycleOverLoad=round(second["seconds"] / warm_load["seconds"], 2),
             warmCycleSeconds=round(second["seconds"], 3),
             warmCycleCpuSeconds=round(second["cpuSeconds"], 3),
             warmPeakRssMiB=round(second["peakRssMiB"], 1),
@@ -173,8 +179,10 @@ def goals(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "rssMet": max(r["peakRssMiB"] for r in runs) < GOAL_RSS_MIB,
     }
     if "warmCycleSeconds" in largest:
-        warm = largest["warmCycleSeconds"] / largest["loadSeconds"]
+        warm = largest["warmCycleSeconds"] / largest["warmLoadSeconds"]
         out.update(warmCycleOverLoad=round(warm, 2), warmCycleOverLoadMet=warm <= GOAL_CYCLE_OVER_LOAD)
+        first_load = largest["warmCycleSeconds"] / largest["loadSeconds"]
+        out.update(warmCycleOverFirstLoad=round(first_load, 2))
     if 10_000 in by_size and 100_000 in by_size:
         small, big = by_size[10_000], by_size[100_000]
         growth = big["cycleSeconds"] / small["cycleSeconds"]
@@ -200,16 +208,17 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
     if png:
         lines += [f"![scale]({png})", ""]
     lines += [
-        "| entries | load+parse s (CPU) | cold cycle s (CPU) | cycle / load | second cycle s (CPU) | peak RSS MiB | "
-        "reviewed | saved | archived |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| entries | load+parse s (CPU) | cold cycle s (CPU) | cycle / load | load of the stamped files s (CPU) | "
+        "second cycle s (CPU) | second / its load | peak RSS MiB | reviewed | saved | archived |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["runs"]:
         lines.append(
             f"| {r['size']} | {r['loadSeconds']} ({r['loadCpuSeconds']}) | {r['cycleSeconds']} "
-            f"({r['cycleCpuSeconds']}) | {r['cycleOverLoad']} | {r.get('warmCycleSeconds', '-')} "
-            f"({r.get('warmCycleCpuSeconds', '-')}) | {r['peakRssMiB']} | {r['report']['reviewed']} | "
-            f"{r['report']['saved']} | {r['report']['archived']} |"
+            f"({r['cycleCpuSeconds']}) | {r['cycleOverLoad']} | {r.get('warmLoadSeconds', '-')} "
+            f"({r.get('warmLoadCpuSeconds', '-')}) | {r.get('warmCycleSeconds', '-')} "
+            f"({r.get('warmCycleCpuSeconds', '-')}) | {r.get('warmCycleOverLoad', '-')} | {r['peakRssMiB']} | "
+            f"{r['report']['reviewed']} | {r['report']['saved']} | {r['report']['archived']} |"
         )
     lines += ["", "Seconds per stage (cold cycle):", ""]
     stages = list(result["runs"][0]["stages"])
@@ -237,8 +246,9 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
     ]
     if "warmCycleOverLoad" in g:
         lines.append(
-            f"- second (steady-state) cycle at {g['largest']} entries <= 3 x load: {g['warmCycleOverLoad']} x — "
-            f"**{'met' if g['warmCycleOverLoadMet'] else 'missed'}**"
+            f"- second (steady-state) cycle at {g['largest']} entries <= 3 x load of the same files: "
+            f"{g['warmCycleOverLoad']} x — **{'met' if g['warmCycleOverLoadMet'] else 'missed'}** "
+            f"({g['warmCycleOverFirstLoad']} x the first, unstamped load)"
         )
     if "growth100kOver10k" in g:
         lines.append(

@@ -48,3 +48,22 @@ def test_embeddings_dir_is_not_scanned_as_entries(embedded: MemoryStore) -> None
     assert len(embedded.scan().entries) == 5
     stats = compute_stats(embedded)
     assert stats.embeddings == 1 and stats.embedding_dimensions == [4]
+
+
+def test_embedding_files_lists_every_vector_file_casefolded(embedded: MemoryStore, tmp_path: Path) -> None:
+    names = embedded.embedding_files()
+    assert names == {"present00001.bin", "ragged000001.bin", "empty0000001.bin", "nan000000001.bin"}
+    assert "absent000001.bin" not in names
+    assert MemoryStore(tmp_path / "no-such-memory").embedding_files() == frozenset()
+
+
+def test_cycle_loads_listed_embeddings_only(embedded: MemoryStore, memory_root: Path) -> None:
+    from dreamkeeper.consolidation.cycle import Cycle, CycleOptions
+    from dreamkeeper.proposers import OfflineProposer
+
+    load = Cycle(
+        CycleOptions(agent_dir=memory_root.parent, memory_dir=memory_root), OfflineProposer()
+    )._embedding_loader()
+    present = load("present00001")
+    assert present is not None and present.tolist() == [0.5, -0.25, 1.0, 0.0]
+    assert load("absent000001") is None and load("ragged000001") is None

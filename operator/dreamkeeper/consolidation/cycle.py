@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
 from dreamkeeper.consolidation.journal import ExecutionTally, Executor, Journal, incomplete_journals, write_journal
@@ -166,6 +168,15 @@ class Cycle:
                 await self.proposer.aclose()
         return outcome
 
+    def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
+        present = self.store.embedding_files()
+
+        def load(entry_id: str) -> np.ndarray | None:
+            # Listed first: most entries of a corpus may have no embedding, and a failed open costs more than a read.
+            return self.store.load_embedding(entry_id) if f"{entry_id}.bin".casefold() in present else None
+
+        return load
+
     def _freeze(self) -> None:
         """Move everything alive (the parsed snapshot above all) out of the cyclic collector's reach until the cycle
         ends: the snapshot lives for the whole cycle, and every full collection walked all of it again (about a
@@ -249,7 +260,7 @@ class Cycle:
                 live = _live(scan)
 
         self._stage("gating")
-        gating = select_candidates(live, self.settings, self.now, self.store.load_embedding)
+        gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
         report.reviewed = len(gating.eligible)
         report.withheld = gating.withheld
         report.clusters = len(gating.clusters)

@@ -238,6 +238,14 @@ class MemoryStore:
             raise EntryNotFoundError(entry_id)
         return stored
 
+    def embedding_files(self) -> frozenset[str]:
+        """Casefolded names of the files in ``.embeddings/`` (one listing): a caller about to load the embeddings of
+        a whole corpus skips the entries without one instead of failing an open for each."""
+        try:
+            return frozenset(name.casefold() for name in os.listdir(self._embeddings_dir))
+        except OSError:
+            return frozenset()
+
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
         validate_id(entry_id)

@@ -204,3 +204,15 @@ def test_a_longer_number_never_covers_a_number(number: int, extra: int, before: 
     longer = f"{extra}{number}" if before else f"{number}.{extra}"
     missing = find_missing_specifics([SourceText(f"Room {number} is booked.")], f"Room {longer} is booked.")
     assert str(number) in missing
+
+
+def test_a_phone_gives_back_a_digit_group_that_goes_on_as_a_date() -> None:
+    # Found by test_deleting_one_specific_everywhere_is_always_rejected: the phone took the date's "8" (key
+    # 138629946058), so deleting the phone atom alone never removed that specific.
+    text = "+1 386-299-4605 8/19/2026"
+    assert [(s.kind, s.key) for s in required_specifics([SourceText(text)])] == [
+        ("phone", "13862994605"),
+        ("date", "8/19/2026"),
+    ]
+    assert find_missing_specifics([SourceText(text)], "Seen on 8/19/2026.") == ["+1 386-299-4605"]
+    assert find_missing_specifics([SourceText(text)], "Call +1 386-299-4605.") == ["8/19/2026"]

@@ -39,12 +39,18 @@ def validate_category(category: str | None) -> str | None:
 
 def entry_path(root: Path, entry_id: str, category: str | None) -> Path:
     """Where an entry lives: root/{category}/{id}.json, or root/{id}.json when uncategorised."""
+    path = entry_location(root, entry_id, category)
+    ensure_inside(root, path)
+    return path
+
+
+def entry_location(root: Path, entry_id: str, category: str | None) -> Path:
+    """``entry_path`` with id and category validated but without the (symlink-resolving) containment check: for
+    callers that check containment themselves, e.g. once per directory."""
     validate_id(entry_id)
     validate_category(category)
     directory = root if category is None else root.joinpath(*category.split("/"))
-    path = directory / f"{entry_id}.json"
-    ensure_inside(root, path)
-    return path
+    return directory / f"{entry_id}.json"
 
 
 def ensure_inside(root: Path, path: Path) -> None:

@@ -40,8 +40,8 @@ from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     category_of_path,
     ensure_inside,
+    entry_location,
     entry_path,
-    validate_category,
     validate_id,
 )
 
@@ -300,15 +300,12 @@ class MemoryStore:
 
         Same checks as ``entry_path``, with the symlink-resolving containment check done once per directory
         (a rewrite replaces the file itself, never a symlink's target, so the file name needs no resolving)."""
-        validate_id(entry.id)
-        validate_category(entry.category)
-        directory = self.root if entry.category is None else self.root.joinpath(*entry.category.split("/"))
-        path = directory / f"{entry.id}.json"
+        path = entry_location(self.root, entry.id, entry.category)
         if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
-        if directory not in self._inside:
-            ensure_inside(self.root, directory)
-            self._inside.add(directory)
+        if path.parent not in self._inside:
+            ensure_inside(self.root, path.parent)
+            self._inside.add(path.parent)
         return path
 
     def rewrite(self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True) -> Fingerprint:

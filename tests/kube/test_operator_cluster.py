@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.kube import LABEL_CLAIM
 from dreamkeeper.kube.models import MemoryVocabularySpec
+from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.rbac import operator_binding, operator_role
 from dreamkeeper.kube.slots import CronSchedule
 from dreamkeeper.kube.vocabulary import render
@@ -252,25 +254,50 @@ def test_restarts_never_double_count_duplicate_a_job_or_replay_a_missed_slot(env
 
 def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> None:
     make_agent(env.cluster, env.ns, env.host)
-    # Both exist before the operator starts, so it meets them together and must defer one of them (created
-    # one after the other, the first cycle could finish before the second schedule is even seen).
+    # Another cycle holds the claim when the operator meets both schedules, so both must defer, deterministically
+    # (racing two fast cycles against each other sometimes let the first finish before the second was seen). A
+    # suspended Job is active and starts no pod.
+    jobs = namespaced(env.ns, "jobs", group="batch")
+    blocker = "another-cycle"
+    env.cluster.api.create(
+        jobs,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": blocker, "labels": {LABEL_CLAIM: label_value("agent-data")}},
+            "spec": {
+                "suspend": True,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
+            },
+        },
+    )
     env.schedule("alpha", runNowToken="go", safeguards={"minIntervalHours": 0})
     env.schedule("beta", runNowToken="go", safeguards={"minIntervalHours": 0})
     env.operator.start()
+
+    def reasons(name: str) -> list[str]:
+        return [e["reason"] for e in events_of(env.cluster, env.ns, name)]
+
+    eventually(
+        env.cluster,
+        "both run-now requests deferred",
+        lambda: all("RunNowDeferred" in reasons(n) for n in ("alpha", "beta")),
+        timeout=120,
+    )
+    assert [j["metadata"]["name"] for j in jobs_of(env.cluster, env.ns)] == [blocker]  # nothing started
+    env.cluster.api.delete(f"{jobs}/{blocker}", propagationPolicy="Background")
     most_active = 0
 
     def both_done() -> bool:
         nonlocal most_active
-        active = [j for j in jobs_of(env.cluster, env.ns) if not _finished(j)]
-        most_active = max(most_active, len(active))
+        ours = [j for j in jobs_of(env.cluster, env.ns) if j["metadata"]["name"] != blocker]
+        most_active = max(most_active, len([j for j in ours if not _finished(j)]))
         return all(
             env.status(n).get("lastRunNowToken") == "go" and env.status(n).get("lastRun") for n in ("alpha", "beta")
         )
 
     eventually(env.cluster, "both run-now cycles done", both_done, timeout=240, interval=0.2)
     assert most_active == 1
-    reasons = [e["reason"] for n in ("alpha", "beta") for e in events_of(env.cluster, env.ns, n)]
-    assert "RunNowDeferred" in reasons
 
 
 def _finished(job: dict[str, Any]) -> bool:

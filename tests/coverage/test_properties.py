@@ -216,3 +216,19 @@ def test_a_phone_gives_back_a_digit_group_that_goes_on_as_a_date() -> None:
     ]
     assert find_missing_specifics([SourceText(text)], "Seen on 8/19/2026.") == ["+1 386-299-4605"]
     assert find_missing_specifics([SourceText(text)], "Call +1 386-299-4605.") == ["8/19/2026"]
+
+
+def test_a_parenthesised_area_code_after_a_whole_phone_starts_the_next_phone() -> None:
+    # Found by test_deleting_one_specific_everywhere_is_always_rejected (seed session 3): the first phone took the
+    # second one's "(651)" (key 13862994605651), so deleting either phone atom alone never removed that specific.
+    text = "+1 386-299-4605 (651) 555-0199"
+    assert [(s.kind, s.key) for s in required_specifics([SourceText(text)])] == [
+        ("phone", "13862994605"),
+        ("phone", "6515550199"),
+    ]
+    assert find_missing_specifics([SourceText(text)], "Call (651) 555-0199.") == ["+1 386-299-4605"]
+    # The parenthesised area code right after the country code is still one number.
+    assert [s.key for s in required_specifics([SourceText("Call +1 (651) 555-0199 or +44 (0)20 7946 0958.")])] == [
+        "16515550199",
+        "4402079460958",
+    ]

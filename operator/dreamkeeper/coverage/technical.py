@@ -220,10 +220,14 @@ def inside(spans: list[tuple[int, int]], start: int) -> bool:
 # --- phones ------------------------------------------------------------------------------------------------
 
 # A phone never ends on a digit group that goes on as another number ("+1 386-299-4605 8/19/2026": the 8 starts
-# a date, 8.5 or 8:30 a value): the match gives that group back instead.
+# a date, 8.5 or 8:30 a value): the match gives that group back instead. A parenthesised group is an area code and
+# only follows the country code ("+1 (651) 555-0199", "+44 (0)20 7946 0958"): in "+1 386-299-4605 (651) 555-0199"
+# the "(651)" starts the second number.
 _NOT_A_NUMBER_GOING_ON = r"(?![/.:\-]\d)"
 _PHONE_RES: Final = (
-    regex.compile(r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(?\d{1,4}\)?){2,5}(?![\w])" + _NOT_A_NUMBER_GOING_ON),
+    regex.compile(
+        r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(\d{1,4}\))?(?:[ .\-]?\d{1,4}){1,5}(?![\w])" + _NOT_A_NUMBER_GOING_ON
+    ),
     regex.compile(r"(?<![\w\-.])(?:\(\d{3}\)[ ]?|\d{3}[\-.])\d{3}[\-.]\d{4}(?![\w\-])" + _NOT_A_NUMBER_GOING_ON),
     regex.compile(r"(?<![\w\-.(])\d{3}-\d{4}(?![\w\-])" + _NOT_A_NUMBER_GOING_ON),
 )

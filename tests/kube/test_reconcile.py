@@ -457,19 +457,21 @@ def test_lock_held_is_a_skip_not_a_success() -> None:
     assert condition(c, "LastRunSucceeded")["status"] == "False"
 
 
+def start_hourly_slot(r: ScheduleReconciler, c: FakeCluster, clock: Clock, hour: int) -> str:
+    """Run the pass at ``hour`` (the Job is created then); returns the Job's name."""
+    clock.at(hours=hour)
+    c.now = clock.now
+    run(r, c)
+    return scheduled_job_name("nightly", T0 + timedelta(hours=hour))
+
+
 def test_history_limits_prune_counted_jobs_only() -> None:
     c, clock = cluster(schedule="0 * * * *", successfulJobsHistoryLimit=1, failedJobsHistoryLimit=1), Clock(T0)
     r = reconciler(c, clock)
     for hour in (1, 2, 3):
-        clock.at(hours=hour)
-        c.now = clock.now
+        c.finish_job(NS, start_hourly_slot(r, c, clock, hour), message=report_message())
         run(r, c)
-        c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=hour)), message=report_message())
-        run(r, c)
-    clock.at(hours=4)
-    c.now = clock.now
-    run(r, c)
-    c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=4)), succeeded=False, message="boom")
+    c.finish_job(NS, start_hourly_slot(r, c, clock, 4), succeeded=False, message="boom")
     run(r, c)
     assert jobs(c) == sorted(
         [scheduled_job_name("nightly", T0 + timedelta(hours=3)), scheduled_job_name("nightly", T0 + timedelta(hours=4))]
@@ -578,20 +580,15 @@ def test_an_invalid_spec_still_counts_its_jobs_but_prunes_no_history() -> None:
     c, clock = cluster(schedule="0 * * * *", successfulJobsHistoryLimit=1), Clock(T0)
     r = reconciler(c, clock)
     for hour in (1, 2):
-        clock.at(hours=hour)
-        c.now = clock.now
+        c.finish_job(NS, start_hourly_slot(r, c, clock, hour), message=report_message())
         run(r, c)
-        c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=hour)), message=report_message())
-        run(r, c)
-    clock.at(hours=3)
-    c.now = clock.now
-    run(r, c)
+    last = start_hourly_slot(r, c, clock, 3)
     c.edit_spec("DreamSchedule", NS, "nightly", activeDeadlineSeconds=10)  # below the model's bound
-    c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=3)), message=report_message())
+    c.finish_job(NS, last, message=report_message())
     run(r, c)
     assert condition(c, "Ready")["reason"] == "InvalidSpec"
     assert status(c)["totals"]["cyclesCompleted"] == 3  # the claim's Jobs are still counted, once
     assert len(jobs(c)) == 2  # the limits cannot be read: nothing pruned until the spec is fixed
     c.edit_spec("DreamSchedule", NS, "nightly", activeDeadlineSeconds=600)
     run(r, c)
-    assert jobs(c) == [scheduled_job_name("nightly", T0 + timedelta(hours=3))]
+    assert jobs(c) == [last]

@@ -247,8 +247,9 @@ def _results(summary: DreamSummary | None, timing: dict[str, Any]) -> dict[str, 
     }
 
 
-# The rules, most specific first; the first that decides wins. The two completion rules come first, so every
-# later rule sees a Job that failed (or finished without a terminal condition we know).
+# Each rule answers "does this decide the Job? -> its RunSummary". Most specific first, the first that decides wins;
+# the two completion rules come first, so every later rule sees a Job that failed (or ended without a condition
+# we know). A new failure cause is a new rule in RULES at its place.
 
 
 def _completed_without_summary(e: _Evidence) -> RunSummary | None:
@@ -313,8 +314,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _deadline_exceeded,
     _invalid_settings,
     _never_ran,
-    _cycle_failed,  # always decides
-)
+)  # and when none decides: _cycle_failed
 
 
 def outcome_of(job: Job | None, pods: list[Pod], *, job_name: str, job_uid: str, trigger: str) -> JobOutcome:
@@ -331,8 +331,9 @@ def outcome_of(job: Job | None, pods: list[Pod], *, job_name: str, job_uid: str,
         )
         return JobOutcome(lost, None)
     evidence = _Evidence.of(job, pods, identity)
-    run = next(run for rule in RULES if (run := rule(evidence)) is not None)
-    return JobOutcome(run, evidence.seed)
+    verdicts = (rule(evidence) for rule in RULES)
+    run = next((verdict for verdict in verdicts if verdict is not None), None)
+    return JobOutcome(run if run is not None else _cycle_failed(evidence), evidence.seed)
 
 
 def add_run(totals: Totals, run: RunSummary) -> Totals:

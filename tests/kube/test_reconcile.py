@@ -457,19 +457,21 @@ def test_lock_held_is_a_skip_not_a_success() -> None:
     assert condition(c, "LastRunSucceeded")["status"] == "False"
 
 
+def start_hourly_slot(r: ScheduleReconciler, c: FakeCluster, clock: Clock, hour: int) -> str:
+    """Run the pass at ``hour`` (the Job is created then); returns the Job's name."""
+    clock.at(hours=hour)
+    c.now = clock.now
+    run(r, c)
+    return scheduled_job_name("nightly", T0 + timedelta(hours=hour))
+
+
 def test_history_limits_prune_counted_jobs_only() -> None:
     c, clock = cluster(schedule="0 * * * *", successfulJobsHistoryLimit=1, failedJobsHistoryLimit=1), Clock(T0)
     r = reconciler(c, clock)
     for hour in (1, 2, 3):
-        clock.at(hours=hour)
-        c.now = clock.now
+        c.finish_job(NS, start_hourly_slot(r, c, clock, hour), message=report_message())
         run(r, c)
-        c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=hour)), message=report_message())
-        run(r, c)
-    clock.at(hours=4)
-    c.now = clock.now
-    run(r, c)
-    c.finish_job(NS, scheduled_job_name("nightly", T0 + timedelta(hours=4)), succeeded=False, message="boom")
+    c.finish_job(NS, start_hourly_slot(r, c, clock, 4), succeeded=False, message="boom")
     run(r, c)
     assert jobs(c) == sorted(
         [scheduled_job_name("nightly", T0 + timedelta(hours=3)), scheduled_job_name("nightly", T0 + timedelta(hours=4))]
@@ -542,3 +544,51 @@ def test_fixing_an_invalid_spec_makes_the_schedule_ready_again() -> None:
     assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("True", "Scheduled", 2)
     assert status(c)["nextScheduleTime"] == "2026-01-01T03:00:00Z"
     assert sample(r.metrics, "dreamkeeper_schedule_ready", ident()) == 1
+
+
+def test_the_interval_gauge_is_absent_while_the_schedule_is_invalid() -> None:
+    """The no-success alert divides by this cadence: no series while there is no next slot to measure from."""
+    c, clock = cluster(schedule="61 * * * *"), Clock(T0)
+    r = reconciler(c, clock)
+    run(r, c)
+    assert sample(r.metrics, "dreamkeeper_schedule_interval_seconds", ident()) is None
+    c.edit_spec("DreamSchedule", NS, "nightly", schedule="0 * * * *")
+    run(r, c)
+    assert sample(r.metrics, "dreamkeeper_schedule_interval_seconds", ident()) == 3600
+    c.edit_spec("DreamSchedule", NS, "nightly", timeZone="Mars/Olympus")
+    run(r, c)
+    assert sample(r.metrics, "dreamkeeper_schedule_interval_seconds", ident()) is None
+
+
+def test_a_hand_edited_slot_annotation_on_a_running_job_does_not_stop_the_schedule() -> None:
+    c, clock = cluster(), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=3)
+    run(r, c)
+    name = jobs(c)[0]
+    c.patch_job(NS, name, {"metadata": {"annotations": {"dreamkeeper.io/slot": "3am-ish"}}})
+    clock.at(hours=3, minutes=1)
+    assert run(reconciler(c, clock), c) == r.settings.poll_seconds  # a new process adopts it from the list
+    active = status(c)["activeJob"]
+    assert active["name"] == name and active["slot"] == "2026-01-01T00:00:00Z"  # the Job's creation time
+    c.finish_job(NS, name, message=report_message())
+    run(r, c)
+    assert status(c)["totals"]["cyclesCompleted"] == 1
+
+
+def test_an_invalid_spec_still_counts_its_jobs_but_prunes_no_history() -> None:
+    c, clock = cluster(schedule="0 * * * *", successfulJobsHistoryLimit=1), Clock(T0)
+    r = reconciler(c, clock)
+    for hour in (1, 2):
+        c.finish_job(NS, start_hourly_slot(r, c, clock, hour), message=report_message())
+        run(r, c)
+    last = start_hourly_slot(r, c, clock, 3)
+    c.edit_spec("DreamSchedule", NS, "nightly", activeDeadlineSeconds=10)  # below the model's bound
+    c.finish_job(NS, last, message=report_message())
+    run(r, c)
+    assert condition(c, "Ready")["reason"] == "InvalidSpec"
+    assert status(c)["totals"]["cyclesCompleted"] == 3  # the claim's Jobs are still counted, once
+    assert len(jobs(c)) == 2  # the limits cannot be read: nothing pruned until the spec is fixed
+    c.edit_spec("DreamSchedule", NS, "nightly", activeDeadlineSeconds=600)
+    run(r, c)
+    assert jobs(c) == [last]

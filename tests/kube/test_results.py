@@ -112,6 +112,26 @@ def test_failures_are_classified_by_their_cause() -> None:
             assert error in (out.run.error or ""), out.run.error
 
 
+def test_a_lock_held_exit_is_a_skip_even_when_the_container_left_a_summary() -> None:
+    # Exit 3 normally writes no message; a JSON one (a stale file, a future CLI) must not break the count.
+    message = json.dumps({"result": "failed", "error": "x", "skipReason": "from the summary"})
+    out = outcome_of(job("Failed"), [pod(3, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason) == ("skipped", "LockHeld")
+    assert out.run.skip_reason == "another process holds the agent's cycle lock" and not out.succeeded
+
+
+def test_unreadable_times_fall_back_to_the_next_source() -> None:
+    body = job("Complete")
+    body["metadata"]["annotations"] = {"dreamkeeper.io/slot": "garbled"}
+    body["status"]["startTime"] = "2026-01-01T00:00:30Z"
+    broken = pod(0, "")
+    broken["status"]["containerStatuses"][0]["state"]["terminated"]["startedAt"] = "yesterday"
+    out = outcome_of(body, [broken], job_name="j", job_uid="u", trigger="schedule")
+    assert out.run.slot is None and out.run.reason == "NoSummary"
+    assert out.run.started_at == datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
+    assert out.run.duration_seconds == 210.0
+
+
 def test_log_tail_fallback_is_kept_as_the_error() -> None:
     out = outcome_of(job("Failed"), [pod(1, "Traceback ...\nValueError: boom")], job_name="j", job_uid="u", trigger="x")
     assert out.run.reason == "CycleFailed" and "ValueError: boom" in (out.run.error or "")

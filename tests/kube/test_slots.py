@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dreamkeeper.kube.models import DreamScheduleSpec, DreamScheduleStatus
 from dreamkeeper.kube.naming import dns_label, label_value, run_now_job_name, scheduled_job_name
-from dreamkeeper.kube.slots import MISSED_COUNT_CAP, CronSchedule, ScheduleError, decide
+from dreamkeeper.kube.slots import MISSED_COUNT_CAP, CronSchedule, ScheduleError, decide, due_at
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOURLY = CronSchedule.parse("0 * * * *", None)
@@ -15,6 +16,15 @@ HOURLY = CronSchedule.parse("0 * * * *", None)
 
 def at(hours: int, minutes: int = 0, seconds: int = 0) -> datetime:
     return T0 + timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "seconds"),
+    [("0 * * * *", 3600), ("0 3,15 * * *", 12 * 3600), ("@daily", 86400), ("*/5 * * * *", 300)],
+)
+def test_the_period_after_a_slot_is_the_cron_period(schedule: str, seconds: float) -> None:
+    cron = CronSchedule.parse(schedule, None)
+    assert cron.period_after(cron.next_after(T0)) == seconds
 
 
 def test_nothing_is_due_before_the_first_slot_after_creation() -> None:
@@ -96,3 +106,13 @@ def test_label_values_are_hashed_only_when_needed() -> None:
     assert label_value("agent-data") == "agent-data"
     hashed = label_value("x" * 100)
     assert len(hashed) <= 63 and hashed == label_value("x" * 100) and hashed != label_value("x" * 101)
+
+
+def test_a_run_now_token_is_due_until_the_status_records_it() -> None:
+    spec = DreamScheduleSpec.model_validate({"schedule": "0 * * * *", "claimName": "data", "runNowToken": "go"})
+    fresh = due_at(spec, HOURLY, DreamScheduleStatus(), created=T0, now=at(0, 30))
+    assert (fresh.run_now, fresh.slots.due, fresh.wants_job, fresh.acts) == ("go", None, True, True)
+    handled = DreamScheduleStatus(last_run_now_token="go", last_schedule_time=T0)
+    idle = due_at(spec, HOURLY, handled, created=T0, now=at(0, 30))
+    assert (idle.run_now, idle.wants_job, idle.acts, idle.slots.next_slot) == (None, False, False, at(1))
+    assert due_at(spec, HOURLY, handled, created=T0, now=at(1, 0, 5)).slots.due == at(1)

@@ -9,16 +9,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from dreamkeeper.kube.metrics import METRIC_DOCS
-from dreamkeeper.kube.reconcile import _interval_after
-from dreamkeeper.kube.slots import CronSchedule
 from dreamkeeper.observability import alerts, dashboard
 from dreamkeeper.observability.generate import dashboard_path, main, outputs, repo_root, rules_path
 from tests.packaging import alert_cases
@@ -214,21 +210,3 @@ def test_promtool_tests_fail_when_a_rule_is_weakened(tmp_path: Path) -> None:
     result = _promtool_test(tmp_path / "t.yaml")
     assert result.returncode != 0
     assert "DreamkeeperHardDelete" in result.stdout + result.stderr
-
-
-# ---- the cadence gauge the no-success alert divides by -------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("schedule", "seconds"),
-    [("0 * * * *", 3600), ("0 3,15 * * *", 12 * 3600), ("@daily", 86400), ("*/5 * * * *", 300)],
-)
-def test_schedule_interval_is_the_cron_period(schedule: str, seconds: float) -> None:
-    body = {"spec": {"schedule": schedule}}
-    next_slot = CronSchedule.parse(schedule, None).next_after(datetime(2026, 1, 1, tzinfo=UTC))
-    assert _interval_after(body, next_slot) == seconds
-
-
-def test_schedule_interval_is_absent_for_an_invalid_or_unscheduled_spec() -> None:
-    assert _interval_after({"spec": {"schedule": "61 * * * *"}}, datetime(2026, 1, 1, tzinfo=UTC)) is None
-    assert _interval_after({"spec": {"schedule": "@daily"}}, None) is None

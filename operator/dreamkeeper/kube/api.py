@@ -2,7 +2,8 @@
 
 ``ClusterApi`` is the seam the reconciler is written against (unit tests use an in-memory fake); ``KubeApi``
 implements it with the official client's transport and authentication (kubeconfig, in-cluster, token refresh)
-but without its typed models: raw JSON is much faster to handle for hundreds of schedules.
+but without its typed models: raw JSON is much faster to handle for hundreds of schedules. What it reads is
+typed by the fields the operator looks at (``objects.py``); the JSON is declared to have that shape here, once.
 """
 
 from __future__ import annotations
@@ -12,17 +13,25 @@ import json
 import logging
 import secrets
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import quote
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
+from dreamkeeper.kube.objects import (
+    Body,
+    ConfigMap,
+    DreamSchedule,
+    Job,
+    KubeObject,
+    MemoryVocabulary,
+    PersistentVolumeClaim,
+    Pod,
+)
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 EVENT_SOURCE = "dreamkeeper-operator"
 
@@ -48,35 +57,35 @@ class ConflictError(ApiError):
 
 
 class ClusterApi(Protocol):
-    def get_schedule(self, namespace: str, name: str) -> Obj | None: ...
+    def get_schedule(self, namespace: str, name: str) -> DreamSchedule | None: ...
 
-    def patch_schedule_status(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+    def patch_schedule_status(self, namespace: str, name: str, patch: Body) -> Body: ...
 
-    def get_vocabulary(self, namespace: str, name: str) -> Obj | None: ...
+    def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None: ...
 
-    def patch_vocabulary_status(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+    def patch_vocabulary_status(self, namespace: str, name: str, patch: Body) -> Body: ...
 
-    def get_pvc(self, namespace: str, name: str) -> Obj | None: ...
+    def get_pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
 
-    def list_pods(self, namespace: str, label_selector: str | None = None) -> list[Obj]: ...
+    def list_pods(self, namespace: str, label_selector: str | None = None) -> list[Pod]: ...
 
-    def list_jobs(self, namespace: str, label_selector: str) -> list[Obj]: ...
+    def list_jobs(self, namespace: str, label_selector: str) -> list[Job]: ...
 
-    def get_job(self, namespace: str, name: str) -> Obj | None: ...
+    def get_job(self, namespace: str, name: str) -> Job | None: ...
 
-    def create_job(self, namespace: str, body: Obj) -> Obj: ...
+    def create_job(self, namespace: str, body: Body) -> Job: ...
 
-    def patch_job(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+    def patch_job(self, namespace: str, name: str, patch: Body) -> Job: ...
 
     def delete_job(self, namespace: str, name: str, uid: str) -> None: ...
 
-    def get_config_map(self, namespace: str, name: str) -> Obj | None: ...
+    def get_config_map(self, namespace: str, name: str) -> ConfigMap | None: ...
 
-    def create_config_map(self, namespace: str, body: Obj) -> Obj: ...
+    def create_config_map(self, namespace: str, body: Body) -> Body: ...
 
-    def patch_config_map(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+    def patch_config_map(self, namespace: str, name: str, patch: Body) -> Body: ...
 
-    def create_event(self, namespace: str, body: Obj) -> Obj: ...
+    def create_event(self, namespace: str, body: Body) -> Body: ...
 
 
 def _api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -140,11 +149,14 @@ class KubeApi:
             raise error_type(response.status, reason, message)
         return json.loads(text) if text else None
 
-    def _get_or_none(self, path: str) -> Obj | None:
+    def _get_or_none(self, path: str) -> Any:
         try:
-            return dict(self.request("GET", path))
+            return self.request("GET", path)
         except NotFoundError:
             return None
+
+    def _items(self, path: str, query: dict[str, str] | None) -> Any:
+        return self.request("GET", path, query=query)["items"]
 
     # ---- custom resources -----------------------------------------------------------------------------------
 
@@ -153,63 +165,66 @@ class KubeApi:
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{quote(namespace)}/{plural}"
         return f"{path}/{quote(name)}" if name else path
 
-    def get_schedule(self, namespace: str, name: str) -> Obj | None:
-        return self._get_or_none(self._cr(namespace, SCHEDULE_PLURAL, name))
+    def get_schedule(self, namespace: str, name: str) -> DreamSchedule | None:
+        return cast("DreamSchedule | None", self._get_or_none(self._cr(namespace, SCHEDULE_PLURAL, name)))
 
-    def patch_schedule_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_schedule_status(self, namespace: str, name: str, patch: Body) -> Body:
         path = self._cr(namespace, SCHEDULE_PLURAL, name) + "/status"
         return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
-    def get_vocabulary(self, namespace: str, name: str) -> Obj | None:
-        return self._get_or_none(self._cr(namespace, VOCABULARY_PLURAL, name))
+    def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None:
+        return cast("MemoryVocabulary | None", self._get_or_none(self._cr(namespace, VOCABULARY_PLURAL, name)))
 
-    def patch_vocabulary_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_vocabulary_status(self, namespace: str, name: str, patch: Body) -> Body:
         path = self._cr(namespace, VOCABULARY_PLURAL, name) + "/status"
         return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
     # ---- core and batch -------------------------------------------------------------------------------------
 
-    def get_pvc(self, namespace: str, name: str) -> Obj | None:
-        return self._get_or_none(f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}")
+    def get_pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
+        return cast("PersistentVolumeClaim | None", self._get_or_none(path))
 
-    def list_pods(self, namespace: str, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(self, namespace: str, label_selector: str | None = None) -> list[Pod]:
         query = {"labelSelector": label_selector} if label_selector else None
-        return list(self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods", query=query)["items"])
+        return cast("list[Pod]", self._items(f"/api/v1/namespaces/{quote(namespace)}/pods", query))
 
-    def list_jobs(self, namespace: str, label_selector: str) -> list[Obj]:
+    def list_jobs(self, namespace: str, label_selector: str) -> list[Job]:
         path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"
-        return list(self.request("GET", path, query={"labelSelector": label_selector})["items"])
+        return cast("list[Job]", self._items(path, {"labelSelector": label_selector}))
 
-    def get_job(self, namespace: str, name: str) -> Obj | None:
-        return self._get_or_none(f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}")
+    def get_job(self, namespace: str, name: str) -> Job | None:
+        return cast("Job | None", self._get_or_none(f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"))
 
-    def create_job(self, namespace: str, body: Obj) -> Obj:
-        return dict(self.request("POST", f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs", body=body))
+    def create_job(self, namespace: str, body: Body) -> Job:
+        return cast(Job, self.request("POST", f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs", body=body))
 
-    def patch_job(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_job(self, namespace: str, name: str, patch: Body) -> Job:
         path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
-        return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+        return cast(Job, self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
     def delete_job(self, namespace: str, name: str, uid: str) -> None:
         body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
         with contextlib.suppress(NotFoundError):
             self.request("DELETE", f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}", body=body)
 
-    def get_config_map(self, namespace: str, name: str) -> Obj | None:
-        return self._get_or_none(f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")
+    def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:
+        return cast(
+            "ConfigMap | None", self._get_or_none(f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")
+        )
 
-    def create_config_map(self, namespace: str, body: Obj) -> Obj:
+    def create_config_map(self, namespace: str, body: Body) -> Body:
         return dict(self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/configmaps", body=body))
 
-    def patch_config_map(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_config_map(self, namespace: str, name: str, patch: Body) -> Body:
         path = f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}"
         return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
-    def create_event(self, namespace: str, body: Obj) -> Obj:
+    def create_event(self, namespace: str, body: Body) -> Body:
         return dict(self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body=body))
 
 
-def status_patch(new_status: Obj, old_status: Obj, resource_version: str | None) -> Obj:
+def status_patch(new_status: Body, old_status: Body, resource_version: str | None) -> Body:
     """A merge patch replacing ``old_status`` with ``new_status``, only if the object is still at
     ``resource_version`` (the API server answers 409 otherwise)."""
     status = dict(new_status)
@@ -217,7 +232,7 @@ def status_patch(new_status: Obj, old_status: Obj, resource_version: str | None)
     return {"metadata": {"resourceVersion": resource_version}, "status": status}
 
 
-def _null_removed(new: Obj, old: Obj) -> None:
+def _null_removed(new: Body, old: Body) -> None:
     """A merge patch keeps map keys it does not mention: null the ones that were cleared (e.g. activeJob),
     recursively through maps (lists are replaced whole by a merge patch). kopf's own key is left alone."""
     for key, old_value in old.items():
@@ -229,7 +244,7 @@ def _null_removed(new: Obj, old: Obj) -> None:
             _null_removed(new[key], old_value)
 
 
-def event_body(involved: Obj, event_type: str, reason: str, message: str, now: datetime | None = None) -> Obj:
+def event_body(involved: KubeObject, event_type: str, reason: str, message: str, now: datetime | None = None) -> Body:
     """A core/v1 Event about ``involved`` (a CR body), the shape kubectl describe shows."""
     meta = involved.get("metadata") or {}
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")

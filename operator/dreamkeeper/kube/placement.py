@@ -10,11 +10,9 @@ pod at all, so such a claim is refused up front instead of leaving a Pending pod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from dreamkeeper.kube import LABEL_MANAGED_BY, MANAGED_BY
-
-Obj = dict[str, Any]
+from dreamkeeper.kube.objects import Body, PersistentVolumeClaim, Pod, creation_order, labels_of
 
 
 class ClaimUnusableError(ValueError):
@@ -28,7 +26,7 @@ class ClaimUnusableError(ValueError):
 @dataclass(frozen=True)
 class Placement:
     node_name: str | None = None
-    tolerations: list[Obj] = field(default_factory=list)
+    tolerations: list[Body] = field(default_factory=list)
     agent_pod: str | None = None
     run_as_user: int | None = None
     run_as_group: int | None = None
@@ -41,10 +39,10 @@ class Placement:
         return f"node {self.node_name} (pod {self.agent_pod})"
 
 
-def check_claim(pvc: Obj) -> None:
+def check_claim(pvc: PersistentVolumeClaim) -> None:
     modes = (pvc.get("spec") or {}).get("accessModes") or []
     if "ReadWriteOncePod" in modes:
-        name = (pvc.get("metadata") or {}).get("name", "?")
+        name = pvc["metadata"].get("name", "?")
         raise ClaimUnusableError(
             "ReadWriteOncePodClaim",
             f"PersistentVolumeClaim {name} is ReadWriteOncePod: no second pod may mount it while the agent runs, "
@@ -52,7 +50,7 @@ def check_claim(pvc: Obj) -> None:
         )
 
 
-def mounts_claim(pod: Obj, claim_name: str) -> bool:
+def mounts_claim(pod: Pod, claim_name: str) -> bool:
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         source = volume.get("persistentVolumeClaim")
         if source and source.get("claimName") == claim_name:
@@ -60,19 +58,15 @@ def mounts_claim(pod: Obj, claim_name: str) -> bool:
     return False
 
 
-def _is_cycle_pod(pod: Obj) -> bool:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
+def _is_cycle_pod(pod: Pod) -> bool:
+    return labels_of(pod).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
-def _phase_rank(pod: Obj) -> int:
+def _phase_rank(pod: Pod) -> int:
     return {"Running": 0, "Pending": 1}.get(str((pod.get("status") or {}).get("phase")), 9)
 
 
-def _created(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
-
-
-def agent_pod(pods: list[Obj], claim_name: str) -> Obj | None:
+def agent_pod(pods: list[Pod], claim_name: str) -> Pod | None:
     """The pod (not one of ours) that uses the claim and is placed on a node: Running first, then Pending."""
     candidates = [
         p
@@ -81,15 +75,15 @@ def agent_pod(pods: list[Obj], claim_name: str) -> Obj | None:
         and not _is_cycle_pod(p)
         and (p.get("spec") or {}).get("nodeName")
         and (p.get("status") or {}).get("phase") in ("Running", "Pending")
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
+        and not p["metadata"].get("deletionTimestamp")
     ]
     # Running before Pending; newest first among equals (a rolling replacement's new pod is where the volume goes).
-    candidates.sort(key=_created, reverse=True)
+    candidates.sort(key=creation_order, reverse=True)
     candidates.sort(key=_phase_rank)
     return candidates[0] if candidates else None
 
 
-def _identity(pod: Obj) -> tuple[int | None, int | None, int | None]:
+def _identity(pod: Pod) -> tuple[int | None, int | None, int | None]:
     spec = pod.get("spec") or {}
     pod_sc = spec.get("securityContext") or {}
     user, group, fs_group = pod_sc.get("runAsUser"), pod_sc.get("runAsGroup"), pod_sc.get("fsGroup")
@@ -103,7 +97,7 @@ def _identity(pod: Obj) -> tuple[int | None, int | None, int | None]:
     return user, group, fs_group
 
 
-def placement_for(pods: list[Obj], claim_name: str) -> Placement:
+def placement_for(pods: list[Pod], claim_name: str) -> Placement:
     pod = agent_pod(pods, claim_name)
     if pod is None:
         return Placement()
@@ -118,7 +112,7 @@ def placement_for(pods: list[Obj], claim_name: str) -> Placement:
     )
 
 
-def selector_string(selector: dict[str, Any] | None) -> str | None:
+def selector_string(selector: Body | None) -> str | None:
     """A LabelSelector (wire form) as a label-selector query string, for a server-side filtered list."""
     if not selector:
         return None

@@ -11,6 +11,10 @@ Correctness rests on three rules:
 * **Never two cycles on one volume.** Jobs are labelled with their claim; a pass holds the claim's lock, lists
   the claim's Jobs (across every schedule sharing it) and starts nothing while one is active. The cycle itself
   takes the agent's cycle lock on the volume as the last guard (exit 3, counted as skipped/LockHeld).
+
+A pass reads the CR once into a ``ScheduleView`` (the parsed spec and its ``CronSchedule``), asks
+``slots.due_at`` what is due (a pure function of the persisted status), counts the claim's finished Jobs, acts
+(run-now token, then the missed or due slot) and writes the status; metrics and Events follow the write.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dreamkeeper.kube.conditions import (
     LAST_RUN_SUCCEEDED,
     READY,
     VOCABULARY_IN_SYNC,
+    Status,
     get_condition,
     set_condition,
 )
@@ -50,13 +55,29 @@ from dreamkeeper.kube.models import (
     VocabularyState,
 )
 from dreamkeeper.kube.naming import label_value, run_now_job_name, scheduled_job_name
+from dreamkeeper.kube.objects import (
+    Body,
+    DreamSchedule,
+    Job,
+    annotations_of,
+    creation_order,
+    labels_of,
+    owned_by,
+    parse_time,
+)
 from dreamkeeper.kube.placement import ClaimUnusableError, check_claim, placement_for, selector_string
-from dreamkeeper.kube.results import JobOutcome, add_run, add_slots, job_active, job_finished, outcome_of
-from dreamkeeper.kube.slots import CronSchedule, ScheduleError, SlotDecision, decide
+from dreamkeeper.kube.results import (
+    JobOutcome,
+    add_run,
+    add_slots,
+    job_active,
+    job_finished,
+    job_succeeded,
+    outcome_of,
+)
+from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 class NotReadyError(Exception):
@@ -86,7 +107,7 @@ class ClaimLocks:
             return self._locks.setdefault((namespace, claim), threading.Lock())
 
 
-def load_status(raw: Obj, where: str) -> DreamScheduleStatus:
+def load_status(raw: Body, where: str) -> DreamScheduleStatus:
     """The persisted status; a field someone corrupted by hand is dropped (and said so), not a crash loop."""
     try:
         return DreamScheduleStatus.model_validate(raw)
@@ -96,38 +117,114 @@ def load_status(raw: Obj, where: str) -> DreamScheduleStatus:
         return DreamScheduleStatus.model_validate({k: v for k, v in raw.items() if k not in bad})
 
 
-def _ts(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+# ---- what a pass reads --------------------------------------------------------------------------------------------
 
 
-def _owner_uid_matches(job: Obj, uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in (job.get("metadata") or {}).get("ownerReferences") or [])
+@dataclass(frozen=True)
+class SpecProblem:
+    """Why the spec cannot be acted on: Ready=False's reason and message."""
+
+    reason: str
+    message: str
 
 
-def _created(job: Obj) -> str:
-    return str((job.get("metadata") or {}).get("creationTimestamp") or "")
+@dataclass(frozen=True)
+class ScheduleView:
+    """The DreamSchedule as one pass read it, parsed once: every step reads this, never the raw spec."""
+
+    body: DreamSchedule  # the Events' involvedObject
+    namespace: str
+    name: str
+    uid: str
+    generation: int | None
+    created: datetime | None
+    claim: str
+    spec: DreamScheduleSpec | None  # None: the spec does not validate (``problem`` says why)
+    cron: CronSchedule | None  # None: the spec, its schedule, time zone or safeguards cannot be used
+    problem: SpecProblem | None  # set exactly when ``cron`` is None
+
+    def due(self, status: DreamScheduleStatus, now: datetime) -> Due | None:
+        """What this pass is asked to do; None while the spec cannot be used."""
+        if self.spec is None or self.cron is None:
+            return None
+        return due_at(self.spec, self.cron, status, created=self.created or now, now=now)
+
+
+def read_schedule(body: DreamSchedule) -> ScheduleView:
+    """Parse the spec and its cron schedule once; what cannot be used is said in ``problem``, never raised."""
+    meta = body["metadata"]
+    raw_spec = body.get("spec") or {}
+    spec, cron, problem = _parse_spec(raw_spec)
+    # The claim keys the lock and the Job list even when the rest of the spec is invalid, so the Jobs already
+    # started on it are still counted (and no cycle is started next to them).
+    claim = spec.claim_name if spec is not None else str(raw_spec.get("claimName") or "")
+    return ScheduleView(
+        body=body,
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        generation=meta.get("generation"),
+        created=parse_time(meta.get("creationTimestamp")),
+        claim=claim,
+        spec=spec,
+        cron=cron,
+        problem=problem,
+    )
+
+
+def _parse_spec(raw: Body) -> tuple[DreamScheduleSpec | None, CronSchedule | None, SpecProblem | None]:
+    try:
+        spec = DreamScheduleSpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        message = f"spec.{where}: {first.get('msg')} ({exc.error_count()} error(s))"
+        return None, None, SpecProblem("InvalidSpec", message)
+    try:
+        cron = CronSchedule.parse(spec.schedule, spec.time_zone)
+    except ScheduleError as exc:
+        return spec, None, SpecProblem(exc.reason, str(exc))
+    try:
+        cycle_settings(spec)
+    except ValidationError as exc:
+        return spec, None, SpecProblem("InvalidSafeguards", f"spec.safeguards: {exc.errors()[0].get('msg')}")
+    return spec, cron, None
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the claim and the vocabulary let a cycle start now (checked at most once per pass)."""
+
+    vocabulary: VocabularySource | None = None
+    not_ready: NotReadyError | None = None
 
 
 @dataclass
 class _Pass:
-    """Everything one pass decided; applied to metrics and Events only after the status patch succeeded."""
+    """One pass: what it read (``schedule``) and what it decided. Decisions reach the metrics and Events only
+    after the status patch succeeded (``_after_persist``)."""
 
-    namespace: str
-    name: str
-    body: Obj
+    schedule: ScheduleView
     status: DreamScheduleStatus
-    generation: int | None
     now: datetime
-    counted: list[tuple[Obj | None, JobOutcome]] = field(default_factory=list)
-    to_annotate: list[Obj] = field(default_factory=list)
+    counted: list[tuple[Job | None, JobOutcome]] = field(default_factory=list)
+    to_annotate: list[Job] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
     missed: int = 0
     skipped: list[str] = field(default_factory=list)
     running: bool = False
-    owned_jobs: list[Obj] = field(default_factory=list)
+    owned_jobs: list[Job] = field(default_factory=list)
     listed: bool = False
     deferred_run_now: bool = False
     announced: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return self.schedule.namespace
+
+    @property
+    def name(self) -> str:
+        return self.schedule.name
 
     def event(self, kind: str, reason: str, message: str) -> None:
         self.events.append((kind, reason, message))
@@ -135,17 +232,39 @@ class _Pass:
     def update(self, **changes: Any) -> None:
         self.status = self.status.model_copy(update=changes)
 
-    def condition(self, type_: str, status: str, reason: str, message: str) -> None:
+    def condition(self, type_: str, status: Status, reason: str, message: str) -> None:
         conditions = set_condition(
             self.status.conditions,
             type_,
-            status,  # type: ignore[arg-type]
+            status,
             reason,
             message,
-            generation=self.generation,
+            generation=self.schedule.generation,
             now=self.now,
         )
         self.update(conditions=conditions)
+
+    def track(self, job: Job) -> None:
+        """``job`` is this schedule's and still running: the pass polls it and starts nothing beside it."""
+        if job_active(job):
+            self.running = True
+            self.update(active_job=_ref(job))
+
+
+def _ref(job: Job) -> JobRef:
+    meta = job["metadata"]
+    created = parse_time(meta.get("creationTimestamp"))
+    return JobRef(
+        name=meta["name"],
+        uid=meta["uid"],
+        trigger="run-now" if labels_of(job).get(LABEL_TRIGGER) == "run-now" else "schedule",
+        slot=parse_time(annotations_of(job).get(ANNOTATION_SLOT)) or created or datetime.now(UTC),
+        created_at=created,
+    )
+
+
+def _is_counted(job: Job) -> bool:
+    return annotations_of(job).get(ANNOTATION_COUNTED) == "true"
 
 
 class ScheduleReconciler:
@@ -171,23 +290,21 @@ class ScheduleReconciler:
 
     # ---- entry point --------------------------------------------------------------------------------------
 
-    def reconcile(self, body: Obj, *, full: bool = False) -> float:
+    def reconcile(self, body: DreamSchedule, *, full: bool = False) -> float:
         """One pass on ``body`` (a fresh read of the DreamSchedule). Returns seconds until the next pass.
 
         ``full`` forces the claim/vocabulary checks (spec changed, vocabulary changed, first pass)."""
-        meta = body.get("metadata") or {}
-        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        schedule = read_schedule(body)
+        namespace, name, uid = schedule.namespace, schedule.name, schedule.uid
         raw_status = body.get("status") or {}
         status = load_status(raw_status, f"{namespace}/{name}")
         self.metrics.ensure_schedule(namespace, name, status.totals)
         first = uid not in self._visited
-        p = _Pass(namespace, name, body, status, meta.get("generation"), self.clock())
-        claim = str((body.get("spec") or {}).get("claimName") or "")
-        lock = self.claim_locks.get(namespace, claim)
-        with lock:
-            delay = self._pass(p, uid, claim, full=full or first or status.observed_generation != p.generation)
+        p = _Pass(schedule, status, self.clock())
+        with self.claim_locks.get(namespace, schedule.claim):
+            delay = self._pass(p, full=full or first or status.observed_generation != schedule.generation)
             if p.status != status:
-                patch = status_patch(p.status.wire(), raw_status, meta.get("resourceVersion"))
+                patch = status_patch(p.status.wire(), raw_status, body["metadata"].get("resourceVersion"))
                 try:
                     self.api.patch_schedule_status(namespace, name, patch)
                 except ConflictError:
@@ -196,7 +313,7 @@ class ScheduleReconciler:
                     log.info("%s/%s: status changed concurrently; retrying the pass", namespace, name)
                     return self.settings.conflict_retry_seconds
         self._visited.add(uid)
-        self._after_persist(p, uid)
+        self._after_persist(p)
         return delay
 
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
@@ -209,115 +326,89 @@ class ScheduleReconciler:
 
     # ---- the pass -----------------------------------------------------------------------------------------
 
-    def _pass(self, p: _Pass, uid: str, claim: str, *, full: bool) -> float:
-        spec, schedule, problem = self._parse(p)
-        active = p.status.active_job
-        need_list = full
-        if active is not None:
-            job = self.api.get_job(p.namespace, active.name)
-            if job is not None and (job.get("metadata") or {}).get("uid") == active.uid and job_active(job):
-                p.running = True
-            else:
-                need_list = True
-        decision: SlotDecision | None = None
-        run_now = None
-        if spec is not None and schedule is not None:
-            decision = decide(
-                schedule,
-                last_schedule_time=p.status.last_schedule_time,
-                created=_ts((p.body.get("metadata") or {}).get("creationTimestamp")) or p.now,
-                now=p.now,
-                starting_deadline_seconds=spec.starting_deadline_seconds,
-            )
-            if spec.run_now_token and spec.run_now_token != p.status.last_run_now_token:
-                run_now = spec.run_now_token
-            if decision.acted_slot is not None or run_now is not None:
-                need_list = True
-        claim_jobs: list[Obj] = []
-        if need_list and claim:
-            claim_jobs = self._account(p, uid, claim)
-        if spec is not None and schedule is not None and decision is not None:
-            self._act(p, uid, spec, decision, run_now, claim_jobs, full=full or bool(p.counted))
-            p.update(next_schedule_time=decision.next_slot)
-        elif problem is not None:
-            p.condition(READY, "False", problem[0], problem[1])
+    def _pass(self, p: _Pass, *, full: bool) -> float:
+        active_ended = self._active_ended(p)
+        due = p.schedule.due(p.status, p.now)
+        claim_jobs: list[Job] = []
+        if (full or active_ended or (due is not None and due.acts)) and p.schedule.claim:
+            claim_jobs = self._account(p)
+        if due is not None:
+            self._act(p, due, claim_jobs, full=full or bool(p.counted))
+            p.update(next_schedule_time=due.slots.next_slot)
+        elif (problem := p.schedule.problem) is not None:
+            p.condition(READY, "False", problem.reason, problem.message)
             p.update(next_schedule_time=None)
-        p.update(observed_generation=p.generation)
-        if p.status.conditions is None or get_condition(p.status.conditions, LAST_RUN_SUCCEEDED) is None:
+        p.update(observed_generation=p.schedule.generation)
+        self._default_conditions(p)
+        return self._delay(p, due.slots if due is not None else None)
+
+    def _active_ended(self, p: _Pass) -> bool:
+        """True when the Job the status tracks finished or vanished (its result is to be counted)."""
+        active = p.status.active_job
+        if active is None:
+            return False
+        job = self.api.get_job(p.namespace, active.name)
+        if job is not None and job["metadata"].get("uid") == active.uid and job_active(job):
+            p.running = True
+            return False
+        return True
+
+    @staticmethod
+    def _default_conditions(p: _Pass) -> None:
+        if get_condition(p.status.conditions, LAST_RUN_SUCCEEDED) is None:
             p.condition(LAST_RUN_SUCCEEDED, "Unknown", "NoRunYet", "no cycle has finished yet")
         if get_condition(p.status.conditions, VOCABULARY_IN_SYNC) is None:
             p.condition(VOCABULARY_IN_SYNC, "Unknown", "NotChecked", "no cycle has seeded the vocabulary yet")
+        spec = p.schedule.spec
         if spec is not None and spec.vocabulary_ref is None:
             p.condition(VOCABULARY_IN_SYNC, "Unknown", "NoVocabularyRef", "no vocabularyRef: the agent's own file")
-        return self._delay(p, decision, problem is not None)
-
-    def _parse(self, p: _Pass) -> tuple[DreamScheduleSpec | None, CronSchedule | None, tuple[str, str] | None]:
-        try:
-            spec = DreamScheduleSpec.model_validate(p.body.get("spec") or {})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ()))
-            return None, None, ("InvalidSpec", f"spec.{where}: {first.get('msg')} ({exc.error_count()} error(s))")
-        try:
-            schedule = CronSchedule.parse(spec.schedule, spec.time_zone)
-        except ScheduleError as exc:
-            return spec, None, (exc.reason, str(exc))
-        try:
-            cycle_settings(spec)
-        except ValidationError as exc:
-            return spec, None, ("InvalidSafeguards", f"spec.safeguards: {exc.errors()[0].get('msg')}")
-        return spec, schedule, None
 
     # ---- counting ---------------------------------------------------------------------------------------------
 
-    def _account(self, p: _Pass, uid: str, claim: str) -> list[Obj]:
+    def _account(self, p: _Pass) -> list[Job]:
         """Count every finished, uncounted Job of this schedule; adopt an active one. Returns the claim's Jobs."""
-        jobs = self.api.list_jobs(p.namespace, f"{LABEL_CLAIM}={label_value(claim)}")
+        jobs = self.api.list_jobs(p.namespace, f"{LABEL_CLAIM}={label_value(p.schedule.claim)}")
         p.listed = True
-        owned = sorted((j for j in jobs if _owner_uid_matches(j, uid)), key=_created)
+        owned = sorted((j for j in jobs if owned_by(j, p.schedule.uid)), key=creation_order)
         p.owned_jobs = owned
-        counted_uids = list(p.status.counted_job_uids or [])
+        counted_uids = set(p.status.counted_job_uids or [])
         for job in owned:
-            meta = job["metadata"]
-            if not job_finished(job):
-                continue
-            already = meta["uid"] in counted_uids or (meta.get("annotations") or {}).get(ANNOTATION_COUNTED) == "true"
-            if already:
-                if (meta.get("annotations") or {}).get(ANNOTATION_COUNTED) != "true":
-                    p.to_annotate.append(job)
-                continue
-            self._count(p, job)
-        active = p.status.active_job
-        gone = active is not None and not any(j["metadata"]["uid"] == active.uid for j in owned)
-        if gone and active is not None and active.uid not in counted_uids:
-            # The Job we were tracking vanished before it was counted: a failed cycle, counted once.
-            self._count(p, None, ref=active)
+            if job_finished(job):
+                self._settle(p, job, counted_uids)
+        lost = _vanished(p.status.active_job, owned, counted_uids)
+        if lost is not None:
+            self._count_lost(p, lost)
         own_active = [j for j in owned if job_active(j)]
-        if own_active:
-            p.running = True
-            p.update(active_job=self._ref(own_active[-1]))
-        else:
-            p.running = False
-            p.update(active_job=None)
+        p.running = bool(own_active)
+        p.update(active_job=_ref(own_active[-1]) if own_active else None)
         return jobs
 
-    def _count(self, p: _Pass, job: Obj | None, ref: JobRef | None = None) -> None:
-        if job is not None:
-            meta = job["metadata"]
-            job_uid, job_name = meta["uid"], meta["name"]
-            trigger = (meta.get("labels") or {}).get(LABEL_TRIGGER, "schedule")
-            pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={job_uid}")
-            if not pods:  # clusters before 1.27 label pods with the legacy key only
-                pods = self.api.list_pods(p.namespace, f"controller-uid={job_uid}")
+    def _settle(self, p: _Pass, job: Job, counted_uids: set[str]) -> None:
+        """A finished Job: counted at first sight; re-marked when only its counted annotation was lost."""
+        if _is_counted(job):
+            return
+        if job["metadata"]["uid"] in counted_uids:
+            p.to_annotate.append(job)
         else:
-            assert ref is not None
-            job_uid, job_name, trigger, pods = ref.uid, ref.name, ref.trigger, []
-        outcome = outcome_of(job, pods, job_name=job_name, job_uid=job_uid, trigger=trigger)
+            self._count_job(p, job)
+
+    def _count_job(self, p: _Pass, job: Job) -> None:
+        meta = job["metadata"]
+        job_uid = meta["uid"]
+        pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={job_uid}")
+        if not pods:  # clusters before 1.27 label pods with the legacy key only
+            pods = self.api.list_pods(p.namespace, f"controller-uid={job_uid}")
+        trigger = labels_of(job).get(LABEL_TRIGGER, "schedule")
+        self._record(p, job, outcome_of(job, pods, job_name=meta["name"], job_uid=job_uid, trigger=trigger))
+
+    def _count_lost(self, p: _Pass, ref: JobRef) -> None:
+        """The Job we were tracking vanished before it was counted: a failed cycle, counted once."""
+        outcome = outcome_of(None, [], job_name=ref.name, job_uid=ref.uid, trigger=ref.trigger)
+        self._record(p, None, JobOutcome(outcome.run.model_copy(update={"slot": ref.slot}), None))
+
+    def _record(self, p: _Pass, job: Job | None, outcome: JobOutcome) -> None:
         run = outcome.run
-        if job is None and ref is not None:
-            run = run.model_copy(update={"slot": ref.slot})
-            outcome = JobOutcome(run, None)
-        uids = [*(p.status.counted_job_uids or []), job_uid][-MAX_COUNTED_UIDS:]
+        uids = [*(p.status.counted_job_uids or []), run.job_uid][-MAX_COUNTED_UIDS:]
         totals = add_run(p.status.totals or Totals(), run)
         changes: dict[str, Any] = {"counted_job_uids": uids, "totals": totals, "last_run": run}
         if outcome.succeeded and run.finished_at is not None:
@@ -372,11 +463,11 @@ class ScheduleReconciler:
             )
 
     def _expected_vocabulary_sha(self, p: _Pass) -> str | None:
-        ref = (p.body.get("spec") or {}).get("vocabularyRef") or {}
-        if not ref.get("name"):
+        spec = p.schedule.spec
+        if spec is None or spec.vocabulary_ref is None:
             return None
-        vocabulary = self.api.get_vocabulary(p.namespace, ref["name"])
-        return ((vocabulary or {}).get("status") or {}).get("sha256")
+        vocabulary = self.api.get_vocabulary(p.namespace, spec.vocabulary_ref.name)
+        return None if vocabulary is None else (vocabulary.get("status") or {}).get("sha256")
 
     def _events_for_run(self, p: _Pass, run: RunSummary) -> None:
         if run.result == "failed":
@@ -404,131 +495,123 @@ class ScheduleReconciler:
             if count:
                 p.event(kind, reason, f"cycle {run.job_name}: {count} {what}")
 
-    @staticmethod
-    def _ref(job: Obj) -> JobRef:
-        meta = job["metadata"]
-        annotations = meta.get("annotations") or {}
-        trigger = (meta.get("labels") or {}).get(LABEL_TRIGGER, "schedule")
-        return JobRef(
-            name=meta["name"],
-            uid=meta["uid"],
-            trigger="run-now" if trigger == "run-now" else "schedule",
-            slot=_ts(annotations.get(ANNOTATION_SLOT)) or _ts(meta.get("creationTimestamp")) or datetime.now(UTC),
-            created_at=_ts(meta.get("creationTimestamp")),
-        )
-
     # ---- starting cycles ---------------------------------------------------------------------------------------
 
-    def _act(
-        self,
-        p: _Pass,
-        uid: str,
-        spec: DreamScheduleSpec,
-        decision: SlotDecision,
-        run_now: str | None,
-        claim_jobs: list[Obj],
-        *,
-        full: bool,
-    ) -> None:
+    def _act(self, p: _Pass, due: Due, claim_jobs: list[Job], *, full: bool) -> None:
+        """Start what is due, in order: the run-now token, then the slot (or record it missed)."""
         busy = any(job_active(j) for j in claim_jobs) or p.running
-        vocabulary: VocabularySource | None = None
-        not_ready: NotReadyError | None = None
-        wants_job = run_now is not None or decision.due is not None
-        if full or wants_job:
+        ready = self._readiness(p, due, full=full)
+        if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
+            busy = True
+        if due.slots.past_deadline is not None:
+            self._past_deadline(p, due, due.slots.past_deadline)
+        elif due.slots.due is not None:
+            self._due_slot(p, due, due.slots.due, ready, claim_jobs, busy=busy)
+
+    def _readiness(self, p: _Pass, due: Due, *, full: bool) -> Readiness:
+        """Check the claim and the vocabulary when a Job is wanted (or on a full pass); set Ready from it."""
+        ready = Readiness()
+        if full or due.wants_job:
             try:
-                vocabulary = self._check_ready(p, spec)
-                p.condition(READY, "True", "Scheduled", f"schedule valid; claim {spec.claim_name} usable")
-            except NotReadyError as exc:
-                not_ready = exc
-                p.condition(READY, "False", exc.reason, str(exc))
-            except ClaimUnusableError as exc:
-                not_ready = NotReadyError(exc.reason, str(exc))
+                ready = Readiness(vocabulary=self._check_ready(p, due.spec))
+                p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
+            except (NotReadyError, ClaimUnusableError) as exc:
+                ready = Readiness(not_ready=NotReadyError(exc.reason, str(exc)))
                 p.condition(READY, "False", exc.reason, str(exc))
         elif get_condition(p.status.conditions, READY) is None:
             p.condition(READY, "Unknown", "NotChecked", "not checked yet")
         if p.status.vocabulary is not None and full:
-            p.update(
-                vocabulary=p.status.vocabulary.model_copy(
-                    update={"expected_sha256": vocabulary.sha256 if vocabulary else self._expected_vocabulary_sha(p)}
-                )
-            )
+            expected = ready.vocabulary.sha256 if ready.vocabulary else self._expected_vocabulary_sha(p)
+            p.update(vocabulary=p.status.vocabulary.model_copy(update={"expected_sha256": expected}))
             self._vocabulary_condition(p)
+        return ready
 
-        if run_now is not None:
-            name = run_now_job_name(p.name, run_now, p.generation or 0)
-            if self._adopt(p, uid, claim_jobs, name):
-                p.update(last_run_now_token=run_now)  # created by a pass whose status write was lost
-            elif not_ready is not None:
-                self._announce_deferral(p, uid, run_now, f"not ready ({not_ready.reason}): {not_ready}")
-            elif busy:
-                self._announce_deferral(p, uid, run_now, "a cycle is active on the claim; it runs when that ends")
-            elif self._start(p, uid, spec, name, "run-now", p.now, vocabulary, run_now):
-                p.update(last_run_now_token=run_now)
-                busy = True
-
-        if decision.past_deadline is not None:
-            p.missed += decision.missed
-            p.update(
-                last_schedule_time=decision.past_deadline,
-                totals=add_slots(p.status.totals or Totals(), missed=decision.missed),
-            )
-            p.event(
-                "Warning",
-                "MissedSlots",
-                f"{decision.missed}{'+' if decision.missed_capped else ''} slot(s) passed unrun, the latest "
-                f"({decision.past_deadline.isoformat()}) is older than startingDeadlineSeconds="
-                f"{spec.starting_deadline_seconds}",
-            )
-            return
-        slot = decision.due
-        if slot is None:
-            return
-        if decision.missed:
-            p.missed += decision.missed
-            p.update(totals=add_slots(p.status.totals or Totals(), missed=decision.missed))
-            p.event(
-                "Warning",
-                "MissedSlots",
-                f"{decision.missed}{'+' if decision.missed_capped else ''} slot(s) passed while the operator was "
-                f"not running; only the latest ({slot.isoformat()}) runs (no backlog replay)",
-            )
-        reason: str | None = None
-        if self._adopt(p, uid, claim_jobs, scheduled_job_name(p.name, slot)):
-            pass  # this slot's Job exists already (a lost status write): adopted, nothing skipped
-        elif spec.suspend:
-            reason = "suspended"
-        elif not_ready is not None:
-            reason = "not_ready"
-            p.event("Warning", "SlotSkipped", f"slot {slot.isoformat()} skipped: {not_ready.reason}: {not_ready}")
+    def _run_now(self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: bool) -> bool:
+        """Handle a new runNowToken (also when suspended). True when it started a Job."""
+        name = run_now_job_name(p.name, token, p.schedule.generation or 0)
+        if self._adopt(p, claim_jobs, name):
+            p.update(last_run_now_token=token)  # created by a pass whose status write was lost
+        elif ready.not_ready is not None:
+            self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
         elif busy:
-            reason = "concurrent"
+            self._announce_deferral(p, token, "a cycle is active on the claim; it runs when that ends")
+        elif self._start(p, due.spec, name, "run-now", p.now, ready.vocabulary, token):
+            p.update(last_run_now_token=token)
+            return True
+        return False
+
+    def _past_deadline(self, p: _Pass, due: Due, latest: datetime) -> None:
+        """The latest slot is older than startingDeadlineSeconds: recorded as missed, with the ones before it."""
+        p.missed += due.slots.missed
+        p.update(last_schedule_time=latest, totals=add_slots(p.status.totals or Totals(), missed=due.slots.missed))
+        p.event(
+            "Warning",
+            "MissedSlots",
+            f"{_slot_count(due.slots)} slot(s) passed unrun, the latest ({latest.isoformat()}) is older than "
+            f"startingDeadlineSeconds={due.spec.starting_deadline_seconds}",
+        )
+
+    def _due_slot(
+        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: bool
+    ) -> None:
+        """Run the due slot once (no backlog replay), or record why it was skipped; either way it is acted on."""
+        if due.slots.missed:
+            p.missed += due.slots.missed
+            p.update(totals=add_slots(p.status.totals or Totals(), missed=due.slots.missed))
+            p.event(
+                "Warning",
+                "MissedSlots",
+                f"{_slot_count(due.slots)} slot(s) passed while the operator was not running; only the latest "
+                f"({slot.isoformat()}) runs (no backlog replay)",
+            )
+        name = scheduled_job_name(p.name, slot)
+        reason: str | None = None
+        # An existing Job of this slot's name was created by a pass whose status write was lost: adopted, not skipped.
+        if not self._adopt(p, claim_jobs, name):
+            reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
+            if reason is None and not self._start(p, due.spec, name, "schedule", slot, ready.vocabulary, None):
+                reason = "name_conflict"
+        if reason is not None:
+            p.skipped.append(reason)
+            p.update(totals=add_slots(p.status.totals or Totals(), skipped_reason=reason))
+        p.update(last_schedule_time=slot)
+
+    @staticmethod
+    def _slot_refusal(p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: bool) -> str | None:
+        """Why the due slot may not start (the skipped-slot reason), or None when it may."""
+        if spec.suspend:
+            return "suspended"
+        if ready.not_ready is not None:
+            p.event(
+                "Warning",
+                "SlotSkipped",
+                f"slot {slot.isoformat()} skipped: {ready.not_ready.reason}: {ready.not_ready}",
+            )
+            return "not_ready"
+        if busy:
             p.event(
                 "Warning",
                 "SlotSkipped",
                 f"slot {slot.isoformat()} skipped: another cycle is active on claim {spec.claim_name} "
                 "(never two cycles on one volume)",
             )
-        elif not self._start(p, uid, spec, scheduled_job_name(p.name, slot), "schedule", slot, vocabulary, None):
-            reason = "name_conflict"
-        if reason is not None:
-            p.skipped.append(reason)
-            p.update(totals=add_slots(p.status.totals or Totals(), skipped_reason=reason))
-        p.update(last_schedule_time=slot)
+            return "concurrent"
+        return None
 
-    def _announce_deferral(self, p: _Pass, uid: str, token: str, why: str) -> None:
+    def _announce_deferral(self, p: _Pass, token: str, why: str) -> None:
         p.deferred_run_now = True
-        if (uid, token) not in self._deferred_events:
+        key = (p.schedule.uid, token)
+        if key not in self._deferred_events:
             # Remembered as announced only once the pass is persisted and the Event posted (_after_persist).
-            p.announced.append((uid, token))
+            p.announced.append(key)
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
 
-    def _adopt(self, p: _Pass, uid: str, claim_jobs: list[Obj], job_name: str) -> bool:
+    @staticmethod
+    def _adopt(p: _Pass, claim_jobs: list[Job], job_name: str) -> bool:
         """True when this schedule's Job of that deterministic name exists (active or finished)."""
         for job in claim_jobs:
-            if job["metadata"]["name"] == job_name and _owner_uid_matches(job, uid):
-                if job_active(job):
-                    p.running = True
-                    p.update(active_job=self._ref(job))
+            if job["metadata"]["name"] == job_name and owned_by(job, p.schedule.uid):
+                p.track(job)
                 return True
         return False
 
@@ -545,19 +628,18 @@ class ScheduleReconciler:
         if vocabulary is None:
             raise NotReadyError("VocabularyNotFound", f"MemoryVocabulary {ref.name} not found")
         status = vocabulary.get("status") or {}
-        if not status.get("sha256") or not status.get("configMapName"):
+        sha256, config_map = status.get("sha256"), status.get("configMapName")
+        if not sha256 or not config_map:
             raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} is not rendered yet")
-        if self.api.get_config_map(p.namespace, status["configMapName"]) is None:
+        if self.api.get_config_map(p.namespace, config_map) is None:
             raise NotReadyError(
-                "VocabularyNotRendered",
-                f"ConfigMap {status['configMapName']} of MemoryVocabulary {ref.name} is missing",
+                "VocabularyNotRendered", f"ConfigMap {config_map} of MemoryVocabulary {ref.name} is missing"
             )
-        return VocabularySource(config_map=status["configMapName"], sha256=status["sha256"])
+        return VocabularySource(config_map=config_map, sha256=sha256)
 
     def _start(
         self,
         p: _Pass,
-        uid: str,
         spec: DreamScheduleSpec,
         job_name: str,
         trigger: Trigger,
@@ -572,7 +654,7 @@ class ScheduleReconciler:
         placement = placement_for(pods, spec.claim_name)
         request = JobRequest(
             schedule_name=p.name,
-            schedule_uid=uid,
+            schedule_uid=p.schedule.uid,
             namespace=p.namespace,
             spec=spec,
             job_name=job_name,
@@ -595,73 +677,69 @@ class ScheduleReconciler:
             if not exc.already_exists:
                 raise
             existing = self.api.get_job(p.namespace, job_name)
-            if existing is None or not _owner_uid_matches(existing, uid):
+            if existing is None or not owned_by(existing, p.schedule.uid):
                 p.event("Warning", "NameConflict", f"Job {job_name} exists and is not this schedule's; slot skipped")
                 return False
             job = existing  # created by an earlier pass whose status write was lost: adopt it
-        if job_active(job):
-            p.running = True
-            p.update(active_job=self._ref(job))
+        p.track(job)
         return True
 
     # ---- after the status write ------------------------------------------------------------------------------
 
-    def _after_persist(self, p: _Pass, uid: str) -> None:
+    def _after_persist(self, p: _Pass) -> None:
         for _, outcome in p.counted:
             self.metrics.record_run(p.namespace, p.name, outcome.run)
         if p.missed:
             self.metrics.record_slots(p.namespace, p.name, missed=p.missed)
         for reason in p.skipped:
             self.metrics.record_slots(p.namespace, p.name, skipped_reason=reason)
+        self._set_state(p)
+        for kind, reason, message in p.events:
+            self._post(p, kind, reason, message)
+        self._deferred_events.update(p.announced)
+        for job in p.to_annotate:
+            self._mark_counted(p, job)
+        if p.listed:
+            self._prune(p)
+
+    def _set_state(self, p: _Pass) -> None:
         ready = get_condition(p.status.conditions, READY)
         sync = get_condition(p.status.conditions, VOCABULARY_IN_SYNC)
         last = p.status.last_run
+        cron, next_slot = p.schedule.cron, p.status.next_schedule_time
         self.metrics.set_state(
             p.namespace,
             p.name,
             ready=ready is not None and ready.status == "True",
             running=p.running,
-            next_run=p.status.next_schedule_time,
+            next_run=next_slot,
             last_success=p.status.last_successful_time,
             vocabulary_in_sync=None if sync is None or sync.status == "Unknown" else sync.status == "True",
             live_entries=last.live_entries if last else None,
             archived_entries=last.archived_entries if last else None,
-            interval_seconds=_interval_after(p.body, p.status.next_schedule_time),
+            interval_seconds=cron.period_after(next_slot) if cron is not None and next_slot is not None else None,
         )
-        for kind, reason, message in p.events:
-            self._post(p, kind, reason, message)
-        self._deferred_events.update(p.announced)
-        for job in p.to_annotate:
-            meta = job["metadata"]
-            try:
-                self.api.patch_job(
-                    p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}}
-                )
-                meta.setdefault("annotations", {})[ANNOTATION_COUNTED] = "true"
-            except ApiError as exc:  # the UID list still prevents a recount
-                log.warning("%s/%s: could not mark Job %s counted: %s", p.namespace, p.name, meta["name"], exc)
-        if p.listed:
-            self._prune(p)
+
+    def _mark_counted(self, p: _Pass, job: Job) -> None:
+        meta = job["metadata"]
+        try:
+            self.api.patch_job(p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}})
+            meta.setdefault("annotations", {})[ANNOTATION_COUNTED] = "true"
+        except ApiError as exc:  # the UID list still prevents a recount
+            log.warning("%s/%s: could not mark Job %s counted: %s", p.namespace, p.name, meta["name"], exc)
 
     def _post(self, p: _Pass, kind: str, reason: str, message: str) -> None:
         try:
-            self.api.create_event(p.namespace, event_body(p.body, kind, reason, message, p.now))
+            self.api.create_event(p.namespace, event_body(p.schedule.body, kind, reason, message, p.now))
         except ApiError as exc:
             log.warning("%s/%s: event %s not posted: %s", p.namespace, p.name, reason, exc)
 
     def _prune(self, p: _Pass) -> None:
-        spec = p.body.get("spec") or {}
-        keep_ok = int(spec.get("successfulJobsHistoryLimit", 3))
-        keep_failed = int(spec.get("failedJobsHistoryLimit", 1))
-        finished = [
-            j
-            for j in p.owned_jobs
-            if job_finished(j) and (j["metadata"].get("annotations") or {}).get(ANNOTATION_COUNTED) == "true"
-        ]
-        finished.sort(key=_created, reverse=True)
-        succeeded = [j for j in finished if _condition_true(j, "Complete")]
-        failed = [j for j in finished if not _condition_true(j, "Complete")]
-        for job in succeeded[keep_ok:] + failed[keep_failed:]:
+        """Delete counted, finished Jobs beyond the spec's history limits (newest kept)."""
+        spec = p.schedule.spec
+        if spec is None:
+            return  # limits unknown while the spec is invalid: keep the history until it is fixed
+        for job in _beyond_history(p.owned_jobs, spec):
             meta = job["metadata"]
             try:
                 self.api.delete_job(p.namespace, meta["name"], meta["uid"])
@@ -669,32 +747,33 @@ class ScheduleReconciler:
             except ApiError as exc:
                 log.warning("%s/%s: could not prune Job %s: %s", p.namespace, p.name, meta["name"], exc)
 
-    def _delay(self, p: _Pass, decision: SlotDecision | None, invalid: bool) -> float:
+    def _delay(self, p: _Pass, slots: SlotDecision | None) -> float:
         s = self.settings
         if p.running or p.deferred_run_now:
             return s.poll_seconds
-        if invalid or decision is None:
+        if slots is None:  # the spec cannot be used: wait for a change (it wakes the loop)
             return s.max_sleep_seconds
-        until = (decision.next_slot - p.now).total_seconds() + 0.5
+        until = (slots.next_slot - p.now).total_seconds() + 0.5
         return max(1.0, min(s.max_sleep_seconds, until))
 
 
-def _interval_after(body: Obj, next_slot: datetime | None) -> float | None:
-    """Seconds from ``next_slot`` to the slot after it: the cadence alerts count "periods" in."""
-    spec = body.get("spec") or {}
-    if next_slot is None or not spec.get("schedule"):
+def _vanished(active: JobRef | None, owned: list[Job], counted_uids: set[str]) -> JobRef | None:
+    """The Job the status tracks, when it is gone from the list before it was counted."""
+    if active is None or active.uid in counted_uids or any(j["metadata"]["uid"] == active.uid for j in owned):
         return None
-    try:
-        schedule = CronSchedule.parse(str(spec["schedule"]), spec.get("timeZone"))
-    except ScheduleError:
-        return None
-    return (schedule.next_after(next_slot) - next_slot).total_seconds()
+    return active
 
 
-def _condition_true(job: Obj, type_: str) -> bool:
-    return any(
-        c.get("type") == type_ and c.get("status") == "True" for c in (job.get("status") or {}).get("conditions") or []
-    )
+def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
+    """Counted, finished Jobs past the history limits, newest kept; a Job not yet counted is never pruned."""
+    finished = sorted((j for j in owned if job_finished(j) and _is_counted(j)), key=creation_order, reverse=True)
+    succeeded = [j for j in finished if job_succeeded(j)]
+    failed = [j for j in finished if not job_succeeded(j)]
+    return succeeded[spec.successful_jobs_history_limit :] + failed[spec.failed_jobs_history_limit :]
+
+
+def _slot_count(slots: SlotDecision) -> str:
+    return f"{slots.missed}{'+' if slots.missed_capped else ''}"
 
 
 __all__ = ["ClaimLocks", "NotReadyError", "ReconcileSettings", "ScheduleReconciler"]

@@ -8,6 +8,7 @@ counting rule (once per Job UID) lives in one place (``reconcile.py``) and this 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,9 +24,17 @@ from dreamkeeper.kube import (
     SEED_CONTAINER,
 )
 from dreamkeeper.kube.models import RunSummary, Totals
+from dreamkeeper.kube.objects import (
+    ContainerStateTerminated,
+    Job,
+    JobCondition,
+    Pod,
+    annotations_of,
+    creation_order,
+    labels_of,
+    parse_time,
+)
 from dreamkeeper.kube.seed import SeedReport
-
-Obj = dict[str, Any]
 
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3  # `dreamkeeper dream` exit codes (proposers/cli.py)
 
@@ -73,44 +82,39 @@ class JobOutcome:
         return self.run.result in ("completed", "skipped") and self.run.reason != "LockHeld"
 
 
-def _conditions(job: Obj) -> dict[str, Obj]:
+def _conditions(job: Job) -> dict[str, JobCondition]:
+    """The Job's conditions that hold, by type."""
     return {
         c.get("type", ""): c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
     }
 
 
-def job_finished(job: Obj) -> bool:
+def job_finished(job: Job) -> bool:
     conditions = _conditions(job)
     return "Complete" in conditions or "Failed" in conditions
 
 
-def job_active(job: Obj) -> bool:
-    return not job_finished(job) and not (job.get("metadata") or {}).get("deletionTimestamp")
+def job_succeeded(job: Job) -> bool:
+    return "Complete" in _conditions(job)
 
 
-def _terminated(pod: Obj, container: str, init: bool) -> Obj | None:
-    key = "initContainerStatuses" if init else "containerStatuses"
-    for status in (pod.get("status") or {}).get(key) or []:
-        if status.get("name") == container:
-            state = status.get("state") or {}
-            terminated = state.get("terminated") or (status.get("lastState") or {}).get("terminated")
-            return dict(terminated) if terminated else None
+def job_active(job: Job) -> bool:
+    return not job_finished(job) and not job["metadata"].get("deletionTimestamp")
+
+
+def _terminated(pod: Pod, container: str, *, init: bool) -> ContainerStateTerminated | None:
+    """How ``container`` last ended (its current state, else the previous run's), if it did."""
+    status = pod.get("status") or {}
+    statuses = (status.get("initContainerStatuses") if init else status.get("containerStatuses")) or []
+    for entry in statuses:
+        if entry.get("name") == container:
+            state, last = entry.get("state") or {}, entry.get("lastState") or {}
+            return state.get("terminated") or last.get("terminated") or None
     return None
 
 
-def _latest_pod(pods: list[Obj]) -> Obj | None:
-    if not pods:
-        return None
-    return max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _latest_pod(pods: list[Pod]) -> Pod | None:
+    return max(pods, key=creation_order) if pods else None
 
 
 def _clip(text: str | None, limit: int = 1000) -> str | None:
@@ -144,97 +148,192 @@ def parse_seed_message(message: str | None) -> SeedReport | None:
         return None
 
 
-def outcome_of(job: Obj | None, pods: list[Obj], *, job_name: str, job_uid: str, trigger: str) -> JobOutcome:
+# ---- what a finished Job did -----------------------------------------------------------------------------------
+
+
+def _counts(summary: DreamSummary) -> dict[str, Any]:
+    """The cycle's counters, copied from its summary into the RunSummary (the one place they are carried over)."""
+    return summary.model_dump(
+        exclude={"result", "error", "skip_reason", "started_at", "finished_at", "duration_seconds", "cycle_id"}
+    )
+
+
+def _trigger(job: Job | None, fallback: str) -> str:
+    """schedule or run-now: the Job's label, else the caller's guess, else whether a run-now token is annotated."""
+    trigger = labels_of(job).get(LABEL_TRIGGER, fallback) if job is not None else fallback
+    if trigger in ("schedule", "run-now"):
+        return trigger
+    return "run-now" if job is not None and ANNOTATION_RUN_NOW_TOKEN in annotations_of(job) else "schedule"
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What a finished Job left behind, read once: its conditions and its latest pod's two containers."""
+
+    conditions: dict[str, JobCondition]
+    pod: Pod | None
+    seed_state: ContainerStateTerminated | None
+    seed: SeedReport | None
+    dream_state: ContainerStateTerminated | None
+    summary: DreamSummary | None
+    fields: dict[str, Any]  # what every RunSummary of this Job carries: identity, counts, timing
+
+    @classmethod
+    def of(cls, job: Job, pods: list[Pod], identity: dict[str, Any]) -> _Evidence:
+        pod = _latest_pod(pods)
+        seed_state = _terminated(pod, SEED_CONTAINER, init=True) if pod else None
+        dream_state = _terminated(pod, DREAM_CONTAINER, init=False) if pod else None
+        summary = parse_dream_message(dream_state.get("message")) if dream_state else None
+        conditions = _conditions(job)
+        return cls(
+            conditions=conditions,
+            pod=pod,
+            seed_state=seed_state,
+            seed=parse_seed_message(seed_state.get("message")) if seed_state else None,
+            dream_state=dream_state,
+            summary=summary,
+            fields=identity | _results(summary, _timing(job, conditions, dream_state)),
+        )
+
+    @property
+    def completed(self) -> bool:
+        return "Complete" in self.conditions
+
+    @property
+    def failed(self) -> JobCondition:
+        return self.conditions.get("Failed") or {}
+
+    @property
+    def exit_code(self) -> int | None:
+        return (self.dream_state or {}).get("exitCode")
+
+    @property
+    def dream_message(self) -> str | None:
+        return (self.dream_state or {}).get("message")
+
+    @property
+    def error(self) -> str | None:
+        """The cycle's own error (its summary's), else what its container printed."""
+        return (self.summary.error if self.summary else None) or self.dream_message
+
+    def run(self, result: str, reason: str, **fields: Any) -> RunSummary:
+        return RunSummary(**(self.fields | {"result": result, "reason": reason} | fields))
+
+
+def _timing(job: Job, conditions: dict[str, JobCondition], dream: ContainerStateTerminated | None) -> dict[str, Any]:
+    """Start and end from the container, else from the Job's status, else from its terminal condition."""
+    status, dream = job.get("status") or {}, dream or {}
+    terminal = conditions.get("Failed") or conditions.get("Complete") or {}
+    return {
+        "started_at": parse_time(dream.get("startedAt")) or parse_time(status.get("startTime")),
+        "finished_at": parse_time(dream.get("finishedAt"))
+        or parse_time(status.get("completionTime"))
+        or parse_time(terminal.get("lastTransitionTime")),
+    }
+
+
+def _results(summary: DreamSummary | None, timing: dict[str, Any]) -> dict[str, Any]:
+    """The summary's counts and times; without a summary, the times Kubernetes recorded."""
+    if summary is None:
+        started, finished = timing["started_at"], timing["finished_at"]
+        duration = max(0.0, (finished - started).total_seconds()) if started and finished else None
+        return timing | ({"duration_seconds": duration} if duration is not None else {})
+    return _counts(summary) | {
+        "cycle_id": summary.cycle_id,
+        "skip_reason": _clip(summary.skip_reason),
+        "duration_seconds": summary.duration_seconds,
+        "started_at": summary.started_at or timing["started_at"],
+        "finished_at": summary.finished_at or timing["finished_at"],
+    }
+
+
+# Each rule answers "does this decide the Job? -> its RunSummary". Most specific first, the first that decides wins;
+# the two completion rules come first, so every later rule sees a Job that failed (or ended without a condition
+# we know). A new failure cause is a new rule in RULES at its place.
+
+
+def _completed_without_summary(e: _Evidence) -> RunSummary | None:
+    if not e.completed or e.summary is not None:
+        return None
+    return e.run("completed", "NoSummary", error=_clip(e.dream_message))
+
+
+def _completed(e: _Evidence) -> RunSummary | None:
+    if not e.completed or e.summary is None:
+        return None
+    result = "skipped" if e.summary.result == "skipped" else "completed"
+    return e.run(result, result.capitalize())
+
+
+def _seed_failed(e: _Evidence) -> RunSummary | None:
+    if e.seed_state is None or e.seed_state.get("exitCode", 0) == 0:
+        return None
+    return e.run(
+        "failed", "VocabularySeedFailed", error=e.seed.message if e.seed else _clip(e.seed_state.get("message"))
+    )
+
+
+def _lock_held(e: _Evidence) -> RunSummary | None:
+    if e.exit_code != EXIT_LOCKED:
+        return None
+    return e.run("skipped", "LockHeld", skip_reason="another process holds the agent's cycle lock")
+
+
+def _deadline_exceeded(e: _Evidence) -> RunSummary | None:
+    if e.failed.get("reason") != "DeadlineExceeded":
+        return None
+    message = f"stopped after activeDeadlineSeconds: {e.failed.get('message', '')}".strip()
+    return e.run("failed", "DeadlineExceeded", error=_clip(message))
+
+
+def _invalid_settings(e: _Evidence) -> RunSummary | None:
+    if e.exit_code != EXIT_USAGE:
+        return None
+    return e.run("failed", "InvalidSettings", error=_clip(e.error))
+
+
+def _never_ran(e: _Evidence) -> RunSummary | None:
+    if e.dream_state is not None:
+        return None
+    reason = e.failed.get("reason") or "PodFailed"
+    message = e.failed.get("message") or "the cycle container never ran"
+    if e.pod is not None:
+        message = (e.pod.get("status") or {}).get("message") or message
+    return e.run("failed", "PodFailed", error=_clip(f"{reason}: {message}"))
+
+
+def _cycle_failed(e: _Evidence) -> RunSummary:
+    return e.run("failed", "CycleFailed", error=_clip(e.error or f"exit code {e.exit_code}"))
+
+
+RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
+    _completed_without_summary,
+    _completed,
+    _seed_failed,
+    _lock_held,
+    _deadline_exceeded,
+    _invalid_settings,
+    _never_ran,
+)  # and when none decides: _cycle_failed
+
+
+def outcome_of(job: Job | None, pods: list[Pod], *, job_name: str, job_uid: str, trigger: str) -> JobOutcome:
     """What a finished Job (or a Job that vanished: ``job=None``) did."""
-    meta = (job or {}).get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    trigger = (meta.get("labels") or {}).get(LABEL_TRIGGER, trigger)
-    if trigger not in ("schedule", "run-now"):
-        trigger = "run-now" if ANNOTATION_RUN_NOW_TOKEN in annotations else "schedule"
-    base: dict[str, Any] = {
+    identity: dict[str, Any] = {
         "job_name": job_name,
         "job_uid": job_uid,
-        "trigger": trigger,
-        "slot": _parse_time(annotations.get(ANNOTATION_SLOT)),
+        "trigger": _trigger(job, trigger),
+        "slot": parse_time(annotations_of(job).get(ANNOTATION_SLOT)) if job is not None else None,
     }
     if job is None:
-        return JobOutcome(
-            RunSummary(**base, result="failed", reason="JobLost", error="the Job was deleted before it was counted"),
-            None,
+        lost = RunSummary(
+            **identity, result="failed", reason="JobLost", error="the Job was deleted before it was counted"
         )
-    pod = _latest_pod(pods)
-    seed_state = _terminated(pod, SEED_CONTAINER, init=True) if pod else None
-    seed = parse_seed_message(seed_state.get("message")) if seed_state else None
-    dream_state = _terminated(pod, DREAM_CONTAINER, init=False) if pod else None
-    summary = parse_dream_message(dream_state.get("message")) if dream_state else None
-    conditions = _conditions(job)
-    timing = {
-        "started_at": _parse_time((dream_state or {}).get("startedAt"))
-        or _parse_time((job.get("status") or {}).get("startTime")),
-        "finished_at": _parse_time((dream_state or {}).get("finishedAt"))
-        or _parse_time((job.get("status") or {}).get("completionTime"))
-        or _parse_time((conditions.get("Failed") or conditions.get("Complete") or {}).get("lastTransitionTime")),
-    }
-    if summary is not None:
-        counts = summary.model_dump(
-            exclude={"result", "error", "skip_reason", "started_at", "finished_at", "duration_seconds", "cycle_id"}
-        )
-        base |= counts
-        base |= {
-            "cycle_id": summary.cycle_id,
-            "skip_reason": _clip(summary.skip_reason),
-            "duration_seconds": summary.duration_seconds,
-            "started_at": summary.started_at or timing["started_at"],
-            "finished_at": summary.finished_at or timing["finished_at"],
-        }
-    else:
-        base |= timing
-        if base["started_at"] and base["finished_at"]:
-            base["duration_seconds"] = max(0.0, (base["finished_at"] - base["started_at"]).total_seconds())
-    exit_code = (dream_state or {}).get("exitCode")
-
-    if "Complete" in conditions:
-        if summary is None:
-            return JobOutcome(
-                RunSummary(
-                    **base, result="completed", reason="NoSummary", error=_clip((dream_state or {}).get("message"))
-                ),
-                seed,
-            )
-        result = "skipped" if summary.result == "skipped" else "completed"
-        return JobOutcome(RunSummary(**base, result=result, reason=result.capitalize()), seed)
-
-    # Failed (or finished without a terminal condition we know): find the most specific reason.
-    if seed_state is not None and seed_state.get("exitCode", 0) != 0:
-        message = seed.message if seed else _clip(seed_state.get("message"))
-        return JobOutcome(RunSummary(**base, result="failed", reason="VocabularySeedFailed", error=message), seed)
-    if exit_code == EXIT_LOCKED:
-        return JobOutcome(
-            RunSummary(
-                **base,
-                result="skipped",
-                reason="LockHeld",
-                skip_reason="another process holds the agent's cycle lock",
-            ),
-            seed,
-        )
-    failed = conditions.get("Failed") or {}
-    if failed.get("reason") == "DeadlineExceeded":
-        message = f"stopped after activeDeadlineSeconds: {failed.get('message', '')}".strip()
-        return JobOutcome(RunSummary(**base, result="failed", reason="DeadlineExceeded", error=_clip(message)), seed)
-    if exit_code == EXIT_USAGE:
-        error = (summary.error if summary else None) or (dream_state or {}).get("message")
-        return JobOutcome(RunSummary(**base, result="failed", reason="InvalidSettings", error=_clip(error)), seed)
-    if dream_state is None:
-        reason = failed.get("reason") or "PodFailed"
-        message = failed.get("message") or "the cycle container never ran"
-        if pod is not None:
-            message = (pod.get("status") or {}).get("message") or message
-        return JobOutcome(
-            RunSummary(**base, result="failed", reason="PodFailed", error=_clip(f"{reason}: {message}")), seed
-        )
-    error = (summary.error if summary else None) or (dream_state or {}).get("message") or f"exit code {exit_code}"
-    return JobOutcome(RunSummary(**base, result="failed", reason="CycleFailed", error=_clip(error)), seed)
+        return JobOutcome(lost, None)
+    evidence = _Evidence.of(job, pods, identity)
+    verdicts = (rule(evidence) for rule in RULES)
+    run = next((verdict for verdict in verdicts if verdict is not None), None)
+    return JobOutcome(run if run is not None else _cycle_failed(evidence), evidence.seed)
 
 
 def add_run(totals: Totals, run: RunSummary) -> Totals:

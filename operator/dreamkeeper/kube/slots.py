@@ -2,6 +2,7 @@
 
 A restart therefore loses nothing and replays nothing: after downtime only the latest passed slot is due (once),
 the ones before it are counted as missed, and a slot older than ``startingDeadlineSeconds`` is missed too.
+``due_at`` adds the run-now token to that: what one reconcile pass is asked to start, from the spec and status.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+from dreamkeeper.kube.models import DreamScheduleSpec, DreamScheduleStatus
 
 # Counting missed slots walks the cron forward; a per-minute schedule down for a week is 10k slots. Beyond the
 # cap the count is reported as the cap (and said so in the Event), not computed.
@@ -55,6 +58,10 @@ class CronSchedule:
         """The last slot ``<= moment``."""
         probe = moment + timedelta(microseconds=1)  # croniter's get_prev is strictly before its start
         return _utc(self._iter(probe).get_prev(datetime))
+
+    def period_after(self, slot: datetime) -> float:
+        """Seconds from ``slot`` to the slot after it: the cadence the no-success alert counts periods in."""
+        return (self.next_after(slot) - slot).total_seconds()
 
     def count_between(self, after: datetime, before: datetime) -> tuple[int, bool]:
         """Slots strictly between ``after`` and ``before`` (capped); returns (count, capped)."""
@@ -106,3 +113,43 @@ def decide(
     if starting_deadline_seconds is not None and (now - latest).total_seconds() > starting_deadline_seconds:
         return SlotDecision(None, missed + 1, capped, latest, next_slot)
     return SlotDecision(latest, missed, capped, None, next_slot)
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a valid schedule asks one pass to do: its slots, and a run-now token not handled yet."""
+
+    spec: DreamScheduleSpec
+    cron: CronSchedule
+    slots: SlotDecision
+    run_now: str | None
+
+    @property
+    def wants_job(self) -> bool:
+        """A Job is to be started (or adopted) in this pass."""
+        return self.run_now is not None or self.slots.due is not None
+
+    @property
+    def acts(self) -> bool:
+        """The pass records a slot (run, skipped or missed) or handles a token: it must see the claim's Jobs."""
+        return self.run_now is not None or self.slots.acted_slot is not None
+
+
+def due_at(
+    spec: DreamScheduleSpec,
+    cron: CronSchedule,
+    status: DreamScheduleStatus,
+    *,
+    created: datetime,
+    now: datetime,
+) -> Due:
+    """The pass's work at ``now``, from the persisted status only (``lastScheduleTime``, ``lastRunNowToken``)."""
+    slots = decide(
+        cron,
+        last_schedule_time=status.last_schedule_time,
+        created=created,
+        now=now,
+        starting_deadline_seconds=spec.starting_deadline_seconds,
+    )
+    token = spec.run_now_token
+    return Due(spec, cron, slots, token if token and token != status.last_run_now_token else None)

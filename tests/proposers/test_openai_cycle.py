@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,20 +23,11 @@ from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
 
 
-class Waits:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
 @dataclass
 class Run:
     outcome: CycleOutcome
     store: MemoryStore
     agent_dir: Path
-    waits: list[float] = field(default_factory=list)
 
     @property
     def report(self) -> Any:
@@ -59,11 +50,10 @@ def dream(
 ) -> Run:
     options = dict(model="m", base_url=server.base_url, timeout=5.0, max_retries=2)
     options.update(config)
-    waits = Waits()
-    proposer = OpenAIProposer(OpenAIProposerConfig(**options), sleep=waits)
+    proposer = OpenAIProposer(OpenAIProposerConfig(**options))
     cycle_settings = CycleSettings(min_interval_hours=0, **(settings or {}))
     outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=agent_dir, settings=cycle_settings, now=now), proposer))
-    return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir, waits.waits)
+    return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir)
 
 
 def assert_nothing_lost(run: Run, ids: set[str] = ALL_IDS) -> None:
@@ -182,21 +172,22 @@ def test_wrapped_replies_are_read(agent: Path, fake_openai: FakeOpenAIServer, wr
 
 
 def test_429_then_success(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply.error(429, "Rate limit", {"Retry-After": "2"}), Reply.json(GOOD))
+    fake_openai.script(Reply.error(429, "Rate limit", {"Retry-After": "0.6"}), Reply.json(GOOD))
     run = dream(agent, fake_openai)
     assert_nothing_lost(run)
-    assert run.waits == [2.0]
+    first, second = (r.received_at for r in fake_openai.completions)
+    assert second - first >= 0.6  # the server's wait (the client's first backoff is at most 0.5 s)
     assert (run.report.llm_calls, run.report.saved, run.report.archived) == (2, 2, 4)
 
 
 def test_500s_until_retries_end(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.responder = lambda _r: Reply.error(500, "internal error")
+    fake_openai.responder = lambda _r: Reply.error(500, "internal error", {"retry-after-ms": "1"})
     run = dream(agent, fake_openai, max_retries=3)
     assert_nothing_lost(run)
     assert run.live() == ALL_IDS and not any(run.reviewed(i) for i in ALL_IDS)
     r = run.report
     assert (r.llm_calls, r.input_tokens, r.saved, r.archived) == (4, 0, 0, 0)
-    assert len(run.waits) == 3
+    assert len(fake_openai.completions) == 4
     assert any("endpoint unavailable" in n and "HTTP 500" in n for n in r.notes)
 
 

@@ -8,6 +8,8 @@ import logging
 import re
 import threading
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,6 @@ from dreamkeeper.memory import Entry
 from dreamkeeper.proposers.factory import make_proposer
 from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
 from dreamkeeper.proposers.openai_config import MissingAPIKeyError
-from dreamkeeper.proposers.openai_retry import retry_after_seconds
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -46,17 +47,7 @@ def request(*batches: Batch) -> ProposalRequest:
     )
 
 
-class Waits:
-    """Stands in for asyncio.sleep: records every wait, spends none."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any) -> OpenAIProposer:
+def proposer(server: FakeOpenAIServer, **config: Any) -> OpenAIProposer:
     settings: dict[str, Any] = {
         "model": "m",
         "base_url": server.base_url,
@@ -65,7 +56,7 @@ def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any
         "defer_below_entries": 0,  # these entries are brand new; deferral has its own tests
     }
     settings.update(config)
-    return OpenAIProposer(OpenAIProposerConfig(**settings), sleep=waits or Waits())
+    return OpenAIProposer(OpenAIProposerConfig(**settings))
 
 
 def run_propose(p: OpenAIProposer, req: ProposalRequest) -> list[BatchReply]:
@@ -131,54 +122,71 @@ def test_unusable_replies_change_nothing_and_are_counted(
     assert all(len(r.getMessage()) < 600 for r in caplog.records)  # previews are truncated
 
 
+def gaps(server: FakeOpenAIServer) -> list[float]:
+    times = [r.received_at for r in server.completions]
+    return [later - earlier for earlier, later in pairwise(times)]
+
+
 def test_429_with_retry_after_is_honoured_then_succeeds(fake_openai: FakeOpenAIServer) -> None:
+    # Both waits are longer than the client's own backoff for that retry (at most 0.5 s, then 1 s), so a gap this
+    # long is the server's number being honoured, not backoff.
     fake_openai.script(
-        Reply.error(429, "Rate limit reached", {"Retry-After": "7"}),
-        Reply.error(429, "Rate limit reached", {"retry-after-ms": "1500"}),
+        Reply.error(429, "Rate limit reached", {"Retry-After": "1"}),
+        Reply.error(429, "Rate limit reached", {"retry-after-ms": "1200"}),
         Reply.json(EMPTY),
     )
-    waits = Waits()
-    p = proposer(fake_openai, waits, max_retries=3)
+    p = proposer(fake_openai, max_retries=3)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is not None
-    assert waits.waits == [7.0, 1.5]  # the server's own numbers, not our backoff
+    first, second = gaps(fake_openai)
+    assert first >= 1.0 and second >= 1.2
     assert (p.usage().calls, p.usage().failed_calls) == (3, 2)
 
 
-def test_5xx_backoff_grows_and_gives_up_then_stops_asking(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.responder = lambda _req: Reply.error(503, "overloaded")
-    waits = Waits()
-    p = proposer(fake_openai, waits, max_retries=3, backoff_initial=2.0, backoff_max=5.0)
+def test_5xx_retried_until_the_client_gives_up_then_stops_asking(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _req: Reply.error(503, "overloaded", {"retry-after-ms": "1"})
+    p = proposer(fake_openai, max_retries=3)
     replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e", "f")))
     assert all(r.proposal is None for r in replies)
     assert len(fake_openai.completions) == 4  # 1 + 3 retries for the first batch, then no more requests
-    ceilings = [2.0, 4.0, 5.0]
-    assert len(waits.waits) == 3
-    assert all(c / 2 <= w <= c for w, c in zip(waits.waits, ceilings, strict=True))
     usage = p.usage()
     assert (usage.calls, usage.failed_calls, usage.invalid_replies) == (4, 4, 0)
-    assert any("endpoint unavailable" in n for n in usage.notes)
+    assert any("endpoint unavailable" in n and "gave up after 3 retries" in n for n in usage.notes)
     assert any("2 of 3 batch(es) not sent" in n for n in usage.notes)
     assert "HTTP 503" in (replies[0].error or "")
 
 
-def test_retry_after_longer_than_our_patience_is_not_waited_for(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply.error(429, "quota", {"Retry-After": "3600"}))
-    waits = Waits()
-    p = proposer(fake_openai, waits, retry_after_max=60)
+@pytest.mark.parametrize("asked", ["90", "retry-after-ms:90000", "http-date"])
+def test_retry_after_longer_than_our_patience_is_not_waited_for(fake_openai: FakeOpenAIServer, asked: str) -> None:
+    # 90 s is within the client's own two-minute ceiling: only our limit stops it from waiting.
+    if asked == "http-date":
+        headers = {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)}
+    elif asked.startswith("retry-after-ms:"):
+        headers = {"retry-after-ms": asked.split(":")[1]}
+    else:
+        headers = {"Retry-After": asked}
+    fake_openai.script(Reply.error(429, "quota", headers), Reply.json(EMPTY))
+    p = proposer(fake_openai, retry_after_max=60)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is None and "over the 60s limit" in (out.error or "")
-    assert waits.waits == []
+    assert len(fake_openai.completions) == 1
+
+
+def test_server_saying_do_not_retry_is_obeyed(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.error(503, "maintenance", {"x-should-retry": "false"}), Reply.json(EMPTY))
+    p = proposer(fake_openai, max_retries=3)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is None and "gave up after 0 retries" in (out.error or "")
+    assert len(fake_openai.completions) == 1
 
 
 def test_client_errors_are_not_retried(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.error(400, "This model's maximum context length is 8192 tokens"), Reply.json(EMPTY))
-    waits = Waits()
-    p = proposer(fake_openai, waits)
+    p = proposer(fake_openai)
     first, second = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
     assert first.proposal is None and "HTTP 400" in (first.error or "")
     assert second.proposal is not None  # a bad request for one batch does not stop the others
-    assert waits.waits == []
+    assert len(fake_openai.completions) == 2
 
 
 def test_slow_reply_past_the_timeout(fake_openai: FakeOpenAIServer) -> None:
@@ -287,13 +295,6 @@ def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpen
 def test_missing_model_is_explained(openai_env: None) -> None:
     with pytest.raises(ValidationError, match="needs a model name"):
         make_proposer("openai", base_url="http://127.0.0.1:9/v1")
-
-
-def test_retry_after_http_date() -> None:
-    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-    assert retry_after_seconds({"Retry-After": "Sun, 01 Mar 2026 12:00:30 GMT"}, now) == 30.0
-    assert retry_after_seconds({"Retry-After": "soon"}, now) is None
-    assert retry_after_seconds({}, now) is None
 
 
 def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: FakeOpenAIServer) -> None:

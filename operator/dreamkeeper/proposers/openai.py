@@ -1,7 +1,8 @@
 """The OpenAI-compatible proposer: one Chat Completions request per batch the engine offers, structured output when
-the server has it, tolerant parsing when it does not, our own retry policy, a per-cycle token budget and exact token
-accounting from the API's ``usage`` fields. It is untrusted like every proposer: a reply it cannot read becomes an
-unusable batch (nothing changes, nothing is stamped reviewed), and the engine validates everything else.
+the server has it, tolerant parsing when it does not, the client's own retries (``openai_client``), a per-cycle
+token budget and exact token accounting from the API's ``usage`` fields. It is untrusted like every proposer: a
+reply it cannot read becomes an unusable batch (nothing changes, nothing is stamped reviewed), and the engine
+validates everything else.
 
 Frugal by default: only near-duplicate clusters are shown (a lone entry can only be pruned, the action we trust
 least), and a small fresh offer is deferred until it is worth a request (see ``openai_defer``).
@@ -12,15 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 import openai
-from openai import AsyncOpenAI
 
 from dreamkeeper.consolidation.proposal import (
     Batch,
@@ -30,10 +28,18 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
+from dreamkeeper.proposers.openai_client import (
+    FATAL_STATUS,
+    ProposerClient,
+    counting,
+    describe,
+    is_format_rejection,
+    is_retryable,
+    status_of,
+)
 from dreamkeeper.proposers.openai_config import OpenAIProposerConfig, require_api_key
 from dreamkeeper.proposers.openai_defer import defer_reason, measure
 from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
-from dreamkeeper.proposers.openai_retry import FATAL_STATUS, decide, describe, is_format_rejection, status_of
 from dreamkeeper.proposers.prompts import (
     OUTPUT_MODES,
     REPAIR_DIRECTIVE,
@@ -49,7 +55,6 @@ __all__ = ["CallResult", "OpenAIProposer", "OpenAIProposerConfig"]
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 Messages = list[dict[str, str]]
 DEFAULT_CHARS_PER_TOKEN = 4.0
 
@@ -68,26 +73,17 @@ class CallResult:
 class OpenAIProposer:
     name = "openai"
 
-    def __init__(
-        self,
-        config: OpenAIProposerConfig,
-        *,
-        sleep: Sleep = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
+    def __init__(self, config: OpenAIProposerConfig) -> None:
         require_api_key()
         self.config = config
-        self._sleep = sleep  # injectable so tests see the waits without spending them
-        self._rng = rng or random.Random()
         self._mode: OutputMode = config.output_mode  # downgraded for good when the server rejects it
-        self._client: AsyncOpenAI | None = None
+        self._client: ProposerClient | None = None
         self._usage = ProposerUsage()
         self._stopped: str | None = None
         self._reserved = 0  # estimated prompt tokens of requests in flight
         self._chars_sent = 0
         self._usage_estimated = False
         self._logged_calls = 0
-        self.waits: list[float] = []  # every retry wait, in order (observability and tests)
 
     # ---- Proposer protocol -----------------------------------------------------------------------------
 
@@ -105,7 +101,6 @@ class OpenAIProposer:
         self._stopped = None
         self._reserved = 0
         self._logged_calls = 0
-        self.waits = []
         # When clustering failed every entry looks lone; showing them (RockBot's way) beats stamping them unasked.
         singletons = self.config.offer_singletons or request.degraded
         deferred = defer_reason(
@@ -191,64 +186,59 @@ class OpenAIProposer:
 
     # ---- one request, with retries, format fallback and budget -------------------------------------------
 
-    def _client_for_cycle(self) -> AsyncOpenAI:
+    def _client_for_cycle(self) -> ProposerClient:
         if self._client is None:
-            # max_retries=0: the retry policy is ours (Retry-After, budget, circuit), not the client's.
-            self._client = AsyncOpenAI(base_url=self.config.base_url, timeout=self.config.timeout, max_retries=0)
+            c = self.config
+            self._client = ProposerClient(c.base_url, c.timeout, c.max_retries, c.retry_after_max)
         return self._client
 
     async def _complete(self, messages: Messages, kind: Literal["proposal", "repair"], what: str) -> CallResult:
-        attempt = 0
+        """One call: the client retries what is worth retrying; a rejected output mode is sent again in the next."""
         while True:
             if self._stopped:
-                return CallResult(None, self._stopped, unsent=attempt == 0)
+                return CallResult(None, self._stopped, unsent=True)
             reserve = self._reserve(messages)
             if reserve is None:
-                return CallResult(None, self._stopped, unsent=attempt == 0)
+                return CallResult(None, self._stopped, unsent=True)
             sent_mode = self._mode
-            kwargs = self._request_args(messages, kind)
-            self._usage.calls += 1
             started = time.monotonic()
-            try:
-                response = await self._client_for_cycle().chat.completions.create(**kwargs)
-            except openai.OpenAIError as exc:
-                self._reserved -= reserve
-                self._usage.failed_calls += 1
-                elapsed = time.monotonic() - started
-                if is_format_rejection(exc) and (sent_mode != self._mode or self._downgrade(exc)):
-                    continue  # the same request again in the next output mode; not a retry
-                decision = decide(
-                    exc,
-                    attempt,
-                    self.config.max_retries,
-                    self.config.backoff(attempt),
-                    self.config.retry_after_max,
-                    self._rng,
-                )
-                log.debug("openai %s: %s after %.2fs", what, describe(exc), elapsed)
-                if decision.retry:
-                    log.info(
-                        "openai %s: %s; retrying in %.1fs (%s, retry %d of %d)",
-                        what,
-                        describe(exc),
-                        decision.delay,
-                        decision.reason,
-                        attempt + 1,
-                        self.config.max_retries,
+            failure: openai.OpenAIError | None = None
+            with counting() as attempts:
+                try:
+                    response = await self._client_for_cycle().openai.chat.completions.create(
+                        **self._request_args(messages, kind)
                     )
-                    self.waits.append(decision.delay)
-                    await self._sleep(decision.delay)
-                    attempt += 1
-                    continue
-                error = f"{describe(exc)}; {decision.reason}"
-                log.warning("openai %s failed: %s", what, error)
-                if decision.reason != "not retryable" or status_of(exc) in FATAL_STATUS:
-                    # The endpoint is down, throttling past our patience, or refusing us: stop asking this cycle.
-                    self._stopped = f"endpoint unavailable: {error}"
-                    self._note(self._stopped)
-                return CallResult(None, error)
+                except openai.OpenAIError as exc:
+                    failure = exc
             self._reserved -= reserve
-            return self._read(response, messages, what, time.monotonic() - started)
+            self._usage.calls += attempts.sent
+            self._usage.failed_calls += attempts.sent - (failure is None)
+            if failure is None:
+                return self._read(response, messages, what, time.monotonic() - started)
+            log.debug("openai %s: %s after %.2fs", what, describe(failure), time.monotonic() - started)
+            if is_format_rejection(failure) and (sent_mode != self._mode or self._downgrade(failure)):
+                continue  # the same request again in the next output mode; not a retry
+            return self._failed(failure, what, retries=attempts.sent - 1)
+
+    def _failed(self, exc: openai.OpenAIError, what: str, retries: int) -> CallResult:
+        """Why the call failed; a failure that will repeat (endpoint down, throttled past our patience, refusing
+        us) stops this cycle's requests, so the remaining batches wait for the next cycle."""
+        stop = is_retryable(exc) or status_of(exc) in FATAL_STATUS
+        if not is_retryable(exc):
+            reason = "not retryable"
+        else:
+            client = self._client_for_cycle()
+            asked = client.retry_after(exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
+            if asked is not None and asked > client.retry_after_max:
+                reason = f"server asked to wait {asked:.0f}s, over the {client.retry_after_max:.0f}s limit"
+            else:
+                reason = f"gave up after {retries} retr{'y' if retries == 1 else 'ies'}"
+        error = f"{describe(exc)}; {reason}"
+        log.warning("openai %s failed: %s", what, error)
+        if stop:
+            self._stopped = f"endpoint unavailable: {error}"
+            self._note(self._stopped)
+        return CallResult(None, error)
 
     def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
         args: dict[str, Any] = {"model": self.config.model, "messages": messages}

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,11 +72,11 @@ class OpenAIProposerConfig(BaseModel):
     model: str = Field(min_length=1)
     base_url: str | None = None  # None: OPENAI_BASE_URL, else the OpenAI API (the openai package's rule)
     timeout: float = Field(default=120.0, gt=0, description="seconds per request")
+    # Retries are the openai client's (backoff with jitter, Retry-After, x-should-retry): see openai_client.
     max_retries: int = Field(default=4, ge=0, le=20, description="retries of one request on 408/409/429/5xx")
-    backoff_initial: float = Field(default=1.0, ge=0)
-    backoff_max: float = Field(default=60.0, ge=0)
     # A server asking for a longer wait than this is not retried: the cycle keeps what it has instead of stalling.
-    retry_after_max: float = Field(default=300.0, ge=0)
+    # The client itself never waits longer than two minutes.
+    retry_after_max: float = Field(default=120.0, ge=0, le=120)
     token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
     output_mode: OutputMode = "json_schema"
@@ -111,9 +110,3 @@ class OpenAIProposerConfig(BaseModel):
             if name and name in self.prices:
                 return self.prices[name]
         return None
-
-    def backoff(self, attempt: int) -> float:
-        """The exponential ceiling for retry ``attempt`` (0-based); jitter is applied by the caller."""
-        if attempt > 60:
-            return self.backoff_max
-        return min(self.backoff_max, self.backoff_initial * math.pow(2, attempt))

@@ -17,7 +17,8 @@ from dreamkeeper.consolidation.report import read_report
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH
-from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+from dreamkeeper.proposers.config import ProposerConfig
+from dreamkeeper.proposers.openai import OpenAIProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
@@ -50,7 +51,7 @@ def dream(
 ) -> Run:
     options = dict(model="m", base_url=server.base_url, timeout=5.0, max_retries=2)
     options.update(config)
-    proposer = OpenAIProposer(OpenAIProposerConfig(**options))
+    proposer = OpenAIProposer(ProposerConfig(type="openai", **options))
     cycle_settings = CycleSettings(min_interval_hours=0, **(settings or {}))
     outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=agent_dir, settings=cycle_settings, now=now), proposer))
     return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir)

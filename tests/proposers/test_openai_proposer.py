@@ -27,9 +27,9 @@ from dreamkeeper.consolidation.proposal import (
     RepairRequest,
 )
 from dreamkeeper.memory import Entry
+from dreamkeeper.proposers.config import MissingAPIKeyError, ProposerConfig
 from dreamkeeper.proposers.factory import make_proposer
-from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
-from dreamkeeper.proposers.openai_config import MissingAPIKeyError
+from dreamkeeper.proposers.openai import OpenAIProposer
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -56,7 +56,7 @@ def proposer(server: FakeOpenAIServer, **config: Any) -> OpenAIProposer:
         "defer_below_entries": 0,  # these entries are brand new; deferral has its own tests
     }
     settings.update(config)
-    return OpenAIProposer(OpenAIProposerConfig(**settings))
+    return OpenAIProposer(ProposerConfig(type="openai", **settings))
 
 
 def run_propose(p: OpenAIProposer, req: ProposalRequest) -> list[BatchReply]:
@@ -254,7 +254,7 @@ def test_bad_price_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "llm-pricing.json"
     bad.write_text('{"m": {"input": -1, "output": 2}}')
     with pytest.raises(ValidationError, match="bad price for model 'm'"):
-        OpenAIProposerConfig(model="m", price_file=bad)
+        ProposerConfig(type="openai", model="m", price_file=bad)
 
 
 def test_repair_sends_rockbot_sections_and_returns_revised_text(fake_openai: FakeOpenAIServer) -> None:
@@ -279,14 +279,14 @@ def test_repair_sends_rockbot_sections_and_returns_revised_text(fake_openai: Fak
 def test_key_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY is not set"):
-        make_proposer("openai", model="m")
-    assert "api_key" not in OpenAIProposerConfig.model_fields
+        make_proposer(ProposerConfig(type="openai", model="m"))
+    assert "api_key" not in ProposerConfig.model_fields
 
 
 def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpenAIServer, monkeypatch: Any) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     fake_openai.script(Reply.json(EMPTY))
-    p = make_proposer("openai", model="m", timeout=5.0, defer_below_entries=0)
+    p = make_proposer(ProposerConfig(type="openai", model="m", timeout=5.0, defer_below_entries=0))
     assert isinstance(p, OpenAIProposer)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is not None and len(fake_openai.completions) == 1
@@ -294,7 +294,7 @@ def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpen
 
 def test_missing_model_is_explained(openai_env: None) -> None:
     with pytest.raises(ValidationError, match="needs a model name"):
-        make_proposer("openai", base_url="http://127.0.0.1:9/v1")
+        make_proposer(ProposerConfig.model_validate({"type": "openai", "base_url": "http://127.0.0.1:9/v1"}))
 
 
 def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: FakeOpenAIServer) -> None:

@@ -28,6 +28,7 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
+from dreamkeeper.proposers.config import ProposerConfig, require_api_key
 from dreamkeeper.proposers.openai_client import (
     FATAL_STATUS,
     ProposerClient,
@@ -37,7 +38,6 @@ from dreamkeeper.proposers.openai_client import (
     is_retryable,
     status_of,
 )
-from dreamkeeper.proposers.openai_config import OpenAIProposerConfig, require_api_key
 from dreamkeeper.proposers.openai_defer import defer_reason, measure
 from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
 from dreamkeeper.proposers.prompts import (
@@ -51,7 +51,7 @@ from dreamkeeper.proposers.prompts import (
     user_message,
 )
 
-__all__ = ["CallResult", "OpenAIProposer", "OpenAIProposerConfig"]
+__all__ = ["CallResult", "OpenAIProposer"]
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,12 @@ class CallResult:
 class OpenAIProposer:
     name = "openai"
 
-    def __init__(self, config: OpenAIProposerConfig) -> None:
+    def __init__(self, config: ProposerConfig) -> None:
+        if config.type != "openai" or config.model is None:
+            raise ValueError("OpenAIProposer needs a ProposerConfig of type openai with a model")
         require_api_key()
         self.config = config
+        self.model = config.model
         self._mode: OutputMode = config.output_mode  # downgraded for good when the server rejects it
         self._client: ProposerClient | None = None
         self._usage = ProposerUsage()
@@ -241,7 +244,7 @@ class OpenAIProposer:
         return CallResult(None, error)
 
     def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        args: dict[str, Any] = {"model": self.model, "messages": messages}
         fmt = response_format(self._mode, kind)
         if fmt is not None:
             args["response_format"] = fmt

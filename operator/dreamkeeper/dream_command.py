@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds (120)."),
         temperature: float | None = typer.Option(None, help="openai: sampling temperature (the server's default)."),
         max_output_tokens: int | None = typer.Option(
-            None, help="openai: ceiling of each request's max_tokens (sized from what it shows)."
+            None, help="openai: every request's max_tokens (default: sized from the entries it shows)."
         ),
         max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
         token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget (input + output)."),

@@ -156,7 +156,7 @@ class ProposerSpec(KubeModel):
         default=None,
         ge=1,
         le=1_000_000,
-        description="openai: ceiling of each request's max_tokens (each is sized from the entries it shows).",
+        description="openai: every request's max_tokens (default: sized from the entries each shows).",
     )
     output_mode: Literal["json_schema", "json_object", "none"] | None = Field(
         default=None,

@@ -100,7 +100,8 @@ class ProposerConfig(BaseModel):
     defer_below_entries: int = Field(default=8, ge=0)
     defer_max_hours: float = Field(default=24.0, ge=0)
     temperature: float | None = Field(default=None, ge=0, le=2, description="None: the server's default")
-    # Every request carries max_tokens sized from what it shows (openai_budget); this caps it.
+    # Every request carries max_tokens, sized from what it shows (openai_output); set, this is every request's
+    # max_tokens instead (a reasoning model needs more, a tight budget less).
     max_output_tokens: int | None = Field(default=None, ge=1)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     price_file: Path | None = None

@@ -39,13 +39,12 @@ from dreamkeeper.proposers.openai_client import (
     status_of,
 )
 from dreamkeeper.proposers.openai_defer import defer_reason, measure
+from dreamkeeper.proposers.openai_output import OutputNegotiation, halves, joined, reply_tokens
 from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
 from dreamkeeper.proposers.prompts import (
-    OUTPUT_MODES,
     REPAIR_DIRECTIVE,
     OutputMode,
     repair_message,
-    response_format,
     shown_groups,
     system_prompt,
     user_message,
@@ -56,7 +55,19 @@ __all__ = ["CallResult", "OpenAIProposer"]
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
+Kind = Literal["proposal", "repair"]
 DEFAULT_CHARS_PER_TOKEN = 4.0
+
+
+@dataclass
+class _Answer:
+    """A batch's proposal, or why there is none (the CallResult flags carried along)."""
+
+    proposal: Proposal | None
+    error: str | None = None
+    invalid: bool = False
+    unsent: bool = False
+    cut_off: bool = False
 
 
 @dataclass
@@ -68,6 +79,7 @@ class CallResult:
     error: str | None = None
     invalid: bool = False
     unsent: bool = False  # never sent: the budget or an earlier failure stopped this cycle's requests
+    cut_off: bool = False  # finish_reason=length: the reply hit max_tokens
 
 
 class OpenAIProposer:
@@ -79,7 +91,7 @@ class OpenAIProposer:
         require_api_key()
         self.config = config
         self.model = config.model
-        self._mode: OutputMode = config.output_mode  # downgraded for good when the server rejects it
+        self._output = OutputNegotiation(config.output_mode)  # moves on for good when the server rejects a mode
         self._client: ProposerClient | None = None
         self._usage = ProposerUsage()
         self._stopped: str | None = None
@@ -92,7 +104,7 @@ class OpenAIProposer:
 
     @property
     def output_mode(self) -> OutputMode:
-        return self._mode
+        return self._output.mode
 
     def usage(self) -> ProposerUsage:
         return self._usage
@@ -145,25 +157,50 @@ class OpenAIProposer:
     async def _propose_batch(
         self, batch: Batch, request: ProposalRequest, system: str, singletons: bool
     ) -> tuple[BatchReply, bool]:
-        """The reply for one batch, and whether it went unsent (budget or endpoint stop)."""
+        """The reply for one batch, and whether it went unsent (budget or endpoint stop). A reply cut off at
+        ``max_tokens`` is asked again once, in two halves with the same limit each; cut off again, it is unusable."""
         what = f"batch {batch.index + 1}/{len(request.batches)}"
-        offer = user_message(batch, request, singletons=singletons)
-        if offer is None:
+        shown = [o.entry for g in shown_groups(batch, singletons) for o in batch.entries if o.entry.id in g.ids]
+        if not shown:
             # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
             # answer the model would be allowed to give; the engine stamps them reviewed as usual.
             log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
             return BatchReply(batch.index, Proposal()), False
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
-        result = await self._complete(messages, "proposal", what)
-        if result.text is None:
+        max_tokens = self._reply_tokens(sum(len(e.content) for e in shown), len(shown))
+        result = await self._ask(batch, request, system, singletons, what, max_tokens)
+        parts = halves(batch, singletons) if result.cut_off else None
+        if parts is not None:
+            log.info("openai %s: reply cut off at max_tokens=%d; asking again in two halves", what, max_tokens)
+            result = await self._ask(parts[0], request, system, singletons, f"{what} (first half)", max_tokens)
+            if result.proposal is not None:  # an unusable half spoils the batch: the second is not worth asking
+                first = result.proposal
+                result = await self._ask(parts[1], request, system, singletons, f"{what} (second half)", max_tokens)
+                if result.proposal is not None:
+                    result = _Answer(joined(first, result.proposal))
+            if result.proposal is None:
+                result.error = f"asked again in halves: {result.error}"
+        if result.proposal is None:
+            if result.invalid:
+                self._invalid("proposal", what, result.error or "unusable reply")
             return BatchReply(batch.index, None, result.error), result.unsent
-        try:
-            proposal = parse_proposal(result.text)
-        except ReplyError as exc:
-            self._invalid(what, str(exc))
-            return BatchReply(batch.index, None, str(exc)), False
+        proposal = result.proposal
         log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
         return BatchReply(batch.index, proposal), False
+
+    async def _ask(
+        self, batch: Batch, request: ProposalRequest, system: str, singletons: bool, what: str, max_tokens: int
+    ) -> _Answer:
+        """One request for ``batch`` and its parsed proposal; unusable replies are counted by the caller."""
+        offer = user_message(batch, request, singletons=singletons)
+        assert offer is not None  # the caller only asks about batches with something to show
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
+        result = await self._complete(messages, "proposal", what, max_tokens)
+        if result.text is None:
+            return _Answer(None, result.error, result.invalid, result.unsent, result.cut_off)
+        try:
+            return _Answer(parse_proposal(result.text))
+        except ReplyError as exc:
+            return _Answer(None, str(exc), invalid=True)
 
     async def repair(self, request: RepairRequest) -> str | None:
         messages = [
@@ -171,13 +208,17 @@ class OpenAIProposer:
             {"role": "user", "content": repair_message(request)},
         ]
         what = f"repair of [{', '.join(s.id for s in request.sources)}]"
-        result = await self._complete(messages, "repair", what)
+        sources = [request.merge.content, *(s.content for s in request.sources)]
+        max_tokens = self._reply_tokens(max(len(t) for t in sources) + sum(map(len, request.missing)), 1)
+        result = await self._complete(messages, "repair", what, max_tokens)
         if result.text is None:
+            if result.invalid:
+                self._invalid("repair", what, result.error or "unusable reply")
             return None
         try:
             return parse_repair(result.text)
         except ReplyError as exc:
-            self._invalid(what, str(exc))
+            self._invalid("repair", what, str(exc))
             return None
 
     async def aclose(self) -> None:
@@ -195,21 +236,21 @@ class OpenAIProposer:
             self._client = ProposerClient(c.base_url, c.timeout, c.max_retries, c.retry_after_max)
         return self._client
 
-    async def _complete(self, messages: Messages, kind: Literal["proposal", "repair"], what: str) -> CallResult:
+    async def _complete(self, messages: Messages, kind: Kind, what: str, max_tokens: int) -> CallResult:
         """One call: the client retries what is worth retrying; a rejected output mode is sent again in the next."""
         while True:
             if self._stopped:
                 return CallResult(None, self._stopped, unsent=True)
-            reserve = self._reserve(messages)
+            reserve = self._reserve(messages, max_tokens)
             if reserve is None:
                 return CallResult(None, self._stopped, unsent=True)
-            sent_mode = self._mode
+            sent_step = self._output.step
             started = time.monotonic()
             failure: openai.OpenAIError | None = None
             with counting() as attempts:
                 try:
                     response = await self._client_for_cycle().openai.chat.completions.create(
-                        **self._request_args(messages, kind)
+                        **self._request_args(messages, kind, max_tokens)
                     )
                 except openai.OpenAIError as exc:
                     failure = exc
@@ -217,13 +258,13 @@ class OpenAIProposer:
             self._usage.calls += attempts.sent
             self._usage.failed_calls += attempts.sent - (failure is None)
             if failure is None:
-                return self._read(response, messages, what, time.monotonic() - started)
+                return self._read(response, messages, what, time.monotonic() - started, max_tokens)
             log.debug("openai %s: %s after %.2fs", what, describe(failure), time.monotonic() - started)
-            if is_format_rejection(failure) and (sent_mode != self._mode or self._downgrade(failure)):
+            if is_format_rejection(failure) and (sent_step != self._output.step or self._downgrade(failure)):
                 continue  # the same request again in the next output mode; not a retry
-            return self._failed(failure, what, retries=attempts.sent - 1)
+            return self._failed(failure, kind, what, retries=attempts.sent - 1)
 
-    def _failed(self, exc: openai.OpenAIError, what: str, retries: int) -> CallResult:
+    def _failed(self, exc: openai.OpenAIError, kind: Kind, what: str, retries: int) -> CallResult:
         """Why the call failed; a failure that will repeat (endpoint down, throttled past our patience, refusing
         us) stops this cycle's requests, so the remaining batches wait for the next cycle."""
         stop = is_retryable(exc) or status_of(exc) in FATAL_STATUS
@@ -237,48 +278,54 @@ class OpenAIProposer:
             else:
                 reason = f"gave up after {retries} retr{'y' if retries == 1 else 'ies'}"
         error = f"{describe(exc)}; {reason}"
-        log.warning("openai %s failed: %s", what, error)
-        if stop:
+        if stop and not self._stopped:
             self._stopped = f"endpoint unavailable: {error}"
             self._note(self._stopped)
+            log.warning("openai %s failed, no more requests this cycle: %s", what, error)
+        else:
+            # A batch's failure is logged by the engine with the batch's error; only a repair's is logged here.
+            log.log(logging.WARNING if kind == "repair" else logging.DEBUG, "openai %s failed: %s", what, error)
         return CallResult(None, error)
 
-    def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": self.model, "messages": messages}
-        fmt = response_format(self._mode, kind)
+    def _request_args(self, messages: Messages, kind: Kind, max_tokens: int) -> dict[str, Any]:
+        args: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        fmt = self._output.response_format(kind)
         if fmt is not None:
             args["response_format"] = fmt
         if self.config.temperature is not None:
             args["temperature"] = self.config.temperature
-        if self.config.max_output_tokens is not None:
-            args["max_tokens"] = self.config.max_output_tokens
         return args
 
+    def _reply_tokens(self, content_chars: int, entries: int) -> int:
+        return reply_tokens(self._estimate(content_chars), entries, self.config.max_output_tokens)
+
     def _downgrade(self, exc: BaseException) -> bool:
-        index = OUTPUT_MODES.index(self._mode)
-        if index + 1 >= len(OUTPUT_MODES):
+        old = self._output.describe()
+        if not self._output.downgrade():
             return False
-        old, self._mode = self._mode, OUTPUT_MODES[index + 1]
-        self._note(f"server rejected response_format {old} ({describe(exc)}); using {self._mode} from now on")
+        self._note(f"server rejected response_format {old} ({describe(exc)}); using {self._output.describe()} now")
         log.warning("openai: %s", self._usage.notes[-1])
         return True
 
-    def _read(self, response: Any, messages: Messages, what: str, elapsed: float) -> CallResult:
+    def _read(self, response: Any, messages: Messages, what: str, elapsed: float, max_tokens: int) -> CallResult:
         choice = response.choices[0] if response.choices else None
         message = choice.message if choice is not None else None
         content: str | None = message.content if message is not None else None
         finish = getattr(choice, "finish_reason", None)
         self._account(response, sum(len(m["content"]) for m in messages), content, what, finish, elapsed)
         if message is None:
-            return self._unusable(what, "reply has no choices")
+            return CallResult(None, "reply has no choices", invalid=True)
         if getattr(message, "refusal", None):
-            return self._unusable(what, f"model refused: {preview(message.refusal)}")
+            return CallResult(None, f"model refused: {preview(message.refusal)}", invalid=True)
         if finish == "length":
-            return self._unusable(what, f"reply cut off at the output limit (finish_reason=length): {preview(content)}")
+            why = (
+                f"reply cut off at the output limit (finish_reason=length, max_tokens={max_tokens}): {preview(content)}"
+            )
+            return CallResult(None, why, invalid=True, cut_off=True)
         if finish == "content_filter":
-            return self._unusable(what, "reply withheld by the server's content filter")
+            return CallResult(None, "reply withheld by the server's content filter", invalid=True)
         if not content or not content.strip():
-            return self._unusable(what, "empty reply")
+            return CallResult(None, "empty reply", invalid=True)
         return CallResult(content)
 
     def _account(
@@ -303,17 +350,16 @@ class OpenAIProposer:
             input_tokens,
             output_tokens,
             finish,
-            self._mode,
+            self._output.describe(),
             elapsed,
         )
 
-    def _unusable(self, what: str, why: str) -> CallResult:
-        self._invalid(what, why)
-        return CallResult(None, why, invalid=True)
-
-    def _invalid(self, what: str, why: str) -> None:
+    def _invalid(self, kind: Kind, what: str, why: str) -> None:
+        """Count an unusable reply. A batch's is logged by the engine (with the batch's error), once; a repair's
+        has no such log, so it is logged here."""
         self._usage.invalid_replies += 1
-        log.warning("openai %s: unusable reply, nothing changes for it — %s", what, why)
+        level = logging.WARNING if kind == "repair" else logging.DEBUG
+        log.log(level, "openai %s: unusable reply, nothing changes for it — %s", what, why)
 
     # ---- budget, cost, notes -------------------------------------------------------------------------------
 
@@ -324,10 +370,11 @@ class OpenAIProposer:
             ratio = self._usage.input_tokens / self._chars_sent
         return math.ceil(chars * ratio)
 
-    def _reserve(self, messages: Messages) -> int | None:
-        """Tokens set aside for a request about to be sent (so concurrent requests cannot overrun the budget
-        together); None when it would not fit, which stops further requests this cycle."""
-        needed = self._estimate(sum(len(m["content"]) for m in messages))
+    def _reserve(self, messages: Messages, max_tokens: int) -> int | None:
+        """Tokens set aside for a request about to be sent, its prompt and the most it may generate (so neither
+        its reply nor concurrent requests can overrun the budget); None when it would not fit, which stops
+        further requests this cycle."""
+        needed = self._estimate(sum(len(m["content"]) for m in messages)) + max_tokens
         budget = self.config.token_budget
         if budget is None:
             return 0
@@ -360,7 +407,7 @@ class OpenAIProposer:
             "openai proposer (%s, %s output) %s: %d request(s), %d input / %d output tokens, %d unusable "
             "repl(ies), %d failed request(s)%s%s",
             self.config.model,
-            self._mode,
+            self._output.describe(),
             scope,
             u.calls,
             u.input_tokens,

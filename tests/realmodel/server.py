@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.cluster.controlplane import free_port
 from tests.cluster.procs import ManagedProcess
-from tests.cluster.tools import cache_root
+from tests.cluster.tools import cache_root, read_pins
 
 HERE = Path(__file__).resolve().parent
 VERSIONS_FILE = HERE / "versions.env"
@@ -60,13 +60,7 @@ class LlamaServerError(RuntimeError):
 
 @cache
 def pins() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
+    return read_pins(VERSIONS_FILE)
 
 
 def install_dir() -> Path:

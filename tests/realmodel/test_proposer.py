@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.proposal import Batch, BatchReply, ProposalRequest
+from dreamkeeper.consolidation.proposal import Batch
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.proposers.config import ProposerConfig
@@ -26,7 +26,7 @@ from dreamkeeper.proposers.prompts import OFFER_CONTRACT, PROPOSAL_SCHEMA, user_
 from tests.consolidation.corpus import BASE_TIME, entry_files, write_corpus
 from tests.proposers.fake_openai import llama_cpp_format_error
 from tests.proposers.scenario import ALL_IDS, SEEDS
-from tests.proposers.test_openai_proposer import batch, request
+from tests.proposers.test_openai_proposer import batch, request, run_propose
 from tests.realmodel.server import LlamaServer
 
 
@@ -62,16 +62,6 @@ def proposer(server: LlamaServer, **config: Any) -> OpenAIProposer:
     return OpenAIProposer(ProposerConfig.model_validate({**settings, **config}))
 
 
-def propose(p: OpenAIProposer, req: ProposalRequest) -> list[BatchReply]:
-    async def go() -> list[BatchReply]:
-        try:
-            return await p.propose(req)
-        finally:
-            await p.aclose()
-
-    return asyncio.run(go())
-
-
 def test_finding1_the_real_server_answers_json_schema_with_the_500_the_fake_imitates(
     smollm2_server: LlamaServer, client: Any
 ) -> None:
@@ -94,7 +84,7 @@ def test_finding1_the_proposer_moves_to_json_object_at_once_against_the_real_ser
     smollm2_server: LlamaServer, local_key: None
 ) -> None:
     p = proposer(smollm2_server, max_retries=4, max_output_tokens=48)
-    (reply,) = propose(p, request(batch(0, "a", "b")))
+    (reply,) = run_propose(p, request(batch(0, "a", "b")))
     usage = p.usage()
     assert (usage.calls, usage.failed_calls) == (2, 1)  # the 500, then json_object: no retry of the 500
     assert p.output_mode == "json_object"
@@ -125,7 +115,7 @@ def test_finding4_max_tokens_reaches_the_real_server_and_a_cut_off_reply_is_coun
     p = proposer(smollm2_server, output_mode="json_object", max_output_tokens=5)
     first, second = batch(0, "a", "b"), batch(0, "c", "d")
     two_clusters = Batch(0, (*first.groups, *second.groups), (*first.entries, *second.entries))
-    (reply,) = propose(p, request(two_clusters))
+    (reply,) = run_propose(p, request(two_clusters))
     usage = p.usage()
     assert reply.proposal is None and "max_tokens=5" in (reply.error or "")
     assert "asked again in halves" in (reply.error or "")

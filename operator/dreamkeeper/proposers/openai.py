@@ -171,14 +171,7 @@ class OpenAIProposer:
         parts = halves(batch, singletons) if result.cut_off else None
         if parts is not None:
             log.info("openai %s: reply cut off at max_tokens=%d; asking again in two halves", what, max_tokens)
-            result = await self._ask(parts[0], request, system, singletons, f"{what} (first half)", max_tokens)
-            if result.proposal is not None:  # an unusable half spoils the batch: the second is not worth asking
-                first = result.proposal
-                result = await self._ask(parts[1], request, system, singletons, f"{what} (second half)", max_tokens)
-                if result.proposal is not None:
-                    result = _Answer(joined(first, result.proposal))
-            if result.proposal is None:
-                result.error = f"asked again in halves: {result.error}"
+            result = await self._ask_halves(parts, request, system, singletons, what, max_tokens)
         if result.proposal is None:
             if result.invalid:
                 self._invalid("proposal", what, result.error or "unusable reply")
@@ -186,6 +179,25 @@ class OpenAIProposer:
         proposal = result.proposal
         log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
         return BatchReply(batch.index, proposal), False
+
+    async def _ask_halves(
+        self,
+        parts: tuple[Batch, Batch],
+        request: ProposalRequest,
+        system: str,
+        singletons: bool,
+        what: str,
+        max_tokens: int,
+    ) -> _Answer:
+        """Both halves' proposals joined; an unusable first half spoils the batch, so the second is not asked."""
+        first = await self._ask(parts[0], request, system, singletons, f"{what} (first half)", max_tokens)
+        if first.proposal is not None:
+            second = await self._ask(parts[1], request, system, singletons, f"{what} (second half)", max_tokens)
+            if second.proposal is not None:
+                return _Answer(joined(first.proposal, second.proposal))
+            first = second
+        first.error = f"asked again in halves: {first.error}"
+        return first
 
     async def _ask(
         self, batch: Batch, request: ProposalRequest, system: str, singletons: bool, what: str, max_tokens: int

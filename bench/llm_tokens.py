@@ -53,7 +53,8 @@ from dreamkeeper.memory.sample_content import (
     project_families,
     trip_families,
 )
-from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+from dreamkeeper.proposers.config import ProposerConfig
+from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
 
 RESULTS = Path(__file__).parent / "results"
@@ -375,10 +376,10 @@ async def simulate(cycles: int, seed: int, initial_families: int, work: Path) ->
     hard_deletes = 0
     started = time.monotonic()
     with FakeOpenAIServer(responder=responder) as server:
-        config = OpenAIProposerConfig(model="bench", base_url=server.base_url, timeout=60, max_retries=0)
+        config = ProposerConfig(type="openai", model="bench", base_url=server.base_url, timeout=60, max_retries=0)
         all_config = config.model_copy(update={"offer_singletons": True})
 
-        async def openai_cycle(agent_dir: Path, store: MemoryStore, cfg: OpenAIProposerConfig, now: datetime) -> Any:
+        async def openai_cycle(agent_dir: Path, store: MemoryStore, cfg: ProposerConfig, now: datetime) -> Any:
             _write(store, mined)
             before = len(server.requests)
             outcome = await run_cycle(

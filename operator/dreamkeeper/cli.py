@@ -1,7 +1,8 @@
 """The `dreamkeeper` command line: one root app composed of each concern's sub-commands.
 
 Each package owns its commands (``memory/cli.py``, ``coverage/cli.py``, ...); this module only wires them,
-so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept.
+so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept. ``dream``
+joins a cycle to a proposer, so it lives at this layer (``dream_command.py``), not inside either package.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _register() -> None:
     for module_name in (
         "dreamkeeper.coverage.cli",
         "dreamkeeper.consolidation.cli",
-        "dreamkeeper.proposers.cli",
+        "dreamkeeper.dream_command",
         "dreamkeeper.kube.cli",
     ):
         try:

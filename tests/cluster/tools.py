@@ -22,16 +22,21 @@ class ToolMissingError(RuntimeError):
     """A binary the cluster tests need is absent or of the wrong version; the message says how to get it."""
 
 
-@cache
-def pins() -> dict[str, str]:
-    """The KEY=VALUE pins of versions.env."""
+def read_pins(path: Path) -> dict[str, str]:
+    """The KEY=VALUE lines of a shell-sourceable pins file (comments and blank lines skipped)."""
     out: dict[str, str] = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)
             out[key.strip()] = value.strip()
     return out
+
+
+@cache
+def pins() -> dict[str, str]:
+    """The KEY=VALUE pins of versions.env."""
+    return read_pins(VERSIONS_FILE)
 
 
 def cache_root() -> Path:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.dream_command import proposer_config
 from dreamkeeper.kube.jobspec import JobDefaults, JobRequest, VocabularySource, build_job, cycle_settings
 from dreamkeeper.kube.models import DreamScheduleSpec
 from dreamkeeper.kube.placement import Placement
+from dreamkeeper.proposers.config import ProposerConfig
 
 SLOT = datetime(2026, 1, 1, 3, tzinfo=UTC)
 
@@ -73,8 +76,9 @@ def test_the_dream_container_gets_the_agent_dir_and_the_settings() -> None:
     assert dream["command"] == ["dreamkeeper"]
     assert args[:2] == ["dream", "/data/profiles/rockbot"]
     settings = json.loads(args[args.index("--settings-json") + 1])
-    assert settings == {"retention_days": 30, "floor": {"importance": 0.9}}
-    assert CycleSettings.model_validate(settings).floor.reinforcement == 5
+    assert settings == {"retention_days": 30, "floor": {"importance": 0.9}, "proposer": {"type": "offline"}}
+    cycle = {k: v for k, v in settings.items() if k != "proposer"}
+    assert CycleSettings.model_validate(cycle).floor.reinforcement == 5
     assert args[args.index("--termination-message-path") + 1] == "/dev/termination-log"
     assert "--force" not in args
     assert (
@@ -97,10 +101,42 @@ def test_the_api_key_comes_only_from_the_secret() -> None:
     dream = manifest["spec"]["template"]["spec"]["containers"][0]
     key = [e for e in dream["env"] if e["name"] == "OPENAI_API_KEY"]
     assert key == [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "token"}}}]
-    args = dream["args"]
-    assert args[args.index("--model") + 1] == "gpt-x"
-    assert args[args.index("--base-url") + 1] == "https://llm.example/v1"
-    assert args[args.index("--token-budget") + 1] == "50000"
+    assert not any("OPENAI_API_KEY" in a or "apiKey" in a for a in dream["args"])
+
+
+def test_the_proposer_spec_reaches_the_cycle_as_its_settings_section(tmp_path: Path) -> None:
+    proposer = {
+        "type": "openai",
+        "model": "gpt-x",
+        "baseURL": "https://llm.example/v1",
+        "tokenBudget": 50000,
+        "timeoutSeconds": 45,
+        "temperature": 0.2,
+        "maxOutputTokens": 900,
+        "outputMode": "json_object",
+    }
+    args = job({"proposer": proposer})["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--proposer" not in args and "--model" not in args  # one shape: the settings' proposer section
+    section = json.loads(args[args.index("--settings-json") + 1])["proposer"]
+    assert section == {
+        "type": "openai",
+        "model": "gpt-x",
+        "base_url": "https://llm.example/v1",
+        "token_budget": 50000,
+        "timeout": 45.0,
+        "temperature": 0.2,
+        "max_output_tokens": 900,
+        "output_mode": "json_object",
+    }
+    # What the dream command builds from that section (no flags given) is what the operator validated.
+    config = proposer_config(tmp_path, section, {})
+    assert config == ProposerConfig.model_validate(section)
+    assert (config.timeout, config.temperature, config.max_output_tokens) == (45.0, 0.2, 900)
+
+
+def test_an_openai_proposer_without_a_model_is_an_invalid_spec() -> None:
+    with pytest.raises(ValidationError, match=r"proposer\.model is required"):
+        DreamScheduleSpec.model_validate({"claimName": "c", "schedule": "@daily", "proposer": {"type": "openai"}})
 
 
 def test_the_init_container_seeds_from_the_config_map_without_clobbering() -> None:

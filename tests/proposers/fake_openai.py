@@ -4,6 +4,12 @@ It speaks the real wire protocol on 127.0.0.1 (``POST /v1/chat/completions``), s
 runs unmodified against it. Replies are scripted: a queue of :class:`Reply` objects, then an optional responder
 callable; every request is recorded. Token usage is reported with :func:`estimate_tokens`, so tests can check that
 what the proposer accounts for is exactly what the server said.
+
+Structured output is answered like the server being imitated: ``reject_formats`` names the ``response_format``
+kinds it refuses (``json_schema``, ``json_object``, or ``json_object+schema`` for a json_object that carries a
+schema), with OpenAI's HTTP 400 by default, or — :meth:`FakeOpenAIServer.like_llama_cpp` — with the HTTP 500 that
+llama-cpp-python's server sends for ``json_schema`` (its request model only knows ``text`` and ``json_object``;
+a pydantic validation error becomes a 500), while it accepts ``{"type": "json_object", "schema": …}``.
 """
 
 from __future__ import annotations
@@ -45,9 +51,32 @@ class Reply:
         return cls(content=json.dumps(obj), **kwargs)
 
     @classmethod
-    def error(cls, status: int, message: str, headers: dict[str, str] | None = None, **kwargs: Any) -> Reply:
-        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    def error(
+        cls,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        error_type: str = "invalid_request_error",
+        **kwargs: Any,
+    ) -> Reply:
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
         return cls(content=None, status=status, body=body, headers=headers or {}, **kwargs)
+
+
+def llama_cpp_format_error(fmt: str) -> Reply:
+    """llama-cpp-python 0.3.36's answer to an unsupported response_format type, as its server sent it (the file
+    path shortened): HTTP 500, the pydantic validation error as the message."""
+    message = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        f"'msg': \"Input should be 'text' or 'json_object'\", 'input': '{fmt}', "
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n"
+        '  File "llama_cpp/server/app.py", line 376, in create_chat_completion\n    POST /v1/chat/completions'
+    )
+    return Reply.error(500, message, error_type="internal_server_error")
+
+
+def openai_format_error(fmt: str) -> Reply:
+    return Reply.error(400, f"Invalid parameter: 'response_format' of type '{fmt}' is not supported.")
 
 
 @dataclass
@@ -72,8 +101,12 @@ class RecordedRequest:
 
     @property
     def response_format(self) -> str | None:
+        """The response_format type, ``json_object+schema`` for a json_object that carries a schema."""
         fmt = self.body.get("response_format")
-        return str(fmt.get("type")) if isinstance(fmt, dict) else None
+        if not isinstance(fmt, dict):
+            return None
+        kind = str(fmt.get("type"))
+        return f"{kind}+schema" if kind == "json_object" and "schema" in fmt else kind
 
 
 Responder = Callable[[RecordedRequest], Reply]
@@ -82,16 +115,26 @@ Responder = Callable[[RecordedRequest], Reply]
 class FakeOpenAIServer:
     """``with FakeOpenAIServer() as server: server.script(Reply.json({...})); ... server.base_url``"""
 
-    def __init__(self, responder: Responder | None = None, reject_formats: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        reject_formats: set[str] | None = None,
+        rejection: Callable[[str], Reply] = openai_format_error,
+    ) -> None:
         self.responder = responder
-        # response_format types answered with a 400 that names the parameter, like servers without schema support
+        # response_format kinds answered with an error that names the parameter, like servers without that support
         self.reject_formats = set(reject_formats or ())
+        self.rejection = rejection
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def like_llama_cpp(cls, responder: Responder | None = None) -> FakeOpenAIServer:
+        return cls(responder, reject_formats={"json_schema"}, rejection=llama_cpp_format_error)
 
     # ---- scripting -------------------------------------------------------------------------------------
 
@@ -110,8 +153,8 @@ class FakeOpenAIServer:
 
     def _next_reply(self, request: RecordedRequest) -> Reply:
         fmt = request.response_format
-        if fmt is not None and fmt in self.reject_formats:
-            return Reply.error(400, f"Invalid parameter: 'response_format' of type '{fmt}' is not supported.")
+        if fmt is not None and {fmt, fmt.split("+")[0]} & self.reject_formats:
+            return self.rejection(fmt.split("+")[0])
         with self._lock:
             if self._queue:
                 return self._queue.popleft()

@@ -85,3 +85,31 @@ def test_missing_key_is_a_usage_error_and_nothing_is_touched(agent: Path) -> Non
 def test_missing_model_is_a_usage_error(agent: Path) -> None:
     done = dreamkeeper(agent, "--proposer", "openai", "--base-url", "http://127.0.0.1:9/v1")
     assert done.returncode == 2 and "needs a model name" in done.stderr
+
+
+def test_finding4_the_settings_proposer_section_and_flags_reach_the_request(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    settings = agent / "settings.json"
+    section = {"type": "openai", "model": "from-file", "base_url": fake_openai.base_url, "temperature": 0.1}
+    settings.write_text(json.dumps({"retention_days": 30, "proposer": {**section, "max_output_tokens": 300}}))
+    fake_openai.script(Reply.json(GOOD))
+    done = dreamkeeper(agent, "--settings", str(settings), "--model", "m", "--temperature", "0.3", "--json")
+    assert done.returncode == 0, done.stderr
+    (sent,) = fake_openai.completions
+    assert (sent.body["model"], sent.body["temperature"], sent.body["max_tokens"]) == ("m", 0.3, 300)
+    assert json.loads(done.stdout)["saved"] == 2
+
+
+def test_finding4_the_timeout_from_the_settings_reaches_the_client(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json(GOOD, delay=30))
+    proposer = {"type": "openai", "model": "m", "base_url": fake_openai.base_url, "timeout": 0.5, "max_retries": 0}
+    done = dreamkeeper(agent, "--settings-json", json.dumps({"proposer": proposer}), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["llmCalls"] == 1 and any("timed out" in n for n in report["notes"])
+
+
+def test_a_bad_proposer_section_is_a_usage_error(agent: Path) -> None:
+    done = dreamkeeper(agent, "--settings-json", '{"proposer": {"type": "openai", "model": "m", "temperature": 9}}')
+    assert done.returncode == 2 and "temperature" in done.stderr

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,18 +18,12 @@ from dreamkeeper.consolidation.report import read_report
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH
-from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+from dreamkeeper.proposers.config import ProposerConfig
+from dreamkeeper.proposers.openai import OpenAIProposer
+from dreamkeeper.proposers.prompts import OFFER_CONTRACT
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
-
-
-class Waits:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @dataclass
@@ -36,7 +31,6 @@ class Run:
     outcome: CycleOutcome
     store: MemoryStore
     agent_dir: Path
-    waits: list[float] = field(default_factory=list)
 
     @property
     def report(self) -> Any:
@@ -59,11 +53,10 @@ def dream(
 ) -> Run:
     options = dict(model="m", base_url=server.base_url, timeout=5.0, max_retries=2)
     options.update(config)
-    waits = Waits()
-    proposer = OpenAIProposer(OpenAIProposerConfig(**options), sleep=waits)
+    proposer = OpenAIProposer(ProposerConfig(type="openai", **options))
     cycle_settings = CycleSettings(min_interval_hours=0, **(settings or {}))
     outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=agent_dir, settings=cycle_settings, now=now), proposer))
-    return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir, waits.waits)
+    return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir)
 
 
 def assert_nothing_lost(run: Run, ids: set[str] = ALL_IDS) -> None:
@@ -146,10 +139,9 @@ def test_invented_ids_are_ignored(agent: Path, fake_openai: FakeOpenAIServer) ->
 @pytest.mark.parametrize(
     ("reply", "why"),
     [
-        (Reply(content='{"toDelete": ["milo1", "toSave": [}'), "no JSON object"),
+        (Reply(content='{"toDelete": ["milo1", "toSave": [}'), "JSON does not parse"),
         (Reply(content=""), "empty reply"),
         (Reply(content='{"toDelete": "milo1"}'), "proposal schema"),
-        (Reply(content=json.dumps(GOOD)[:60], finish_reason="length"), "cut off"),
         (Reply(content=None, refusal="I can't do that."), "refused"),
     ],
 )
@@ -182,21 +174,22 @@ def test_wrapped_replies_are_read(agent: Path, fake_openai: FakeOpenAIServer, wr
 
 
 def test_429_then_success(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply.error(429, "Rate limit", {"Retry-After": "2"}), Reply.json(GOOD))
+    fake_openai.script(Reply.error(429, "Rate limit", {"Retry-After": "0.6"}), Reply.json(GOOD))
     run = dream(agent, fake_openai)
     assert_nothing_lost(run)
-    assert run.waits == [2.0]
+    first, second = (r.received_at for r in fake_openai.completions)
+    assert second - first >= 0.6  # the server's wait (the client's first backoff is at most 0.5 s)
     assert (run.report.llm_calls, run.report.saved, run.report.archived) == (2, 2, 4)
 
 
 def test_500s_until_retries_end(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.responder = lambda _r: Reply.error(500, "internal error")
+    fake_openai.responder = lambda _r: Reply.error(500, "internal error", {"retry-after-ms": "1"})
     run = dream(agent, fake_openai, max_retries=3)
     assert_nothing_lost(run)
     assert run.live() == ALL_IDS and not any(run.reviewed(i) for i in ALL_IDS)
     r = run.report
     assert (r.llm_calls, r.input_tokens, r.saved, r.archived) == (4, 0, 0, 0)
-    assert len(run.waits) == 3
+    assert len(fake_openai.completions) == 4
     assert any("endpoint unavailable" in n and "HTTP 500" in n for n in r.notes)
 
 
@@ -213,9 +206,92 @@ def test_server_rejecting_json_schema(agent: Path, openai_env: None) -> None:
         server.script(Reply.json(GOOD))
         run = dream(agent, server)
         assert_nothing_lost(run)
-        assert [r.response_format for r in server.completions] == ["json_schema", "json_object"]
+        assert [r.response_format for r in server.completions] == ["json_schema", "json_object+schema"]
         assert (run.report.saved, run.report.llm_calls) == (2, 2)
-        assert any("json_object from now on" in n for n in run.report.notes)
+        assert any("using json_object with schema now" in n for n in run.report.notes)
+
+
+def test_finding1_a_llama_cpp_server_is_asked_in_json_object_and_the_cycle_uses_its_reply(
+    agent: Path, openai_env: None
+) -> None:
+    with FakeOpenAIServer.like_llama_cpp() as server:
+        server.script(Reply.json(GOOD))
+        run = dream(agent, server, max_retries=4)
+        assert_nothing_lost(run)
+        assert [r.status for r in server.completions] == [500, 200]
+        assert (run.report.saved, run.report.archived, run.report.llm_calls) == (2, 4, 2)
+        assert not any("endpoint unavailable" in n for n in run.report.notes)
+
+
+# ---- #18 finding 4: a reply cut off at max_tokens ------------------------------------------------------------------
+
+
+def test_finding4_a_cut_off_reply_is_asked_again_in_halves_and_used(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    milo, allen = GOOD["toSave"]
+    fake_openai.script(
+        Reply(content=json.dumps(GOOD)[:60], finish_reason="length"),
+        Reply.json({"toDelete": [], "toSave": [milo]}),
+        Reply.json({"toDelete": [], "toSave": [allen]}),
+    )
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    whole, first, second = fake_openai.completions
+    assert "[ID:milo1]" in whole.user_text and "[ID:allen1]" in whole.user_text
+    # Each half shows one cluster and may answer at the whole batch's length.
+    assert ("[ID:milo1]" in first.user_text) != ("[ID:milo1]" in second.user_text)
+    assert ("[ID:allen1]" in first.user_text) != ("[ID:allen1]" in second.user_text)
+    assert first.body["max_tokens"] == second.body["max_tokens"] == whole.body["max_tokens"]
+    r = run.report
+    assert (r.llm_calls, r.invalid_replies, r.saved, r.archived) == (3, 0, 2, 4)
+
+
+def test_finding4_cut_off_again_when_halved_is_counted_once_and_stamps_nothing(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    cut = Reply(content=json.dumps(GOOD)[:60], finish_reason="length")
+    fake_openai.script(cut, Reply(content=json.dumps(GOOD)[:30], finish_reason="length"))
+    run = dream(agent, fake_openai)
+    assert_nothing_lost(run)
+    assert len(fake_openai.completions) == 2  # the second half is not worth asking once the first is unusable
+    r = run.report
+    assert (r.llm_calls, r.invalid_replies, r.saved, r.archived) == (2, 1, 0, 0)
+    assert not any(run.reviewed(i) for i in ALL_IDS)
+
+
+# ---- #18 finding 8: logged once; the contract where every chat template shows it -----------------------------------
+
+
+def test_finding8_each_unusable_reply_is_logged_once(
+    agent: Path, fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_openai.script(Reply(content="Here you go: nothing to merge, marker-7f3a."))
+    with caplog.at_level(logging.DEBUG):
+        run = dream(agent, fake_openai)
+    assert run.report.invalid_replies == 1
+    warned = [r for r in caplog.records if "marker-7f3a" in r.getMessage() and r.levelno >= logging.WARNING]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+    assert "no JSON object (prose only" in warned[0].getMessage()
+
+
+def test_finding8_a_failed_request_is_logged_once(
+    agent: Path, fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_openai.script(Reply.error(400, "bad request marker-91c2"))
+    with caplog.at_level(logging.DEBUG):
+        dream(agent, fake_openai)
+    warned = [r for r in caplog.records if "marker-91c2" in r.getMessage() and r.levelno >= logging.WARNING]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+
+
+def test_finding8_the_reply_contract_ends_the_user_message(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    # A custom dream.md gets the contract appended to the system message; a chat template that drops system
+    # messages (llama-cpp-python's "gemma") would hide it, so the offer carries it too.
+    (agent / "dream.md").write_text("You are Rocky's dream pass. Merge duplicates.\n")
+    fake_openai.script(Reply.json(EMPTY))
+    dream(agent, fake_openai)
+    (sent,) = fake_openai.completions
+    assert sent.user_text.endswith(OFFER_CONTRACT)
+    assert '"toDelete"' in OFFER_CONTRACT and '"sourceIds"' in OFFER_CONTRACT
 
 
 def pair_merger(request: RecordedRequest) -> Reply:

@@ -67,9 +67,10 @@ def test_key_casing_and_numeric_ids_are_tolerated() -> None:
     [
         ("", "empty reply"),
         ("   \n", "empty reply"),
-        ("I cannot help with that.", "no JSON object"),
-        ('{"answer": "nothing to do"}', "no JSON object"),
-        ('{"toDelete": ["a", "b"', "no JSON object"),  # truncated
+        ("I cannot help with that.", r"no JSON object \(prose only"),
+        ('{"answer": "nothing to do"}', r"JSON without toDelete/toSave \(its keys: answer\)"),
+        ('{"toDelete": ["a", "b"', "JSON is cut off"),  # truncated
+        ("{toDelete: [], toSave: []}", "JSON does not parse"),
         ('{"toDelete": "everything"}', "proposal schema"),
         ('{"toDelete": [], "toSave": [{"content": ["not", "text"]}]}', "proposal schema"),
     ],
@@ -89,6 +90,14 @@ def test_error_preview_is_truncated_to_300_chars() -> None:
 def test_iter_json_objects_yields_nested_objects_in_order() -> None:
     found = list(iter_json_objects('{"a": {"b": 1}} {"c": 2}'))
     assert found == [{"a": {"b": 1}}, {"b": 1}, {"c": 2}]
+
+
+def test_raw_control_characters_inside_strings_are_read() -> None:
+    # llama.cpp's JSON grammar allows a literal newline or tab inside a string; strict json.loads rejects them.
+    text = '{"toDelete": [], "toSave": [{"content": "Line one.\nLine\ttwo.", "sourceIds": ["a", "b"]}]}'
+    assert "\n" in text  # a raw newline, not the two characters backslash-n
+    assert parse_proposal(text).to_save[0].content == "Line one.\nLine\ttwo."
+    assert parse_repair('{"content": "Rockford\nLhotka"}') == "Rockford\nLhotka"
 
 
 def test_repair_reply() -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import threading
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +28,11 @@ from dreamkeeper.consolidation.proposal import (
     RepairRequest,
 )
 from dreamkeeper.memory import Entry
+from dreamkeeper.proposers.config import MissingAPIKeyError, ProposerConfig
 from dreamkeeper.proposers.factory import make_proposer
-from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
-from dreamkeeper.proposers.openai_config import MissingAPIKeyError
-from dreamkeeper.proposers.openai_retry import retry_after_seconds
+from dreamkeeper.proposers.openai import OpenAIProposer
+from dreamkeeper.proposers.openai_output import reply_tokens
+from dreamkeeper.proposers.prompts import PROPOSAL_SCHEMA
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -46,17 +50,7 @@ def request(*batches: Batch) -> ProposalRequest:
     )
 
 
-class Waits:
-    """Stands in for asyncio.sleep: records every wait, spends none."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any) -> OpenAIProposer:
+def proposer(server: FakeOpenAIServer, **config: Any) -> OpenAIProposer:
     settings: dict[str, Any] = {
         "model": "m",
         "base_url": server.base_url,
@@ -65,7 +59,7 @@ def proposer(server: FakeOpenAIServer, waits: Waits | None = None, **config: Any
         "defer_below_entries": 0,  # these entries are brand new; deferral has its own tests
     }
     settings.update(config)
-    return OpenAIProposer(OpenAIProposerConfig(**settings), sleep=waits or Waits())
+    return OpenAIProposer(ProposerConfig(type="openai", **settings))
 
 
 def run_propose(p: OpenAIProposer, req: ProposalRequest) -> list[BatchReply]:
@@ -112,7 +106,7 @@ def test_one_request_per_batch_with_strict_schema_and_exact_token_accounting(fak
         (Reply(content=""), "empty reply"),
         (Reply(content=None), "empty reply"),
         (Reply(content="I would rather not."), "no JSON object"),
-        (Reply(content='{"toDelete": ["a"'), "no JSON object"),
+        (Reply(content='{"toDelete": ["a"'), "JSON is cut off"),
         (Reply(content=None, refusal="I can't help with that."), "model refused"),
         (Reply(content='{"toDelete": [], "toSave": [{"content": "Milo is', finish_reason="length"), "cut off"),
         (Reply(no_choices=True), "no choices"),
@@ -123,62 +117,81 @@ def test_unusable_replies_change_nothing_and_are_counted(
 ) -> None:
     fake_openai.script(reply)
     p = proposer(fake_openai)
-    with caplog.at_level(logging.WARNING, logger="dreamkeeper.proposers.openai"):
+    with caplog.at_level(logging.DEBUG, logger="dreamkeeper.proposers.openai"):
         (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is None and out.error is not None and why in out.error
+    assert len(out.error) < 600  # previews are truncated
     assert p.usage().invalid_replies == 1 and p.usage().calls == 1
-    assert any("unusable reply" in r.getMessage() for r in caplog.records)
-    assert all(len(r.getMessage()) < 600 for r in caplog.records)  # previews are truncated
+    # The engine logs the batch's error (once, at WARNING); the proposer only at DEBUG.
+    unusable = [r for r in caplog.records if "unusable reply" in r.getMessage()]
+    assert len(unusable) == 1 and unusable[0].levelno == logging.DEBUG
+
+
+def gaps(server: FakeOpenAIServer) -> list[float]:
+    times = [r.received_at for r in server.completions]
+    return [later - earlier for earlier, later in pairwise(times)]
 
 
 def test_429_with_retry_after_is_honoured_then_succeeds(fake_openai: FakeOpenAIServer) -> None:
+    # Both waits are longer than the client's own backoff for that retry (at most 0.5 s, then 1 s), so a gap this
+    # long is the server's number being honoured, not backoff.
     fake_openai.script(
-        Reply.error(429, "Rate limit reached", {"Retry-After": "7"}),
-        Reply.error(429, "Rate limit reached", {"retry-after-ms": "1500"}),
+        Reply.error(429, "Rate limit reached", {"Retry-After": "1"}),
+        Reply.error(429, "Rate limit reached", {"retry-after-ms": "1200"}),
         Reply.json(EMPTY),
     )
-    waits = Waits()
-    p = proposer(fake_openai, waits, max_retries=3)
+    p = proposer(fake_openai, max_retries=3)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is not None
-    assert waits.waits == [7.0, 1.5]  # the server's own numbers, not our backoff
+    first, second = gaps(fake_openai)
+    assert first >= 1.0 and second >= 1.2
     assert (p.usage().calls, p.usage().failed_calls) == (3, 2)
 
 
-def test_5xx_backoff_grows_and_gives_up_then_stops_asking(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.responder = lambda _req: Reply.error(503, "overloaded")
-    waits = Waits()
-    p = proposer(fake_openai, waits, max_retries=3, backoff_initial=2.0, backoff_max=5.0)
+def test_5xx_retried_until_the_client_gives_up_then_stops_asking(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _req: Reply.error(503, "overloaded", {"retry-after-ms": "1"})
+    p = proposer(fake_openai, max_retries=3)
     replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e", "f")))
     assert all(r.proposal is None for r in replies)
     assert len(fake_openai.completions) == 4  # 1 + 3 retries for the first batch, then no more requests
-    ceilings = [2.0, 4.0, 5.0]
-    assert len(waits.waits) == 3
-    assert all(c / 2 <= w <= c for w, c in zip(waits.waits, ceilings, strict=True))
     usage = p.usage()
     assert (usage.calls, usage.failed_calls, usage.invalid_replies) == (4, 4, 0)
-    assert any("endpoint unavailable" in n for n in usage.notes)
+    assert any("endpoint unavailable" in n and "gave up after 3 retries" in n for n in usage.notes)
     assert any("2 of 3 batch(es) not sent" in n for n in usage.notes)
     assert "HTTP 503" in (replies[0].error or "")
 
 
-def test_retry_after_longer_than_our_patience_is_not_waited_for(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply.error(429, "quota", {"Retry-After": "3600"}))
-    waits = Waits()
-    p = proposer(fake_openai, waits, retry_after_max=60)
+@pytest.mark.parametrize("asked", ["90", "retry-after-ms:90000", "http-date"])
+def test_retry_after_longer_than_our_patience_is_not_waited_for(fake_openai: FakeOpenAIServer, asked: str) -> None:
+    # 90 s is within the client's own two-minute ceiling: only our limit stops it from waiting.
+    if asked == "http-date":
+        headers = {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)}
+    elif asked.startswith("retry-after-ms:"):
+        headers = {"retry-after-ms": asked.split(":")[1]}
+    else:
+        headers = {"Retry-After": asked}
+    fake_openai.script(Reply.error(429, "quota", headers), Reply.json(EMPTY))
+    p = proposer(fake_openai, retry_after_max=60)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is None and "over the 60s limit" in (out.error or "")
-    assert waits.waits == []
+    assert len(fake_openai.completions) == 1
+
+
+def test_server_saying_do_not_retry_is_obeyed(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.error(503, "maintenance", {"x-should-retry": "false"}), Reply.json(EMPTY))
+    p = proposer(fake_openai, max_retries=3)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is None and "gave up after 0 retries" in (out.error or "")
+    assert len(fake_openai.completions) == 1
 
 
 def test_client_errors_are_not_retried(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.error(400, "This model's maximum context length is 8192 tokens"), Reply.json(EMPTY))
-    waits = Waits()
-    p = proposer(fake_openai, waits)
+    p = proposer(fake_openai)
     first, second = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
     assert first.proposal is None and "HTTP 400" in (first.error or "")
     assert second.proposal is not None  # a bad request for one batch does not stop the others
-    assert waits.waits == []
+    assert len(fake_openai.completions) == 2
 
 
 def test_slow_reply_past_the_timeout(fake_openai: FakeOpenAIServer) -> None:
@@ -196,7 +209,8 @@ def test_json_schema_rejected_falls_back_to_json_object_and_remembers(openai_env
         p = proposer(server)
         replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
         assert all(r.proposal is not None for r in replies)
-        assert [r.response_format for r in server.completions] == ["json_schema", "json_object", "json_object"]
+        formats = [r.response_format for r in server.completions]
+        assert formats == ["json_schema", "json_object+schema", "json_object+schema"]
         assert p.output_mode == "json_object"
         assert any("rejected response_format json_schema" in n for n in p.usage().notes)
 
@@ -207,9 +221,134 @@ def test_no_response_format_at_all_falls_back_to_plain_and_tolerant_parsing(open
         p = proposer(server)
         (out,) = run_propose(p, request(batch(0, "a", "b")))
         assert out.proposal is not None
-        assert [r.response_format for r in server.completions] == ["json_schema", "json_object", None]
+        formats = [r.response_format for r in server.completions]
+        assert formats == ["json_schema", "json_object+schema", "json_object", None]
         assert "response_format" not in server.completions[-1].body
         assert p.output_mode == "none"
+
+
+# ---- #18 finding 1: a server's answer naming response_format, whatever its status ------------------------------
+
+
+def test_finding1_llama_cpp_500_naming_response_format_moves_on_at_once(openai_env: None) -> None:
+    # llama-cpp-python answers json_schema with HTTP 500 (a validation error naming response_format). Before, the
+    # fallback knew only 400/422: the 500 was retried 4 times and the endpoint declared unavailable.
+    with FakeOpenAIServer.like_llama_cpp() as server:
+        server.script(Reply.json(EMPTY), Reply.json(EMPTY))
+        p = proposer(server, max_retries=4)
+        replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+        assert all(r.proposal is not None and r.error is None for r in replies)
+        formats = [r.response_format for r in server.completions]
+        assert formats == ["json_schema", "json_object+schema", "json_object+schema"]  # no retry, remembered
+        assert server.completions[0].status == 500
+        usage = p.usage()
+        assert (usage.calls, usage.failed_calls) == (3, 1)
+        assert not any("endpoint unavailable" in n for n in usage.notes)
+        assert any("rejected response_format json_schema (HTTP 500" in n for n in usage.notes)
+
+
+@pytest.mark.parametrize("status", [400, 422, 500])
+def test_a_rejection_naming_response_format_is_never_retried(openai_env: None, status: int) -> None:
+    def rejecting(fmt: str) -> Reply:
+        return Reply.error(status, f"response_format {fmt!r} is not supported", {"retry-after-ms": "1"})
+
+    with FakeOpenAIServer(reject_formats={"json_schema"}, rejection=rejecting) as server:
+        server.script(Reply.json(EMPTY))
+        p = proposer(server, max_retries=3)
+        (out,) = run_propose(p, request(batch(0, "a", "b")))
+        assert out.proposal is not None
+        assert [r.status for r in server.completions] == [status, 200]
+
+
+@pytest.mark.parametrize("status", [400, 404, 413, 422])
+def test_other_client_errors_are_never_retried(fake_openai: FakeOpenAIServer, status: int) -> None:
+    fake_openai.script(Reply.error(status, "something else is wrong", {"retry-after-ms": "1"}), Reply.json(EMPTY))
+    p = proposer(fake_openai, max_retries=3)
+    first, _second = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+    assert first.proposal is None and f"HTTP {status}" in (first.error or "") and "not retryable" in (first.error or "")
+    assert fake_openai.completions[0].response_format == "json_schema"  # no mode change either
+    assert [r.status for r in fake_openai.completions][:1] == [status]
+    assert sum(1 for r in fake_openai.completions if r.status == status) == 1
+
+
+# ---- #18 finding 2: the schema travels in json_object mode --------------------------------------------------------
+
+
+def test_finding2_json_object_mode_carries_the_schema(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json(EMPTY))
+    p = proposer(fake_openai, output_mode="json_object")
+    run_propose(p, request(batch(0, "a", "b")))
+    (sent,) = fake_openai.completions
+    assert sent.body["response_format"] == {"type": "json_object", "schema": PROPOSAL_SCHEMA}
+
+
+def test_a_server_refusing_the_schema_key_gets_plain_json_object(openai_env: None) -> None:
+    with FakeOpenAIServer(reject_formats={"json_schema", "json_object+schema"}) as server:
+        server.script(Reply.json(EMPTY), Reply.json(EMPTY))
+        p = proposer(server)
+        run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+        formats = [r.response_format for r in server.completions]
+        assert formats == ["json_schema", "json_object+schema", "json_object", "json_object"]
+        assert any("json_object with schema" in n for n in p.usage().notes)
+
+
+# ---- #18 finding 3: raw control characters, and errors that say what the reply was ----------------------------------
+
+
+def test_finding3_raw_newlines_inside_strings_are_read(fake_openai: FakeOpenAIServer) -> None:
+    # What llama.cpp's JSON grammar lets a model write: a literal newline inside a string.
+    raw = '{"toDelete": [], "toSave": [{"content": "Milo is a Sheltie.\nAdopted 2019.", "sourceIds": ["a", "b"]}]}'
+    fake_openai.script(Reply(content=raw))
+    p = proposer(fake_openai)
+    (out,) = run_propose(p, request(batch(0, "a", "b")))
+    assert out.proposal is not None and out.proposal.to_save[0].content == "Milo is a Sheltie.\nAdopted 2019."
+    assert p.usage().invalid_replies == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('{"id": 1, "category_name": "pets"}', "JSON without toDelete/toSave (its keys: category_name, id)"),
+        ("Sure! I merged them.", "no JSON object (prose only"),
+        ('{"toDelete": [], "toSave": [{"content": "Milo', "JSON is cut off"),
+    ],
+)
+def test_finding3_the_error_says_what_the_reply_was(fake_openai: FakeOpenAIServer, content: str, said: str) -> None:
+    fake_openai.script(Reply(content=content))
+    (out,) = run_propose(proposer(fake_openai), request(batch(0, "a", "b")))
+    assert out.proposal is None and said in (out.error or "")
+    assert content[:20].replace("\n", "\\n") in (out.error or "")  # and a preview of it
+
+
+# ---- #18 finding 4: budgets that reach the request ------------------------------------------------------------------
+
+
+def test_finding4_max_tokens_is_sized_from_the_batch_and_temperature_is_sent(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.json(EMPTY)
+    p = proposer(fake_openai, temperature=0.2)
+    run_propose(p, request(batch(0, "a", "b"), batch(1, *(f"x{i}" for i in range(6)))))
+    small, large = fake_openai.completions
+    assert small.body["temperature"] == 0.2
+    chars = len("Fact a about Milo.") * 2
+    assert small.body["max_tokens"] == reply_tokens(math.ceil(chars / 4), 2, None)
+    assert large.body["max_tokens"] > small.body["max_tokens"]
+
+
+def test_max_output_tokens_sets_every_requests_max_tokens(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _r: Reply.json(EMPTY)
+    run_propose(proposer(fake_openai, max_output_tokens=333), request(batch(0, "a", "b"), batch(1, "c", "d")))
+    assert [r.body["max_tokens"] for r in fake_openai.completions] == [333, 333]
+    assert all("temperature" not in r.body for r in fake_openai.completions)  # unset: the server's default
+
+
+def test_token_budget_counts_the_output_a_request_may_generate(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.responder = lambda _req: Reply.json(EMPTY, completion_tokens=10)
+    p = proposer(fake_openai, token_budget=2000, max_output_tokens=800)
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d")))
+    # ~800 prompt tokens each: the first may use 800 + 800; after it, the second's 800 + 800 would not fit, even
+    # though the prompts alone would.
+    assert replies[0].proposal is not None and "token budget" in (replies[1].error or "")
+    assert len(fake_openai.completions) == 1
 
 
 def test_token_budget_stops_asking_and_says_so(fake_openai: FakeOpenAIServer) -> None:
@@ -246,7 +385,7 @@ def test_bad_price_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "llm-pricing.json"
     bad.write_text('{"m": {"input": -1, "output": 2}}')
     with pytest.raises(ValidationError, match="bad price for model 'm'"):
-        OpenAIProposerConfig(model="m", price_file=bad)
+        ProposerConfig(type="openai", model="m", price_file=bad)
 
 
 def test_repair_sends_rockbot_sections_and_returns_revised_text(fake_openai: FakeOpenAIServer) -> None:
@@ -271,14 +410,14 @@ def test_repair_sends_rockbot_sections_and_returns_revised_text(fake_openai: Fak
 def test_key_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY is not set"):
-        make_proposer("openai", model="m")
-    assert "api_key" not in OpenAIProposerConfig.model_fields
+        make_proposer(ProposerConfig(type="openai", model="m"))
+    assert "api_key" not in ProposerConfig.model_fields
 
 
 def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpenAIServer, monkeypatch: Any) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     fake_openai.script(Reply.json(EMPTY))
-    p = make_proposer("openai", model="m", timeout=5.0, defer_below_entries=0)
+    p = make_proposer(ProposerConfig(type="openai", model="m", timeout=5.0, defer_below_entries=0))
     assert isinstance(p, OpenAIProposer)
     (out,) = run_propose(p, request(batch(0, "a", "b")))
     assert out.proposal is not None and len(fake_openai.completions) == 1
@@ -286,14 +425,7 @@ def test_base_url_from_environment_like_the_openai_package(fake_openai: FakeOpen
 
 def test_missing_model_is_explained(openai_env: None) -> None:
     with pytest.raises(ValidationError, match="needs a model name"):
-        make_proposer("openai", base_url="http://127.0.0.1:9/v1")
-
-
-def test_retry_after_http_date() -> None:
-    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-    assert retry_after_seconds({"Retry-After": "Sun, 01 Mar 2026 12:00:30 GMT"}, now) == 30.0
-    assert retry_after_seconds({"Retry-After": "soon"}, now) is None
-    assert retry_after_seconds({}, now) is None
+        make_proposer(ProposerConfig.model_validate({"type": "openai", "base_url": "http://127.0.0.1:9/v1"}))
 
 
 def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: FakeOpenAIServer) -> None:

@@ -148,7 +148,8 @@ def test_response_formats() -> None:
     assert set(item["required"]) == set(item["properties"])  # strict mode: everything required, optional = nullable
     repair = response_format("json_schema", "repair")
     assert repair is not None and repair["json_schema"]["schema"]["required"] == ["content"]
-    assert response_format("json_object", "proposal") == {"type": "json_object"}
+    assert response_format("json_object", "proposal") == {"type": "json_object", "schema": PROPOSAL_SCHEMA}
+    assert response_format("json_object", "repair", object_schema=False) == {"type": "json_object"}
     assert response_format("none", "repair") is None
 
 

@@ -33,10 +33,11 @@ from dreamkeeper.kube import (
     SCHEDULE_KIND,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec
+from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY
+from dreamkeeper.proposers.config import PROPOSER_SECTION, ProposerConfig
 
 Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]
@@ -101,6 +102,27 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
     return data
 
 
+def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
+    """``spec.proposer`` in the shape the cycle reads (the settings' ``proposer`` section); only what the user set."""
+    data = {
+        "type": proposer.type,
+        "model": proposer.model,
+        "base_url": proposer.base_url,
+        "token_budget": proposer.token_budget,
+        "timeout": proposer.timeout_seconds,
+        "temperature": proposer.temperature,
+        "max_output_tokens": proposer.max_output_tokens,
+        "output_mode": proposer.output_mode,
+    }
+    return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
+
+
+def dream_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
+    """The ``--settings-json`` of the dream container: the safeguards, and the proposer as its own section."""
+    proposer = proposer_config(spec.proposer).model_dump(mode="json", exclude_unset=True)
+    return {**cycle_settings(spec), PROPOSER_SECTION: proposer}
+
+
 def agent_dir(spec: DreamScheduleSpec) -> str:
     return f"{DATA_MOUNT}/{spec.agent_path}".rstrip("/") if spec.agent_path else DATA_MOUNT
 
@@ -160,22 +182,13 @@ def _dream_args(req: JobRequest) -> list[str]:
     args = [
         "dream",
         agent_dir(spec),
-        "--proposer",
-        spec.proposer.type,
         "--settings-json",
-        json.dumps(cycle_settings(spec), separators=(",", ":"), sort_keys=True),
+        json.dumps(dream_settings(spec), separators=(",", ":"), sort_keys=True),
         "--termination-message-path",
         TERMINATION_LOG,
     ]
     if req.trigger == "run-now":
         args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
-    if spec.proposer.type == "openai":
-        if spec.proposer.model:
-            args += ["--model", spec.proposer.model]
-        if spec.proposer.base_url:
-            args += ["--base-url", spec.proposer.base_url]
-        if spec.proposer.token_budget is not None:
-            args += ["--token-budget", str(spec.proposer.token_budget)]
     return args
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -144,8 +144,32 @@ class ProposerSpec(KubeModel):
         description="openai: the API key, read only from this Secret (mounted as an environment variable).",
     )
     token_budget: int | None = Field(
-        default=None, ge=0, le=1_000_000_000, description="openai: maximum tokens (input + output) per cycle."
+        default=None, ge=1, le=1_000_000_000, description="openai: maximum tokens (input + output) per cycle."
     )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, le=3600, description="openai: seconds one request may take (default 120)."
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="openai: sampling temperature (default: the server's)."
+    )
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="openai: every request's max_tokens (default: sized from the entries each shows).",
+    )
+    output_mode: Literal["json_schema", "json_object", "none"] | None = Field(
+        default=None,
+        description="openai: structured output to ask for first (default json_schema); a server that rejects it "
+        "is asked in the next mode.",
+    )
+
+    @model_validator(mode="after")
+    def _model_for_openai(self) -> ProposerSpec:
+        # The CEL rule above, re-checked for specs that did not come through an API server.
+        if self.type == "openai" and not self.model:
+            raise ValueError("proposer.model is required when type is openai")
+        return self
 
 
 class FloorSpec(KubeModel):

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dreamkeeper.consolidation.proposal import Proposer
 from dreamkeeper.coverage import Vocabulary
+from dreamkeeper.proposers.config import ProposerConfig
 
 
-def make_proposer(kind: str, vocabulary: Vocabulary | None = None, **openai_options: Any) -> Proposer:
-    if kind == "offline":
-        from dreamkeeper.proposers.offline import OfflineProposer
+def make_proposer(config: ProposerConfig, vocabulary: Vocabulary | None = None) -> Proposer:
+    if config.type == "openai":
+        from dreamkeeper.proposers.openai import OpenAIProposer
 
-        return OfflineProposer(vocabulary)
-    if kind == "openai":
-        from dreamkeeper.proposers.openai import OpenAIProposer, OpenAIProposerConfig
+        return OpenAIProposer(config)
+    from dreamkeeper.proposers.offline import OfflineProposer
 
-        return OpenAIProposer(OpenAIProposerConfig(**{k: v for k, v in openai_options.items() if v is not None}))
-    raise ValueError(f"unknown proposer {kind!r}: choose offline or openai")
+    return OfflineProposer(vocabulary)

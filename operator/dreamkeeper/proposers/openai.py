@@ -1,7 +1,8 @@
 """The OpenAI-compatible proposer: one Chat Completions request per batch the engine offers, structured output when
-the server has it, tolerant parsing when it does not, our own retry policy, a per-cycle token budget and exact token
-accounting from the API's ``usage`` fields. It is untrusted like every proposer: a reply it cannot read becomes an
-unusable batch (nothing changes, nothing is stamped reviewed), and the engine validates everything else.
+the server has it, tolerant parsing when it does not, the client's own retries (``openai_client``), a per-cycle
+token budget and exact token accounting from the API's ``usage`` fields. It is untrusted like every proposer: a
+reply it cannot read becomes an unusable batch (nothing changes, nothing is stamped reviewed), and the engine
+validates everything else.
 
 Frugal by default: only near-duplicate clusters are shown (a lone entry can only be pruned, the action we trust
 least), and a small fresh offer is deferred until it is worth a request (see ``openai_defer``).
@@ -12,15 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 import openai
-from openai import AsyncOpenAI
 
 from dreamkeeper.consolidation.proposal import (
     Batch,
@@ -30,28 +28,46 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
-from dreamkeeper.proposers.openai_config import OpenAIProposerConfig, require_api_key
+from dreamkeeper.proposers.config import ProposerConfig, require_api_key
+from dreamkeeper.proposers.openai_client import (
+    FATAL_STATUS,
+    ProposerClient,
+    counting,
+    describe,
+    is_format_rejection,
+    is_retryable,
+    status_of,
+)
 from dreamkeeper.proposers.openai_defer import defer_reason, measure
+from dreamkeeper.proposers.openai_output import OutputNegotiation, halves, joined, reply_tokens
 from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse_repair, preview
-from dreamkeeper.proposers.openai_retry import FATAL_STATUS, decide, describe, is_format_rejection, status_of
 from dreamkeeper.proposers.prompts import (
-    OUTPUT_MODES,
     REPAIR_DIRECTIVE,
     OutputMode,
     repair_message,
-    response_format,
     shown_groups,
     system_prompt,
     user_message,
 )
 
-__all__ = ["CallResult", "OpenAIProposer", "OpenAIProposerConfig"]
+__all__ = ["CallResult", "OpenAIProposer"]
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 Messages = list[dict[str, str]]
+Kind = Literal["proposal", "repair"]
 DEFAULT_CHARS_PER_TOKEN = 4.0
+
+
+@dataclass
+class _Answer:
+    """A batch's proposal, or why there is none (the CallResult flags carried along)."""
+
+    proposal: Proposal | None
+    error: str | None = None
+    invalid: bool = False
+    unsent: bool = False
+    cut_off: bool = False
 
 
 @dataclass
@@ -63,37 +79,32 @@ class CallResult:
     error: str | None = None
     invalid: bool = False
     unsent: bool = False  # never sent: the budget or an earlier failure stopped this cycle's requests
+    cut_off: bool = False  # finish_reason=length: the reply hit max_tokens
 
 
 class OpenAIProposer:
     name = "openai"
 
-    def __init__(
-        self,
-        config: OpenAIProposerConfig,
-        *,
-        sleep: Sleep = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
+    def __init__(self, config: ProposerConfig) -> None:
+        if config.type != "openai" or config.model is None:
+            raise ValueError("OpenAIProposer needs a ProposerConfig of type openai with a model")
         require_api_key()
         self.config = config
-        self._sleep = sleep  # injectable so tests see the waits without spending them
-        self._rng = rng or random.Random()
-        self._mode: OutputMode = config.output_mode  # downgraded for good when the server rejects it
-        self._client: AsyncOpenAI | None = None
+        self.model = config.model
+        self._output = OutputNegotiation(config.output_mode)  # moves on for good when the server rejects a mode
+        self._client: ProposerClient | None = None
         self._usage = ProposerUsage()
         self._stopped: str | None = None
         self._reserved = 0  # estimated prompt tokens of requests in flight
         self._chars_sent = 0
         self._usage_estimated = False
         self._logged_calls = 0
-        self.waits: list[float] = []  # every retry wait, in order (observability and tests)
 
     # ---- Proposer protocol -----------------------------------------------------------------------------
 
     @property
     def output_mode(self) -> OutputMode:
-        return self._mode
+        return self._output.mode
 
     def usage(self) -> ProposerUsage:
         return self._usage
@@ -105,7 +116,6 @@ class OpenAIProposer:
         self._stopped = None
         self._reserved = 0
         self._logged_calls = 0
-        self.waits = []
         # When clustering failed every entry looks lone; showing them (RockBot's way) beats stamping them unasked.
         singletons = self.config.offer_singletons or request.degraded
         deferred = defer_reason(
@@ -147,25 +157,62 @@ class OpenAIProposer:
     async def _propose_batch(
         self, batch: Batch, request: ProposalRequest, system: str, singletons: bool
     ) -> tuple[BatchReply, bool]:
-        """The reply for one batch, and whether it went unsent (budget or endpoint stop)."""
+        """The reply for one batch, and whether it went unsent (budget or endpoint stop). A reply cut off at
+        ``max_tokens`` is asked again once, in two halves with the same limit each; cut off again, it is unusable."""
         what = f"batch {batch.index + 1}/{len(request.batches)}"
-        offer = user_message(batch, request, singletons=singletons)
-        if offer is None:
+        shown = [o.entry for g in shown_groups(batch, singletons) for o in batch.entries if o.entry.id in g.ids]
+        if not shown:
             # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
             # answer the model would be allowed to give; the engine stamps them reviewed as usual.
             log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
             return BatchReply(batch.index, Proposal()), False
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
-        result = await self._complete(messages, "proposal", what)
-        if result.text is None:
+        max_tokens = self._reply_tokens(sum(len(e.content) for e in shown), len(shown))
+        result = await self._ask(batch, request, system, singletons, what, max_tokens)
+        parts = halves(batch, singletons) if result.cut_off else None
+        if parts is not None:
+            log.info("openai %s: reply cut off at max_tokens=%d; asking again in two halves", what, max_tokens)
+            result = await self._ask_halves(parts, request, system, singletons, what, max_tokens)
+        if result.proposal is None:
+            if result.invalid:
+                self._invalid("proposal", what, result.error or "unusable reply")
             return BatchReply(batch.index, None, result.error), result.unsent
-        try:
-            proposal = parse_proposal(result.text)
-        except ReplyError as exc:
-            self._invalid(what, str(exc))
-            return BatchReply(batch.index, None, str(exc)), False
+        proposal = result.proposal
         log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
         return BatchReply(batch.index, proposal), False
+
+    async def _ask_halves(
+        self,
+        parts: tuple[Batch, Batch],
+        request: ProposalRequest,
+        system: str,
+        singletons: bool,
+        what: str,
+        max_tokens: int,
+    ) -> _Answer:
+        """Both halves' proposals joined; an unusable first half spoils the batch, so the second is not asked."""
+        first = await self._ask(parts[0], request, system, singletons, f"{what} (first half)", max_tokens)
+        if first.proposal is not None:
+            second = await self._ask(parts[1], request, system, singletons, f"{what} (second half)", max_tokens)
+            if second.proposal is not None:
+                return _Answer(joined(first.proposal, second.proposal))
+            first = second
+        first.error = f"asked again in halves: {first.error}"
+        return first
+
+    async def _ask(
+        self, batch: Batch, request: ProposalRequest, system: str, singletons: bool, what: str, max_tokens: int
+    ) -> _Answer:
+        """One request for ``batch`` and its parsed proposal; unusable replies are counted by the caller."""
+        offer = user_message(batch, request, singletons=singletons)
+        assert offer is not None  # the caller only asks about batches with something to show
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": offer}]
+        result = await self._complete(messages, "proposal", what, max_tokens)
+        if result.text is None:
+            return _Answer(None, result.error, result.invalid, result.unsent, result.cut_off)
+        try:
+            return _Answer(parse_proposal(result.text))
+        except ReplyError as exc:
+            return _Answer(None, str(exc), invalid=True)
 
     async def repair(self, request: RepairRequest) -> str | None:
         messages = [
@@ -173,13 +220,17 @@ class OpenAIProposer:
             {"role": "user", "content": repair_message(request)},
         ]
         what = f"repair of [{', '.join(s.id for s in request.sources)}]"
-        result = await self._complete(messages, "repair", what)
+        sources = [request.merge.content, *(s.content for s in request.sources)]
+        max_tokens = self._reply_tokens(max(len(t) for t in sources) + sum(map(len, request.missing)), 1)
+        result = await self._complete(messages, "repair", what, max_tokens)
         if result.text is None:
+            if result.invalid:
+                self._invalid("repair", what, result.error or "unusable reply")
             return None
         try:
             return parse_repair(result.text)
         except ReplyError as exc:
-            self._invalid(what, str(exc))
+            self._invalid("repair", what, str(exc))
             return None
 
     async def aclose(self) -> None:
@@ -191,101 +242,102 @@ class OpenAIProposer:
 
     # ---- one request, with retries, format fallback and budget -------------------------------------------
 
-    def _client_for_cycle(self) -> AsyncOpenAI:
+    def _client_for_cycle(self) -> ProposerClient:
         if self._client is None:
-            # max_retries=0: the retry policy is ours (Retry-After, budget, circuit), not the client's.
-            self._client = AsyncOpenAI(base_url=self.config.base_url, timeout=self.config.timeout, max_retries=0)
+            c = self.config
+            self._client = ProposerClient(c.base_url, c.timeout, c.max_retries, c.retry_after_max)
         return self._client
 
-    async def _complete(self, messages: Messages, kind: Literal["proposal", "repair"], what: str) -> CallResult:
-        attempt = 0
+    async def _complete(self, messages: Messages, kind: Kind, what: str, max_tokens: int) -> CallResult:
+        """One call: the client retries what is worth retrying; a rejected output mode is sent again in the next."""
         while True:
             if self._stopped:
-                return CallResult(None, self._stopped, unsent=attempt == 0)
-            reserve = self._reserve(messages)
+                return CallResult(None, self._stopped, unsent=True)
+            reserve = self._reserve(messages, max_tokens)
             if reserve is None:
-                return CallResult(None, self._stopped, unsent=attempt == 0)
-            sent_mode = self._mode
-            kwargs = self._request_args(messages, kind)
-            self._usage.calls += 1
+                return CallResult(None, self._stopped, unsent=True)
+            sent_step = self._output.step
             started = time.monotonic()
-            try:
-                response = await self._client_for_cycle().chat.completions.create(**kwargs)
-            except openai.OpenAIError as exc:
-                self._reserved -= reserve
-                self._usage.failed_calls += 1
-                elapsed = time.monotonic() - started
-                if is_format_rejection(exc) and (sent_mode != self._mode or self._downgrade(exc)):
-                    continue  # the same request again in the next output mode; not a retry
-                decision = decide(
-                    exc,
-                    attempt,
-                    self.config.max_retries,
-                    self.config.backoff(attempt),
-                    self.config.retry_after_max,
-                    self._rng,
-                )
-                log.debug("openai %s: %s after %.2fs", what, describe(exc), elapsed)
-                if decision.retry:
-                    log.info(
-                        "openai %s: %s; retrying in %.1fs (%s, retry %d of %d)",
-                        what,
-                        describe(exc),
-                        decision.delay,
-                        decision.reason,
-                        attempt + 1,
-                        self.config.max_retries,
+            failure: openai.OpenAIError | None = None
+            with counting() as attempts:
+                try:
+                    response = await self._client_for_cycle().openai.chat.completions.create(
+                        **self._request_args(messages, kind, max_tokens)
                     )
-                    self.waits.append(decision.delay)
-                    await self._sleep(decision.delay)
-                    attempt += 1
-                    continue
-                error = f"{describe(exc)}; {decision.reason}"
-                log.warning("openai %s failed: %s", what, error)
-                if decision.reason != "not retryable" or status_of(exc) in FATAL_STATUS:
-                    # The endpoint is down, throttling past our patience, or refusing us: stop asking this cycle.
-                    self._stopped = f"endpoint unavailable: {error}"
-                    self._note(self._stopped)
-                return CallResult(None, error)
+                except openai.OpenAIError as exc:
+                    failure = exc
             self._reserved -= reserve
-            return self._read(response, messages, what, time.monotonic() - started)
+            self._usage.calls += attempts.sent
+            self._usage.failed_calls += attempts.sent - (failure is None)
+            if failure is None:
+                return self._read(response, messages, what, time.monotonic() - started, max_tokens)
+            log.debug("openai %s: %s after %.2fs", what, describe(failure), time.monotonic() - started)
+            if is_format_rejection(failure) and (sent_step != self._output.step or self._downgrade(failure)):
+                continue  # the same request again in the next output mode; not a retry
+            return self._failed(failure, kind, what, retries=attempts.sent - 1)
 
-    def _request_args(self, messages: Messages, kind: Literal["proposal", "repair"]) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": self.config.model, "messages": messages}
-        fmt = response_format(self._mode, kind)
+    def _failed(self, exc: openai.OpenAIError, kind: Kind, what: str, retries: int) -> CallResult:
+        """Why the call failed; a failure that will repeat (endpoint down, throttled past our patience, refusing
+        us) stops this cycle's requests, so the remaining batches wait for the next cycle."""
+        stop = is_retryable(exc) or status_of(exc) in FATAL_STATUS
+        if not is_retryable(exc):
+            reason = "not retryable"
+        else:
+            client = self._client_for_cycle()
+            asked = client.retry_after(exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
+            if asked is not None and asked > client.retry_after_max:
+                reason = f"server asked to wait {asked:.0f}s, over the {client.retry_after_max:.0f}s limit"
+            else:
+                reason = f"gave up after {retries} retr{'y' if retries == 1 else 'ies'}"
+        error = f"{describe(exc)}; {reason}"
+        if stop and not self._stopped:
+            self._stopped = f"endpoint unavailable: {error}"
+            self._note(self._stopped)
+            log.warning("openai %s failed, no more requests this cycle: %s", what, error)
+        else:
+            # A batch's failure is logged by the engine with the batch's error; only a repair's is logged here.
+            log.log(logging.WARNING if kind == "repair" else logging.DEBUG, "openai %s failed: %s", what, error)
+        return CallResult(None, error)
+
+    def _request_args(self, messages: Messages, kind: Kind, max_tokens: int) -> dict[str, Any]:
+        args: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        fmt = self._output.response_format(kind)
         if fmt is not None:
             args["response_format"] = fmt
         if self.config.temperature is not None:
             args["temperature"] = self.config.temperature
-        if self.config.max_output_tokens is not None:
-            args["max_tokens"] = self.config.max_output_tokens
         return args
 
+    def _reply_tokens(self, content_chars: int, entries: int) -> int:
+        return reply_tokens(self._estimate(content_chars), entries, self.config.max_output_tokens)
+
     def _downgrade(self, exc: BaseException) -> bool:
-        index = OUTPUT_MODES.index(self._mode)
-        if index + 1 >= len(OUTPUT_MODES):
+        old = self._output.describe()
+        if not self._output.downgrade():
             return False
-        old, self._mode = self._mode, OUTPUT_MODES[index + 1]
-        self._note(f"server rejected response_format {old} ({describe(exc)}); using {self._mode} from now on")
+        self._note(f"server rejected response_format {old} ({describe(exc)}); using {self._output.describe()} now")
         log.warning("openai: %s", self._usage.notes[-1])
         return True
 
-    def _read(self, response: Any, messages: Messages, what: str, elapsed: float) -> CallResult:
+    def _read(self, response: Any, messages: Messages, what: str, elapsed: float, max_tokens: int) -> CallResult:
         choice = response.choices[0] if response.choices else None
         message = choice.message if choice is not None else None
         content: str | None = message.content if message is not None else None
         finish = getattr(choice, "finish_reason", None)
         self._account(response, sum(len(m["content"]) for m in messages), content, what, finish, elapsed)
         if message is None:
-            return self._unusable(what, "reply has no choices")
+            return CallResult(None, "reply has no choices", invalid=True)
         if getattr(message, "refusal", None):
-            return self._unusable(what, f"model refused: {preview(message.refusal)}")
+            return CallResult(None, f"model refused: {preview(message.refusal)}", invalid=True)
         if finish == "length":
-            return self._unusable(what, f"reply cut off at the output limit (finish_reason=length): {preview(content)}")
+            why = (
+                f"reply cut off at the output limit (finish_reason=length, max_tokens={max_tokens}): {preview(content)}"
+            )
+            return CallResult(None, why, invalid=True, cut_off=True)
         if finish == "content_filter":
-            return self._unusable(what, "reply withheld by the server's content filter")
+            return CallResult(None, "reply withheld by the server's content filter", invalid=True)
         if not content or not content.strip():
-            return self._unusable(what, "empty reply")
+            return CallResult(None, "empty reply", invalid=True)
         return CallResult(content)
 
     def _account(
@@ -310,17 +362,16 @@ class OpenAIProposer:
             input_tokens,
             output_tokens,
             finish,
-            self._mode,
+            self._output.describe(),
             elapsed,
         )
 
-    def _unusable(self, what: str, why: str) -> CallResult:
-        self._invalid(what, why)
-        return CallResult(None, why, invalid=True)
-
-    def _invalid(self, what: str, why: str) -> None:
+    def _invalid(self, kind: Kind, what: str, why: str) -> None:
+        """Count an unusable reply. A batch's is logged by the engine (with the batch's error), once; a repair's
+        has no such log, so it is logged here."""
         self._usage.invalid_replies += 1
-        log.warning("openai %s: unusable reply, nothing changes for it — %s", what, why)
+        level = logging.WARNING if kind == "repair" else logging.DEBUG
+        log.log(level, "openai %s: unusable reply, nothing changes for it — %s", what, why)
 
     # ---- budget, cost, notes -------------------------------------------------------------------------------
 
@@ -331,10 +382,11 @@ class OpenAIProposer:
             ratio = self._usage.input_tokens / self._chars_sent
         return math.ceil(chars * ratio)
 
-    def _reserve(self, messages: Messages) -> int | None:
-        """Tokens set aside for a request about to be sent (so concurrent requests cannot overrun the budget
-        together); None when it would not fit, which stops further requests this cycle."""
-        needed = self._estimate(sum(len(m["content"]) for m in messages))
+    def _reserve(self, messages: Messages, max_tokens: int) -> int | None:
+        """Tokens set aside for a request about to be sent, its prompt and the most it may generate (so neither
+        its reply nor concurrent requests can overrun the budget); None when it would not fit, which stops
+        further requests this cycle."""
+        needed = self._estimate(sum(len(m["content"]) for m in messages)) + max_tokens
         budget = self.config.token_budget
         if budget is None:
             return 0
@@ -367,7 +419,7 @@ class OpenAIProposer:
             "openai proposer (%s, %s output) %s: %d request(s), %d input / %d output tokens, %d unusable "
             "repl(ies), %d failed request(s)%s%s",
             self.config.model,
-            self._mode,
+            self._output.describe(),
             scope,
             u.calls,
             u.input_tokens,

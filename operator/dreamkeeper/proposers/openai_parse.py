@@ -2,8 +2,10 @@
 
 Servers without structured output wrap JSON in reasoning blocks, code fences and prose. We strip ``<think>`` blocks,
 look inside fences first, and scan for balanced JSON objects with a real brace matcher that respects strings (not
-RockBot's first ``{`` to last ``}``). The first object that carries the expected keys is validated with pydantic;
-anything else is an unusable reply, which changes nothing.
+RockBot's first ``{`` to last ``}``). Raw control characters inside strings are accepted (``strict=False``):
+llama.cpp's JSON grammar lets a model write a literal newline in a string, and strict parsing threw such replies
+away. The first object that carries the expected keys is validated with pydantic; anything else is an unusable
+reply, which changes nothing, and the error says what the reply was.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def iter_json_objects(text: str) -> Iterator[dict[str, Any]]:
         if end is not None:
             tried += 1
             try:
-                value = json.loads(text[position : end + 1])
+                value = json.loads(text[position : end + 1], strict=False)
             except ValueError:
                 value = None
             if isinstance(value, dict):
@@ -136,6 +138,27 @@ def _normalise_proposal(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _diagnose(text: str, wanted: str) -> str:
+    """What a reply without a usable object was instead: prose, the wrong object, cut-off or malformed JSON."""
+    cleaned = strip_reasoning(text)
+    objects = list(_candidates(text))
+    if objects:
+        keys = sorted({str(k) for obj in objects[:10] for k in obj})
+        shown = ", ".join(keys[:8]) + (", …" if len(keys) > 8 else "") if keys else "none"
+        return f"the reply is JSON without {wanted} (its keys: {shown})"
+    start = cleaned.find("{")
+    if start < 0:
+        return f"the reply has no JSON object (prose only; {wanted} expected)"
+    end = _match_brace(cleaned, start)
+    if end is None:
+        return "the reply's JSON is cut off (an object is never closed)"
+    try:
+        json.loads(cleaned[start : end + 1], strict=False)
+    except ValueError as exc:
+        return f"the reply's JSON does not parse ({exc})"
+    return f"the reply has no JSON object with {wanted}"
+
+
 def parse_proposal(text: str | None) -> Proposal:
     """The first JSON object with ``toDelete`` or ``toSave`` (any casing), validated; else :class:`ReplyError`."""
     if text is None or not text.strip():
@@ -148,7 +171,7 @@ def parse_proposal(text: str | None) -> Proposal:
         except ValidationError as exc:
             detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
             raise ReplyError(f"reply does not fit the proposal schema ({detail}): {preview(text)}") from None
-    raise ReplyError(f"no JSON object with toDelete/toSave in the reply: {preview(text)}")
+    raise ReplyError(f"{_diagnose(text, 'toDelete/toSave')}: {preview(text)}")
 
 
 def parse_repair(text: str | None) -> str:
@@ -161,4 +184,4 @@ def parse_repair(text: str | None) -> str:
                 if isinstance(value, str) and value.strip():
                     return value
                 raise ReplyError(f"repair reply has no usable content: {preview(text)}")
-    raise ReplyError(f"no JSON object with content in the repair reply: {preview(text)}")
+    raise ReplyError(f"{_diagnose(text, 'content')}: {preview(text)}")

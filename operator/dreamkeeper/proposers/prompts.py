@@ -26,11 +26,19 @@ REPLY_CONTRACT = (
     'verbatim. When nothing should change, reply {"toDelete": [], "toSave": []}.'
 )
 
+# The end of every offer. Chat templates that drop system messages (llama-cpp-python's stock "gemma") would
+# otherwise hide the reply format, and small models follow the last thing they read best.
+OFFER_CONTRACT = (
+    'Reply with one JSON object and nothing else: {"toDelete": ["<id>"], "toSave": [{"content": "...", '
+    '"category": "...", "tags": [], "sourceIds": ["<id>"], "importance": null}]}, naming only ids shown above. '
+    'When nothing should change, reply {"toDelete": [], "toSave": []}.'
+)
+
+REPAIR_CONTRACT = 'Reply with one JSON object and nothing else: {"content": "<the revised merged text>"}.'
 REPAIR_DIRECTIVE = (
     "You revise a proposed merge of memory entries that dropped specific details. Restore each missing string "
     "verbatim, exactly as written in the sources. Keep everything the proposed text already says. Add no fact that is "
-    "not in the sources. Stay concise. Reply with one JSON object and nothing else: "
-    '{"content": "<the revised merged text>"}.'
+    "not in the sources. Stay concise. " + REPAIR_CONTRACT
 )
 
 
@@ -155,6 +163,7 @@ def user_message(batch: Batch, request: ProposalRequest, singletons: bool = True
         for offered_entry in members:
             number += 1
             lines.append(format_entry(number, offered_entry.entry, offered_entry.merge_only))
+    lines += ["", OFFER_CONTRACT]
     return "\n".join(lines)
 
 
@@ -172,6 +181,7 @@ def repair_message(request: RepairRequest) -> str:
     lines += [format_entry(n, e) for n, e in enumerate(request.sources, start=1)]
     lines += ["", "Missing — each must appear verbatim in your revision:"]
     lines += [f"- {m}" for m in request.missing]
+    lines += ["", REPAIR_CONTRACT]
     return "\n".join(lines)
 
 
@@ -213,10 +223,15 @@ OutputMode = Literal["json_schema", "json_object", "none"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "none")
 
 
-def response_format(mode: OutputMode, kind: Literal["proposal", "repair"]) -> dict[str, Any] | None:
+def response_format(
+    mode: OutputMode, kind: Literal["proposal", "repair"], object_schema: bool = True
+) -> dict[str, Any] | None:
+    """What to ask for. ``json_object`` carries the schema as well (``object_schema``) — servers of the llama.cpp
+    family constrain their output to it there, where they do not support ``json_schema``; a server that refuses the
+    extra key is asked without it."""
     if mode == "none":
         return None
-    if mode == "json_object":
-        return {"type": "json_object"}
     name, schema = ("dream_proposal", PROPOSAL_SCHEMA) if kind == "proposal" else ("merge_repair", REPAIR_SCHEMA)
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema} if object_schema else {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}

@@ -1,4 +1,9 @@
-"""`dreamkeeper dream`: run one consolidation cycle on an agent directory."""
+"""`dreamkeeper dream`: run one consolidation cycle on an agent directory.
+
+Settings come from ``--settings`` (a JSON file), then ``--settings-json``, then flags, each overriding the one
+before. The cycle's dials are top-level keys (``CycleSettings``); the proposer's are the ``proposer`` section
+(``ProposerConfig``), which is also how a DreamSchedule's ``spec.proposer`` reaches its cycle Job.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from dreamkeeper.consolidation.dryrun import render_plan
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import load_vocabulary
 from dreamkeeper.memory import LockHeldError, MemoryStoreError
+from dreamkeeper.proposers.config import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig
 from dreamkeeper.proposers.factory import make_proposer
 
 err = Console(stderr=True)
@@ -37,21 +43,44 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-def _settings(settings_file: Path | None, settings_json: str | None, overrides: dict[str, Any]) -> CycleSettings:
+def _settings_data(settings_file: Path | None, settings_json: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    if settings_file is not None:
-        data.update(json.loads(settings_file.read_text(encoding="utf-8")))
-    if settings_json:
-        data.update(json.loads(settings_json))
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return CycleSettings.model_validate(data)
+    for origin, text in (
+        (str(settings_file), settings_file.read_text(encoding="utf-8") if settings_file is not None else None),
+        ("--settings-json", settings_json),
+    ):
+        if not text:
+            continue
+        layer = json.loads(text)
+        if not isinstance(layer, dict):
+            raise ValueError(f"{origin}: expected a JSON object, got {type(layer).__name__}")
+        section = layer.pop(PROPOSER_SECTION, None)
+        if section is not None and not isinstance(section, dict):
+            raise ValueError(f"{origin}: {PROPOSER_SECTION!r} must be an object")
+        data.update(layer)
+        data[PROPOSER_SECTION] = {**data.get(PROPOSER_SECTION, {}), **(section or {})}
+    return data
+
+
+def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    return {**base, **{k: v for k, v in flags.items() if v is not None}}
+
+
+def proposer_config(agent_dir: Path, section: dict[str, Any], flags: dict[str, Any]) -> ProposerConfig:
+    """The settings' proposer section overlaid with the flags that were given; an openai proposer also reads the
+    agent's own llm-pricing.json when no price file was named (RockBot keeps it there)."""
+    data = _overlay(section, flags)
+    default_prices = agent_dir / PRICE_FILE
+    if data.get("type") == "openai" and data.get("price_file") is None and default_prices.is_file():
+        data["price_file"] = default_prices
+    return ProposerConfig.model_validate(data)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("dream")
     def dream_command(
         agent_dir: Path = typer.Argument(..., help="The agent's data directory (memory under AGENT_DIR/memory)."),
-        proposer: str = typer.Option("offline", help="offline | openai"),
+        proposer: str | None = typer.Option(None, help=f"{' | '.join(PROPOSER_KINDS)} (default offline)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as a diff; write nothing."),
         as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout."),
         force: bool = typer.Option(False, "--force", help="Ignore the minimum interval between cycles."),
@@ -66,7 +95,11 @@ def register(app: typer.Typer) -> None:
         ),
         model: str | None = typer.Option(None, help="openai: model name."),
         base_url: str | None = typer.Option(None, help="openai: base URL (else OPENAI_BASE_URL)."),
-        timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds."),
+        timeout: float | None = typer.Option(None, help="openai: per-request timeout in seconds (120)."),
+        temperature: float | None = typer.Option(None, help="openai: sampling temperature (the server's default)."),
+        max_output_tokens: int | None = typer.Option(
+            None, help="openai: every request's max_tokens (default: sized from the entries it shows)."
+        ),
         max_retries: int | None = typer.Option(None, help="openai: retries on 429/5xx."),
         token_budget: int | None = typer.Option(None, help="openai: per-cycle token budget (input + output)."),
         concurrency: int | None = typer.Option(None, help="openai: requests in flight at once (1)."),
@@ -83,42 +116,47 @@ def register(app: typer.Typer) -> None:
         ),
         price_file: Path | None = typer.Option(
             None,
-            help="openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/llm-pricing.json).",
+            help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
     ) -> None:
         """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
         try:
-            settings = _settings(
-                settings_file,
-                settings_json,
-                {
-                    "similarity_threshold": similarity_threshold,
-                    "retention_days": retention_days,
-                    "min_interval_hours": min_interval_hours,
-                    "batch_max_entries": batch_size,
-                },
+            data = _settings_data(settings_file, settings_json)
+            section = data.pop(PROPOSER_SECTION, {})
+            settings = CycleSettings.model_validate(
+                _overlay(
+                    data,
+                    {
+                        "similarity_threshold": similarity_threshold,
+                        "retention_days": retention_days,
+                        "min_interval_hours": min_interval_hours,
+                        "batch_max_entries": batch_size,
+                    },
+                )
             )
         except (OSError, ValueError, ValidationError) as exc:
             err.print(f"[red]invalid settings:[/red] {exc}")
             raise typer.Exit(EXIT_USAGE) from None
         vocab_path = Path(settings.vocabulary_path)
         vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
+        flags = {
+            "type": proposer,
+            "model": model,
+            "base_url": base_url,
+            "timeout": timeout,
+            "temperature": temperature,
+            "max_output_tokens": max_output_tokens,
+            "max_retries": max_retries,
+            "token_budget": token_budget,
+            "output_mode": output_mode,
+            "concurrency": concurrency,
+            "offer_singletons": offer_singletons,
+            "defer_below_entries": defer_below_entries,
+            "price_file": price_file,
+        }
         try:
-            chosen = make_proposer(
-                proposer,
-                vocabulary,
-                model=model,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=max_retries,
-                token_budget=token_budget,
-                output_mode=output_mode,
-                concurrency=concurrency,
-                offer_singletons=offer_singletons,
-                defer_below_entries=defer_below_entries,
-                price_file=_price_file(proposer, agent_dir, price_file),
-            )
+            chosen = make_proposer(proposer_config(agent_dir, section, flags), vocabulary)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(EXIT_USAGE) from None
@@ -164,14 +202,6 @@ def register(app: typer.Typer) -> None:
             _print_report(report)
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
-
-
-def _price_file(proposer: str, agent_dir: Path, explicit: Path | None) -> Path | None:
-    """An explicit --price-file, else the agent's own llm-pricing.json when it has one (RockBot keeps it there)."""
-    if explicit is not None or proposer != "openai":
-        return explicit
-    default = agent_dir / "llm-pricing.json"
-    return default if default.is_file() else None
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -1,14 +1,17 @@
-"""Configuration of the OpenAI-compatible proposer. The API key is not configuration: it comes from
-``OPENAI_API_KEY`` only, so it never appears on a command line, in a settings file or in a report."""
+"""The proposer's configuration: one model every source maps into — the ``dream`` command's flags and the
+``proposer`` section of its settings (``dream_command.py``), a DreamSchedule's ``spec.proposer``
+(``kube/models.py``, passed to the cycle Job as that same section) — and that ``make_proposer`` takes.
+
+The API key is not configuration: it comes from ``OPENAI_API_KEY`` only, so it never appears on a command line,
+in a settings file or in a report."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -16,6 +19,7 @@ from dreamkeeper.proposers.prompts import OutputMode
 
 API_KEY_ENV = "OPENAI_API_KEY"
 PRICE_FILE = "llm-pricing.json"  # looked for in the agent directory, beside dream.md
+PROPOSER_SECTION = "proposer"  # the key of the proposer's settings inside the cycle settings JSON
 
 
 class MissingAPIKeyError(ValueError):
@@ -67,17 +71,24 @@ def load_price_file(path: Path) -> dict[str, ModelPrice]:
     return parse_price_table(data, f"price file {path}")
 
 
-class OpenAIProposerConfig(BaseModel):
+ProposerKind = Literal["offline", "openai"]
+PROPOSER_KINDS: tuple[ProposerKind, ...] = ("offline", "openai")
+
+
+class ProposerConfig(BaseModel):
+    """Who proposes, and for ``openai`` how it is asked. Fields other than ``type`` only matter to ``openai``."""
+
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1)
+    type: ProposerKind = "offline"
+    model: str | None = Field(default=None, min_length=1)
     base_url: str | None = None  # None: OPENAI_BASE_URL, else the OpenAI API (the openai package's rule)
     timeout: float = Field(default=120.0, gt=0, description="seconds per request")
+    # Retries are the openai client's (backoff with jitter, Retry-After, x-should-retry): see openai_client.
     max_retries: int = Field(default=4, ge=0, le=20, description="retries of one request on 408/409/429/5xx")
-    backoff_initial: float = Field(default=1.0, ge=0)
-    backoff_max: float = Field(default=60.0, ge=0)
     # A server asking for a longer wait than this is not retried: the cycle keeps what it has instead of stalling.
-    retry_after_max: float = Field(default=300.0, ge=0)
+    # The client itself never waits longer than two minutes.
+    retry_after_max: float = Field(default=120.0, ge=0, le=120)
     token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
     output_mode: OutputMode = "json_schema"
@@ -88,7 +99,9 @@ class OpenAIProposerConfig(BaseModel):
     # defer_max_hours old: the system directive is paid once for several cycles' worth. 0 sends every cycle.
     defer_below_entries: int = Field(default=8, ge=0)
     defer_max_hours: float = Field(default=24.0, ge=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2, description="None: the server's default")
+    # Every request carries max_tokens, sized from what it shows (openai_output); set, this is every request's
+    # max_tokens instead (a reasoning model needs more, a tight budget less).
     max_output_tokens: int | None = Field(default=None, ge=1)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     price_file: Path | None = None
@@ -96,12 +109,12 @@ class OpenAIProposerConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _explain_missing_model(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and not data.get("model"):
-            raise ValueError("the openai proposer needs a model name (--model)")
+        if isinstance(data, Mapping) and data.get("type") == "openai" and not data.get("model"):
+            raise ValueError("the openai proposer needs a model name (--model, or model in the proposer settings)")
         return data
 
     @model_validator(mode="after")
-    def _load_prices(self) -> OpenAIProposerConfig:
+    def _load_prices(self) -> ProposerConfig:
         if self.price_file is not None:
             self.prices = {**load_price_file(self.price_file), **self.prices}
         return self
@@ -111,9 +124,3 @@ class OpenAIProposerConfig(BaseModel):
             if name and name in self.prices:
                 return self.prices[name]
         return None
-
-    def backoff(self, attempt: int) -> float:
-        """The exponential ceiling for retry ``attempt`` (0-based); jitter is applied by the caller."""
-        if attempt > 60:
-            return self.backoff_max
-        return min(self.backoff_max, self.backoff_initial * math.pow(2, attempt))

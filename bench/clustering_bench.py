@@ -33,14 +33,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dreamkeeper.consolidation.clustering import (
-    ClusteringStats,
-    ClusterItem,
-    Strategy,
-    find_clusters_with_stats,
-    find_pairs,
-    similarity,
-)
+from dreamkeeper.consolidation.clustering import ClusteringStats, ClusterItem, Strategy, find_clusters
+from dreamkeeper.consolidation.clustering.scan import edge_graph
+from dreamkeeper.consolidation.clustering.similarity import similarity
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_100K_SECONDS = 30.0
@@ -151,9 +146,8 @@ def run_once(items: Sequence[ClusterItem], strategy: Strategy) -> dict[str, Any]
     can_reset = _reset_peak()
     cpu = _cpu_seconds()
     started = time.perf_counter()
-    clusters, stats = find_clusters_with_stats(
-        items, threshold=THRESHOLD, max_cluster_size=MAX_CLUSTER, strategy=strategy
-    )
+    stats = ClusteringStats()
+    clusters = find_clusters(items, threshold=THRESHOLD, max_cluster_size=MAX_CLUSTER, strategy=strategy, stats=stats)
     wall = time.perf_counter() - started
     cpu = _cpu_seconds() - cpu
     peak = _status_kib("VmHWM")
@@ -199,7 +193,10 @@ def planted_recall(items: Sequence[ClusterItem], planted: Planted) -> dict[str, 
     """
     by_id = {entry.id: entry for entry in items}
     due = {tuple(sorted(pair)) for pair in planted if similarity(by_id[pair[0]], by_id[pair[1]])[0] >= THRESHOLD}
-    found = {(p.a, p.b) for p in find_pairs(items, threshold=THRESHOLD)}
+    graph = edge_graph(
+        items, threshold=THRESHOLD, same_top_level_category=False, strategy="auto", seed=None, stats=ClusteringStats()
+    )
+    found = {(p.a, p.b) for p in graph.entry_pairs()}
     missed = sorted(due - found)
     return {
         "planted": len(planted),

@@ -8,6 +8,7 @@ import random
 from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -15,23 +16,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.consolidation import clustering
 from dreamkeeper.consolidation.clustering import (
-    TARGET_RECALL,
     Cluster,
     ClusteringError,
+    ClusteringStats,
     ClusterItem,
-    LshPlan,
-    SimilarPair,
     Strategy,
+    buckets,
+    find,
     find_clusters,
-    find_clusters_with_stats,
-    find_pairs,
-    jaccard_tokens,
-    plan_minhash,
-    plan_simhash,
-    similarity,
 )
+from dreamkeeper.consolidation.clustering.graph import SimilarPair
+from dreamkeeper.consolidation.clustering.plans import TARGET_RECALL, LshPlan, plan_minhash, plan_simhash
+from dreamkeeper.consolidation.clustering.scan import edge_graph
+from dreamkeeper.consolidation.clustering.similarity import jaccard_tokens, similarity
 
 Vector = npt.NDArray[np.float64]
 
@@ -58,6 +56,32 @@ def at_cosine(rng: np.random.Generator, base: Vector, cosine: float) -> Vector:
 
 def id_sets(clusters: Sequence[Cluster]) -> list[tuple[str, ...]]:
     return [c.ids for c in clusters]
+
+
+def clusters_with_stats(items: Sequence[ClusterItem], **options: Any) -> tuple[list[Cluster], ClusteringStats]:
+    """``find_clusters`` and the stats it filled in."""
+    stats = ClusteringStats()
+    return find_clusters(items, stats=stats, **options), stats
+
+
+def edges_of(
+    items: Sequence[ClusterItem],
+    *,
+    threshold: float = 0.88,
+    same_top_level_category: bool = False,
+    strategy: Strategy = "auto",
+    seed: int | None = None,
+) -> list[SimilarPair]:
+    """The accepted edges as entry pairs sorted by ids: the graph ``find_clusters`` assembles, twin classes expanded."""
+    graph = edge_graph(
+        items,
+        threshold=threshold,
+        same_top_level_category=same_top_level_category,
+        strategy=strategy,
+        seed=seed,
+        stats=ClusteringStats(),
+    )
+    return graph.entry_pairs()
 
 
 # --------------------------------------------------------------------------------------------- tokens, similarity
@@ -88,7 +112,7 @@ def test_rockbot_jaccard_example() -> None:
     assert find_clusters([a, b]) == []  # default 0.88
 
 
-def test_find_pairs_lists_the_accepted_edges() -> None:
+def test_edge_graph_lists_the_accepted_edges() -> None:
     items = [
         item("c", "Rocky prefers concise"),
         item("a", "Rocky prefers concise status"),
@@ -96,12 +120,12 @@ def test_find_pairs_lists_the_accepted_edges() -> None:
         item("d", "unrelated words entirely", embedding=[1.0, 0.0]),
         item("e", "something else", embedding=[1.0, 0.0]),
     ]
-    assert find_pairs(items, threshold=0.75) == [
+    assert edges_of(items, threshold=0.75) == [
         SimilarPair("a", "c", 0.75, "jaccard"),
         SimilarPair("b", "d", 1.0, "jaccard"),
         SimilarPair("d", "e", 1.0, "cosine"),
     ]
-    assert find_pairs([]) == [] and find_clusters([]) == [] and find_clusters(items[:1]) == []
+    assert edges_of([]) == [] and find_clusters([]) == [] and find_clusters(items[:1]) == []
 
 
 def test_empty_token_sets_have_no_jaccard_neighbours() -> None:
@@ -255,7 +279,7 @@ def test_split_keeps_tight_groups_together_despite_interleaved_ids() -> None:
 
 def test_clique_split_strands_no_member() -> None:
     items = [item(f"id{k:02d}", text) for k, text in enumerate(_text_group("x", 10))]
-    clusters, stats = find_clusters_with_stats(items, threshold=0.8, max_cluster_size=3)
+    clusters, stats = clusters_with_stats(items, threshold=0.8, max_cluster_size=3)
     sizes = sorted(len(c.ids) for c in clusters)
     assert sizes == [3, 3, 4]  # the tenth member, left alone, joins the chunk of its strongest neighbour
     assert sorted(i for c in clusters for i in c.ids) == [f"id{k:02d}" for k in range(10)]
@@ -311,14 +335,14 @@ def test_internal_failure_becomes_clustering_error(monkeypatch: pytest.MonkeyPat
     def explode(*_: object, **__: object) -> None:
         raise MemoryError("simulated")
 
-    monkeypatch.setattr(clustering, "_assemble", explode)
+    monkeypatch.setattr(find, "assemble", explode)
     with pytest.raises(ClusteringError, match="MemoryError: simulated") as caught:
         find_clusters([item("a", "same text here"), item("b", "same text here")])
     assert isinstance(caught.value.__cause__, MemoryError)
 
 
 def test_candidate_ceiling_raises_instead_of_exhausting_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clustering, "MAX_EMITTED_PAIRS", 1000)
+    monkeypatch.setattr(buckets, "MAX_EMITTED_PAIRS", 1000)
     shared = " ".join(f"common{k:02d}" for k in range(40))
     items = [item(f"e{k:03d}", f"{shared} own{k:03d}") for k in range(100)]  # pairwise 40/42: most bands collide
     with pytest.raises(ClusteringError, match="near-identical entries"):
@@ -326,7 +350,7 @@ def test_candidate_ceiling_raises_instead_of_exhausting_memory(monkeypatch: pyte
     assert len(find_clusters(items, strategy="brute", max_cluster_size=200)[0].ids) == 100
     # identical entries are twins: one of them is hashed, so they never approach the ceiling
     twins = [item(f"t{k:03d}", shared) for k in range(1000)]
-    clusters, stats = find_clusters_with_stats(twins, strategy="lsh", max_cluster_size=1000)
+    clusters, stats = clusters_with_stats(twins, strategy="lsh", max_cluster_size=1000)
     assert [len(c.ids) for c in clusters] == [1000] and stats.scans[0].scanned == 1
     assert stats.edges == 1000 * 999 // 2 and stats.twin_entries == 1000
 
@@ -445,12 +469,10 @@ def test_lsh_agrees_with_brute_force_on_planted_corpora(
 ) -> None:
     items = _planted_corpus(2000, seed=11, dim=dim, categories=categories)
     scoped = label == "scoped"
-    brute, brute_stats = find_clusters_with_stats(
+    brute, brute_stats = clusters_with_stats(
         items, max_cluster_size=10_000, same_top_level_category=scoped, strategy="brute"
     )
-    lsh, lsh_stats = find_clusters_with_stats(
-        items, max_cluster_size=10_000, same_top_level_category=scoped, strategy="lsh"
-    )
+    lsh, lsh_stats = clusters_with_stats(items, max_cluster_size=10_000, same_top_level_category=scoped, strategy="lsh")
     assert all(scan.strategy == "lsh" for scan in lsh_stats.scans)
     assert brute_stats.edges > 100  # plenty of planted near-duplicates at >= 0.88
     # LSH edges are a subset of brute-force edges (exact verification), so equal counts mean equal edge sets.
@@ -460,7 +482,7 @@ def test_lsh_agrees_with_brute_force_on_planted_corpora(
     if label == "cosine":
         assert (
             _above_threshold_pairs(items[:400], 0.88)
-            == find_clusters_with_stats(items[:400], max_cluster_size=10_000, strategy="brute")[1].edges
+            == clusters_with_stats(items[:400], max_cluster_size=10_000, strategy="brute")[1].edges
         )
 
 
@@ -474,7 +496,7 @@ def test_minhash_detection_rate_at_exactly_the_threshold() -> None:
         items.append(item(f"a{k:05d}", " ".join([*shared, f"p{k}a0"])))
         items.append(item(f"b{k:05d}", " ".join([*shared, f"p{k}b0", f"p{k}b1"])))
     assert similarity(items[0], items[1])[0] == 0.88
-    _, stats = find_clusters_with_stats(items, threshold=0.88, strategy="lsh")
+    _, stats = clusters_with_stats(items, threshold=0.88, strategy="lsh")
     misses = pairs - stats.edges
     assert misses <= 12, f"{misses} of {pairs} threshold pairs missed"
 
@@ -487,7 +509,7 @@ def test_simhash_detection_rate_at_the_threshold() -> None:
         base = unit(rng, 128)
         items.append(item(f"a{k:05d}", "x", embedding=base))
         items.append(item(f"b{k:05d}", "x", embedding=at_cosine(rng, base, 0.8801)))
-    _, stats = find_clusters_with_stats(items, threshold=0.88, strategy="lsh")
+    _, stats = clusters_with_stats(items, threshold=0.88, strategy="lsh")
     assert stats.scans[0].plan is not None
     misses = pairs - stats.edges
     assert misses <= 10, f"{misses} of {pairs} threshold pairs missed"
@@ -563,8 +585,8 @@ def test_clusters_match_the_pairwise_oracle(
         SimilarPair(items[i].id, items[j].id, value, measure) for (i, j), (value, measure) in edges.items()
     ]
     expected_pairs.sort(key=lambda pair: (pair.a, pair.b))
-    assert find_pairs(items, threshold=threshold, same_top_level_category=scoped, strategy="brute") == expected_pairs
-    lsh_pairs = find_pairs(items, threshold=threshold, same_top_level_category=scoped, strategy="lsh")
+    assert edges_of(items, threshold=threshold, same_top_level_category=scoped, strategy="brute") == expected_pairs
+    lsh_pairs = edges_of(items, threshold=threshold, same_top_level_category=scoped, strategy="lsh")
     assert set(lsh_pairs) <= set(expected_pairs)  # precision is exact
     neighbours: dict[int, set[int]] = {k: set() for k in range(len(items))}
     for i, j in edges:
@@ -588,7 +610,7 @@ def test_clusters_match_the_pairwise_oracle(
     expected = sorted({tuple(sorted(items[m].id for m in comp)) for comp in components.values()})
     assert sorted(c.ids for c in whole) == expected
 
-    split, stats = find_clusters_with_stats(
+    split, stats = clusters_with_stats(
         items, threshold=threshold, max_cluster_size=max_size, same_top_level_category=scoped, strategy="brute"
     )
     placed = [index[i] for c in split for i in c.ids]

@@ -13,18 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.consolidation import clustering
-from dreamkeeper.consolidation.clustering import (
-    Cluster,
-    ClusterItem,
-    SimilarPair,
-    Strategy,
-    find_clusters,
-    find_clusters_with_stats,
-    find_pairs,
-    similarity,
-)
-from tests.consolidation.test_clustering import item
+from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, Strategy, assembly, find_clusters, splitting
+from dreamkeeper.consolidation.clustering.graph import SimilarPair
+from dreamkeeper.consolidation.clustering.similarity import similarity
+from tests.consolidation.test_clustering import clusters_with_stats, edges_of, item
 
 Edges = dict[tuple[int, int], tuple[float, str]]
 
@@ -140,13 +132,13 @@ def _assert_matches_reference(
         key=lambda p: (p.a, p.b),
     )
     for strategy in strategies:
-        clusters, stats = find_clusters_with_stats(
+        clusters, stats = clusters_with_stats(
             items, threshold=threshold, max_cluster_size=max_size, same_top_level_category=scoped, strategy=strategy
         )
         assert clusters == expected, strategy
         assert stats.edges == len(edges)
         assert stats.oversize_clusters == sum(1 for c in expected if len(c.ids) > max_size)
-        assert find_pairs(items, threshold=threshold, same_top_level_category=scoped, strategy=strategy) == pairs
+        assert edges_of(items, threshold=threshold, same_top_level_category=scoped, strategy=strategy) == pairs
     return expected
 
 
@@ -179,7 +171,7 @@ def test_twin_class_sizes_match_the_entry_level_greedy(class_size: int, neighbou
 def test_pure_twin_class_chunks_are_consecutive_id_runs() -> None:
     for size, expected_sizes in [(17, [9, 8]), (16, [8, 8]), (15, [8, 7]), (2, [2])]:
         twins = [item(f"t{k:03d}", TEXT) for k in range(size)]
-        clusters, stats = find_clusters_with_stats(twins, max_cluster_size=8)
+        clusters, stats = clusters_with_stats(twins, max_cluster_size=8)
         assert [len(c.ids) for c in clusters] == expected_sizes
         # lowest ids first; a lone remainder joins the chunk of its lowest-id twin (the first one)
         assert clusters[0].ids[:8] == tuple(f"t{k:03d}" for k in range(min(8, size)))
@@ -199,15 +191,15 @@ def test_a_2071_twin_class_is_split_without_materialising_its_pairs(monkeypatch:
         item("n-far", "nothing in common at all"),
     ]
     seen_nodes: list[int] = []
-    split = clustering._split_component
+    split = splitting.split_component
 
     def spy(adjacency: dict[int, dict[int, tuple[float, int]]], members: dict[int, list[int]], max_size: int) -> object:
         seen_nodes.append(len(adjacency))
         return split(adjacency, members, max_size)
 
-    monkeypatch.setattr(clustering, "_split_component", spy)
+    monkeypatch.setattr(assembly, "split_component", spy)
     items = [*twins, *others]
-    clusters, stats = find_clusters_with_stats(items, max_cluster_size=max_size)
+    clusters, stats = clusters_with_stats(items, max_cluster_size=max_size)
     assert seen_nodes == [5]  # the class is one node next to its four neighbours, not 2071 entries
     # one entry per distinct token set is hashed: TEXT (the twins, emb1, emb2), NEAR, emb3's and far's
     assert stats.twin_entries == size and stats.scans[0].scanned == 4
@@ -244,7 +236,7 @@ def test_twins_never_span_scope_groups() -> None:
     groups = [set("pq"), set("c"), set("n")]
     assert all(any({i[0] for i in c.ids} <= group for group in groups) for c in scoped)  # no mixing of scopes
     assert sum(len(c.ids) for c in scoped) == len(items)
-    _, stats = find_clusters_with_stats(items, same_top_level_category=True)
+    _, stats = clusters_with_stats(items, same_top_level_category=True)
     assert stats.twin_entries == 16 and [scan.scanned for scan in stats.scans] == [1, 1, 1]
     _assert_matches_reference(items, 0.88, 4, False, ("brute", "lsh"))
 
@@ -252,17 +244,17 @@ def test_twins_never_span_scope_groups() -> None:
 def test_embedded_entries_with_identical_text_are_not_twins() -> None:
     # cosine decides between them: orthogonal vectors are no pair even though the texts are identical
     items = [item(f"e{k}", TEXT, embedding=np.eye(6)[k]) for k in range(6)]
-    assert find_clusters(items) == [] and find_pairs(items) == []
+    assert find_clusters(items) == [] and edges_of(items) == []
     # one entry without an embedding links all of them (Jaccard 1.0 each) into one component
     with_plain = [*items, item("plain", TEXT)]
     _assert_matches_reference(with_plain, 0.88, 3, False, ("brute", "lsh"))
-    assert len(find_pairs(with_plain)) == 6
+    assert len(edges_of(with_plain)) == 6
 
 
 def test_degenerate_embeddings_make_twins() -> None:
     # a zero vector is unusable: that entry is compared by Jaccard everywhere, so it is a twin of plain ones
     items = [item("a", TEXT, embedding=[0.0, 0.0]), item("b", TEXT), item("c", TEXT, embedding=[1.0, 0.0])]
-    _, stats = find_clusters_with_stats(items)
+    _, stats = clusters_with_stats(items)
     assert stats.twin_entries == 2
     _assert_matches_reference(items, 0.88, 8, False, ("brute", "lsh"))
 
@@ -319,7 +311,7 @@ def test_twin_collapse_matches_the_entry_level_greedy(
     # identical token sets collide in every band, so every Jaccard pair at 1.0 is always found.
     ordered, edges = _oracle(items, threshold, scoped)
     oracle = {(ordered[i].id, ordered[j].id): value for (i, j), value in edges.items()}
-    found = {(p.a, p.b): (p.similarity, p.measure) for p in find_pairs(
+    found = {(p.a, p.b): (p.similarity, p.measure) for p in edges_of(
         items, threshold=threshold, same_top_level_category=scoped, strategy="lsh")}  # fmt: skip
     assert found.items() <= oracle.items()
     assert {pair for pair, (w, m) in oracle.items() if (w, m) == (1.0, "jaccard")} <= set(found)
@@ -355,20 +347,20 @@ def _templated_corpus(n: int, seed: int) -> list[ClusterItem]:
 
 def test_lsh_and_brute_agree_on_templated_corpora() -> None:
     items = _templated_corpus(3000, seed=4)
-    brute, brute_stats = find_clusters_with_stats(items, strategy="brute")
-    lsh, lsh_stats = find_clusters_with_stats(items, strategy="lsh")
+    brute, brute_stats = clusters_with_stats(items, strategy="brute")
+    lsh, lsh_stats = clusters_with_stats(items, strategy="lsh")
     assert brute_stats.twin_entries > 500  # the copies differing only in short numbers
     assert lsh_stats.edges == brute_stats.edges > 100_000
     assert lsh == brute
-    pairs = find_pairs(items[:400], strategy="lsh")
-    assert pairs == find_pairs(items[:400], strategy="brute")
+    pairs = edges_of(items[:400], strategy="lsh")
+    assert pairs == edges_of(items[:400], strategy="brute")
     assert len(pairs) == sum(1 for a, b in combinations(items[:400], 2) if similarity(a, b)[0] >= 0.88)
 
 
 def test_strength_units_are_exact_and_order_free() -> None:
     a, b, c = 0.88, 0.89, 0.97
     assert (a + b) + c != a + (b + c)  # a float strength would depend on the order edges are summed in
-    units = clustering._strength_units
+    units = splitting.strength_units
     assert (units(a) + units(b)) + units(c) == units(a) + (units(b) + units(c))
     assert units(0.9) * 3 == units(0.9) + units(0.9) + units(0.9)  # a twin class's n edges = n x one edge
-    assert clustering._strength_units(1.0) == 2**64 and math.isclose(clustering._strength_units(0.5) / 2**64, 0.5)
+    assert splitting.strength_units(1.0) == 2**64 and math.isclose(splitting.strength_units(0.5) / 2**64, 0.5)

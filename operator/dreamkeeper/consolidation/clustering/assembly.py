@@ -1,0 +1,81 @@
+"""Components of the edge graph into clusters: union-find over nodes, each component whole when it fits in
+``max_cluster_size`` and split (:mod:`.splitting`) when not, each chunk with its weakest edge and measure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from dreamkeeper.consolidation.clustering.graph import Graph
+from dreamkeeper.consolidation.clustering.model import JACCARD, MEASURE_CODES, Cluster
+from dreamkeeper.consolidation.clustering.splitting import Adjacency, split_component
+from dreamkeeper.consolidation.clustering.stats import ClusteringStats
+
+
+def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats) -> list[Cluster]:
+    """The clusters of ``graph``, sorted by first id; counts components, clusters and oversize chunks."""
+    components = _components(graph)
+    stats.components = len(components)
+    clusters: list[Cluster] = []
+    for adjacency in components:
+        members = {node: graph.members(node) for node in adjacency}
+        if sum(len(entries) for entries in members.values()) <= max_cluster_size:
+            chunks = [sorted(entry for entries in members.values() for entry in entries)]
+        else:
+            chunks = split_component(adjacency, members, max_cluster_size)
+        node_of = {entry: node for node, entries in members.items() for entry in entries}
+        for chunk in chunks:
+            clusters.append(_cluster_of(chunk, node_of, adjacency, graph.ids))
+            if len(chunk) > max_cluster_size:
+                stats.oversize_clusters += 1
+    clusters.sort(key=lambda cluster: cluster.ids[0])
+    stats.clusters = len(clusters)
+    return clusters
+
+
+def _components(graph: Graph) -> list[Adjacency]:
+    """The adjacency of each connected component (nodes with at least one edge, and every twin class)."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        root = parent.setdefault(x, x)
+        while root != parent[root]:
+            parent[root] = parent[parent[root]]
+            root = parent[root]
+        return root
+
+    edge_list = graph.edge_list()
+    for a, b, _, _ in edge_list:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    for node in graph.twins:
+        find(node)  # a twin class is a component even with no other neighbour
+    adjacencies: dict[int, Adjacency] = defaultdict(dict)
+    for node in parent:
+        adjacencies[find(node)][node] = {}
+    for a, b, w, m in edge_list:
+        adjacency = adjacencies[find(a)]
+        adjacency[a][b] = (w, m)
+        adjacency[b][a] = (w, m)
+    return list(adjacencies.values())
+
+
+def _cluster_of(chunk: list[int], node_of: dict[int, int], adjacency: Adjacency, ids: list[str]) -> Cluster:
+    present: dict[int, int] = defaultdict(int)
+    for entry in chunk:
+        present[node_of[entry]] += 1
+    weights: list[float] = []
+    measures: set[int] = set()
+    nodes = list(present)
+    for position, node in enumerate(nodes):
+        if present[node] >= 2:  # twins of one class: Jaccard 1.0
+            weights.append(1.0)
+            measures.add(JACCARD)
+        near = adjacency[node]
+        for other in nodes[position + 1 :]:  # a chunk holds a handful of nodes; a twin class may have 1000s of edges
+            edge = near.get(other)
+            if edge is not None:
+                weights.append(edge[0])
+                measures.add(edge[1])
+    kind = MEASURE_CODES[measures.pop()] if len(measures) == 1 else "mixed"
+    return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=min(weights), measure=kind)

@@ -1,0 +1,40 @@
+"""The values the clustering package exchanges: an entry to compare, a cluster found, the error that stops
+a scan, and the array shapes every module passes around."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Measure = Literal["cosine", "jaccard"]
+Strategy = Literal["auto", "brute", "lsh"]
+
+MEASURE_CODES: tuple[Measure, Measure] = ("cosine", "jaccard")
+COSINE, JACCARD = 0, 1  # measure codes in the edge arrays (index into MEASURE_CODES)
+
+IntArray = npt.NDArray[np.int64]
+U64Array = npt.NDArray[np.uint64]
+F32Array = npt.NDArray[np.float32]
+F64Array = npt.NDArray[np.float64]
+
+
+class ClusteringError(RuntimeError):
+    """The near-duplicate scan could not run; callers degrade to unreviewed-only, never to the whole corpus."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterItem:
+    id: str
+    content: str
+    category: str | None
+    embedding: npt.NDArray[np.floating] | None  # float32 vector as stored in .embeddings/<id>.bin, or None
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    ids: tuple[str, ...]  # >= 2 members, sorted by id (ordinal)
+    min_similarity: float  # weakest accepted (>= threshold) edge inside the cluster
+    measure: str  # "cosine" | "jaccard" | "mixed": the measures of the edges inside the cluster

@@ -18,6 +18,7 @@ from dreamkeeper.memory.errors import (
     PathEscapeError,
     StoreWriteError,
 )
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
 from dreamkeeper.memory.paths import validate_category, validate_id
 from dreamkeeper.memory.store import (
@@ -50,10 +51,13 @@ __all__ = [
     "ScanResult",
     "StoreWriteError",
     "StoredEntry",
+    "cluster_hash",
     "create_exclusive",
     "entry_summary",
+    "fold_key",
     "format_timestamp",
     "replace_file",
+    "review_hash",
     "state_dir",
     "utcnow",
     "validate_category",

@@ -1,7 +1,8 @@
 """The `dreamkeeper` command line: one root app composed of each concern's sub-commands.
 
 Each package owns its commands (``memory/cli.py``, ``coverage/cli.py``, ...); this module only wires them,
-so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept.
+so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept (``demo/cli.py``,
+the sample agent, is a leaf above memory and coverage that nothing else imports).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def _register() -> None:
 
     register_memory(app)
     for module_name in (
+        "dreamkeeper.demo.cli",
         "dreamkeeper.coverage.cli",
         "dreamkeeper.consolidation.cli",
         "dreamkeeper.proposers.cli",

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
+from codegen.observability import alerts, dashboard
+from codegen.observability.generate import dashboard_path, main, outputs, repo_root, rules_path
 
 from dreamkeeper.kube.metrics import METRIC_DOCS
 from dreamkeeper.kube.reconcile import _interval_after
 from dreamkeeper.kube.slots import CronSchedule
-from dreamkeeper.observability import alerts, dashboard
-from dreamkeeper.observability.generate import dashboard_path, main, outputs, repo_root, rules_path
 from tests.packaging import alert_cases
 from tests.packaging.promtool import binary
 

@@ -13,11 +13,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.demo.cli import register
 from dreamkeeper.demo.sample import (
     BUNDLED_SAMPLE,
     EMBEDDING_DIM,
-    VOCABULARY_FILE,
     SampleExistsError,
     SampleSummary,
     copy_bundled,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from codegen.rbac import operator_binding, operator_role
 
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import LABEL_CLAIM
 from dreamkeeper.kube.models import MemoryVocabularySpec
 from dreamkeeper.kube.naming import label_value

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from dreamkeeper.demo.sample import DEFAULT_SEED, DEFAULT_SIZE, SampleExistsError, copy_bundled, generate_sample
-from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import MemoryStore, memory_root
 from dreamkeeper.memory.cli import JSON_OPT, Failure, emit_json, expected_errors, out
 from dreamkeeper.memory.stats import compute_stats
 
@@ -32,7 +32,7 @@ def sample_command(
                 generate_sample(dest_dir, seed, size)
         except SampleExistsError as exc:
             raise Failure(str(exc)) from None
-        stats = compute_stats(MemoryStore(dest_dir / "memory"))
+        stats = compute_stats(MemoryStore(memory_root(dest_dir)))
     if as_json:
         emit_json(stats.model_dump(mode="json", by_alias=True))
         return

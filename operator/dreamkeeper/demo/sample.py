@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dreamkeeper.coverage import VOCABULARY_FILE_NAME as VOCABULARY_FILE
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.demo.world import (
     ANCHOR,
     Family,
@@ -45,7 +45,14 @@ from dreamkeeper.demo.world import (
     torn_entry,
     trip_families,
 )
-from dreamkeeper.memory import REASON_EPHEMERAL, REASON_MERGED_INTO, cluster_hash, review_hash
+from dreamkeeper.memory import (
+    REASON_EPHEMERAL,
+    REASON_MERGED_INTO,
+    cluster_hash,
+    embedding_file_name,
+    memory_root,
+    review_hash,
+)
 from dreamkeeper.memory.paths import EMBEDDINGS_DIR
 
 DEFAULT_SEED = 7
@@ -416,7 +423,7 @@ def _entry_relpath(obj: dict[str, Any]) -> Path:
 def _write(
     agent_dir: Path, rng: random.Random, planned: list[_Planned], ids: list[str], seed: int, size: int
 ) -> SampleSummary:
-    memory_dir = agent_dir / "memory"
+    memory_dir = memory_root(agent_dir)
     embeddings_dir = memory_dir / EMBEDDINGS_DIR
     embeddings_dir.mkdir(parents=True, exist_ok=True)
     for entry_id, item in zip(ids, planned, strict=True):
@@ -425,7 +432,9 @@ def _write(
         # RockBot: System.Text.Json, indented, no trailing newline.
         path.write_text(json.dumps(item.obj, indent=2, ensure_ascii=False), encoding="utf-8")
         if item.vector is not None:
-            (embeddings_dir / f"{entry_id}.bin").write_bytes(struct.pack(f"<{EMBEDDING_DIM}f", *item.vector))
+            (embeddings_dir / embedding_file_name(entry_id)).write_bytes(
+                struct.pack(f"<{EMBEDDING_DIM}f", *item.vector)
+            )
     # Exactly one torn file, as a non-atomic write interrupted mid-way leaves it.
     torn_id = f"{rng.getrandbits(48):012x}"
     while torn_id in ids:
@@ -470,7 +479,7 @@ def _summarise(agent_dir: Path, planned: list[_Planned], malformed: list[str], s
     ]
     return SampleSummary(
         agent_dir=agent_dir,
-        memory_dir=agent_dir / "memory",
+        memory_dir=memory_root(agent_dir),
         seed=seed,
         size=size,
         anchor=ANCHOR,
@@ -500,7 +509,7 @@ def copy_bundled(dest: Path) -> None:
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise SampleExistsError(dest)
-    if not (BUNDLED_SAMPLE / "memory").is_dir():
+    if not memory_root(BUNDLED_SAMPLE).is_dir():
         raise FileNotFoundError(f"the bundled sample is missing from the package ({BUNDLED_SAMPLE})")
     shutil.copytree(BUNDLED_SAMPLE, dest, dirs_exist_ok=True)
 
@@ -514,7 +523,7 @@ def write_bundled(target: Path = BUNDLED_SAMPLE) -> SampleSummary:
     if target.exists():
         shutil.rmtree(target)
     os.rename(staging, target)
-    return summary.model_copy(update={"agent_dir": target, "memory_dir": target / "memory"})
+    return summary.model_copy(update={"agent_dir": target, "memory_dir": memory_root(target)})
 
 
 def main(argv: list[str] | None = None) -> None:

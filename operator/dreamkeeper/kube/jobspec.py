@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE, CycleSettings
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import (
     ANNOTATION_CLAIM_NAME,
     ANNOTATION_PINNED_TO,

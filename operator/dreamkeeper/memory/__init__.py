@@ -20,7 +20,7 @@ from dreamkeeper.memory.errors import (
 )
 from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
-from dreamkeeper.memory.paths import validate_category, validate_id
+from dreamkeeper.memory.paths import embedding_file_name, memory_root, validate_category, validate_id
 from dreamkeeper.memory.store import (
     HighValueFloor,
     MalformedFile,
@@ -53,9 +53,11 @@ __all__ = [
     "StoredEntry",
     "cluster_hash",
     "create_exclusive",
+    "embedding_file_name",
     "entry_summary",
     "fold_key",
     "format_timestamp",
+    "memory_root",
     "replace_file",
     "review_hash",
     "state_dir",

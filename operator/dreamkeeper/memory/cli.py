@@ -25,7 +25,7 @@ from rich.table import Table
 from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
 from dreamkeeper.memory.lock import CycleLock
-from dreamkeeper.memory.paths import validate_id
+from dreamkeeper.memory.paths import memory_root, validate_id
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import HighValueFloor, MemoryStore, StoredEntry, entry_summary
 
@@ -68,7 +68,7 @@ def open_store(agent_dir: Path, memory_dir: Path | None) -> MemoryStore:
     """The store of an agent directory; refuses a missing directory instead of showing an empty store."""
     if not agent_dir.is_dir():
         raise UsageError(f"agent directory {agent_dir} does not exist or is not a directory")
-    root = memory_dir if memory_dir is not None else agent_dir / "memory"
+    root = memory_root(agent_dir, memory_dir)
     if not root.is_dir():
         raise Failure(f"no memory directory at {root}; pass --memory-dir if the agent keeps it elsewhere")
     return MemoryStore(root)

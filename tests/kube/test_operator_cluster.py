@@ -22,7 +22,7 @@ from dreamkeeper.kube import LABEL_CLAIM
 from dreamkeeper.kube.models import MemoryVocabularySpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.slots import CronSchedule
-from dreamkeeper.kube.vocabulary import render
+from dreamkeeper.kube.vocabulary_render import render
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, namespaced
 from tests.kube.cluster_support import (

@@ -37,7 +37,7 @@ from dreamkeeper.kube import (
 from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.placement import Placement
-from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY
+from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
 
 Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]

@@ -19,6 +19,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import load_vocabulary
 from dreamkeeper.memory import LockHeldError, MemoryStoreError
 from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.proposers.openai_config import PRICE_FILE
 
 err = Console(stderr=True)
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def _price_file(proposer: str, agent_dir: Path, explicit: Path | None) -> Path |
     """An explicit --price-file, else the agent's own llm-pricing.json when it has one (RockBot keeps it there)."""
     if explicit is not None or proposer != "openai":
         return explicit
-    default = agent_dir / "llm-pricing.json"
+    default = agent_dir / PRICE_FILE
     return default if default.is_file() else None
 
 

@@ -46,6 +46,7 @@ from dreamkeeper.demo.world import (
     trip_families,
 )
 from dreamkeeper.memory import (
+    EMBEDDINGS_DIR,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
     cluster_hash,
@@ -53,7 +54,6 @@ from dreamkeeper.memory import (
     memory_root,
     review_hash,
 )
-from dreamkeeper.memory.paths import EMBEDDINGS_DIR
 
 DEFAULT_SEED = 7
 DEFAULT_SIZE = 300

@@ -20,7 +20,13 @@ from dreamkeeper.memory.errors import (
 )
 from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
-from dreamkeeper.memory.paths import embedding_file_name, memory_root, validate_category, validate_id
+from dreamkeeper.memory.paths import (
+    EMBEDDINGS_DIR,
+    embedding_file_name,
+    memory_root,
+    validate_category,
+    validate_id,
+)
 from dreamkeeper.memory.store import (
     HighValueFloor,
     MalformedFile,
@@ -32,6 +38,7 @@ from dreamkeeper.memory.store import (
 )
 
 __all__ = [
+    "EMBEDDINGS_DIR",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
     "ConflictError",

@@ -24,8 +24,8 @@ demo: $(STAMP)
 	@$(VENV)/bin/dreamkeeper dream $(DEMO_DIR)/agent --proposer offline
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check operator codegen tests bench
+	$(VENV)/bin/ruff format --check operator codegen tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -46,9 +46,9 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench all
 
+# Build-time generators (codegen/, outside the package): CRDs, chart RBAC, metrics doc, dashboard, alert rules.
 generate: $(STAMP)
-	$(PY) -m dreamkeeper.kube.generate
-	$(PY) -m dreamkeeper.observability.generate
+	$(PY) -m codegen
 
 # manifests/install.yaml rendered from the chart (needs helm: `make tools`).
 manifests: generate

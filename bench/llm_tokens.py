@@ -41,9 +41,7 @@ from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.proposal import BatchReply, Proposal, ProposalRequest, ProposerUsage, RepairRequest
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import SourceText, find_missing_specifics
-from dreamkeeper.memory import Entry, MemoryStore
-from dreamkeeper.memory.entry import CREATED_BY_CYCLE, REVIEWED_AT, REVIEWED_HASH
-from dreamkeeper.memory.sample_content import (
+from dreamkeeper.demo.world import (
     Family,
     knowledge_families,
     make_people,
@@ -53,6 +51,8 @@ from dreamkeeper.memory.sample_content import (
     project_families,
     trip_families,
 )
+from dreamkeeper.memory import Entry, MemoryStore
+from dreamkeeper.memory.entry import CREATED_BY_CYCLE, REVIEWED_AT, REVIEWED_HASH
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dreamkeeper.memory.sample_content import (
+from dreamkeeper.demo.world import (
     USER_FIRST,
     Family,
     ephemeral_families,

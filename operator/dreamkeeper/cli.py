@@ -3,6 +3,7 @@
 Each package owns its commands (``memory/cli.py``, ``coverage/cli.py``, ...); this module only wires them,
 so the one-way import flow memory <- coverage <- consolidation <- proposers <- kube, cli is kept. ``dream``
 joins a cycle to a proposer, so it lives at this layer (``dream_command.py``), not inside either package.
+``demo/cli.py``, the sample agent, is a leaf above memory and coverage that nothing else imports.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def _register() -> None:
 
     register_memory(app)
     for module_name in (
+        "dreamkeeper.demo.cli",
         "dreamkeeper.coverage.cli",
         "dreamkeeper.consolidation.cli",
         "dreamkeeper.dream_command",

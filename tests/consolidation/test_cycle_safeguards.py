@@ -138,7 +138,7 @@ def test_invented_and_unoffered_ids_resolve_to_nothing(tmp_path: Path) -> None:
         [Seed("new1", "Trish Roberts booked Las Vegas."), Seed("new2", "The BlazorHol class is in Atlanta.")],
     )
     # An entry reviewed and unchanged, with no duplicate siblings, is withheld: naming it must do nothing.
-    from dreamkeeper.consolidation.fingerprints import review_hash
+    from dreamkeeper.memory import review_hash
 
     text = "Tripit holds the Las Vegas itinerary."
     reviewed[REVIEWED_HASH] = review_hash(text)
@@ -280,7 +280,7 @@ def test_report_json_has_every_documented_field(tmp_path: Path) -> None:
 def test_clustering_failure_degrades_to_unreviewed_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dreamkeeper.consolidation import gating
     from dreamkeeper.consolidation.clustering import ClusteringError
-    from dreamkeeper.consolidation.fingerprints import review_hash
+    from dreamkeeper.memory import review_hash
 
     def broken(*args: object, **kwargs: object) -> list[object]:
         raise ClusteringError("index corrupted")

@@ -9,7 +9,7 @@ import pytest
 
 from dreamkeeper.coverage import (
     DEFAULT_VOCABULARY,
-    VOCABULARY_FILE_NAME,
+    VOCABULARY_FILE,
     SourceText,
     Vocabulary,
     extract_specifics,
@@ -21,7 +21,7 @@ from dreamkeeper.coverage.vocabulary import strip_json_comments
 
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
-    return tmp_path / VOCABULARY_FILE_NAME
+    return tmp_path / VOCABULARY_FILE
 
 
 def test_absent_file_is_the_baseline_silently(path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codegen.crds import all_crds
+from codegen.rbac import operator_binding, operator_role
 from prometheus_client.parser import text_string_to_metric_families
 
+from dreamkeeper.demo.sample import copy_bundled
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.crds import all_crds
-from dreamkeeper.kube.rbac import operator_binding, operator_role
-from dreamkeeper.memory.sample import copy_bundled
 from tests.cluster.controlplane import ControlPlane, free_port
 from tests.cluster.kubeapi import ApiError, Obj, namespaced
 from tests.cluster.procs import ManagedProcess

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from codegen.crds import dream_schedule_crd, memory_vocabulary_crd
+from codegen.generate import main, outputs, repo_root
+from codegen.rbac import operator_rules
 
 from dreamkeeper.kube import GROUP
-from dreamkeeper.kube.crds import dream_schedule_crd, memory_vocabulary_crd
-from dreamkeeper.kube.generate import main, outputs, repo_root
 from dreamkeeper.kube.metrics import METRIC_DOCS, OperatorMetrics
-from dreamkeeper.kube.rbac import operator_rules
 
 ROOT = repo_root()
 

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codegen.rbac import operator_binding, operator_role
 
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import LABEL_CLAIM
 from dreamkeeper.kube.models import MemoryVocabularySpec
 from dreamkeeper.kube.naming import label_value
-from dreamkeeper.kube.rbac import operator_binding, operator_role
 from dreamkeeper.kube.slots import CronSchedule
-from dreamkeeper.kube.vocabulary import render
+from dreamkeeper.kube.vocabulary_render import render
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, namespaced
 from tests.kube.cluster_support import (

@@ -1,4 +1,4 @@
-"""`dreamkeeper memory ...` and `dreamkeeper sample`: outputs, --json, exit codes, no tracebacks."""
+"""`dreamkeeper memory ...`: outputs, --json, exit codes, no tracebacks."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dreamkeeper.demo.sample import BUNDLED_SAMPLE
 from dreamkeeper.memory import CycleLock, MemoryStore
 from dreamkeeper.memory.cli import register
-from dreamkeeper.memory.sample import BUNDLED_SAMPLE
 from tests.memory.conftest import tree_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,17 +155,6 @@ def test_purge_is_a_dry_run_unless_yes(app: typer.Typer, agent: Path) -> None:
         assert store.require(entry_id).entry.is_archived
     floor = run_json(app, "memory", "purge", agent, "--floor-importance", "1.0", "--floor-reinforcement", "1000")
     assert {e["id"] for e in floor["purged"]} == set(real["keptAboveFloor"])
-
-
-def test_sample_command(app: typer.Typer, tmp_path: Path) -> None:
-    result = run(app, "sample", tmp_path / "a")
-    assert result.exit_code == 0, result.output
-    assert tree_bytes(tmp_path / "a") == tree_bytes(BUNDLED_SAMPLE)
-    small = run_json(app, "sample", tmp_path / "b", "--seed", "3", "--size", "40")
-    assert small["entries"] == 40 and len(small["malformed"]) == 1
-    again = run(app, "sample", tmp_path / "a")
-    assert again.exit_code == 1 and "not empty" in again.stderr
-    assert tree_bytes(tmp_path / "a") == tree_bytes(BUNDLED_SAMPLE)
 
 
 def test_json_output_is_clean_when_run_as_a_process(agent: Path) -> None:

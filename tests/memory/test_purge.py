@@ -103,8 +103,8 @@ ALLOWED_DELETIONS = Counter(
         ("memory/store.py", "MemoryStore._purge_one", "os.rename"): 1,  # park the entry before verifying it
         ("memory/store.py", "MemoryStore._purge_one", "unlink_durably"): 2,  # THE purge: entry file + its embedding
         ("memory/store.py", "MemoryStore._unpark", "unlink_durably"): 1,  # parked name, after linking it back
-        ("memory/sample.py", "write_bundled", "shutil.rmtree"): 2,  # package data regeneration, not an agent
-        ("memory/sample.py", "write_bundled", "os.rename"): 1,
+        ("demo/sample.py", "write_bundled", "shutil.rmtree"): 2,  # package data regeneration, not an agent
+        ("demo/sample.py", "write_bundled", "os.rename"): 1,
         ("kube/seed.py", "create_no_clobber", "os.unlink"): 1,  # its own temp file's second name after link()
     }
 )

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dreamkeeper.demo.sample import BUNDLED_SAMPLE
 from dreamkeeper.memory import Entry, MemoryStore
-from dreamkeeper.memory.sample import BUNDLED_SAMPLE
 from tests.memory.conftest import rockbot_entry, write_raw
 
 UNKNOWN_FIELDS: dict[str, Any] = {

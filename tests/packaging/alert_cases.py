@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from dreamkeeper.observability.alerts import ALERTS, AlertRule, alert
-from dreamkeeper.observability.generate import repo_root, rules_path
+from codegen.observability.alerts import ALERTS, AlertRule, alert
+from codegen.observability.generate import repo_root, rules_path
 
 HERE = Path(__file__).resolve().parent
 TEST_FILE = HERE / "alerts_test.yaml"

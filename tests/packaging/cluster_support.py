@@ -8,10 +8,10 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from codegen.crds import all_crds
 from prometheus_client.parser import text_string_to_metric_families
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.crds import all_crds
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, Obj
 from tests.kube import cluster_support as kube_support

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from codegen.crds import all_crds
+from codegen.observability import alerts, dashboard
+from codegen.rbac import aggregate_rules, operator_rules
 
-from dreamkeeper.kube.crds import all_crds
 from dreamkeeper.kube.models import DreamScheduleSpec, MemoryVocabularySpec
-from dreamkeeper.kube.rbac import aggregate_rules, operator_rules
-from dreamkeeper.observability import alerts, dashboard
 from tests.packaging.helm import CHART, MONITORING_API, REPO, VALUES_DIR, Doc, by_kind, helm, one, template
 
 VALUES_FILES = sorted(p.name for p in VALUES_DIR.glob("*.yaml"))

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from codegen.observability import alerts, dashboard
+from codegen.observability.generate import dashboard_path, main, outputs, repo_root, rules_path
 
 from dreamkeeper.kube.metrics import METRIC_DOCS
-from dreamkeeper.observability import alerts, dashboard
-from dreamkeeper.observability.generate import dashboard_path, main, outputs, repo_root, rules_path
 from tests.packaging import alert_cases
 from tests.packaging.promtool import binary
 

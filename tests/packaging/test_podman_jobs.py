@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import DREAM_CONTAINER, GROUP, SCHEDULE_PLURAL, SEED_CONTAINER, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.models import MemoryVocabularySpec
-from dreamkeeper.kube.vocabulary import render
+from dreamkeeper.kube.vocabulary_render import render
 from tests.cluster import tools
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import Obj, namespaced

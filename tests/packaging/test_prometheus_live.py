@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
+from codegen.observability import alerts, dashboard
+from codegen.observability.generate import repo_root, rules_path
+from codegen.rbac import operator_binding, operator_role
 
-from dreamkeeper.kube.rbac import operator_binding, operator_role
-from dreamkeeper.observability import alerts, dashboard
-from dreamkeeper.observability.generate import repo_root, rules_path
 from tests.cluster import tools
 from tests.cluster.controlplane import free_port
 from tests.cluster.fixtures import KubeCluster

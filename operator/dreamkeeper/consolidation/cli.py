@@ -10,13 +10,9 @@ from rich.console import Console
 
 from dreamkeeper.consolidation.cycle import recover
 from dreamkeeper.consolidation.undo import undo_cycle
-from dreamkeeper.memory import CycleLock, LockHeldError
+from dreamkeeper.memory import CycleLock, LockHeldError, memory_root
 
 err = Console(stderr=True)
-
-
-def _memory_root(agent_dir: Path, memory_dir: Path | None) -> Path:
-    return memory_dir or agent_dir / "memory"
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +26,7 @@ def register(app: typer.Typer) -> None:
         """Reverse a whole cycle: restore its archived entries, archive its successors, revert its folds."""
         try:
             with CycleLock(agent_dir, f"undo {cycle_id}"):
-                result = undo_cycle(agent_dir, _memory_root(agent_dir, memory_dir), cycle_id)
+                result = undo_cycle(agent_dir, memory_root(agent_dir, memory_dir), cycle_id)
         except (LockHeldError, FileNotFoundError) as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from None
@@ -52,7 +48,7 @@ def register(app: typer.Typer) -> None:
         """Finish any cycle a crash interrupted, from its write-ahead journal (idempotent)."""
         try:
             with CycleLock(agent_dir, "recover"):
-                done = recover(agent_dir, _memory_root(agent_dir, memory_dir))
+                done = recover(agent_dir, memory_root(agent_dir, memory_dir))
         except LockHeldError as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from None

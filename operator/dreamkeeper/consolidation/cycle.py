@@ -18,7 +18,14 @@ import numpy as np
 
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
-from dreamkeeper.consolidation.journal import ExecutionTally, Executor, Journal, incomplete_journals, write_journal
+from dreamkeeper.consolidation.journal import (
+    FOLD_JOURNAL_SUFFIX,
+    ExecutionTally,
+    Executor,
+    Journal,
+    incomplete_journals,
+    write_journal,
+)
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, Proposer
 from dreamkeeper.consolidation.report import CycleReport, write_report
@@ -32,7 +39,9 @@ from dreamkeeper.memory import (
     MemoryStore,
     ScanResult,
     StoredEntry,
+    embedding_file_name,
     format_timestamp,
+    memory_root,
     replace_file,
     state_dir,
     utcnow,
@@ -56,7 +65,7 @@ class CycleOptions:
 
     @property
     def memory_root(self) -> Path:
-        return self.memory_dir or self.agent_dir / "memory"
+        return memory_root(self.agent_dir, self.memory_dir)
 
 
 @dataclass(repr=False)
@@ -173,7 +182,7 @@ class Cycle:
 
         def load(entry_id: str) -> np.ndarray | None:
             # Listed first: most entries of a corpus may have no embedding, and a failed open costs more than a read.
-            return self.store.load_embedding(entry_id) if f"{entry_id}.bin".casefold() in present else None
+            return self.store.load_embedding(entry_id) if embedding_file_name(entry_id).casefold() in present else None
 
         return load
 
@@ -254,7 +263,7 @@ class Cycle:
                 leaving = fold_plan.leaving_ids()
                 live = [s for s in live if s.id not in leaving]
             else:
-                tally = self._execute(fold_plan, suffix="-fold")
+                tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
                 report.folded = tally.archived_folded
                 scan = self._reread(scan, fold_plan)
                 live = _live(scan)

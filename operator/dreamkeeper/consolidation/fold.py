@@ -10,10 +10,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from dreamkeeper.consolidation.fingerprints import fold_key
 from dreamkeeper.consolidation.plan import FoldAction
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import Entry, StoredEntry, format_timestamp
+from dreamkeeper.memory import Entry, StoredEntry, fold_key, format_timestamp
 from dreamkeeper.memory.entry import BOOKKEEPING_KEYS, FOLDED_AT, FOLDED_FROM
 
 

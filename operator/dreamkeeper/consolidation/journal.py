@@ -42,6 +42,8 @@ from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
 
 log = logging.getLogger(__name__)
 
+FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
+
 Op = Literal["create", "update", "archive", "stamp"]
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
 
@@ -99,6 +101,11 @@ def journal_dir(agent_dir: Path) -> Path:
 
 def journal_path(agent_dir: Path, cycle_id: str) -> Path:
     return journal_dir(agent_dir) / f"{cycle_id}.jsonl"
+
+
+def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
+    """A cycle's journals in the order they were written: its exact-duplicate fold, then its plan."""
+    return [journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX), journal_path(agent_dir, cycle_id)]
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
 
-VOCABULARY_FILE = "merge-coverage-vocabulary.json"
-DIRECTIVE_FILE = "dream.md"
+DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
 
 
 class CycleSettings(BaseModel):

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dreamkeeper.consolidation.journal import Journal, journal_dir
+from dreamkeeper.consolidation.journal import Journal, journal_dir, journal_paths
 from dreamkeeper.memory import ConflictError, MalformedFile, MemoryStore, replace_file, utcnow
 from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
 
@@ -24,8 +24,7 @@ class UndoResult:
 
 
 def journals_of(agent_dir: Path, cycle_id: str) -> list[Path]:
-    directory = journal_dir(agent_dir)
-    return [p for p in (directory / f"{cycle_id}-fold.jsonl", directory / f"{cycle_id}.jsonl") if p.exists()]
+    return [path for path in journal_paths(agent_dir, cycle_id) if path.exists()]
 
 
 def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dreamkeeper.consolidation.fingerprints import cluster_hash, review_hash
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
@@ -29,7 +28,15 @@ from dreamkeeper.coverage import (
     find_missing_specifics,
     merged_inventory,
 )
-from dreamkeeper.memory import Entry, InvalidCategoryError, StoredEntry, format_timestamp, validate_category
+from dreamkeeper.memory import (
+    Entry,
+    InvalidCategoryError,
+    StoredEntry,
+    cluster_hash,
+    format_timestamp,
+    review_hash,
+    validate_category,
+)
 from dreamkeeper.memory.entry import (
     CREATED_BY_CYCLE,
     DECLINED_AT,

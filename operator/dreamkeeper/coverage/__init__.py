@@ -16,7 +16,7 @@ from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
-    VOCABULARY_FILE_NAME,
+    VOCABULARY_FILE,
     Vocabulary,
     VocabularyLoad,
     load_vocabulary,
@@ -24,7 +24,7 @@ from dreamkeeper.coverage.vocabulary import (
 
 __all__ = [
     "DEFAULT_VOCABULARY",
-    "VOCABULARY_FILE_NAME",
+    "VOCABULARY_FILE",
     "CoverageIndex",
     "Inventory",
     "SourceText",

@@ -20,7 +20,7 @@ from dreamkeeper.coverage.text import fold
 
 log = logging.getLogger(__name__)
 
-VOCABULARY_FILE_NAME: Final = "merge-coverage-vocabulary.json"
+VOCABULARY_FILE: Final = "merge-coverage-vocabulary.json"  # in the agent directory, beside memory/
 
 
 def _category_key(category: str) -> str:

@@ -19,7 +19,7 @@ from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.api import ClusterApi, KubeApi
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ScheduleReconciler
-from dreamkeeper.kube.vocabularies import VocabularyConflictError, VocabularyReconciler
+from dreamkeeper.kube.vocabulary_reconciler import VocabularyConflictError, VocabularyReconciler
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE, CycleSettings
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import (
     ANNOTATION_CLAIM_NAME,
     ANNOTATION_PINNED_TO,
@@ -36,7 +37,7 @@ from dreamkeeper.kube import (
 from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.placement import Placement
-from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY
+from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
 from dreamkeeper.proposers.config import PROPOSER_SECTION, ProposerConfig
 
 Obj = dict[str, Any]

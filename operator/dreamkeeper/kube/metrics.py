@@ -6,8 +6,8 @@ seen — seeded from its persisted ``status.totals``, so they equal the CR's tot
 every series of a schedule is removed when the schedule is deleted. Each Job is counted exactly once (by UID,
 see ``reconcile.py``). ``_created`` series are disabled.
 
-The table of every metric is ``METRIC_DOCS`` below, rendered into docs/operator-metrics.md by
-``python -m dreamkeeper.kube.generate`` (a test keeps both in step with the registered families).
+The table of every metric is ``METRIC_DOCS`` below, rendered into docs/operator-metrics.md by ``make generate``
+(codegen/generate.py; a test keeps both in step with the registered families).
 """
 
 from __future__ import annotations
@@ -138,22 +138,6 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "schedules that finished a reconcile pass since the operator started",
     ),
 )
-
-
-def metrics_markdown() -> str:
-    lines = [
-        "# dreamkeeper operator metrics",
-        "",
-        "Served by `dreamkeeper operator` on `--metrics-port` (default 8080) at `/metrics`. Every per-schedule",
-        "series has the labels `dreamschedule` and `dreamschedule_namespace` (never `namespace`); counters start",
-        "at zero (seeded from the DreamSchedule's `status.totals`) when the schedule is first seen, and all of a",
-        "schedule's series are removed when it is deleted. Generated from `operator/dreamkeeper/kube/metrics.py`.",
-        "",
-        "| metric | type | extra labels | meaning |",
-        "|---|---|---|---|",
-    ]
-    lines += [f"| `{d.name}` | {d.type} | {d.extra_labels} | {d.meaning} |" for d in METRIC_DOCS]
-    return "\n".join(lines) + "\n"
 
 
 SCHEDULE_LABELS = ("dreamschedule", "dreamschedule_namespace")

@@ -20,7 +20,7 @@ from dreamkeeper.kube.handlers import OperatorState, build_registry
 from dreamkeeper.kube.jobspec import JobDefaults
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ReconcileSettings, ScheduleReconciler
-from dreamkeeper.kube.vocabularies import VocabularyReconciler
+from dreamkeeper.kube.vocabulary_reconciler import VocabularyReconciler
 
 log = logging.getLogger(__name__)
 

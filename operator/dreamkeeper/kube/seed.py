@@ -44,6 +44,11 @@ class SeedReport(BaseModel):
         return text
 
 
+def sha256_hex(data: bytes) -> str:
+    """A vocabulary file's identity: the operator's rendering and the file the init container found compare by it."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def _sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -105,7 +110,7 @@ def seed_vocabulary(source: Path, destination: Path) -> SeedReport:
         data = source.read_bytes()
     except OSError as exc:
         return SeedReport(result="failed", path=str(destination), message=f"cannot read {source}: {exc.strerror}")
-    source_sha = hashlib.sha256(data).hexdigest()
+    source_sha = sha256_hex(data)
     if not destination.parent.is_dir():
         return SeedReport(
             result="failed",

@@ -18,8 +18,15 @@ from dreamkeeper.memory.errors import (
     PathEscapeError,
     StoreWriteError,
 )
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
-from dreamkeeper.memory.paths import validate_category, validate_id
+from dreamkeeper.memory.paths import (
+    EMBEDDINGS_DIR,
+    embedding_file_name,
+    memory_root,
+    validate_category,
+    validate_id,
+)
 from dreamkeeper.memory.store import (
     HighValueFloor,
     MalformedFile,
@@ -31,6 +38,7 @@ from dreamkeeper.memory.store import (
 )
 
 __all__ = [
+    "EMBEDDINGS_DIR",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
     "ConflictError",
@@ -50,10 +58,15 @@ __all__ = [
     "ScanResult",
     "StoreWriteError",
     "StoredEntry",
+    "cluster_hash",
     "create_exclusive",
+    "embedding_file_name",
     "entry_summary",
+    "fold_key",
     "format_timestamp",
+    "memory_root",
     "replace_file",
+    "review_hash",
     "state_dir",
     "utcnow",
     "validate_category",

@@ -1,4 +1,4 @@
-"""`dreamkeeper memory stats|list|show|restore|purge` and `dreamkeeper sample`.
+"""`dreamkeeper memory stats|list|show|restore|purge`.
 
 Exit codes: 0 ok, 1 the operation failed (lock held, conflict, entry missing), 2 bad usage (bad id, missing
 directory). Expected failures print one clear line on stderr, never a traceback. ``--json`` output goes to stdout
@@ -25,14 +25,7 @@ from rich.table import Table
 from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
 from dreamkeeper.memory.lock import CycleLock
-from dreamkeeper.memory.paths import validate_id
-from dreamkeeper.memory.sample import (
-    DEFAULT_SEED,
-    DEFAULT_SIZE,
-    SampleExistsError,
-    copy_bundled,
-    generate_sample,
-)
+from dreamkeeper.memory.paths import memory_root, validate_id
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import HighValueFloor, MemoryStore, StoredEntry, entry_summary
 
@@ -59,7 +52,7 @@ class Failure(Exception):
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def expected_errors() -> Iterator[None]:
     """Expected errors become one stderr line and an exit code; anything else is a real bug and keeps its trace."""
     try:
         yield
@@ -75,13 +68,13 @@ def open_store(agent_dir: Path, memory_dir: Path | None) -> MemoryStore:
     """The store of an agent directory; refuses a missing directory instead of showing an empty store."""
     if not agent_dir.is_dir():
         raise UsageError(f"agent directory {agent_dir} does not exist or is not a directory")
-    root = memory_dir if memory_dir is not None else agent_dir / "memory"
+    root = memory_root(agent_dir, memory_dir)
     if not root.is_dir():
         raise Failure(f"no memory directory at {root}; pass --memory-dir if the agent keeps it elsewhere")
     return MemoryStore(root)
 
 
-def _emit_json(value: Any) -> None:
+def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -129,7 +122,6 @@ def register(app: typer.Typer) -> None:
     memory.command("show")(show_command)
     memory.command("restore")(restore_command)
     memory.command("purge")(purge_command)
-    app.command("sample")(sample_command)
 
 
 def stats_command(
@@ -138,11 +130,11 @@ def stats_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Counts: live, archived, malformed, duplicates, embeddings, high-value, due for purge, per category."""
-    with _errors():
+    with expected_errors():
         store = open_store(agent_dir, memory_dir)
         stats = compute_stats(store)
     if as_json:
-        _emit_json(stats.model_dump(mode="json", by_alias=True))
+        emit_json(stats.model_dump(mode="json", by_alias=True))
         return
     out.print(f"[bold]memory store[/bold] {escape(stats.memory_dir)}")
     summary = Table.grid(padding=(0, 2))
@@ -183,7 +175,7 @@ def list_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """List entries in store order (category folders, then id)."""
-    with _errors():
+    with expected_errors():
         if live + archived + all_entries > 1:
             raise UsageError("give at most one of --live, --archived, --all")
         scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
@@ -195,7 +187,7 @@ def list_command(
                 if limit is not None and len(rows) >= limit:
                     break
     if as_json:
-        _emit_json([_listing(stored) for stored in rows])
+        emit_json([_listing(stored) for stored in rows])
         return
     table = Table(title=f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} ({scope.value})")
     table.add_column("id", no_wrap=True)
@@ -228,14 +220,14 @@ def show_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Print one whole entry, exactly as stored, with its embedding's presence."""
-    with _errors():
+    with expected_errors():
         validate_id(entry_id)
         store = open_store(agent_dir, memory_dir)
         stored = store.require(entry_id)
         vector = store.load_embedding(stored.id)
         raw = json.loads(stored.path.read_bytes().decode("utf-8-sig"))
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "path": str(stored.path),
                 "live": stored.entry.is_live,
@@ -280,7 +272,7 @@ def restore_command(
 ) -> None:
     """Bring archived entries back to live (under the cycle lock, so no dream cycle runs meanwhile)."""
     failed = 0
-    with _errors():
+    with expected_errors():
         for entry_id in entry_ids:
             validate_id(entry_id)
         store = open_store(agent_dir, memory_dir)
@@ -314,7 +306,7 @@ def purge_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Hard-delete entries archived longer than the retention, except high-value ones. A dry run unless --yes."""
-    with _errors():
+    with expected_errors():
         store = open_store(agent_dir, memory_dir)
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
         retention = timedelta(days=retention_days)
@@ -324,7 +316,7 @@ def purge_command(
         else:
             report = store.purge(retention, floor, dry_run=True)
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "dryRun": report.dry_run,
                 "retentionDays": retention_days,
@@ -349,29 +341,3 @@ def purge_command(
             out.print("dry run: nothing was deleted; re-run with --yes to purge")
     if report.conflicts:
         raise typer.Exit(1)
-
-
-def sample_command(
-    dest_dir: Path = typer.Argument(..., help="New or empty directory to create the sample agent in."),
-    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Generator seed (the bundled sample is seed 7)."),
-    size: int = typer.Option(DEFAULT_SIZE, "--size", min=20, help="Number of entry files (plus one malformed)."),
-    as_json: bool = JSON_OPT,
-) -> None:
-    """Create a sample agent directory in RockBot's format (the bundled one, or a generated one)."""
-    with _errors():
-        try:
-            if seed == DEFAULT_SEED and size == DEFAULT_SIZE:
-                copy_bundled(dest_dir)
-            else:
-                generate_sample(dest_dir, seed, size)
-        except SampleExistsError as exc:
-            raise Failure(str(exc)) from None
-        stats = compute_stats(MemoryStore(dest_dir / "memory"))
-    if as_json:
-        _emit_json(stats.model_dump(mode="json", by_alias=True))
-        return
-    out.print(
-        f"sample agent in {escape(str(dest_dir))}: {stats.entries} entries ({stats.live} live, {stats.archived} "
-        f"archived), {len(stats.malformed)} malformed file, {stats.embeddings} embeddings",
-        soft_wrap=True,
-    )

@@ -9,7 +9,19 @@ from dreamkeeper.memory.errors import InvalidCategoryError, InvalidIdError, Path
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# RockBot's layout of an agent directory: entries under memory/, their vectors in memory/.embeddings/<id>.bin.
+MEMORY_DIR = "memory"
 EMBEDDINGS_DIR = ".embeddings"
+EMBEDDING_SUFFIX = ".bin"
+
+
+def memory_root(agent_dir: Path, memory_dir: Path | None = None) -> Path:
+    """The agent's memory directory: ``memory_dir`` when given (``--memory-dir``), else AGENT_DIR/memory."""
+    return memory_dir if memory_dir is not None else agent_dir / MEMORY_DIR
+
+
+def embedding_file_name(entry_id: str) -> str:
+    return entry_id + EMBEDDING_SUFFIX
 
 
 def validate_id(entry_id: str) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
 from dreamkeeper.memory.entry import REVIEWED_HASH, Entry, as_aware, utcnow
+from dreamkeeper.memory.fingerprints import review_hash
 from dreamkeeper.memory.paths import EMBEDDINGS_DIR
 from dreamkeeper.memory.store import HighValueFloor, MemoryStore, ScanResult
 
@@ -98,6 +98,6 @@ def compute_stats(
 
 
 def _reviewed_and_unchanged(entry: Entry) -> bool:
-    # RockBot's review stamp: first 8 bytes of SHA-256 of the content (consolidation owns the gating itself).
+    # Counted here; consolidation owns the gating itself.
     stamp = entry.meta(REVIEWED_HASH)
-    return stamp is not None and stamp.upper() == hashlib.sha256(entry.content.encode()).hexdigest()[:16].upper()
+    return stamp is not None and stamp.upper() == review_hash(entry.content)

@@ -39,6 +39,7 @@ from dreamkeeper.memory.errors import (
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     category_of_path,
+    embedding_file_name,
     ensure_inside,
     entry_location,
     entry_path,
@@ -252,7 +253,7 @@ class MemoryStore:
         try:
             # A plain string path: this runs for every embedded entry each cycle, and pathlib objects cost more
             # than the read.
-            with open(os.path.join(self._embeddings_dir, f"{entry_id}.bin"), "rb") as handle:
+            with open(os.path.join(self._embeddings_dir, embedding_file_name(entry_id)), "rb") as handle:
                 data = handle.read()
         except OSError:
             return None
@@ -434,7 +435,7 @@ class MemoryStore:
             self._unpark(parked, stored.path)
             raise ConflictError(stored.path, "changed since it was read")
         unlink_durably(parked)
-        embedding = self.root / EMBEDDINGS_DIR / f"{entry.id}.bin"
+        embedding = self.root / EMBEDDINGS_DIR / embedding_file_name(entry.id)
         if embedding.exists():
             unlink_durably(embedding)
         if self._index is not None:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dreamkeeper.observability import RUNBOOK_BASE_URL, SCHEDULE_LABELS
+from codegen.observability import RUNBOOK_BASE_URL, SCHEDULE_LABELS
 
 GROUP_NAME = "dreamkeeper"
 NO_SUCCESS_PERIODS = 3

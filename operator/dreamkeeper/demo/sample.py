@@ -7,14 +7,14 @@ restatements of one fact, restatements that add specifics, byte-identical duplic
 and decline stamps, archived and superseded entries, older files without the archive fields, PascalCase keys,
 unknown fields and metadata keys.
 
-The default sample is shipped in the package (``dreamkeeper/data/sample-agent``); regenerate it with
-``python -m dreamkeeper.memory.sample --write-bundled``.
+The facts come from ``world.py`` (data in ``data/world.yaml``), the vocabulary file is ``data/vocabulary.json``
+verbatim. The default sample is shipped in the package (``dreamkeeper/demo/data/sample-agent``); regenerate it
+with ``python -m dreamkeeper.demo.sample --write-bundled``.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dreamkeeper.memory.entry import REASON_EPHEMERAL, REASON_MERGED_INTO
-from dreamkeeper.memory.sample_content import (
+from dreamkeeper.coverage import VOCABULARY_FILE
+from dreamkeeper.demo.world import (
     ANCHOR,
     Family,
     ephemeral_families,
@@ -42,30 +42,25 @@ from dreamkeeper.memory.sample_content import (
     person_families,
     preference_families,
     project_families,
+    torn_entry,
     trip_families,
+)
+from dreamkeeper.memory import (
+    EMBEDDINGS_DIR,
+    REASON_EPHEMERAL,
+    REASON_MERGED_INTO,
+    cluster_hash,
+    embedding_file_name,
+    memory_root,
+    review_hash,
 )
 
 DEFAULT_SEED = 7
 DEFAULT_SIZE = 300
 EMBEDDING_DIM = 64
-VOCABULARY_FILE = "merge-coverage-vocabulary.json"
-BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample-agent"
-
-VOCABULARY_TEXT = """\
-// Merge-coverage vocabulary for this agent (RockBot format: JSON with comments and trailing commas).
-// Re-read at the top of every dream cycle. A malformed file falls back to the built-in list with a warning.
-{
-  // Ordinary words in this deployment that should not count as specifics a merge must keep.
-  "extraCommonWords": ["briefing", "triage"],
-
-  // Names that collide with common English words. Without this, a merge could drop Jordan's son Will,
-  // sister Rose or neighbour May and nothing would flag it.
-  "alwaysSpecificWords": ["May", "Will", "Rose"],
-
-  // Categories whose numbers are incidental (none here).
-  "numericExemptCategories": [],
-}
-"""
+DATA = Path(__file__).resolve().parent / "data"
+BUNDLED_SAMPLE = DATA / "sample-agent"
+VOCABULARY_SOURCE = DATA / "vocabulary.json"  # RockBot's format: JSON with comments and trailing commas
 
 
 class SampleSummary(BaseModel):
@@ -201,15 +196,6 @@ def dotnet_timestamp(value: datetime, rng: random.Random) -> str:
     """.NET round-trip ("O") form of a DateTimeOffset: 7 fractional digits and an explicit +00:00 offset."""
     # The 7th digit (100 ns ticks) is below Python's resolution: random, so order between values is kept.
     return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond:06d}{rng.randrange(10)}+00:00"
-
-
-def review_hash(content: str) -> str:
-    """RockBot's review fingerprint: first 8 bytes of SHA-256 of the UTF-8 content, uppercase hex."""
-    return hashlib.sha256(content.encode("utf-8")).digest()[:8].hex().upper()
-
-
-def cluster_hash(ids: list[str]) -> str:
-    return hashlib.sha256(",".join(sorted(ids)).encode("utf-8")).digest()[:8].hex().upper()
 
 
 def _reinforcement(rng: random.Random) -> int:
@@ -437,8 +423,8 @@ def _entry_relpath(obj: dict[str, Any]) -> Path:
 def _write(
     agent_dir: Path, rng: random.Random, planned: list[_Planned], ids: list[str], seed: int, size: int
 ) -> SampleSummary:
-    memory_dir = agent_dir / "memory"
-    embeddings_dir = memory_dir / ".embeddings"
+    memory_dir = memory_root(agent_dir)
+    embeddings_dir = memory_dir / EMBEDDINGS_DIR
     embeddings_dir.mkdir(parents=True, exist_ok=True)
     for entry_id, item in zip(ids, planned, strict=True):
         path = memory_dir / _entry_relpath(item.obj)
@@ -446,24 +432,19 @@ def _write(
         # RockBot: System.Text.Json, indented, no trailing newline.
         path.write_text(json.dumps(item.obj, indent=2, ensure_ascii=False), encoding="utf-8")
         if item.vector is not None:
-            (embeddings_dir / f"{entry_id}.bin").write_bytes(struct.pack(f"<{EMBEDDING_DIM}f", *item.vector))
+            (embeddings_dir / embedding_file_name(entry_id)).write_bytes(
+                struct.pack(f"<{EMBEDDING_DIM}f", *item.vector)
+            )
     # Exactly one torn file, as a non-atomic write interrupted mid-way leaves it.
     torn_id = f"{rng.getrandbits(48):012x}"
     while torn_id in ids:
         torn_id = f"{rng.getrandbits(48):012x}"
-    torn = json.dumps(
-        {
-            "id": torn_id,
-            "content": "Tessa Marchetti's new direct line is +1 651-555-0188 and her assistant is",
-            "category": "people/colleagues",
-            "tags": ["contact"],
-        },
-        indent=2,
-    )
-    torn_path = memory_dir / "people" / "colleagues" / f"{torn_id}.json"
+    torn_obj = torn_entry(torn_id)
+    torn = json.dumps(torn_obj, indent=2)
+    torn_path = memory_dir / _entry_relpath(torn_obj)
     torn_path.parent.mkdir(parents=True, exist_ok=True)
     torn_path.write_text(torn[: len(torn) * 3 // 5], encoding="utf-8")
-    (agent_dir / VOCABULARY_FILE).write_text(VOCABULARY_TEXT, encoding="utf-8")
+    (agent_dir / VOCABULARY_FILE).write_bytes(VOCABULARY_SOURCE.read_bytes())
     return _summarise(agent_dir, planned, [torn_path.relative_to(agent_dir).as_posix()], seed, size)
 
 
@@ -498,7 +479,7 @@ def _summarise(agent_dir: Path, planned: list[_Planned], malformed: list[str], s
     ]
     return SampleSummary(
         agent_dir=agent_dir,
-        memory_dir=agent_dir / "memory",
+        memory_dir=memory_root(agent_dir),
         seed=seed,
         size=size,
         anchor=ANCHOR,
@@ -528,7 +509,7 @@ def copy_bundled(dest: Path) -> None:
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise SampleExistsError(dest)
-    if not (BUNDLED_SAMPLE / "memory").is_dir():
+    if not memory_root(BUNDLED_SAMPLE).is_dir():
         raise FileNotFoundError(f"the bundled sample is missing from the package ({BUNDLED_SAMPLE})")
     shutil.copytree(BUNDLED_SAMPLE, dest, dirs_exist_ok=True)
 
@@ -542,11 +523,11 @@ def write_bundled(target: Path = BUNDLED_SAMPLE) -> SampleSummary:
     if target.exists():
         shutil.rmtree(target)
     os.rename(staging, target)
-    return summary.model_copy(update={"agent_dir": target, "memory_dir": target / "memory"})
+    return summary.model_copy(update={"agent_dir": target, "memory_dir": memory_root(target)})
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dreamkeeper.memory.sample", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dreamkeeper.demo.sample", description=__doc__.split("\n")[0])
     parser.add_argument("dest", nargs="?", type=Path, help="new or empty agent directory to write")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE)

@@ -3,7 +3,7 @@
 Why the SDK rather than a hand-rolled model: it is Grafana's own typed builder (generated from the dashboard
 schema of the Grafana version it is pinned to), pure Python with no dependencies, installs from PyPI and works
 offline; so field names, enums and defaults are Grafana's, not our guesses, and mypy checks the calls. It is a
-dev dependency only: the output is committed JSON, and the running operator never imports this module.
+dev dependency only: the output is committed JSON, and this module is not part of the package the image ships.
 
 Provisioning-safe by construction: the data source is a ``datasource`` template variable (``${datasource}``), and
 the output has no ``__inputs``/``${DS_...}`` placeholders, which break under the Grafana sidecar. Every query uses
@@ -30,7 +30,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from dreamkeeper.observability import SCHEDULE_LABELS
+from codegen.observability import SCHEDULE_LABELS
 
 UID = "dreamkeeper"
 TITLE = "dreamkeeper"

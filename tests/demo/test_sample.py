@@ -1,24 +1,29 @@
-"""The sample agent: deterministic, RockBot-shaped, and the bundled copy is exactly the generator's output."""
+"""The sample agent: deterministic, RockBot-shaped, the bundled copy exactly the generator's output, and
+`dreamkeeper sample`."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import typer
+from typer.testing import CliRunner
 
-from dreamkeeper.memory import MemoryStore
-from dreamkeeper.memory.sample import (
+from dreamkeeper.coverage import VOCABULARY_FILE
+from dreamkeeper.demo.cli import register
+from dreamkeeper.demo.sample import (
     BUNDLED_SAMPLE,
     EMBEDDING_DIM,
-    VOCABULARY_FILE,
     SampleExistsError,
     SampleSummary,
     copy_bundled,
     generate_sample,
 )
+from dreamkeeper.memory import MemoryStore
 from tests.memory.conftest import tree_bytes
 
 DOTNET_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}\+00:00$")
@@ -33,8 +38,8 @@ def default_sample(tmp_path_factory: pytest.TempPathFactory) -> SampleSummary:
 def test_bundled_sample_is_in_sync_with_the_generator(default_sample: SampleSummary) -> None:
     generated = tree_bytes(default_sample.agent_dir)
     bundled = tree_bytes(BUNDLED_SAMPLE)
-    assert sorted(generated) == sorted(bundled), "run: python -m dreamkeeper.memory.sample --write-bundled"
-    assert generated == bundled, "run: python -m dreamkeeper.memory.sample --write-bundled"
+    assert sorted(generated) == sorted(bundled), "run: python -m dreamkeeper.demo.sample --write-bundled"
+    assert generated == bundled, "run: python -m dreamkeeper.demo.sample --write-bundled"
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
@@ -150,3 +155,23 @@ def test_copy_bundled_into_empty_dir(tmp_path: Path) -> None:
     (tmp_path / "agent").mkdir()
     copy_bundled(tmp_path / "agent")
     assert tree_bytes(tmp_path / "agent") == tree_bytes(BUNDLED_SAMPLE)
+
+
+def test_sample_command(tmp_path: Path) -> None:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.callback()(lambda: None)  # a group, as in the root CLI (one lone command would become the app itself)
+    register(app)
+
+    def run(*args: str | Path) -> Any:
+        return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    result = run("sample", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    assert tree_bytes(tmp_path / "a") == tree_bytes(BUNDLED_SAMPLE)
+    small = run("sample", tmp_path / "b", "--seed", "3", "--size", "40", "--json")
+    assert small.exit_code == 0, small.output
+    stats = json.loads(small.stdout)
+    assert stats["entries"] == 40 and len(stats["malformed"]) == 1
+    again = run("sample", tmp_path / "a")
+    assert again.exit_code == 1 and "not empty" in again.stderr
+    assert tree_bytes(tmp_path / "a") == tree_bytes(BUNDLED_SAMPLE)

@@ -6,12 +6,12 @@ newline), so its sha256 identifies the CR's content and can be compared with the
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 
-from dreamkeeper.consolidation.settings import VOCABULARY_FILE
+from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube.models import MemoryVocabularySpec
+from dreamkeeper.kube.seed import sha256_hex
 
 CONFIG_MAP_KEY = VOCABULARY_FILE
 
@@ -43,7 +43,3 @@ def render(spec: MemoryVocabularySpec) -> RenderedVocabulary:
     document = {"extraCommonWords": common, "alwaysSpecificWords": specific, "numericExemptCategories": exempt}
     content = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     return RenderedVocabulary(content, sha256_hex(content), len(common), len(specific), len(exempt))
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codegen.schema import structural_schema
 from dreamkeeper.kube import (
     CATEGORY,
     GROUP,
@@ -23,7 +24,6 @@ from dreamkeeper.kube.models import (
     MemoryVocabularySpec,
     MemoryVocabularyStatus,
 )
-from dreamkeeper.kube.schema import structural_schema
 
 
 def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from dreamkeeper.kube.api import ClusterApi, ConflictError, status_patch
 from dreamkeeper.kube.conditions import READY, set_condition
 from dreamkeeper.kube.models import MemoryVocabularySpec, MemoryVocabularyStatus
 from dreamkeeper.kube.naming import label_value, vocabulary_config_map_name
-from dreamkeeper.kube.vocabulary import CONFIG_MAP_KEY, RenderedVocabulary, render
+from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY, RenderedVocabulary, render
 
 log = logging.getLogger(__name__)
 

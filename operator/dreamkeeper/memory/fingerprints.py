@@ -1,4 +1,8 @@
-"""Content fingerprints for review stamps and cluster identities, RockBot-compatible."""
+"""Content fingerprints for review stamps and cluster identities, RockBot-compatible.
+
+The one definition: store statistics, gating, validation, the proposers and the demo sample all stamp or compare
+with these (a stamp written by one and checked by another must agree byte for byte).
+"""
 
 from __future__ import annotations
 

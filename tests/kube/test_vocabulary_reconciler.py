@@ -9,8 +9,8 @@ import pytest
 
 from dreamkeeper.kube.api import ConflictError
 from dreamkeeper.kube.models import MemoryVocabularySpec
-from dreamkeeper.kube.vocabularies import VocabularyConflictError, VocabularyReconciler
-from dreamkeeper.kube.vocabulary import render
+from dreamkeeper.kube.vocabulary_reconciler import VocabularyConflictError, VocabularyReconciler
+from dreamkeeper.kube.vocabulary_render import render
 from tests.kube.fakes import FakeCluster
 
 NS = "agents"

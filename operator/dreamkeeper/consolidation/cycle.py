@@ -23,7 +23,9 @@ from dreamkeeper.consolidation.journal import (
     ExecutionTally,
     Executor,
     Journal,
+    UnreadableJournalError,
     incomplete_journals,
+    set_aside,
     write_journal,
 )
 from dreamkeeper.consolidation.plan import Plan
@@ -46,7 +48,7 @@ from dreamkeeper.memory import (
     state_dir,
     utcnow,
 )
-from dreamkeeper.memory.atomic import UNCHECKED
+from dreamkeeper.memory.atomic import UNCHECKED, sweep
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +114,20 @@ def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) 
 
 
 def recover(agent_dir: Path, memory_root: Path, now: datetime | None = None) -> list[tuple[str, ExecutionTally]]:
-    """Finish every journal a killed cycle left behind. Idempotent."""
+    """Clean what killed writes of ours left, then finish every journal a killed cycle left behind. Idempotent; the
+    caller holds the cycle lock. A journal that cannot be read is moved aside (kept) and reported."""
     store = MemoryStore(memory_root)
+    store.sweep()
+    sweep(state_dir(agent_dir))
     done = []
     for path in incomplete_journals(agent_dir):
-        journal = Journal.load(path)
+        try:
+            journal = Journal.load(path)
+        except UnreadableJournalError as exc:
+            log.error("%s; moved aside to %s, recovery goes on without it", exc, set_aside(path))
+            continue
+        if journal.complete:
+            continue
         log.warning("recovering interrupted cycle %s from its journal %s", journal.header.cycle_id, path)
         tally = Executor(store, journal, now or utcnow()).run()
         log.info(

@@ -6,21 +6,28 @@ outcome line only means a re-check. A cycle killed at any instant is finished by
 (``dreamkeeper recover``): a successor is created at most once (its id is in the journal and creation is
 exclusive), a source is archived only after its successor exists, and every archive is guarded by the fingerprint
 read at snapshot.
+
+Paths in a journal are relative to the memory root and resolved against the root of the directory being recovered
+(a copied agent directory recovers into itself, from any working directory); a step whose path would leave that
+root, or does not name its own entry, is refused. A step that fails for any reason is recorded as failed with the
+error, and the run goes on: a journal always completes, so one bad step can never wedge the agent. Only a disk
+that takes no writes at all (full, read-only) stops the run, leaving the journal for the next one to finish.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import (
@@ -31,18 +38,27 @@ from dreamkeeper.memory import (
     Fingerprint,
     MalformedFile,
     MemoryStore,
+    MemoryStoreError,
+    PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    ensure_state_dir,
     format_timestamp,
     replace_file,
     state_dir,
 )
 from dreamkeeper.memory.atomic import MUST_NOT_EXIST, fsync_directory
 from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
+from dreamkeeper.memory.files import MiB, open_regular, read_regular
+from dreamkeeper.memory.paths import ensure_inside, entry_location
 
 log = logging.getLogger(__name__)
 
 FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
+JOURNAL_LIMIT: Final = 4096 * MiB  # a cold start at 100k entries journals ~100 MB; this is a bound, not a size
+UNREADABLE_SUFFIX: Final = ".unreadable"  # a journal that cannot be loaded is moved aside under this suffix
+STOPPING_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Write errors of the whole volume: applying stops (the journal stays, to be finished when it takes writes)."""
 
 Op = Literal["create", "update", "archive", "stamp"]
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
@@ -72,12 +88,19 @@ class Step(BaseModel):
     reason: str | None = None
     kind: ArchiveKind | None = None
     metadata: dict[str, str | None] | None = None
+    previous: dict[str, str | None] | None = None  # a stamp's keys as they were before it (for undo)
+
+
+PathBase = Literal["as-written", "memory-root"]
 
 
 class JournalHeader(BaseModel):
     cycle_id: str
     created_at: str
     memory_root: str
+    # "memory-root": step paths are relative to the memory root. Journals written before had paths as the cycle
+    # saw them (absolute, or relative to its working directory); they are read relative to ``memory_root``.
+    path_base: PathBase = "as-written"
     steps: list[Step] = Field(default_factory=list)
 
 
@@ -91,12 +114,16 @@ class ExecutionTally:
     ephemeral: int = 0
     stamped: int = 0
     conflicts: int = 0
+    failed: int = 0  # steps that could not be done (a write error, a refused path, a bug): recorded, skipped
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
 
 
+JOURNAL_DIR: Final = "journal"
+
+
 def journal_dir(agent_dir: Path) -> Path:
-    return state_dir(agent_dir) / "journal"
+    return state_dir(agent_dir) / JOURNAL_DIR
 
 
 def journal_path(agent_dir: Path, cycle_id: str) -> Path:
@@ -106,6 +133,11 @@ def journal_path(agent_dir: Path, cycle_id: str) -> Path:
 def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
     """A cycle's journals in the order they were written: its exact-duplicate fold, then its plan."""
     return [journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX), journal_path(agent_dir, cycle_id)]
+
+
+def relative_path(store: MemoryStore, path: Path) -> str:
+    """How a journal names ``path``: relative to the memory root, '/'-separated."""
+    return path.relative_to(store.root).as_posix()
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
@@ -118,7 +150,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             Step(
                 op="update",
                 id=fold.survivor.id,
-                path=str(fold.survivor.path),
+                path=relative_path(store, fold.survivor.path),
                 group=group,
                 expected=FingerprintModel.of(fold.survivor.fingerprint),
                 before=fold.survivor.entry.to_json_obj(),
@@ -126,28 +158,35 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             )
         )
         for copy in fold.copies:
-            steps.append(_archive_step(copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
+            steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
     for merge in plan.merges:
         group += 1
         path = _entry_path(store, merge.successor)
         steps.append(
-            Step(op="create", id=merge.successor.id, path=str(path), group=group, after=merge.successor.to_json_obj())
+            Step(
+                op="create",
+                id=merge.successor.id,
+                path=relative_path(store, path),
+                group=group,
+                after=merge.successor.to_json_obj(),
+            )
         )
         for source in merge.sources:
-            steps.append(_archive_step(source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
+            steps.append(_archive_step(store, source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
     for prune in plan.prunes:
         group += 1
-        steps.append(_archive_step(prune.target, group, REASON_EPHEMERAL, "ephemeral"))
+        steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral"))
     for stamp in plan.stamps:
         group += 1
         steps.append(
             Step(
                 op="stamp",
                 id=stamp.target.id,
-                path=str(stamp.target.path),
+                path=relative_path(store, stamp.target.path),
                 group=group,
                 expected=FingerprintModel.of(stamp.target.fingerprint),
                 metadata=stamp.metadata,
+                previous={key: stamp.target.entry.meta(key) for key in stamp.metadata},
             )
         )
     return steps
@@ -159,11 +198,11 @@ def _entry_path(store: MemoryStore, entry: Entry) -> Path:
     return entry_path(store.root, entry.id, entry.category)
 
 
-def _archive_step(stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
+def _archive_step(store: MemoryStore, stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
     return Step(
         op="archive",
         id=stored.id,
-        path=str(stored.path),
+        path=relative_path(store, stored.path),
         group=group,
         expected=FingerprintModel.of(stored.fingerprint),
         reason=reason,
@@ -182,24 +221,31 @@ class Journal:
 
     @classmethod
     def create(cls, agent_dir: Path, header: JournalHeader) -> Journal:
+        ensure_state_dir(agent_dir, JOURNAL_DIR)
         path = journal_path(agent_dir, header.cycle_id)
         replace_file(path, (header.model_dump_json() + "\n").encode("utf-8"), MUST_NOT_EXIST)
         return cls(path, header)
 
     @classmethod
     def load(cls, path: Path) -> Journal:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        header = JournalHeader.model_validate_json(lines[0])
+        """Raises ``UnreadableJournalError`` when the file is not a journal (its header cannot be read)."""
+        try:
+            lines = read_regular(path, JOURNAL_LIMIT, follow_symlinks=False).decode("utf-8").splitlines()
+            header = JournalHeader.model_validate_json(lines[0] if lines else "")
+        except (OSError, UnicodeDecodeError, ValidationError) as exc:
+            raise UnreadableJournalError(path, exc) from None
         journal = cls(path, header)
         for line in lines[1:]:
             try:
                 record = json.loads(line)
             except ValueError:
                 break  # a torn last line from a crash mid-append: that step is re-checked on resume
+            if not isinstance(record, dict):
+                continue
             if record.get("kind") == "complete":
                 journal.complete = True
-            elif "step" in record:
-                journal.outcomes[int(record["step"])] = str(record["outcome"])
+            elif isinstance(record.get("step"), int) and "outcome" in record:
+                journal.outcomes[record["step"]] = str(record["outcome"])
         return journal
 
     def record(self, step: int, outcome: str, detail: str | None = None, *, sync: bool = True) -> None:
@@ -235,27 +281,43 @@ class Journal:
                 os.fsync(handle.fileno())
 
 
+class UnreadableJournalError(MemoryStoreError):
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        detail = str(cause).replace("\n", "; ")[:300]
+        super().__init__(f"journal {path} cannot be read ({type(cause).__name__}: {detail})")
+        self.path = path
+
+
+def set_aside(journal: Path) -> Path:
+    """Move a journal that cannot be read out of the way (renamed, kept), so that recovery goes on without it."""
+    aside = journal.with_name(journal.name + UNREADABLE_SUFFIX)
+    os.rename(journal, aside)
+    return aside
+
+
 def incomplete_journals(agent_dir: Path) -> Iterator[Path]:
-    directory = journal_dir(agent_dir)
-    if not directory.is_dir():
+    """Journals that may not be complete: the caller loads each (one that is not a journal fails to load)."""
+    directory = ensure_state_dir(agent_dir, JOURNAL_DIR, create=False)
+    if directory is None:
         return
     for path in sorted(directory.glob("*.jsonl")):
-        with contextlib.suppress(OSError, ValueError, IndexError):
+        with contextlib.suppress(OSError, ValueError):
             if _ends_complete(path):
                 continue  # the common case, read from the file's tail: history must not cost a full read per cycle
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_regular(path, JOURNAL_LIMIT, follow_symlinks=False).decode("utf-8").splitlines()
             if lines and _records_say_complete(lines):
                 continue  # not yielded, whatever its header holds: skip validating the whole plan
-            if not Journal.load(path).complete:
-                yield path
+        yield path
 
 
 def _ends_complete(path: Path) -> bool:
     """Whether the journal's last line is its completion record (written last, after every outcome)."""
-    with open(path, "rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, size - 4096))
-        tail = handle.read()
+    fd, st = open_regular(path, JOURNAL_LIMIT, follow_symlinks=False)
+    try:
+        os.lseek(fd, max(0, st.st_size - 4096), os.SEEK_SET)
+        tail = os.read(fd, 4096)
+    finally:
+        os.close(fd)
     try:
         record = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
     except ValueError:
@@ -282,6 +344,34 @@ def _records_say_complete(lines: list[str]) -> bool:
     except Exception:
         return False
     return complete
+
+
+class StepPaths:
+    """Where each step's file is in the memory root being applied to (or undone in).
+
+    A path that is absolute, climbs out with '..', leads out through a symlinked directory, or does not name the
+    step's own entry is refused (a hand-edited or hostile journal); journals written before paths were relative
+    are read relative to the memory root they name, so a copied agent directory still recovers into itself."""
+
+    def __init__(self, store: MemoryStore, header: JournalHeader) -> None:
+        self.root = store.root
+        self.legacy_root = None if header.path_base == "memory-root" else PurePosixPath(header.memory_root)
+        self._inside: set[Path] = set()  # directories checked to resolve inside the memory root
+
+    def __call__(self, step: Step) -> Path:
+        relative = PurePosixPath(step.path)
+        if self.legacy_root is not None:
+            with contextlib.suppress(ValueError):
+                relative = relative.relative_to(self.legacy_root)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise PathEscapeError(Path(step.path), self.root)
+        if relative.name != f"{step.id}.json":
+            raise ValueError(f"journal path {step.path} does not name entry {step.id}; step refused")
+        path = self.root.joinpath(*relative.parts)
+        if path.parent not in self._inside:
+            ensure_inside(self.root, path.parent)
+            self._inside.add(path.parent)
+        return path
 
 
 STAMP_BATCH = 512
@@ -317,6 +407,7 @@ class Executor:
         of a file whose bytes are still exactly these)."""
         self._stamps: list[tuple[int, str, str | None]] = []
         self._stamp_dirs: set[Path] = set()
+        self.path_of = StepPaths(store, journal.header)
 
     def run(self) -> ExecutionTally:
         steps = self.journal.header.steps
@@ -327,7 +418,8 @@ class Executor:
                     self.tally.failed_groups.add(step.group)
                 continue
             if step.op == "stamp":
-                self._stamps.append((index, self._guarded(step, self._stamp), None))
+                outcome, detail = self._guarded(step, self._stamp)
+                self._stamps.append((index, outcome, detail))
                 if len(self._stamps) >= STAMP_BATCH:
                     self._flush_stamps()
                 continue
@@ -337,38 +429,53 @@ class Executor:
             if step.op == "archive" and self._group_head_failed(index, step):
                 self.journal.record(index, "skipped", "its replacement was not saved", sync=False)
                 continue
-            outcome = self._guarded(step, self._run_step)
+            outcome, detail = self._guarded(step, self._run_step)
             if outcome != "done" and step.op in ("create", "update"):
                 self.tally.failed_groups.add(step.group)
-            self.journal.record(index, outcome, sync=False)
+            self.journal.record(index, outcome, detail, sync=False)
         self._flush_stamps()
         self.journal.finish()
         return self.tally
 
-    def _guarded(self, step: Step, run: Callable[[Step], str]) -> str:
+    def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
+        """A step's outcome and, when it was not done, why. Only a volume that takes no writes stops the run."""
         try:
-            return run(step)
+            return run(step), None
         except ConflictError as exc:
             log.warning("left %s as it is: %s", step.id, exc)
             self.tally.conflicts += 1
-            return "conflict"
+            return "conflict", str(exc)
         except StoreWriteError as exc:
-            log.error("could not write %s: %s", step.id, exc)
-            self.tally.errors.append(str(exc))
-            return "failed"
+            if exc.errno in STOPPING_ERRNOS:
+                with contextlib.suppress(OSError):
+                    self._flush_stamps()
+                raise
+            return self._failed(step, str(exc))
+        except (MemoryStoreError, ValueError, OSError) as exc:
+            return self._failed(step, str(exc))
+        except Exception as exc:  # a bug must not wedge the agent either: the step is skipped, the trace logged
+            log.exception("unexpected error in %s of %s", step.op, step.id)
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
 
-    def _snapshot_or_read(self, step: Step) -> StoredEntry | None:
+    def _failed(self, step: Step, error: str) -> tuple[str, str]:
+        log.error("could not %s %s: %s (step skipped, recorded in %s)", step.op, step.id, error, self.journal.path)
+        self.tally.failed += 1
+        self.tally.errors.append(f"{step.op} {step.id}: {error}")
+        return "failed", error[:500]
+
+    def _snapshot_or_read(self, step: Step, path: Path) -> StoredEntry | None:
         """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
         still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now."""
         assert step.expected is not None
-        stored = self.snapshot.get(step.path)
+        stored = self.snapshot.get(str(path))
         if stored is not None and stored.fingerprint == step.expected.to_fingerprint():
             return stored
-        return self._read(Path(step.path))
+        return self._read(path)
 
     def _stamp(self, step: Step) -> str:
         assert step.expected is not None and step.metadata is not None
-        stored = self._snapshot_or_read(step)
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
         if stored is None or stored.fingerprint != step.expected.to_fingerprint():
             return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
         try:
@@ -376,7 +483,7 @@ class Executor:
         except ConflictError:
             return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
         self._stamp_dirs.add(stored.path.parent)
-        self.written[step.path] = fingerprint
+        self.written[str(path)] = fingerprint
         self.tally.stamped += 1
         return "done"
 
@@ -405,17 +512,20 @@ class Executor:
         return False
 
     def _read(self, path: Path) -> StoredEntry | None:
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         result = self.store.read_file(path)
         if isinstance(result, MalformedFile):
-            raise ConflictError(path, f"became malformed: {result.error}")
+            raise ConflictError(path, f"is not an entry we may write any more: {result.error}")
         return result
 
     def _run_step(self, step: Step) -> str:
-        path = Path(step.path)
+        path = self.path_of(step)
         if step.op == "create":
             assert step.after is not None
+            successor = Entry.from_json_obj(step.after)
+            if entry_location(self.store.root, successor.id, successor.category) != path or successor.id != step.id:
+                raise ValueError(f"journal path {step.path} is not where successor {successor.id} belongs")
             current = self._read(path)
             if current is not None:
                 if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
@@ -437,7 +547,7 @@ class Executor:
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
-            current = self._snapshot_or_read(step)
+            current = self._snapshot_or_read(step, path)
             if current is None:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.is_archived:
@@ -469,6 +579,7 @@ def write_journal(agent_dir: Path, cycle_id: str, plan: Plan, store: MemoryStore
         cycle_id=cycle_id,
         created_at=format_timestamp(now),
         memory_root=str(store.root),
+        path_base="memory-root",
         steps=steps_from_plan(plan, store),
     )
     journal = Journal.create(agent_dir, header)

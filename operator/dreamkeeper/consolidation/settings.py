@@ -1,9 +1,16 @@
-"""Cycle settings: every safeguard's dial, with RockBot's defaults where it has one."""
+"""Cycle settings: every safeguard's dial, with RockBot's defaults where it has one.
+
+Strict, because a lax reading loses data: ``{"retention_days": true}`` read as 1 day purges what was archived two
+days ago. A boolean is not a number, a string is not a number, nothing is infinite or NaN, every duration and count
+has a bound (so no date arithmetic can overflow mid-cycle), and an unknown key is an error. The whole object is
+validated before anything runs.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 from datetime import timedelta
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -13,26 +20,35 @@ from dreamkeeper.memory import HighValueFloor
 DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
 
 
+MAX_DAYS = 36_500  # a century: any longer is "forever", which 0 already says where it applies
+MAX_HOURS = 8_760  # a year between cycles
+MAX_PER_CYCLE = 100_000
+MAX_LIST = 256
+MAX_TEXT = 4_096
+
+
 class CycleSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     similarity_threshold: float = Field(default=0.88, gt=0.0, le=1.0)
     max_cluster_size: int = Field(default=8, ge=0, le=64)
     same_category_clusters: bool = False
     floor: HighValueFloor = Field(default_factory=HighValueFloor)
-    protected_categories: list[str] = Field(default_factory=lambda: ["user-preferences/**"])
-    retention_days: int = Field(default=90, ge=0)
-    min_interval_hours: float = Field(default=6.0, ge=0.0)
-    repair_max_per_cycle: int = Field(default=10, ge=0)
-    reopen_interval_days: float = Field(default=7.0, ge=0.0)
-    reopen_max_interval_days: float = Field(default=56.0, ge=0.0)
-    reopen_max_per_cycle: int = Field(default=10, ge=0)
-    exact_fold: bool = True
-    fold_excluded_prefixes: list[str] = Field(
-        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"]
+    protected_categories: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=lambda: ["user-preferences/**"], max_length=MAX_LIST
     )
-    vocabulary_path: str = VOCABULARY_FILE
-    batch_max_entries: int = Field(default=40, ge=2)
+    retention_days: int = Field(default=90, ge=0, le=MAX_DAYS)
+    min_interval_hours: float = Field(default=6.0, ge=0.0, le=MAX_HOURS)
+    repair_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
+    reopen_interval_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
+    reopen_max_interval_days: float = Field(default=56.0, ge=0.0, le=MAX_DAYS)
+    reopen_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
+    exact_fold: bool = True
+    fold_excluded_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"], max_length=MAX_LIST
+    )
+    vocabulary_path: str = Field(default=VOCABULARY_FILE, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
+    batch_max_entries: int = Field(default=40, ge=2, le=1_000_000)
 
     @field_validator("protected_categories")
     @classmethod

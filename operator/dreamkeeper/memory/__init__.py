@@ -16,10 +16,11 @@ from dreamkeeper.memory.errors import (
     LockHeldError,
     MemoryStoreError,
     PathEscapeError,
+    StateDirError,
     StoreWriteError,
 )
 from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
-from dreamkeeper.memory.lock import CycleLock, state_dir
+from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     embedding_file_name,
@@ -56,15 +57,18 @@ __all__ = [
     "PathEscapeError",
     "PurgeReport",
     "ScanResult",
+    "StateDirError",
     "StoreWriteError",
     "StoredEntry",
     "cluster_hash",
     "create_exclusive",
     "embedding_file_name",
+    "ensure_state_dir",
     "entry_summary",
     "fold_key",
     "format_timestamp",
     "memory_root",
+    "read_state_json",
     "replace_file",
     "review_hash",
     "state_dir",

@@ -5,12 +5,19 @@
 For each input *shape* (ordinary prose, and strings built to make a backtracking pattern work quadratically: the
 e-mail-ish ``"a@a."`` repeated, dots, dashes, slashes, digit groups, phone-like runs...), a text of each length
 from ``--min-kb`` to ``--max-kb`` (doubling) goes through what a cycle does with an entry's text: the specifics it
-holds (``extract_specifics``) and the inventory a merged text is searched with (``merged_inventory``). The best of
+holds (``extract_specifics``), the inventory a merged text is searched with (``merged_inventory``) and the coverage
+check of those specifics against it. The best of
 ``--repeat`` timings is kept, and the slope of log(time) against log(length), fitted over the lengths of 16 KB and
 up (below that, fixed costs dominate), is the growth exponent: ~1 is linear, ~2 quadratic. The bench fails (exit 1)
 when a shape's slope exceeds ``--max-slope`` (1.25).
 
 Writes ``extraction.json`` and ``extraction.md`` under ``--out``.
+
+    python -m bench extraction --cycle [--pythonpath DIR]
+
+The cycle that found the quadratic e-mail pattern (issue 16): a 300-entry synthetic corpus plus two 40 KB
+near-duplicates built of ``"a@a."``, one ``dreamkeeper dream --proposer offline`` run, timed. ``--pythonpath``
+runs another checkout's package (e.g. main's ``operator/``) for the before/after comparison.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ def _slope(points: list[tuple[int, float]]) -> float:
 
 
 def run(min_kb: int, max_kb: int, repeat: int, shapes: dict[str, str]) -> dict[str, object]:
-    from dreamkeeper.coverage import extract_specifics, merged_inventory
+    from dreamkeeper.coverage.inventory import Inventory
+    from dreamkeeper.coverage.specifics import extract_specifics_unmemoised
 
     lengths = []
     kb = min_kb
@@ -90,8 +98,10 @@ def run(min_kb: int, max_kb: int, repeat: int, shapes: dict[str, str]) -> dict[s
             text = _text(unit, length)
 
             def work(text: str = text) -> None:
-                extract_specifics(text, "people/family")
-                merged_inventory(text)
+                # The memo-free forms (the cycle memoises by text, which would time a dictionary lookup on repeats).
+                specifics = extract_specifics_unmemoised(text, "people/family")
+                inventory = Inventory.of(text)
+                assert all(inventory.covers(specific) for specific in specifics)  # a text covers its own specifics
 
             seconds = _time(work, repeat)
             points.append((length, seconds))
@@ -114,7 +124,7 @@ def _markdown(results: dict[str, object], command: str) -> str:
         "",
         f"    {command}",
         "",
-        "`extract_specifics` + `merged_inventory` of one text (best of the repeats). Slope: log(time) on log(length)"
+        "Specifics, inventory and coverage check of one text (best of the repeats). Slope: log(time) on log(length)"
         " over 16 KB and up (1 = linear, 2 = quadratic).",
         "",
         "| shape | slope | µs per KB at the largest size | seconds at each size |",
@@ -127,6 +137,57 @@ def _markdown(results: dict[str, object], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cycle(pythonpath: str | None, plain: bool = False) -> dict[str, object]:
+    """Time one offline cycle over 300 synthetic entries and two 40 KB hostile near-duplicates."""
+    import os
+    import subprocess
+    import tempfile
+
+    from bench.sim.world import write_synthetic_corpus
+
+    with tempfile.TemporaryDirectory(prefix="dk-extraction-") as workdir:
+        agent = Path(workdir) / "agent"
+        write_synthetic_corpus(agent / "memory", 300, 7)
+        # Words first, so the two cluster as near-duplicates (as an agent's two saves of one long note would), then
+        # a 32 KB run of "a@a." with no whitespace: one token for the technical patterns.
+        words = (PROSE * 40)[: 8 * 1024]
+        hostile = words + " " + ("a@a." * 8_192 if not plain else (PROSE * 200)[: 32 * 1024])
+        for entry_id, content in (("aaaa00000001", hostile), ("aaaa00000002", "Also: " + hostile)):
+            entry = {
+                "id": entry_id,
+                "content": content,
+                "category": "notes",
+                "tags": [],
+                "createdAt": "2026-08-01T00:00:00.0000000+00:00",
+                "importanceScore": 0.5,
+            }
+            (agent / "memory" / "notes").mkdir(exist_ok=True)
+            (agent / "memory" / "notes" / f"{entry_id}.json").write_text(json.dumps(entry), encoding="utf-8")
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "dreamkeeper", "dream", str(agent), "--proposer", "offline", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"the cycle failed ({done.returncode}): {done.stderr[-2000:]}")
+    report = json.loads(done.stdout)
+    return {
+        "seconds": round(seconds, 2),
+        "result": report["result"],
+        "total": report["total"],
+        "saved": report["saved"],
+        "pythonpath": pythonpath,
+        "near_duplicates": "plain prose" if plain else "prose + 32 KB of a@a.",
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench extraction", description=__doc__.split("\n\n")[0])
     parser.add_argument("--min-kb", type=int, default=1)
@@ -136,7 +197,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="1-64 KB, one repeat, nothing written")
     parser.add_argument("--shape", action="append", help="only these shapes (by name)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--cycle", action="store_true", help="time the issue-16 cycle instead (see above)")
+    parser.add_argument("--pythonpath", help="with --cycle: run the package found here (another checkout)")
+    parser.add_argument("--plain", action="store_true", help="with --cycle: plain 40 KB near-duplicates (normal time)")
     args = parser.parse_args(argv)
+    if args.cycle:
+        print(json.dumps(cycle(args.pythonpath, args.plain), indent=2))
+        return 0
     if args.quick:
         args.max_kb, args.repeat = 64, 1
     shapes = {k: v for k, v in SHAPES.items() if not args.shape or k in args.shape}

@@ -1,6 +1,6 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (recover) → vocabulary → (purge +) snapshot → fold → gate + propose → validate → apply | plan → report
+    (recover) → vocabulary → (purge) → snapshot → fold → gate + propose → validate → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -32,11 +32,13 @@ from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
 from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
 from dreamkeeper.consolidation.stages import (
+    Applied,
     CycleContext,
     Effects,
-    Finished,
     Folded,
+    Measured,
     Proposed,
+    Purged,
     Recovered,
     ReportHead,
     Skipped,
@@ -197,7 +199,8 @@ class Cycle:
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
         s.vocabulary = self._load_vocabulary()
-        s.snapshot = effects.snapshot()
+        s.purged = effects.purge()
+        s.snapshot = effects.snapshot(s.purged)
         self._freeze()
         self._stage("fold")
         folds = self._plan_folds(s.snapshot)
@@ -205,11 +208,12 @@ class Cycle:
         s.proposed = await self._gate_and_propose(s.folded)
         s.validated = await self._validate(s.proposed, s.folded, s.vocabulary.vocabulary)
         s.usage = self._usage()
-        s.finished = effects.finish(s.snapshot, s.folded, s.validated, s.vocabulary.vocabulary)
+        s.applied = effects.apply(s.folded, s.validated)
+        s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(self._head, s, effects.result, finished_at=utcnow())
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.finished.plan, s.proposed.gating, path)
+        return CycleOutcome(report, s.applied.plan, s.proposed.gating, path)
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
@@ -291,7 +295,7 @@ class Cycle:
 
     async def _validate(self, proposed: Proposed, folded: Folded, vocabulary: Vocabulary) -> Validated:
         if not proposed.asked:
-            return Validated(Decisions(), Plan())
+            return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
         state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now)
         gating = proposed.gating
@@ -300,7 +304,7 @@ class Cycle:
         )
         stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
         plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=list(stamps.stamps))
-        return Validated(decisions, plan, stamps.declined)
+        return Validated(decisions, plan, vocabulary, stamps.declined)
 
     def _usage(self) -> Usage:
         usage = self.proposer.usage()
@@ -388,7 +392,7 @@ class Writes:
             return None
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
-    def snapshot(self) -> Snapshot:
+    def purge(self) -> Purged:
         settings = self.context.settings
         self.context.stage("purge")
         retention = settings.retention
@@ -400,18 +404,21 @@ class Writes:
         purge = self.store.purge(
             retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None
         )
-        purged_ids = frozenset(e.id for e in purge.purged)
+        counts = CycleCounts(purged=len(purge.purged), purge_kept_above_floor=len(purge.kept_above_floor))
+        return Purged(scan, frozenset(e.id for e in purge.purged), purge.conflicts, counts)
+
+    def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
-        if scan is None or purge.conflicts:
+        scan = purged.scan
+        if scan is None or purged.conflicts:
             scan = self.store.scan()
-        elif purged_ids:
+        elif purged.purged_ids:
             scan = ScanResult(
-                entries=[s for s in scan.entries if s.id not in purged_ids],
+                entries=[s for s in scan.entries if s.id not in purged.purged_ids],
                 malformed=scan.malformed,
                 duplicates=scan.duplicates,
             )
-        counts = CycleCounts(purged=len(purge.purged), purge_kept_above_floor=len(purge.kept_above_floor))
-        return snapshot_of(scan, purged_ids, counts)
+        return snapshot_of(scan, purged.purged_ids)
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         fold_plan = Plan(folds=folds)
@@ -420,25 +427,30 @@ class Writes:
         n = tally.archived_folded
         return Folded(scan, live_of(scan), tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
-    def finish(self, snapshot: Snapshot, folded: Folded, validated: Validated, vocabulary: Vocabulary) -> Finished:
-        plan = validated.plan
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")
-        tally = self._execute(plan)
-        self.context.stage("report")
-        final = self._final_state(folded.scan)
-        lost = self._measure_loss(plan, final, vocabulary, validated.decisions.census_index, folded.live)
+        tally = self._execute(validated.plan)
         counts = CycleCounts(
             saved=tally.created,
             ephemeral=tally.ephemeral,
             archived=tally.archived,
             archived_with_replacement=tally.archived_merged,
             conflicts=tally.conflicts,
+        )
+        return Applied(validated.plan, counts)
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        self.context.stage("report")
+        final = self._final_state(folded.scan)
+        census_index = validated.decisions.census_index
+        lost = self._measure_loss(applied.plan, final, validated.vocabulary, census_index, folded.live)
+        counts = CycleCounts(
             hard_deletes=len(snapshot.ids_before - final.ids - snapshot.purged_ids),
             live_entries=len(final.live),
             archived_entries=final.archived,
             specifics_lost=len(lost),
         )
-        return Finished(plan, counts, tuple(lost))
+        return Measured(counts, tuple(lost))
 
     def record(self, report: CycleReport) -> Path:
         if report.result == "completed":

@@ -14,15 +14,16 @@ from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.stages import (
+    Applied,
     CycleContext,
-    Finished,
     Folded,
+    Measured,
+    Purged,
     Recovered,
     Snapshot,
     Validated,
     snapshot_of,
 )
-from dreamkeeper.coverage import Vocabulary
 
 
 class DryRun:
@@ -43,7 +44,10 @@ class DryRun:
     def too_soon(self) -> str | None:
         return None
 
-    def snapshot(self) -> Snapshot:
+    def purge(self) -> Purged:
+        return Purged()
+
+    def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
         return snapshot_of(self.context.store.scan())
 
@@ -53,19 +57,22 @@ class DryRun:
         live = [s for s in snapshot.live if s.id not in leaving]
         return Folded(snapshot.scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
-    def finish(self, snapshot: Snapshot, folded: Folded, validated: Validated, vocabulary: Vocabulary) -> Finished:
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
         plan = validated.plan
         sources = sum(len(m.sources) for m in plan.merges)
-        archived = sources + len(plan.prunes)
         counts = CycleCounts(
             saved=len(plan.merges),
-            archived=archived,
+            archived=sources + len(plan.prunes),
             archived_with_replacement=sources,
             ephemeral=len(plan.prunes),
-            live_entries=len(folded.live) + len(plan.merges) - len(plan.leaving_ids()),
-            archived_entries=len(folded.scan.archived) + folded.counts.archived + archived,
         )
-        return Finished(replace(plan, folds=list(folded.folds)), counts)  # the folds shown in the diff
+        return Applied(replace(plan, folds=list(folded.folds)), counts)  # the folds shown in the diff
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        plan = validated.plan  # without the folds: their copies already left `folded.live`
+        archived = folded.counts.archived + applied.counts.archived
+        live = len(folded.live) + len(plan.merges) - len(plan.leaving_ids())
+        return Measured(CycleCounts(live_entries=live, archived_entries=len(folded.scan.archived) + archived))
 
     def record(self, report: CycleReport) -> None:
         return None

@@ -1,13 +1,14 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (recover) → vocabulary → (purge +) snapshot → fold → gate + propose → validate → apply | plan
+    (recover) → vocabulary → (purge) → snapshot → fold → gate + propose → validate → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
-report is composed from those values (``Stages.report_parts``), so a stage never edits the report. Everything that
-touches the disk goes through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
+report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
+failed cycle's report still says what the stages before the failure did. Everything that touches the disk goes
+through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
 
-To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages``, and one call in
-``Cycle._run_stages``; if it writes, a method on ``Effects`` (both implementations).
+To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages`` (in order), and one
+call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations.
 """
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ class Recovered:
 class VocabularyLoaded:
     vocabulary: Vocabulary
     status: str
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Purged:
+    """Archived entries past retention, deleted for good (the one deleting path). ``scan`` is the scan purge read,
+    when it read one: the snapshot reuses it rather than reading the corpus twice."""
+
+    scan: ScanResult | None = None
+    purged_ids: frozenset[str] = frozenset()
+    conflicts: int = 0
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
 
@@ -116,6 +129,7 @@ class Validated:
 
     decisions: Decisions
     plan: Plan
+    vocabulary: Vocabulary  # what the verdicts were checked with: the loss check after apply uses the same
     declined: int = 0
     notes: tuple[str, ...] = ()
 
@@ -135,10 +149,18 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class Finished:
-    """Apply (what happened on disk, measured after) or plan (what would happen)."""
+class Applied:
+    """The plan applied (what the journal did), or in a dry run what it would do."""
 
     plan: Plan  # as the outcome shows it
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The corpus after apply, measured (or, in a dry run, as planned)."""
+
     counts: CycleCounts = NONE
     lost_specifics: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -153,7 +175,14 @@ class Skipped:
     notes: tuple[str, ...] = ()
 
 
-Stage = Recovered | VocabularyLoaded | Snapshot | Folded | Proposed | Validated | Usage | Finished | Skipped
+class StageValue(Protocol):
+    """What every stage's value carries into the report."""
+
+    @property
+    def counts(self) -> CycleCounts: ...
+
+    @property
+    def notes(self) -> tuple[str, ...]: ...
 
 
 @dataclass
@@ -164,14 +193,16 @@ class Stages:
     recovered: Recovered | None = None
     skipped: Skipped | None = None
     vocabulary: VocabularyLoaded | None = None
+    purged: Purged | None = None
     snapshot: Snapshot | None = None
     folded: Folded | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
     usage: Usage | None = None
-    finished: Finished | None = None
+    applied: Applied | None = None
+    measured: Measured | None = None
 
-    def done(self) -> Iterator[Stage]:
+    def done(self) -> Iterator[StageValue]:
         for slot in fields(self):
             value = getattr(self, slot.name)
             if value is not None:
@@ -196,7 +227,7 @@ def compose_report(
 ) -> CycleReport:
     """The cycle report, from the stages' values: counts summed, notes in stage order."""
     done = list(stages.done())
-    validated, usage, finished = stages.validated, stages.usage, stages.finished
+    validated, usage, measured = stages.validated, stages.usage, stages.measured
     return CycleReport(
         cycle_id=head.cycle_id,
         agent_dir=head.agent_dir,
@@ -213,7 +244,7 @@ def compose_report(
         estimated_cost=usage.estimated_cost if usage else None,
         rejections=list(validated.decisions.rejections) if validated else [],
         protections=list(validated.decisions.protections) if validated else [],
-        lost_specifics=list(finished.lost_specifics) if finished else [],
+        lost_specifics=list(measured.lost_specifics) if measured else [],
         notes=[n for s in done for n in s.notes],
     )
 
@@ -235,16 +266,24 @@ class Effects(Protocol):
         """Why this cycle must not run yet (minimum interval), if so."""
         ...
 
-    def snapshot(self) -> Snapshot:
-        """(Purge, then) read the corpus."""
+    def purge(self) -> Purged:
+        """Delete archived entries past retention."""
+        ...
+
+    def snapshot(self, purged: Purged) -> Snapshot:
+        """Read the corpus (what purge left)."""
         ...
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         """The corpus once exact duplicates are folded."""
         ...
 
-    def finish(self, snapshot: Snapshot, folded: Folded, validated: Validated, vocabulary: Vocabulary) -> Finished:
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
         """Apply the plan, or show it."""
+        ...
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        """The corpus after apply: live and archived entries, hard deletes, specifics lost."""
         ...
 
     def record(self, report: CycleReport) -> Path | None:
@@ -257,11 +296,13 @@ class Effects(Protocol):
 
 
 __all__ = [
+    "Applied",
     "CycleContext",
     "Effects",
-    "Finished",
     "Folded",
+    "Measured",
     "Proposed",
+    "Purged",
     "Recovered",
     "ReportHead",
     "Skipped",

@@ -1,6 +1,6 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (recover) → vocabulary → (purge) → snapshot → fold → gate + propose → validate → apply | plan → measure
+    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -36,6 +36,7 @@ from dreamkeeper.consolidation.stages import (
     CycleContext,
     Effects,
     Folded,
+    Gated,
     Measured,
     Proposed,
     Purged,
@@ -205,15 +206,16 @@ class Cycle:
         self._stage("fold")
         folds = self._plan_folds(s.snapshot)
         s.folded = effects.fold(s.snapshot, folds) if folds else Folded(s.snapshot.scan, s.snapshot.live)
-        s.proposed = await self._gate_and_propose(s.folded)
-        s.validated = await self._validate(s.proposed, s.folded, s.vocabulary.vocabulary)
+        s.gated = self._gate(s.folded)
+        s.proposed = await self._propose(s.gated, s.folded)
+        s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(self._head, s, effects.result, finished_at=utcnow())
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.applied.plan, s.proposed.gating, path)
+        return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
@@ -257,29 +259,33 @@ class Cycle:
             log.info("exact-duplicate fold — %d copy(s) folded across %d group(s)", n_copies, len(folds))
         return folds
 
-    async def _gate_and_propose(self, folded: Folded) -> Proposed:
+    def _gate(self, folded: Folded) -> Gated:
         self._stage("gating")
         live = folded.live
         gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
-        counts = CycleCounts(
-            reviewed=len(gating.eligible),
-            withheld=gating.withheld,
-            clusters=len(gating.clusters),
-            reopened=len(gating.reopened),
-        )
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
             len(gating.eligible),
             len(live),
             gating.withheld,
         )
-        if len(gating.eligible) < 2:
+        counts = CycleCounts(
+            reviewed=len(gating.eligible),
+            withheld=gating.withheld,
+            clusters=len(gating.clusters),
+            reopened=len(gating.reopened),
+        )
+        return Gated(gating, counts)
+
+    async def _propose(self, gated: Gated, folded: Folded) -> Proposed:
+        gating, live = gated.gating, folded.live
+        if not gated.asks:
             log.info(
                 "%d of %d entries already reviewed and unchanged with no duplicate siblings — nothing eligible",
                 gating.withheld,
                 len(live),
             )
-            return Proposed(gating, counts=counts)
+            return Proposed()
         self._stage("proposal")
         batches = make_batches(gating, self.settings.batch_max_entries)
         request = ProposalRequest(
@@ -291,14 +297,14 @@ class Cycle:
             degraded=gating.degraded,
         )
         replies = await self.proposer.propose(request)
-        return Proposed(gating, tuple(batches), tuple(replies), counts, asked=True)
+        return Proposed(tuple(batches), tuple(replies))
 
-    async def _validate(self, proposed: Proposed, folded: Folded, vocabulary: Vocabulary) -> Validated:
-        if not proposed.asked:
+    async def _validate(self, gated: Gated, proposed: Proposed, folded: Folded, vocabulary: Vocabulary) -> Validated:
+        if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
         state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now)
-        gating = proposed.gating
+        gating = gated.gating
         decisions = await validate_replies(
             proposed.batches, proposed.replies, gating, folded.live, self.proposer, state
         )

@@ -1,6 +1,6 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (recover) → vocabulary → (purge) → snapshot → fold → gate + propose → validate → apply | plan → measure
+    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -108,15 +108,27 @@ class Folded:
 
 
 @dataclass(frozen=True)
-class Proposed:
-    """The gate's offer and the proposer's replies (none when fewer than two entries were eligible)."""
+class Gated:
+    """What the gate offers the proposer: unreviewed entries, their near-duplicate clusters, reopened ones."""
 
     gating: GatingResult
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+    @property
+    def asks(self) -> bool:
+        """Worth asking the proposer: two or more entries are eligible."""
+        return len(self.gating.eligible) >= 2
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """The proposer's replies to the gate's batches (none when it was not asked)."""
+
     batches: tuple[Batch, ...] = ()
     replies: tuple[BatchReply, ...] = ()
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
-    asked: bool = False  # the proposer was consulted (two or more entries were eligible)
 
     @property
     def offered_ids(self) -> set[str]:
@@ -196,6 +208,7 @@ class Stages:
     purged: Purged | None = None
     snapshot: Snapshot | None = None
     folded: Folded | None = None
+    gated: Gated | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
     usage: Usage | None = None
@@ -239,7 +252,7 @@ def compose_report(
         error=error,
         **CycleCounts.total_of(s.counts for s in done).model_dump(),
         vocabulary_status=stages.vocabulary.status if stages.vocabulary else "absent",
-        clustering_degraded=stages.proposed.gating.degraded if stages.proposed else False,
+        clustering_degraded=stages.gated.gating.degraded if stages.gated else False,
         budget_exhausted=usage.budget_exhausted if usage else False,
         estimated_cost=usage.estimated_cost if usage else None,
         rejections=list(validated.decisions.rejections) if validated else [],
@@ -300,6 +313,7 @@ __all__ = [
     "CycleContext",
     "Effects",
     "Folded",
+    "Gated",
     "Measured",
     "Proposed",
     "Purged",

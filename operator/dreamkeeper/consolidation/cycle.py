@@ -202,10 +202,8 @@ class Cycle:
         s.vocabulary = self._load_vocabulary()
         s.purged = effects.purge()
         s.snapshot = effects.snapshot(s.purged)
-        self._freeze()
-        self._stage("fold")
-        folds = self._plan_folds(s.snapshot)
-        s.folded = effects.fold(s.snapshot, folds) if folds else Folded(s.snapshot.scan, s.snapshot.live)
+        self._freeze()  # the snapshot lives for the whole cycle
+        s.folded = self._fold(s.snapshot)
         s.gated = self._gate(s.folded)
         s.proposed = await self._propose(s.gated, s.folded)
         s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
@@ -244,6 +242,12 @@ class Cycle:
             CycleCounts(vocabulary_fallback=1),
             (f"vocabulary fallback: {loaded.error}",),
         )
+
+    def _fold(self, snapshot: Snapshot) -> Folded:
+        """Exact duplicates, planned here; executed (or, in a dry run, only taken out of the corpus) by the effects."""
+        self._stage("fold")
+        folds = self._plan_folds(snapshot)
+        return self.effects.fold(snapshot, folds) if folds else Folded(snapshot.scan, snapshot.live)
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
         folds = plan_folds(snapshot.live, self.settings, self.now)

@@ -174,14 +174,11 @@ class OperatorMetrics:
         self.cycles = Counter("dreamkeeper_cycles", "Finished cycle Jobs by result.", [*labels, "result"], registry=r)
         self.skipped = Counter("dreamkeeper_skipped_slots", "Slots not run.", [*labels, "reason"], registry=r)
         self.missed = Counter("dreamkeeper_missed_slots", "Slots that passed unrun.", labels, registry=r)
-        # One family per cycle count's metric, from the table: ``_counted`` summed, ``_states`` set.
-        self._counted = {
-            family.name: Counter(family.name, _help(family, counts), [*labels, *_label(family)], registry=r)
-            for family, counts in _families(counters=True).items()
-        }
-        self._states = {
-            family.name: Gauge(family.name, _help(family, counts), [*labels, *_label(family)], registry=r)
-            for family, counts in _families(counters=False).items()
+        # The cycle counts' families, from the table (consolidation/counts.py): counters summed, gauges set.
+        self._count_families: dict[str, Any] = {
+            family.name: kind(family.name, _help(family, counts), [*labels, *_label(family)], registry=r)
+            for kind, counters in ((Counter, True), (Gauge, False))
+            for family, counts in _families(counters=counters).items()
         }
         self.duration = Histogram(
             "dreamkeeper_cycle_duration_seconds", "Cycle wall time.", labels, buckets=DURATION_BUCKETS, registry=r
@@ -267,8 +264,7 @@ class OperatorMetrics:
 
     def _family(self, count: Count) -> Any:
         assert count.metric is not None
-        name = count.metric.family.name
-        return self._counted[name] if count.summed else self._states[name]
+        return self._count_families[count.metric.family.name]
 
     def _count(self, ident: tuple[str, str], source: Totals | RunSummary) -> None:
         """Add each summed count of ``source`` (a run, or the persisted totals) to its series."""

@@ -8,7 +8,9 @@ failed cycle's report still says what the stages before the failure did. Everyth
 through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
 
 To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages`` (in order), and one
-call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations.
+call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations. A stage
+that may stop the cycle (a pause marker) gives a reason, as ``too_soon`` does, and the cycle ends as skipped; one
+that narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.dryrun import render_plan
+from dreamkeeper.consolidation.dryrun import render_plan, render_report
+from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import load_vocabulary
 from dreamkeeper.memory import LockHeldError, MemoryStoreError
@@ -212,30 +213,5 @@ def _write_message(path: Path | None, data: dict[str, Any]) -> None:
             log.warning("could not write the termination message %s: %s", path, exc)
 
 
-def _print_report(report: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"dream cycle {report.cycle_id} — {report.result}", show_header=False)
-    rows = [
-        ("entries (live at start)", report.total),
-        ("reviewed / withheld", f"{report.reviewed} / {report.withheld}"),
-        ("exact duplicates folded", report.folded),
-        ("merges saved", report.saved),
-        (
-            "archived (with replacement / ephemeral)",
-            f"{report.archived} ({report.archived_with_replacement} / {report.ephemeral})",
-        ),
-        ("merges rejected / repaired", f"{report.rejected} / {report.repaired}"),
-        ("entries protected from pruning", report.protected),
-        ("conflicts with concurrent writes", report.conflicts),
-        ("hard deletes", report.hard_deletes),
-        ("purged (retention)", report.purged),
-        ("specifics lost", report.specifics_lost),
-        ("live / archived entries now", f"{report.live_entries} / {report.archived_entries}"),
-        ("proposer calls / tokens in / out", f"{report.llm_calls} / {report.input_tokens} / {report.output_tokens}"),
-    ]
-    if report.skip_reason:
-        rows.insert(0, ("skipped", report.skip_reason))
-    for key, value in rows:
-        table.add_row(key, str(value))
-    Console().print(table)
+def _print_report(report: CycleReport) -> None:
+    render_report(report, Console())

@@ -8,10 +8,12 @@ parses a spec. ``x-kubernetes-validations`` (CEL) rules are attached with ``json
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 from pydantic.alias_generators import to_camel
+
+from dreamkeeper.consolidation.counts import COUNTS
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
@@ -303,7 +305,22 @@ class VocabularyState(StatusModel):
     message: str | None = Field(default=None, max_length=1024)
 
 
-class RunSummary(StatusModel):
+def count_fields(*, summed: bool = False) -> dict[str, Any]:
+    """The cycle counts a Job's run carries (``summed``: those a schedule adds into its totals, under their
+    status.totals keys), as pydantic field definitions — from the one table, ``consolidation/counts.py``."""
+    fields: dict[str, Any] = {}
+    for count in COUNTS:
+        if not (count.summed if summed else count.in_run):
+            continue
+        if count.state:  # unknown (absent) when the run left no report
+            fields[count.name] = (int | None, Field(default=None, ge=0, description=count.description))
+            continue
+        alias = count.totals_key if summed else None  # None: the camelCase of the name
+        fields[count.name] = (int, Field(default=0, ge=0, alias=alias, description=count.description))
+    return fields
+
+
+class RunSummaryBase(StatusModel):
     """The last finished cycle, from its container's termination message."""
 
     job_name: str = Field(max_length=63)
@@ -318,49 +335,30 @@ class RunSummary(StatusModel):
     cycle_id: str | None = Field(default=None, max_length=128)
     skip_reason: str | None = Field(default=None, max_length=1024)
     error: str | None = Field(default=None, max_length=1024)
-    reviewed: int = Field(default=0, ge=0)
-    withheld: int = Field(default=0, ge=0)
-    folded: int = Field(default=0, ge=0)
-    saved: int = Field(default=0, ge=0)
-    archived: int = Field(default=0, ge=0)
-    archived_with_replacement: int = Field(default=0, ge=0)
-    ephemeral: int = Field(default=0, ge=0)
-    rejected: int = Field(default=0, ge=0)
-    repaired: int = Field(default=0, ge=0)
-    protected: int = Field(default=0, ge=0)
-    conflicts: int = Field(default=0, ge=0)
-    hard_deletes: int = Field(default=0, ge=0)
-    purged: int = Field(default=0, ge=0)
-    specifics_lost: int = Field(default=0, ge=0)
-    vocabulary_fallback: int = Field(default=0, ge=0)
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    live_entries: int | None = Field(default=None, ge=0)
-    archived_entries: int | None = Field(default=None, ge=0)
 
 
-class Totals(StatusModel):
+class TotalsBase(StatusModel):
     """Cumulative counts over every counted cycle (each Job counted exactly once, by UID)."""
 
     cycles_completed: int = Field(default=0, ge=0)
     cycles_skipped: int = Field(default=0, ge=0)
     cycles_failed: int = Field(default=0, ge=0)
-    reviewed: int = Field(default=0, ge=0)
-    withheld: int = Field(default=0, ge=0)
-    archived_with_replacement: int = Field(default=0, ge=0)
-    archived_ephemeral: int = Field(default=0, ge=0)
-    merges_rejected: int = Field(default=0, ge=0)
-    merges_repaired: int = Field(default=0, ge=0)
-    entries_protected: int = Field(default=0, ge=0)
-    conflicts: int = Field(default=0, ge=0)
-    hard_deletes: int = Field(default=0, ge=0)
-    purged: int = Field(default=0, ge=0)
-    specifics_lost: int = Field(default=0, ge=0)
-    vocabulary_fallbacks: int = Field(default=0, ge=0)
-    llm_input_tokens: int = Field(default=0, ge=0)
-    llm_output_tokens: int = Field(default=0, ge=0)
     missed_slots: int = Field(default=0, ge=0)
     skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
+
+
+# The counts are fields of these models, made from the table at import; the type checker knows the bases (code
+# here reads counts through the table, by name).
+if TYPE_CHECKING:
+    RunSummary = RunSummaryBase
+    Totals = TotalsBase
+else:
+    RunSummary = create_model(
+        "RunSummary", __base__=RunSummaryBase, __module__=__name__, __doc__=RunSummaryBase.__doc__, **count_fields()
+    )
+    Totals = create_model(
+        "Totals", __base__=TotalsBase, __module__=__name__, __doc__=TotalsBase.__doc__, **count_fields(summed=True)
+    )
 
 
 MAX_COUNTED_UIDS = 32

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dreamkeeper.consolidation.counts import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,
@@ -478,22 +479,12 @@ class ScheduleReconciler:
             p.event(
                 "Normal",
                 "CycleCompleted" if run.result == "completed" else "CycleSkipped",
-                f"cycle {run.job_name} {run.result}: reviewed {run.reviewed}, withheld {run.withheld}, archived "
-                f"{run.archived} ({run.archived_with_replacement} with replacement, {run.ephemeral} ephemeral), "
-                f"rejected {run.rejected}, repaired {run.repaired}, protected {run.protected}, live "
-                f"{run.live_entries}" + (f"; {run.skip_reason}" if run.skip_reason else ""),
+                f"cycle {run.job_name} {run.result}: {sentence(run, lambda c: c.said)}"
+                + (f"; {run.skip_reason}" if run.skip_reason else ""),
             )
-        fired = [
-            ("Normal", "MergesRejected", run.rejected, "merge(s) rejected for dropping specifics; sources kept"),
-            ("Normal", "EntriesProtected", run.protected, "prune(s) refused: above the high-value floor or protected"),
-            ("Warning", "Conflicts", run.conflicts, "change(s) skipped: the agent wrote the entry during the cycle"),
-            ("Warning", "SpecificsLost", run.specifics_lost, "specific(s) no live entry carries any more"),
-            ("Warning", "HardDeletes", run.hard_deletes, "entry(ies) deleted without an archive"),
-            ("Normal", "Purged", run.purged, "archived entry(ies) purged after the retention period"),
-        ]
-        for kind, reason, count, what in fired:
-            if count:
-                p.event(kind, reason, f"cycle {run.job_name}: {count} {what}")
+        for count in COUNTS:
+            if count.event is not None and (n := value_of(run, count)):
+                p.event(count.event.type, count.event.reason, f"cycle {run.job_name}: {n} {count.event.what}")
 
     # ---- starting cycles ---------------------------------------------------------------------------------------
 
@@ -715,8 +706,7 @@ class ScheduleReconciler:
             next_run=next_slot,
             last_success=p.status.last_successful_time,
             vocabulary_in_sync=None if sync is None or sync.status == "Unknown" else sync.status == "True",
-            live_entries=last.live_entries if last else None,
-            archived_entries=last.archived_entries if last else None,
+            last_run=last,
             interval_seconds=cron.period_after(next_slot) if cron is not None and next_slot is not None else None,
         )
 

@@ -18,14 +18,10 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.dryrun import render_plan, render_report
-from dreamkeeper.consolidation.report import CycleReport
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
 from dreamkeeper.memory import LockHeldError, MemoryStoreError
-from dreamkeeper.proposers.config import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig
-from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
 err = Console(stderr=True)
 log = logging.getLogger(__name__)

@@ -62,6 +62,7 @@ from dreamkeeper.consolidation.stages import (
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
+    UNCHECKED,
     CycleLock,
     Fingerprint,
     MalformedFile,
@@ -75,7 +76,6 @@ from dreamkeeper.memory import (
     state_dir,
     utcnow,
 )
-from dreamkeeper.memory.atomic import UNCHECKED
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from dreamkeeper.consolidation.counts import CycleCounts
-from dreamkeeper.memory import replace_file, state_dir
-from dreamkeeper.memory.atomic import UNCHECKED
+from dreamkeeper.memory import UNCHECKED, replace_file, state_dir
 
 CycleResult = Literal["completed", "skipped", "failed", "dry-run"]
 

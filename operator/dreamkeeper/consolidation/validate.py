@@ -30,15 +30,6 @@ from dreamkeeper.coverage import (
     merged_inventory,
 )
 from dreamkeeper.memory import (
-    Entry,
-    InvalidCategoryError,
-    StoredEntry,
-    cluster_hash,
-    format_timestamp,
-    review_hash,
-    validate_category,
-)
-from dreamkeeper.memory.entry import (
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -49,6 +40,13 @@ from dreamkeeper.memory.entry import (
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    Entry,
+    InvalidCategoryError,
+    StoredEntry,
+    cluster_hash,
+    format_timestamp,
+    review_hash,
+    validate_category,
 )
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import CycleSettings
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import (
     ANNOTATION_CLAIM_NAME,
@@ -38,7 +38,7 @@ from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, Pro
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
-from dreamkeeper.proposers.config import PROPOSER_SECTION, ProposerConfig
+from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
 
 Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]

@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, value_of
+from dreamkeeper.consolidation import COUNTS, SUMMED, Count, Family, value_of
 from dreamkeeper.kube.models import RunSummary, Totals
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.consolidation.counts import COUNTS
+from dreamkeeper.consolidation import COUNTS
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dreamkeeper.consolidation.counts import COUNTS, sentence, value_of
+from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,

@@ -125,6 +125,25 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "1 when the volume's vocabulary file matches the MemoryVocabulary, 0 when it differs (absent: unknown)",
     ),
     MetricDoc(
+        "dreamkeeper_agent_stopped",
+        "gauge",
+        "",
+        "spec.agent Stop: 1 while the agent's workload is held at 0 replicas for a cycle (absent for other policies)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_downtime_seconds",
+        "histogram",
+        "",
+        "spec.agent Stop: from the scale-down request to the restore, per stop (buckets 5 s .. 2 h)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_stale_window_seconds",
+        "histogram",
+        "",
+        "spec.agent RestartAfter: from the start of a cycle that changed files to the agent's restart (the agent "
+        "ran on a stale index meanwhile)",
+    ),
+    MetricDoc(
         "dreamkeeper_handler_errors_total",
         "counter",
         "handler (no schedule labels)",
@@ -163,6 +182,7 @@ DIRECTIONS = ("input", "output")
 SKIP_REASONS = ("concurrent", "suspended", "not_ready", "name_conflict")
 HANDLERS = ("schedule", "vocabulary", "schedule_deleted", "startup")
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+AGENT_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 
 # (name without _total, help, field of Totals / RunSummary)
 _PLAIN_COUNTERS = (
@@ -235,6 +255,19 @@ class OperatorMetrics:
         self.vocabulary_in_sync = Gauge(
             "dreamkeeper_vocabulary_in_sync", "1 when the volume's vocabulary matches the CR.", labels, registry=r
         )
+        self.agent_stopped = Gauge(
+            "dreamkeeper_agent_stopped", "1 while the agent's workload is held at 0 for a cycle.", labels, registry=r
+        )
+        self.agent_downtime = Histogram(
+            "dreamkeeper_agent_downtime_seconds", "Agent downtime per Stop.", labels, buckets=AGENT_BUCKETS, registry=r
+        )
+        self.agent_stale_window = Histogram(
+            "dreamkeeper_agent_stale_window_seconds",
+            "From a changing cycle's start to the agent's restart (RestartAfter).",
+            labels,
+            buckets=AGENT_BUCKETS,
+            registry=r,
+        )
         self.handler_errors = Counter(
             "dreamkeeper_handler_errors", "Unexpected errors in handlers and loops.", ["handler"], registry=r
         )
@@ -296,6 +329,9 @@ class OperatorMetrics:
             self.ready,
             self.running,
             self.vocabulary_in_sync,
+            self.agent_stopped,
+            self.agent_downtime,
+            self.agent_stale_window,
             *(counter for counter, _ in self.plain.values()),
         ]
         for family in singles:
@@ -320,6 +356,16 @@ class OperatorMetrics:
         if run.archived_entries is not None:
             self.archived_entries.labels(*ident).set(run.archived_entries)
 
+    def record_agent(
+        self, namespace: str, name: str, *, downtime: float | None = None, stale_window: float | None = None
+    ) -> None:
+        """A Stop ended (its downtime) or a RestartAfter restart happened (its stale window)."""
+        ident = (name, namespace)
+        if downtime is not None:
+            self.agent_downtime.labels(*ident).observe(downtime)
+        if stale_window is not None:
+            self.agent_stale_window.labels(*ident).observe(stale_window)
+
     def record_slots(self, namespace: str, name: str, *, missed: int = 0, skipped_reason: str | None = None) -> None:
         ident = (name, namespace)
         if missed:
@@ -340,6 +386,7 @@ class OperatorMetrics:
         live_entries: int | None = None,
         archived_entries: int | None = None,
         interval_seconds: float | None = None,
+        agent_stopped: bool | None = None,
     ) -> None:
         ident = (name, namespace)
         self.ready.labels(*ident).set(1 if ready else 0)
@@ -362,6 +409,10 @@ class OperatorMetrics:
             self.live_entries.labels(*ident).set(live_entries)
         if archived_entries is not None:
             self.archived_entries.labels(*ident).set(archived_entries)
+        if agent_stopped is None:
+            _remove(self.agent_stopped, ident)
+        else:
+            self.agent_stopped.labels(*ident).set(1 if agent_stopped else 0)
 
     def handler_error(self, handler: str) -> None:
         self.handler_errors.labels(handler).inc()

@@ -132,6 +132,37 @@ class Pod(KubeObject, total=False):
     status: PodStatus
 
 
+# ---- apps/v1 Deployment and StatefulSet ---------------------------------------------------------------------------
+
+
+class TemplateMeta(TypedDict, total=False):
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class PodTemplate(TypedDict, total=False):
+    metadata: TemplateMeta
+    spec: PodSpec
+
+
+class WorkloadSpec(TypedDict, total=False):
+    replicas: int  # absent means 1 (the API server defaults it)
+    template: PodTemplate
+
+
+class WorkloadStatus(TypedDict, total=False):
+    replicas: int
+    readyReplicas: int
+    observedGeneration: int
+
+
+class Workload(KubeObject, total=False):
+    """A Deployment or a StatefulSet: the agent's own workload."""
+
+    spec: WorkloadSpec
+    status: WorkloadStatus
+
+
 # ---- the rest -----------------------------------------------------------------------------------------------------
 
 

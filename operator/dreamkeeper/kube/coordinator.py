@@ -257,11 +257,13 @@ class AgentCoordinator:
         pending = AgentRestart(job_name=run.job_name, cycle_started_at=run.started_at, requested_at=p.now)
         _set_agent(p, pending_restart=pending)
 
-    def restart(self, p: _Pass, spec: DreamScheduleSpec | None) -> bool:
-        """Do the persisted pending restart. True when one is (still) pending."""
-        pending = _agent(p).pending_restart
+    def restart(self, p: _Pass, spec: DreamScheduleSpec | None, persisted: AgentStatus | None) -> bool:
+        """Do the pending restart of ``persisted`` (the status as the pass read it: a restart noted in this pass
+        waits until its record is written, so a lost status write cannot make a second one). True while one is
+        pending."""
+        pending = persisted.pending_restart if persisted is not None else None
         if pending is None:
-            return False
+            return _agent(p).pending_restart is not None
         agent = spec.agent if spec is not None else None
         if agent is None or agent.coordination != "RestartAfter":
             _set_agent(p, pending_restart=None)  # the policy changed since: nothing to restart

@@ -335,6 +335,7 @@ class ScheduleReconciler:
     # ---- the pass -----------------------------------------------------------------------------------------
 
     def _pass(self, p: _Pass, *, full: bool) -> float:
+        persisted_agent = p.status.agent
         active_ended = self._active_ended(p)
         due = p.schedule.due(p.status, p.now)
         stopping = stop_of(p) is not None
@@ -355,7 +356,7 @@ class ScheduleReconciler:
             p.condition(READY, "False", problem.reason, problem.message)
             p.update(next_schedule_time=None)
         p.update(observed_generation=p.schedule.generation)
-        if self.agents.restart(p, p.schedule.spec):
+        if self.agents.restart(p, p.schedule.spec, persisted_agent):
             p.agent_busy = True
         self._default_conditions(p)
         return self._delay(p, due.slots if due is not None else None)

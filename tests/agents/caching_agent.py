@@ -272,6 +272,7 @@ class Agent:
         self.args = args
         self.random = random.Random(args.seed)
         self.store = Store(Path(args.agent_dir) / "memory", args.mode)
+        Path(args.ledger).parent.mkdir(parents=True, exist_ok=True)
         self.ledger = open(args.ledger, "a", encoding="utf-8")  # noqa: SIM115 - open for the process's life
         self.pod = os.environ.get("HOSTNAME", "local")
         self.stop_at: float | None = None

@@ -242,9 +242,13 @@ def deployment(c: FakeCluster) -> Obj:
     return obj
 
 
-def drive(c: WatchedCluster, world: World, *, until: Callable[[], bool], ticks: int = 120) -> ScheduleReconciler:
-    """Passes (one per tick) until ``until()``; a crash replaces the reconciler, as a restarted operator."""
+def drive(
+    c: WatchedCluster, world: World, *, until: Callable[[], bool], ticks: int = 120, settle: int = 15
+) -> ScheduleReconciler:
+    """Passes (one per tick) until ``until()``, then ``settle`` more (nothing may start again); a crash replaces
+    the reconciler, as a restarted operator."""
     r = reconciler(c, world)
+    left: int | None = None
     for _ in range(ticks):
         body = c.get_schedule(NS, "nightly")
         assert body is not None
@@ -253,8 +257,12 @@ def drive(c: WatchedCluster, world: World, *, until: Callable[[], bool], ticks: 
         except Crashed:
             r = reconciler(c, world)  # a fresh process: no memory of the pass it died in
         world.tick()
-        if until():
-            return r
+        if left is None and until():
+            left = settle
+        if left is not None:
+            if left == 0:
+                return r
+            left -= 1
     raise AssertionError(f"not done after {ticks} ticks: {status(c).get('agent')}")
 
 
@@ -343,6 +351,7 @@ def test_a_crash_after_any_write_restores_the_agent_exactly_once(crash_after: in
     s = status(c)
     assert s["totals"]["cyclesCompleted"] == 1 and len(s["countedJobUIDs"]) == 1
     assert ANNOTATION_AGENT_STOP not in (deployment(c)["metadata"].get("annotations") or {})
+    assert s["lastRunNowToken"] == "a" and "RunNowDeferred" not in c.reasons()  # the request was handled once
 
 
 def _fails(world: World, job: str) -> None:

@@ -181,8 +181,7 @@ class AgentCoordinator:
             return False
         if d.step == "adopt":
             assert d.adopted is not None
-            _set_agent(p, stop=d.adopted)
-            p.condition(AGENT_STOPPED, "True", d.reason, d.message)
+            self._adopt(p, d, stop)
             return True
         assert stop is not None
         if d.step == "release":
@@ -211,6 +210,28 @@ class AgentCoordinator:
             return True
         p.condition(AGENT_STOPPED, "True", d.reason, d.message)
         return True
+
+    @staticmethod
+    def _adopt(p: _Pass, d: StopDecision, stop: AgentStop | None) -> None:
+        adopted = d.adopted
+        assert adopted is not None
+        _set_agent(p, stop=adopted)
+        p.condition(AGENT_STOPPED, "True", d.reason, d.message)
+        if stop is not None:
+            return  # our own record moving on (its Job exists): nothing else to mark
+        # The record's request was being handled by the pass whose status write was lost: mark it handled now,
+        # or the next pass would stop the agent a second time for the same token or slot.
+        if adopted.trigger == "run-now" and adopted.run_now_token is not None:
+            p.update(last_run_now_token=adopted.run_now_token)
+        elif adopted.trigger == "schedule":
+            last = p.status.last_schedule_time
+            p.update(last_schedule_time=adopted.slot if last is None else max(last, adopted.slot))
+        p.event(
+            "Normal",
+            "AgentStopping",
+            f"stopping {adopted.kind}/{adopted.name} for cycle {adopted.job_name}: {adopted.replicas} replica(s) "
+            "recorded (adopted from the workload's annotation)",
+        )
 
     def _restore(self, p: _Pass, d: StopDecision, stop: AgentStop, view: WorkloadView) -> None:
         if d.scale:

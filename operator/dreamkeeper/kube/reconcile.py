@@ -549,6 +549,9 @@ class ScheduleReconciler:
     def _run_now(self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: bool) -> bool:
         """Handle a new runNowToken (also when suspended). True when it started a Job."""
         name = run_now_job_name(p.name, token, p.schedule.generation or 0)
+        if self._stopping_for(p, name):
+            p.update(last_run_now_token=token)  # the agent is being stopped for this very request
+            return True
         if self._adopt(p, claim_jobs, name):
             p.update(last_run_now_token=token)  # created by a pass whose status write was lost
         elif ready.not_ready is not None:
@@ -591,7 +594,7 @@ class ScheduleReconciler:
         name = scheduled_job_name(p.name, slot)
         reason: str | None = None
         # An existing Job of this slot's name was created by a pass whose status write was lost: adopted, not skipped.
-        if not self._adopt(p, claim_jobs, name):
+        if not self._adopt(p, claim_jobs, name) and not self._stopping_for(p, name):
             reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
             if reason is None:
                 refused = self._launch(p, due.spec, CycleIntent(name, "schedule", slot, None), ready.vocabulary)
@@ -634,6 +637,12 @@ class ScheduleReconciler:
             # Remembered as announced only once the pass is persisted and the Event posted (_after_persist).
             p.announced.append(key)
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
+
+    @staticmethod
+    def _stopping_for(p: _Pass, job_name: str) -> bool:
+        """The Stop in progress is for this cycle (recorded by a pass whose status write was lost, then adopted)."""
+        stop = stop_of(p)
+        return stop is not None and stop.job_name == job_name
 
     @staticmethod
     def _adopt(p: _Pass, claim_jobs: list[Job], job_name: str) -> bool:

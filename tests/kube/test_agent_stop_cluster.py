@@ -1,0 +1,218 @@
+"""spec.agent with Stop on the real control plane: the caching agent runs as a Deployment's pod on a PV; cycles
+run while it is scaled to 0, and it comes back with its replicas, also when the operator is SIGKILLed at any
+step. Never two writers: no agent pod beside a cycle pod (ClaimWatcher), no agent write or agent process inside
+a cycle's window (the ledger against the cycle reports), and every agent write preserved."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_AGENT_STOPPED
+from dreamkeeper.kube.coordinator import CRASH_ENV
+from tests.agents import ledger
+from tests.cluster.fixtures import KubeCluster
+from tests.kube.agent_support import AgentDeployment, ClaimWatcher
+from tests.kube.cluster_support import (
+    OperatorProcess,
+    condition_of,
+    events_of,
+    eventually,
+    grant_operator_rbac,
+    jobs_of,
+    release_finalizers,
+    remove_volume,
+    schedule_path,
+    status_of,
+)
+
+pytestmark = pytest.mark.cluster
+
+FAR_AWAY = "0 3 1 1 *"
+
+
+@dataclass
+class Env:
+    cluster: KubeCluster
+    ns: str
+    operator: OperatorProcess
+    agent: AgentDeployment
+    watcher: ClaimWatcher
+
+    def schedule(self, **agent: Any) -> None:
+        body = {
+            "apiVersion": "dreamkeeper.io/v1alpha1",
+            "kind": "DreamSchedule",
+            "metadata": {"name": "nightly"},
+            "spec": {
+                "schedule": FAR_AWAY,
+                "claimName": "agent-data",
+                "safeguards": {"minIntervalHours": 0},
+                "agent": {"workloadRef": {"kind": "Deployment", "name": "rockbot"}, **agent},
+            },
+        }
+        self.cluster.api.create(schedule_path(self.ns, ""), body)
+
+    def status(self) -> dict[str, Any]:
+        return status_of(self.cluster, self.ns, "nightly")
+
+    def run_now(self, token: str) -> None:
+        self.cluster.api.patch(schedule_path(self.ns, "nightly"), {"spec": {"runNowToken": token}})
+
+    def wait_stop_done(self, token: str, timeout: float = 240) -> dict[str, Any]:
+        """The cycle for ``token`` counted and its Stop released (the agent restored)."""
+
+        def done() -> dict[str, Any] | None:
+            s = self.status()
+            agent = s.get("agent") or {}
+            job = (s.get("lastRun") or {}).get("jobName")
+            finished = s.get("lastRunNowToken") == token and agent.get("stop") is None
+            if finished and job and (agent.get("lastStop") or {}).get("jobName") == job:
+                return s
+            return None
+
+        result: dict[str, Any] = eventually(self.cluster, f"cycle {token} done and agent restored", done, timeout)
+        return result
+
+
+@pytest.fixture
+def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
+    kubeconfig = grant_operator_rbac(crds, kube_namespace)
+    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
+    agent = AgentDeployment(crds, kube_namespace, tmp_path / "volumes")
+    watcher = ClaimWatcher(crds, kube_namespace, "agent-data")
+    environment = Env(crds, kube_namespace, operator, agent, watcher)
+    try:
+        yield environment
+    finally:
+        watcher.stop()
+        operator.stop()
+        agent.delete()
+        release_finalizers(crds, kube_namespace)
+        remove_volume(crds, kube_namespace)
+        print(f"\noperator log: {operator.log_path}")
+
+
+def _report(agent_dir: Path, cycle_id: str) -> dict[str, Any]:
+    return dict(json.loads((agent_dir / ".dreamkeeper" / "cycles" / f"{cycle_id}.json").read_text()))
+
+
+def _never_two_writers(env: Env) -> None:
+    assert env.watcher.two_writers() == [], env.watcher.two_writers()[:3]
+    records = env.agent.records()
+    assert ledger.overlaps(records, ledger.cycle_windows(env.agent.agent_dir)) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "hostile", "linger"),
+    [("atomic", False, 0.0), ("inplace", True, 3.0)],
+    ids=["rockbot-current", "rockbot-older-hostile-slow-to-stop"],
+)
+def test_stop_runs_cycles_while_the_agent_is_down_and_every_agent_write_survives(
+    env: Env, mode: str, hostile: bool, linger: float
+) -> None:
+    agent = env.agent.create(replicas=0, mode=mode, hostile=hostile, linger=linger, interval=0.05)
+    # The truth: the corpus before the agent's first write; the ledger has every change it made since.
+    before = ledger.Snapshot.of(agent.agent_dir / "memory")
+    agent.scale(1)
+    agent.wait_writing(1)
+    changes = agent.replica_changes()
+    env.watcher.start()
+    env.operator.start()
+    env.schedule()
+    downtimes, jobs = [], []
+    for token in ("c1", "c2", "c3"):
+        restored_at = datetime.now(UTC)
+        env.run_now(token)
+        s = env.wait_stop_done(token)
+        run, last = s["lastRun"], s["agent"]["lastStop"]
+        assert run["result"] == "completed", run
+        assert (last["replicas"], last["reason"]) == (1, "CycleFinished"), last
+        downtimes.append(last["downtimeSeconds"])
+        jobs.append(run["jobName"])
+        assert agent.replicas() == 1
+        agent.wait_writing(1)  # back, reloaded, writing again before the next cycle
+        assert agent.writes_since(restored_at) > 0
+    env.agent.stop_and_wait()  # quiesce, so the files and the ledger are final
+    env.watcher.stop()
+
+    _never_two_writers(env)
+    assert env.watcher.cycles_seen() == 3
+    check = ledger.check_corpus(agent.agent_dir, before, agent.records())
+    assert check.ok, check.summary()
+    assert check.agent_increments > 50 and check.checked_writes > 20
+    assert len(ledger.cycle_archives(agent.agent_dir)) > 0  # the cycles did change the corpus
+
+    assert agent.replica_changes() == changes + 3 * 2 + 1  # 3 stops (down, up) and the test's own scale to 0
+    assert ANNOTATION_AGENT_STOP not in agent.annotations()
+    for job in jobs_of(env.cluster, env.ns):
+        pod_spec = job["spec"]["template"]["spec"]
+        assert "affinity" not in pod_spec  # unpinned: the agent was down
+        assert job["metadata"]["annotations"][ANNOTATION_AGENT_STOPPED] == "Deployment/rockbot"
+        assert job["spec"]["activeDeadlineSeconds"] <= 1800
+    reasons = [e["reason"] for e in events_of(env.cluster, env.ns, "nightly")]
+    for reason in ("AgentStopping", "AgentScaledDown", "CycleStarted", "CycleCompleted", "AgentRestored"):
+        assert reasons.count(reason) == 3, (reason, reasons)
+    stopped = condition_of(env.status(), "AgentStopped")
+    assert stopped is not None and (stopped["status"], stopped["reason"]) == ("False", "CycleFinished")
+    ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
+    assert env.operator.metric("dreamkeeper_agent_downtime_seconds_count", **ident) == 3
+    assert env.operator.metric("dreamkeeper_agent_stopped", **ident) == 0
+    outages = env.watcher.outages()
+    print(f"\nStop downtime per cycle (status, s): {downtimes}; agent not running (watcher, s): {outages}")
+    assert len(outages) >= 3 and all(0 < d < 300 for d in downtimes)
+    assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+
+
+STEPS = {
+    "record": "before the scale-down (replicas recorded on the workload, status not yet written)",
+    "scale-down": "right after the scale-down",
+    "start-cycle": "during the cycle (its Job just created)",
+    "restore": "right after the restore",
+}
+
+
+@pytest.mark.parametrize("step", list(STEPS), ids=list(STEPS))
+def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(env: Env, step: str) -> None:
+    agent = env.agent.create(replicas=2, interval=0.1)
+    changes = agent.replica_changes()
+    env.watcher.start()
+    env.operator.env = {CRASH_ENV: step}
+    env.operator.start()
+    env.schedule()
+    env.run_now("once")
+    proc = env.operator.proc
+    assert proc is not None
+    eventually(env.cluster, f"operator killed at {step}", lambda: not proc.alive(), timeout=180)
+    assert proc.returncode() == -9, env.operator.log_text()[-2000:]
+    at_crash = {"replicas": agent.replicas(), "annotated": ANNOTATION_AGENT_STOP in agent.annotations()}
+    expected = {
+        "record": {"replicas": 2, "annotated": True},
+        "scale-down": {"replicas": 0, "annotated": True},
+        "start-cycle": {"replicas": 0, "annotated": True},
+        "restore": {"replicas": 2, "annotated": True},
+    }[step]
+    assert at_crash == expected, (step, at_crash)
+    time.sleep(2)  # the world moves on without an operator (pods go, the cycle runs)
+
+    env.operator.env = {}
+    env.operator.restart()
+    s = env.wait_stop_done("once")
+    agent.wait_writing(2)
+    env.watcher.stop()
+
+    assert agent.replicas() == 2 and agent.replica_changes() == changes + 2  # down once, up once
+    assert ANNOTATION_AGENT_STOP not in agent.annotations()
+    assert len(jobs_of(env.cluster, env.ns)) == 1
+    assert s["totals"]["cyclesCompleted"] == 1 and len(s["countedJobUIDs"]) == 1
+    assert s["agent"]["lastStop"]["replicas"] == 2
+    _never_two_writers(env)
+    assert env.watcher.cycles_seen() == 1
+    assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]

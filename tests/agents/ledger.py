@@ -188,11 +188,19 @@ def check_corpus(agent_dir: Path, before: Snapshot, records: list[Record]) -> Co
     check.agent_increments = sum(increments.values())
 
     memo: dict[str, int] = {}
+    visiting: set[str] = set()
 
     def truth(entry_id: str) -> int:
         """The merge arithmetic of fold.py and validate.py (each member counted at least once), over the truth."""
+        if entry_id in visiting:
+            # A merged into B, and later B into A: only possible when an archived entry came back live (a stale
+            # write-back) and was merged again. Its count is then counted twice; say so, count it once here.
+            check.reinforcement.append(f"{entry_id}: merged into its own successor (an archive came back and merged)")
+            return 0
         if entry_id not in memo:
+            visiting.add(entry_id)
             carried = [max(1, truth(s)) for s in sources.get(entry_id, ())]
+            visiting.discard(entry_id)
             if entry_id in before.reinforcement or entry_id in created:  # an entry of the agent (a fold survivor)
                 own = before.reinforcement.get(entry_id, 1) + increments[entry_id]
                 memo[entry_id] = (max(1, own) + sum(carried)) if carried else own

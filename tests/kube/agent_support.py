@@ -34,6 +34,7 @@ class AgentDeployment:
     host_root: Path
     name: str = "rockbot"
     claim: str = "agent-data"
+    kind: str = "Deployment"  # or StatefulSet
     agent_dir: Path = field(init=False)
     ledger_dir: Path = field(init=False)
 
@@ -55,14 +56,20 @@ class AgentDeployment:
         if hostile:
             args.append("--hostile")
         labels = {"app": self.name}
+        # One writer at a time on a ReadWriteOnce volume: Recreate (a Deployment), Parallel pods (a StatefulSet).
+        rollout: dict[str, Any] = (
+            {"strategy": {"type": "Recreate"}}
+            if self.kind == "Deployment"
+            else {"serviceName": self.name, "podManagementPolicy": "Parallel"}
+        )
         body = {
             "apiVersion": "apps/v1",
-            "kind": "Deployment",
+            "kind": self.kind,
             "metadata": {"name": self.name, "labels": labels},
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": labels},
-                "strategy": {"type": "Recreate"},  # one writer at a time on a ReadWriteOnce volume
+                **rollout,
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
@@ -87,15 +94,19 @@ class AgentDeployment:
                 },
             },
         }
-        self.cluster.api.create(namespaced(self.namespace, "deployments", **APPS), body)
+        self.cluster.api.create(namespaced(self.namespace, self.plural, **APPS), body)
         self.wait_writing(replicas)
         return self
 
     # ---- reading it -----------------------------------------------------------------------------------------
 
     @property
+    def plural(self) -> str:
+        return "deployments" if self.kind == "Deployment" else "statefulsets"
+
+    @property
     def path(self) -> str:
-        return namespaced(self.namespace, "deployments", self.name, **APPS)
+        return namespaced(self.namespace, self.plural, self.name, **APPS)
 
     def get(self) -> dict[str, Any]:
         return self.cluster.api.get(self.path)

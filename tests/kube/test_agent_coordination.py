@@ -498,3 +498,45 @@ def test_none_leaves_the_workload_alone() -> None:
     drive(c, world, until=lambda: (status(c).get("totals") or {}).get("cyclesCompleted", 0) >= 1)
     assert not [call for call in c.calls if call.startswith(("scale", "patch_workload"))]
     assert _restarts(c) is None
+
+
+# ---- the schedule is deleted mid-stop ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ticks", [2, 4, 7])  # recorded / scaled down / cycle running
+def test_deleting_the_schedule_mid_stop_ends_the_cycle_and_restores_the_agent(ticks: int) -> None:
+    c, world = setup(replicas=2)
+    world.cycle_ticks = 100  # the cycle would run long
+    r = reconciler(c, world)
+    for _ in range(ticks):
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        r.reconcile(body)
+        world.tick()
+    assert (status(c).get("agent") or {}).get("stop") is not None
+    for _ in range(20):  # kopf retries the delete handler until it succeeds
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        if reconciler(c, world).release_agent(body):
+            break
+        world.tick()
+        jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
+        for pod in c.of_kind("Pod", NS):  # the garbage collector follows the Job's deletion: its pod goes
+            name = pod["metadata"]["name"]
+            if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
+                del c.objects[("Pod", NS, name)]
+    else:
+        raise AssertionError("never released")
+    assert deployment(c)["spec"]["replicas"] == 2 and c.violations == []
+    assert ANNOTATION_AGENT_STOP not in (deployment(c)["metadata"].get("annotations") or {})
+    assert [j for j in c.of_kind("Job", NS) if job_active(j)] == []
+    assert "AgentRestored" in c.reasons()
+    assert reconciler(c, world).release_agent(c.get_schedule(NS, "nightly") or {}) is True  # idempotent
+    assert deployment(c)["spec"]["replicas"] == 2 and c.scales.count(2) <= 1
+
+
+def test_deleting_a_schedule_that_holds_nothing_is_immediate() -> None:
+    c, world = setup(replicas=1, coordination="None")
+    body = c.get_schedule(NS, "nightly")
+    assert body is not None and reconciler(c, world).release_agent(body) is True
+    assert not [call for call in c.calls if call.startswith(("scale", "patch_workload"))]

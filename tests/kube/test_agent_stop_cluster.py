@@ -46,7 +46,7 @@ class Env:
     agent: AgentDeployment
     watcher: ClaimWatcher
 
-    def schedule(self, **agent: Any) -> None:
+    def schedule(self, kind: str = "Deployment", **agent: Any) -> None:
         body = {
             "apiVersion": "dreamkeeper.io/v1alpha1",
             "kind": "DreamSchedule",
@@ -55,7 +55,7 @@ class Env:
                 "schedule": FAR_AWAY,
                 "claimName": "agent-data",
                 "safeguards": {"minIntervalHours": 0},
-                "agent": {"workloadRef": {"kind": "Deployment", "name": "rockbot"}, **agent},
+                "agent": {"workloadRef": {"kind": kind, "name": "rockbot"}, **agent},
             },
         }
         self.cluster.api.create(schedule_path(self.ns, ""), body)
@@ -215,4 +215,31 @@ def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(env: Env
     assert s["agent"]["lastStop"]["replicas"] == 2
     _never_two_writers(env)
     assert env.watcher.cycles_seen() == 1
+    assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+
+
+def test_deleting_the_schedule_mid_stop_restores_a_stateful_set(env: Env) -> None:
+    """The delete handler ends the stop before the finalizer lets the schedule go: the agent is not left at 0."""
+    env.agent.kind = "StatefulSet"
+    agent = env.agent.create(replicas=1, interval=0.1, linger=8.0)  # slow to stop: the stop waits for it
+    env.watcher.start()
+    env.operator.start()
+    env.schedule(kind="StatefulSet")
+    env.run_now("doomed")
+
+    def scaled_down() -> bool:
+        stop = (env.status().get("agent") or {}).get("stop") or {}
+        return stop.get("phase") == "Stopping" and agent.replicas() == 0
+
+    eventually(env.cluster, "agent scaled down, its pod still stopping", scaled_down, timeout=120)
+    assert agent.pods(), "the agent pod should still be terminating (it lingers 8 s after SIGTERM)"
+    env.cluster.api.delete(schedule_path(env.ns, "nightly"))
+    eventually(
+        env.cluster, "schedule gone", lambda: env.cluster.api.get_or_none(schedule_path(env.ns, "nightly")) is None, 120
+    )
+    assert agent.replicas() == 1 and ANNOTATION_AGENT_STOP not in agent.annotations()
+    agent.wait_writing(1)
+    env.watcher.stop()
+    assert jobs_of(env.cluster, env.ns) == []  # the cycle never started
+    _never_two_writers(env)
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_RESTARTED_AT
+from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_RESTARTED_AT, LABEL_CLAIM
 from dreamkeeper.kube.api import ClusterApi, ConflictError, NotFoundError
 from dreamkeeper.kube.conditions import AGENT_STOPPED
 from dreamkeeper.kube.coordination import (
@@ -42,6 +42,7 @@ from dreamkeeper.kube.models import (
     DreamScheduleSpec,
     RunSummary,
 )
+from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.objects import Job
 from dreamkeeper.kube.placement import Placement, unpinned_placement
 
@@ -93,7 +94,10 @@ class AgentCoordinator:
         self.api = api
 
     def workload(self, p: _Pass, kind: str, name: str) -> WorkloadView:
-        return WorkloadView.of(self.api.get_workload(p.namespace, kind, name), kind, name, p.schedule.uid)
+        return self.workload_view(p.namespace, p.schedule.uid, kind, name)
+
+    def workload_view(self, namespace: str, schedule_uid: str, kind: str, name: str) -> WorkloadView:
+        return WorkloadView.of(self.api.get_workload(namespace, kind, name), kind, name, schedule_uid)
 
     # ---- Stop ---------------------------------------------------------------------------------------------------
 
@@ -266,6 +270,31 @@ class AgentCoordinator:
             summary.reason,
             f"{view.ref} running: last stop {summary.downtime_seconds:.1f} s for cycle {summary.job_name}",
         )
+
+    # ---- the schedule is deleted ---------------------------------------------------------------------------------
+
+    def release_deleted(
+        self, namespace: str, schedule_uid: str, claim: str, stop: AgentStop, post: Callable[[str, str, str], None]
+    ) -> bool:
+        """The schedule is being deleted while it holds the agent down: end its cycle, restore the replicas, drop
+        the record. False while its cycle is still stopping (the caller retries; the finalizer holds the delete)."""
+        jobs = self.api.list_jobs(namespace, f"{LABEL_CLAIM}={label_value(claim)}")
+        claim_view = ClaimView.of(self.api.list_pods(namespace), jobs, claim, stop.job_name, schedule_uid)
+        if claim_view.job == "active" and claim_view.job_uid is not None:
+            self.api.delete_job(namespace, stop.job_name, claim_view.job_uid)
+            post("Warning", "AgentCycleDeleted", f"schedule deleted: cycle {stop.job_name} deleted, the agent follows")
+            return False
+        if claim_view.cycle_pods:
+            return False  # never restore beside a cycle pod that may still write
+        view = self.workload_view(namespace, schedule_uid, stop.kind, stop.name)
+        if stop.phase != "Restored" and view.found and view.replicas == 0:
+            self.api.scale_workload(namespace, stop.kind, stop.name, stop.replicas)
+        if view.found and view.record is not None:
+            annotations: dict[str, str | None] = {ANNOTATION_AGENT_STOP: None}
+            with contextlib.suppress(NotFoundError):
+                self.api.patch_workload(namespace, stop.kind, stop.name, {"metadata": {"annotations": annotations}})
+        post("Normal", "AgentRestored", f"schedule deleted: {view.ref} restored to {stop.replicas} replica(s)")
+        return True
 
     # ---- RestartAfter -------------------------------------------------------------------------------------------
 

@@ -332,6 +332,29 @@ class ScheduleReconciler:
         for users in self.vocabulary_users.values():
             users.discard(name)
 
+    def release_agent(self, body: DreamSchedule) -> bool:
+        """The schedule is being deleted: a Stop it holds ends now (its cycle deleted, the agent restored). True
+        when nothing is held any more; False while its cycle pod is still going (retry: the finalizer waits)."""
+        schedule = read_schedule(body)
+        status = load_status(body.get("status") or {}, f"{schedule.namespace}/{schedule.name}")
+        stop = status.agent.stop if status.agent is not None else None
+        if stop is None and schedule.spec is not None and schedule.spec.agent is not None:
+            ref = schedule.spec.agent.workload_ref  # a record only on the workload (its status write was lost)
+            workload = self.agents.workload_view(schedule.namespace, schedule.uid, ref.kind, ref.name)
+            if workload.record is not None:
+                stop = workload.record.status(ref.kind, ref.name, "Stopping")
+        if stop is None:
+            return True
+
+        def post(kind: str, reason: str, message: str) -> None:
+            try:
+                self.api.create_event(schedule.namespace, event_body(body, kind, reason, message, self.clock()))
+            except ApiError as exc:
+                log.warning("%s/%s: event %s not posted: %s", schedule.namespace, schedule.name, reason, exc)
+
+        with self.claim_locks.get(schedule.namespace, schedule.claim):
+            return self.agents.release_deleted(schedule.namespace, schedule.uid, schedule.claim, stop, post)
+
     # ---- the pass -----------------------------------------------------------------------------------------
 
     def _pass(self, p: _Pass, *, full: bool) -> float:

@@ -21,7 +21,7 @@ from dreamkeeper.kube import LABEL_MANAGED_BY, MANAGED_BY
 from tests.agents import ledger
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.kubeapi import ApiError, namespaced
-from tests.kube.cluster_support import REPO, eventually, make_agent
+from tests.kube.cluster_support import REPO, OperatorProcess, eventually, make_agent, schedule_path, status_of
 
 APPS = {"group": "apps"}
 AGENT_IMAGE = "localhost/caching-agent:test"
@@ -211,7 +211,8 @@ class ClaimWatcher(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
-        self.join(timeout=5)
+        if self.ident is not None:  # started
+            self.join(timeout=5)
 
     def two_writers(self) -> list[Sample]:
         return [s for s in self.samples if s.agents and s.cycles]
@@ -231,3 +232,50 @@ class ClaimWatcher(threading.Thread):
                 out.append((s.at - down_since).total_seconds())
                 down_since = None
         return out
+
+
+@dataclass
+class AgentEnv:
+    """A namespace with the operator's Role, the operator (not started), a caching agent (not created) and a
+    watcher of its claim (not started): what every spec.agent cluster test starts from (fixture ``agent_env``)."""
+
+    cluster: ControlPlane
+    ns: str
+    operator: OperatorProcess
+    agent: AgentDeployment
+    watcher: ClaimWatcher
+
+    def schedule(self, coordination: str = "Stop", kind: str = "Deployment", **agent: Any) -> None:
+        """The schedule ``nightly`` on the agent's claim, run by runNowToken only (its cron is a year away)."""
+        body = {
+            "apiVersion": "dreamkeeper.io/v1alpha1",
+            "kind": "DreamSchedule",
+            "metadata": {"name": "nightly"},
+            "spec": {
+                "schedule": "0 3 1 1 *",
+                "claimName": self.agent.claim,
+                "safeguards": {"minIntervalHours": 0},
+                "agent": {
+                    "workloadRef": {"kind": kind, "name": self.agent.name},
+                    "coordination": coordination,
+                    **agent,
+                },
+            },
+        }
+        self.cluster.api.create(schedule_path(self.ns, ""), body)
+
+    def status(self) -> dict[str, Any]:
+        return status_of(self.cluster, self.ns, "nightly")
+
+    def run_now(self, token: str) -> None:
+        self.cluster.api.patch(schedule_path(self.ns, "nightly"), {"spec": {"runNowToken": token}})
+
+    def wait_status(self, what: str, probe: Any, timeout: float = 240) -> dict[str, Any]:
+        """The status once ``probe(status)`` is truthy."""
+
+        def check() -> dict[str, Any] | None:
+            status = self.status()
+            return status if probe(status) else None
+
+        result: dict[str, Any] = eventually(self.cluster, what, check, timeout=timeout)
+        return result

@@ -9,10 +9,8 @@ those tests to assert.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,87 +19,29 @@ from dreamkeeper.kube import ANNOTATION_RESTARTED_AT
 from dreamkeeper.kube.coordination import restart_value
 from dreamkeeper.kube.objects import parse_time
 from tests.agents import ledger
-from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import namespaced
-from tests.kube.agent_support import APPS, AgentDeployment, ClaimWatcher
-from tests.kube.cluster_support import (
-    OperatorProcess,
-    events_of,
-    eventually,
-    grant_operator_rbac,
-    release_finalizers,
-    remove_volume,
-    schedule_path,
-    status_of,
-)
+from tests.kube.agent_support import APPS, AgentEnv
+from tests.kube.cluster_support import events_of
 
 pytestmark = pytest.mark.cluster
 
-FAR_AWAY = "0 3 1 1 *"
+
+def cycle(env: AgentEnv, token: str, *, restart: bool) -> dict[str, Any]:
+    """Run one cycle beside the agent; with ``restart``, until the restart it caused is done too."""
+    env.run_now(token)
+
+    def done(s: dict[str, Any]) -> bool:
+        run = s.get("lastRun") or {}
+        if s.get("lastRunNowToken") != token or not run or s.get("activeJob"):
+            return False
+        return not restart or ((s.get("agent") or {}).get("lastRestart") or {}).get("jobName") == run["jobName"]
+
+    return env.wait_status(f"cycle {token}", done)
 
 
-@dataclass
-class Env:
-    cluster: KubeCluster
-    ns: str
-    operator: OperatorProcess
-    agent: AgentDeployment
-    watcher: ClaimWatcher
-
-    def schedule(self, coordination: str) -> None:
-        body = {
-            "apiVersion": "dreamkeeper.io/v1alpha1",
-            "kind": "DreamSchedule",
-            "metadata": {"name": "nightly"},
-            "spec": {
-                "schedule": FAR_AWAY,
-                "claimName": "agent-data",
-                "safeguards": {"minIntervalHours": 0},
-                "agent": {"workloadRef": {"kind": "Deployment", "name": "rockbot"}, "coordination": coordination},
-            },
-        }
-        self.cluster.api.create(schedule_path(self.ns, ""), body)
-
-    def status(self) -> dict[str, Any]:
-        return status_of(self.cluster, self.ns, "nightly")
-
-    def cycle(self, token: str, *, restart: bool) -> dict[str, Any]:
-        """Run one cycle beside the agent; with ``restart``, until the restart it caused is done too."""
-        self.cluster.api.patch(schedule_path(self.ns, "nightly"), {"spec": {"runNowToken": token}})
-
-        def done() -> dict[str, Any] | None:
-            s = self.status()
-            run = s.get("lastRun") or {}
-            if s.get("lastRunNowToken") != token or not run or s.get("activeJob"):
-                return None
-            if restart and ((s.get("agent") or {}).get("lastRestart") or {}).get("jobName") != run["jobName"]:
-                return None
-            return s
-
-        result: dict[str, Any] = eventually(self.cluster, f"cycle {token}", done, timeout=240)
-        return result
-
-    def replica_sets(self) -> list[dict[str, Any]]:
-        path = namespaced(self.ns, "replicasets", **APPS)
-        return list(self.cluster.api.get(path, labelSelector="app=rockbot")["items"])
-
-
-@pytest.fixture
-def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
-    kubeconfig = grant_operator_rbac(crds, kube_namespace)
-    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
-    agent = AgentDeployment(crds, kube_namespace, tmp_path / "volumes")
-    watcher = ClaimWatcher(crds, kube_namespace, "agent-data")
-    environment = Env(crds, kube_namespace, operator, agent, watcher)
-    try:
-        yield environment
-    finally:
-        watcher.stop()
-        operator.stop()
-        agent.delete()
-        release_finalizers(crds, kube_namespace)
-        remove_volume(crds, kube_namespace)
-        print(f"\noperator log: {operator.log_path}")
+def replica_sets(env: AgentEnv) -> list[dict[str, Any]]:
+    path = namespaced(env.ns, "replicasets", **APPS)
+    return list(env.cluster.api.get(path, labelSelector=f"app={env.agent.name}")["items"])
 
 
 @dataclass(frozen=True)
@@ -115,7 +55,7 @@ class Beside:
     two_writers: int  # watcher samples with an agent and a cycle pod: expected here, the cycle runs beside
 
 
-def cycles_beside(env: Env, coordination: str, *, cycles: int = 3) -> Beside:
+def cycles_beside(env: AgentEnv, coordination: str, *, cycles: int = 3) -> Beside:
     agent = env.agent.create(replicas=0, interval=0.05)
     before = ledger.Snapshot.of(agent.agent_dir / "memory")
     agent.scale(1)
@@ -126,7 +66,7 @@ def cycles_beside(env: Env, coordination: str, *, cycles: int = 3) -> Beside:
     statuses = []
     for n in range(1, cycles + 1):
         since = datetime.now(UTC)
-        statuses.append(env.cycle(f"c{n}", restart=coordination == "RestartAfter"))
+        statuses.append(cycle(env, f"c{n}", restart=coordination == "RestartAfter"))
         agent.wait_writing(1)
         assert agent.writes_since(since) > 0
     replicas = agent.replicas()
@@ -138,14 +78,15 @@ def cycles_beside(env: Env, coordination: str, *, cycles: int = 3) -> Beside:
     return Beside(check, statuses, stale, replicas, len(env.watcher.two_writers()))
 
 
-def test_restart_after_restarts_the_agent_once_per_changing_cycle_and_reports_the_window(env: Env) -> None:
+def test_restart_after_restarts_the_agent_once_per_changing_cycle_and_reports_the_window(agent_env: AgentEnv) -> None:
+    env = agent_env
     beside = cycles_beside(env, "RestartAfter")
     restarts = [s["agent"]["lastRestart"] for s in beside.statuses]
     assert [r["jobName"] for r in restarts] == [s["lastRun"]["jobName"] for s in beside.statuses]
     assert all(r["windowSeconds"] is not None and 0 <= r["windowSeconds"] < 120 for r in restarts), restarts
     # One rollout per changing cycle: the template's restartedAt changed 3 times, so 1 + 3 ReplicaSets.
-    replica_sets = env.replica_sets()
-    assert len(replica_sets) == 4, [rs["metadata"]["name"] for rs in replica_sets]
+    rollouts = replica_sets(env)
+    assert len(rollouts) == 4, [rs["metadata"]["name"] for rs in rollouts]
     template = env.agent.get()["spec"]["template"]
     requested = parse_time(restarts[-1]["requestedAt"])
     assert requested is not None
@@ -162,9 +103,10 @@ def test_restart_after_restarts_the_agent_once_per_changing_cycle_and_reports_th
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
 
 
-def test_none_runs_beside_the_agent_and_never_touches_its_workload(env: Env) -> None:
+def test_none_runs_beside_the_agent_and_never_touches_its_workload(agent_env: AgentEnv) -> None:
+    env = agent_env
     beside = cycles_beside(env, "None")
-    assert len(env.replica_sets()) == 1 and beside.replicas == 1 and beside.two_writers > 0
+    assert len(replica_sets(env)) == 1 and beside.replicas == 1 and beside.two_writers > 0
     template = env.agent.get()["spec"]["template"]
     assert ANNOTATION_RESTARTED_AT not in ((template.get("metadata") or {}).get("annotations") or {})
     reasons = [e["reason"] for e in events_of(env.cluster, env.ns, "nightly")]

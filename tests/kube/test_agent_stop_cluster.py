@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,93 +16,28 @@ import pytest
 from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_AGENT_STOPPED
 from dreamkeeper.kube.coordinator import CRASH_ENV
 from tests.agents import ledger
-from tests.cluster.fixtures import KubeCluster
-from tests.kube.agent_support import AgentDeployment, ClaimWatcher
-from tests.kube.cluster_support import (
-    OperatorProcess,
-    condition_of,
-    events_of,
-    eventually,
-    grant_operator_rbac,
-    jobs_of,
-    release_finalizers,
-    remove_volume,
-    schedule_path,
-    status_of,
-)
+from tests.kube.agent_support import AgentEnv
+from tests.kube.cluster_support import condition_of, events_of, eventually, jobs_of, schedule_path
 
 pytestmark = pytest.mark.cluster
 
-FAR_AWAY = "0 3 1 1 *"
 
+def wait_stop_done(env: AgentEnv, token: str, timeout: float = 240) -> dict[str, Any]:
+    """The cycle for ``token`` counted and its Stop released (the agent restored)."""
 
-@dataclass
-class Env:
-    cluster: KubeCluster
-    ns: str
-    operator: OperatorProcess
-    agent: AgentDeployment
-    watcher: ClaimWatcher
+    def done(s: dict[str, Any]) -> bool:
+        agent, job = s.get("agent") or {}, (s.get("lastRun") or {}).get("jobName")
+        finished = s.get("lastRunNowToken") == token and agent.get("stop") is None
+        return bool(finished and job and (agent.get("lastStop") or {}).get("jobName") == job)
 
-    def schedule(self, kind: str = "Deployment", **agent: Any) -> None:
-        body = {
-            "apiVersion": "dreamkeeper.io/v1alpha1",
-            "kind": "DreamSchedule",
-            "metadata": {"name": "nightly"},
-            "spec": {
-                "schedule": FAR_AWAY,
-                "claimName": "agent-data",
-                "safeguards": {"minIntervalHours": 0},
-                "agent": {"workloadRef": {"kind": kind, "name": "rockbot"}, **agent},
-            },
-        }
-        self.cluster.api.create(schedule_path(self.ns, ""), body)
-
-    def status(self) -> dict[str, Any]:
-        return status_of(self.cluster, self.ns, "nightly")
-
-    def run_now(self, token: str) -> None:
-        self.cluster.api.patch(schedule_path(self.ns, "nightly"), {"spec": {"runNowToken": token}})
-
-    def wait_stop_done(self, token: str, timeout: float = 240) -> dict[str, Any]:
-        """The cycle for ``token`` counted and its Stop released (the agent restored)."""
-
-        def done() -> dict[str, Any] | None:
-            s = self.status()
-            agent = s.get("agent") or {}
-            job = (s.get("lastRun") or {}).get("jobName")
-            finished = s.get("lastRunNowToken") == token and agent.get("stop") is None
-            if finished and job and (agent.get("lastStop") or {}).get("jobName") == job:
-                return s
-            return None
-
-        result: dict[str, Any] = eventually(self.cluster, f"cycle {token} done and agent restored", done, timeout)
-        return result
-
-
-@pytest.fixture
-def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
-    kubeconfig = grant_operator_rbac(crds, kube_namespace)
-    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
-    agent = AgentDeployment(crds, kube_namespace, tmp_path / "volumes")
-    watcher = ClaimWatcher(crds, kube_namespace, "agent-data")
-    environment = Env(crds, kube_namespace, operator, agent, watcher)
-    try:
-        yield environment
-    finally:
-        watcher.stop()
-        operator.stop()
-        agent.delete()
-        release_finalizers(crds, kube_namespace)
-        remove_volume(crds, kube_namespace)
-        print(f"\noperator log: {operator.log_path}")
+    return env.wait_status(f"cycle {token} done and agent restored", done, timeout)
 
 
 def _report(agent_dir: Path, cycle_id: str) -> dict[str, Any]:
     return dict(json.loads((agent_dir / ".dreamkeeper" / "cycles" / f"{cycle_id}.json").read_text()))
 
 
-def _never_two_writers(env: Env) -> None:
+def _never_two_writers(env: AgentEnv) -> None:
     assert env.watcher.two_writers() == [], env.watcher.two_writers()[:3]
     records = env.agent.records()
     assert ledger.overlaps(records, ledger.cycle_windows(env.agent.agent_dir)) == []
@@ -116,8 +49,9 @@ def _never_two_writers(env: Env) -> None:
     ids=["rockbot-current", "rockbot-older-hostile-slow-to-stop"],
 )
 def test_stop_runs_cycles_while_the_agent_is_down_and_every_agent_write_survives(
-    env: Env, mode: str, hostile: bool, linger: float
+    agent_env: AgentEnv, mode: str, hostile: bool, linger: float
 ) -> None:
+    env = agent_env
     agent = env.agent.create(replicas=0, mode=mode, hostile=hostile, linger=linger, interval=0.05)
     # The truth: the corpus before the agent's first write; the ledger has every change it made since.
     before = ledger.Snapshot.of(agent.agent_dir / "memory")
@@ -131,7 +65,7 @@ def test_stop_runs_cycles_while_the_agent_is_down_and_every_agent_write_survives
     for token in ("c1", "c2", "c3"):
         restored_at = datetime.now(UTC)
         env.run_now(token)
-        s = env.wait_stop_done(token)
+        s = wait_stop_done(env, token)
         run, last = s["lastRun"], s["agent"]["lastStop"]
         assert run["result"] == "completed", run
         assert (last["replicas"], last["reason"]) == (1, "CycleFinished"), last
@@ -180,7 +114,8 @@ STEPS = {
 
 
 @pytest.mark.parametrize("step", list(STEPS), ids=list(STEPS))
-def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(env: Env, step: str) -> None:
+def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(agent_env: AgentEnv, step: str) -> None:
+    env = agent_env
     agent = env.agent.create(replicas=2, interval=0.1)
     changes = agent.replica_changes()
     env.watcher.start()
@@ -204,7 +139,7 @@ def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(env: Env
 
     env.operator.env = {}
     env.operator.restart()
-    s = env.wait_stop_done("once")
+    s = wait_stop_done(env, "once")
     agent.wait_writing(2)
     env.watcher.stop()
 
@@ -218,13 +153,14 @@ def test_stop_under_an_operator_sigkill_restores_the_agent_exactly_once(env: Env
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
 
 
-def test_deleting_the_schedule_mid_stop_restores_a_stateful_set(env: Env) -> None:
+def test_deleting_the_schedule_mid_stop_restores_a_stateful_set(agent_env: AgentEnv) -> None:
     """The delete handler ends the stop before the finalizer lets the schedule go: the agent is not left at 0."""
+    env = agent_env
     env.agent.kind = "StatefulSet"
     agent = env.agent.create(replicas=1, interval=0.1, linger=8.0)  # slow to stop: the stop waits for it
     env.watcher.start()
     env.operator.start()
-    env.schedule(kind="StatefulSet")
+    env.schedule("Stop", kind="StatefulSet")
     env.run_now("doomed")
 
     def scaled_down() -> bool:

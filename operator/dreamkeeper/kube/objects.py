@@ -135,13 +135,8 @@ class Pod(KubeObject, total=False):
 # ---- apps/v1 Deployment and StatefulSet ---------------------------------------------------------------------------
 
 
-class TemplateMeta(TypedDict, total=False):
-    labels: dict[str, str]
-    annotations: dict[str, str]
-
-
 class PodTemplate(TypedDict, total=False):
-    metadata: TemplateMeta
+    metadata: ObjectMeta  # labels and annotations only
     spec: PodSpec
 
 
@@ -150,17 +145,10 @@ class WorkloadSpec(TypedDict, total=False):
     template: PodTemplate
 
 
-class WorkloadStatus(TypedDict, total=False):
-    replicas: int
-    readyReplicas: int
-    observedGeneration: int
-
-
 class Workload(KubeObject, total=False):
-    """A Deployment or a StatefulSet: the agent's own workload."""
+    """A Deployment or a StatefulSet: the agent's own workload (its status is never read)."""
 
     spec: WorkloadSpec
-    status: WorkloadStatus
 
 
 # ---- the rest -----------------------------------------------------------------------------------------------------

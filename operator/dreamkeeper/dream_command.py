@@ -19,15 +19,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.dryrun import render_plan
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
-from dreamkeeper.memory import LockHeldError, MemoryStoreError
-from dreamkeeper.memory.entry import parse_json_object
-from dreamkeeper.memory.files import MiB, read_regular_text
-from dreamkeeper.proposers.config import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig
-from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.memory import LockHeldError, MemoryStoreError, MiB, parse_json_object, read_regular_text
+from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
 err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger(__name__)
@@ -198,8 +193,9 @@ def register(app: typer.Typer) -> None:
         except LockHeldError as exc:
             err.print(f"[yellow]skipped:[/yellow] {exc}")
             raise typer.Exit(EXIT_LOCKED) from None
-        except (MemoryStoreError, FileNotFoundError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+        except (MemoryStoreError, OSError) as exc:
+            # A full or read-only volume, an unusable state directory, a missing memory directory: one clear line.
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             _write_message(termination_message_path, {"result": "failed", "error": str(exc)[:500]})
             raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:
@@ -221,6 +217,7 @@ def register(app: typer.Typer) -> None:
         elif not dry_run:
             _print_report(report)
         if report.result == "failed":
+            err.print(f"[red]failed:[/red] {escape(report.error or 'the cycle failed')}")
             raise typer.Exit(EXIT_FAILED)
 
 
@@ -246,30 +243,5 @@ def _write_message(path: Path | None, data: dict[str, Any]) -> None:
             log.warning("could not write the termination message %s: %s", path, exc)
 
 
-def _print_report(report: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"dream cycle {report.cycle_id} — {report.result}", show_header=False)
-    rows = [
-        ("entries (live at start)", report.total),
-        ("reviewed / withheld", f"{report.reviewed} / {report.withheld}"),
-        ("exact duplicates folded", report.folded),
-        ("merges saved", report.saved),
-        (
-            "archived (with replacement / ephemeral)",
-            f"{report.archived} ({report.archived_with_replacement} / {report.ephemeral})",
-        ),
-        ("merges rejected / repaired", f"{report.rejected} / {report.repaired}"),
-        ("entries protected from pruning", report.protected),
-        ("conflicts with concurrent writes", report.conflicts),
-        ("hard deletes", report.hard_deletes),
-        ("purged (retention)", report.purged),
-        ("specifics lost", report.specifics_lost),
-        ("live / archived entries now", f"{report.live_entries} / {report.archived_entries}"),
-        ("proposer calls / tokens in / out", f"{report.llm_calls} / {report.input_tokens} / {report.output_tokens}"),
-    ]
-    if report.skip_reason:
-        rows.insert(0, ("skipped", report.skip_reason))
-    for key, value in rows:
-        table.add_row(key, str(value))
-    Console().print(table)
+def _print_report(report: CycleReport) -> None:
+    render_report(report, Console())

@@ -31,6 +31,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    MUST_NOT_EXIST,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
     ConflictError,
@@ -39,18 +42,20 @@ from dreamkeeper.memory import (
     MalformedFile,
     MemoryStore,
     MemoryStoreError,
+    MiB,
     PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    ensure_inside,
     ensure_state_dir,
+    entry_location,
     format_timestamp,
+    fsync_directory,
+    open_regular,
+    read_regular,
     replace_file,
     state_dir,
 )
-from dreamkeeper.memory.atomic import MUST_NOT_EXIST, fsync_directory
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
-from dreamkeeper.memory.files import MiB, open_regular, read_regular
-from dreamkeeper.memory.paths import ensure_inside, entry_location
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +122,7 @@ class ExecutionTally:
     failed: int = 0  # steps that could not be done (a write error, a refused path, a bug): recorded, skipped
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    written_ids: set[str] = field(default_factory=set)  # entries a step of ours wrote (done), successors included
 
 
 JOURNAL_DIR: Final = "journal"
@@ -193,7 +199,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
 
 
 def _entry_path(store: MemoryStore, entry: Entry) -> Path:
-    from dreamkeeper.memory.paths import entry_path
+    from dreamkeeper.memory import entry_path
 
     return entry_path(store.root, entry.id, entry.category)
 
@@ -440,7 +446,10 @@ class Executor:
     def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
         """A step's outcome and, when it was not done, why. Only a volume that takes no writes stops the run."""
         try:
-            return run(step), None
+            outcome = run(step)
+            if outcome == "done":
+                self.tally.written_ids.add(step.id)
+            return outcome, None
         except ConflictError as exc:
             log.warning("left %s as it is: %s", step.id, exc)
             self.tally.conflicts += 1

@@ -18,6 +18,7 @@ from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
 
 DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
+DIRECTIVE_LIMIT = 256 * 1024  # it goes into every prompt: a larger one is ignored (with a warning)
 
 
 MAX_DAYS = 36_500  # a century: any longer is "forever", which 0 already says where it applies

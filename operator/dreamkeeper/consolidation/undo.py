@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from dreamkeeper.consolidation.journal import Journal, Step, StepPaths, journal_dir, journal_paths
 from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
     ConflictError,
     MalformedFile,
     MemoryStore,
@@ -24,7 +26,6 @@ from dreamkeeper.memory import (
     replace_file,
     utcnow,
 )
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
 
 log = logging.getLogger(__name__)
 

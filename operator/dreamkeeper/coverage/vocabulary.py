@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from dreamkeeper.coverage.stoplist import BASELINE_COMMON_WORDS, BUILTIN_NUMERIC_EXEMPT_CATEGORIES
 from dreamkeeper.coverage.text import fold
-from dreamkeeper.memory.files import MiB, read_regular
+from dreamkeeper.memory import MiB, read_regular
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dreamkeeper.memory.files import MiB, read_regular
+from dreamkeeper.memory import MiB, read_regular
 from dreamkeeper.proposers.prompts import OutputMode
 
 API_KEY_ENV = "OPENAI_API_KEY"

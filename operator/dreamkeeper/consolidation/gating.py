@@ -62,7 +62,17 @@ def _parse_time(value: str | None) -> datetime | None:
 
 
 def reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> datetime | None:
-    """When a settled cluster is offered again (RockBot #571): declines back off 7 → 14 → 28 → 56 days."""
+    """When a settled cluster is offered again (RockBot #571): declines back off 7 → 14 → 28 → 56 days.
+
+    The stamps are read from files anyone may have edited: a date or count that overflows the arithmetic means
+    "not yet" (the latest time there is), which only postpones an offer, never widens one."""
+    try:
+        return _reopen_time(members, settings)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=members[0].entry.created_at.tzinfo)
+
+
+def _reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> datetime | None:
     interval = timedelta(days=settings.reopen_interval_days)
     if interval <= timedelta(0):
         return None
@@ -79,7 +89,7 @@ def reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> date
                 counts.append(1)
         latest = max((d for d in declined if d is not None), default=None)
         if latest is not None:
-            factor = 1 << (min(counts) - 1)
+            factor = 1 << min(min(counts) - 1, 62)  # the wait is capped below anyway
             wait = min(interval * factor, timedelta(days=settings.reopen_max_interval_days))
             return latest + wait
     reviewed = [_parse_time(m.entry.meta(REVIEWED_AT)) for m in members]

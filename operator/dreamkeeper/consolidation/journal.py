@@ -441,6 +441,13 @@ class Executor:
             self.journal.record(index, outcome, detail, sync=False)
         self._flush_stamps()
         self.journal.finish()
+        if self.tally.failed > 1:
+            log.error(
+                "%d steps of %s could not be done; the first: %s",
+                self.tally.failed,
+                self.cycle_id,
+                self.tally.errors[0],
+            )
         return self.tally
 
     def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
@@ -467,7 +474,10 @@ class Executor:
             return self._failed(step, f"{type(exc).__name__}: {exc}")
 
     def _failed(self, step: Step, error: str) -> tuple[str, str]:
-        log.error("could not %s %s: %s (step skipped, recorded in %s)", step.op, step.id, error, self.journal.path)
+        # The first failure is the error that matters (a read-only tree fails every step the same way): logged in
+        # full; the rest at DEBUG, and counted in the summary at the end of the run.
+        level = logging.ERROR if not self.tally.failed else logging.DEBUG
+        log.log(level, "could not %s %s: %s (step skipped, recorded in %s)", step.op, step.id, error, self.journal.path)
         self.tally.failed += 1
         self.tally.errors.append(f"{step.op} {step.id}: {error}")
         return "failed", error[:500]

@@ -106,13 +106,19 @@ exchange_enabled = True
 """False forces the check-then-rename fallback (tests; filesystems known to lack the exchange)."""
 
 
+def can_exchange(device: int) -> bool:
+    """Whether a swap will be tried on this filesystem (it may still refuse, once)."""
+    return _renameat2 is not None and exchange_enabled and device not in _no_exchange_devices
+
+
 def exchange(a: Path, b: Path, device: int) -> bool:
     """Atomically swap the directory entries ``a`` and ``b``; False when the filesystem cannot (nothing changed).
 
     Raises FileNotFoundError when either is missing, as rename does."""
-    if _renameat2 is None or not exchange_enabled or device in _no_exchange_devices:
+    renameat2 = _renameat2
+    if renameat2 is None or not can_exchange(device):
         return False
-    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
     if code in _NO_EXCHANGE:
@@ -305,7 +311,6 @@ def replace_file(
             st = _precheck(path, expected)
             temp = _write_temp(path, data)
             temp = _arm(temp)
-            _at("checked", path)
             _swap_in(temp, path, expected, st.st_dev)
         else:
             make_dirs_durably(path.parent)
@@ -349,14 +354,16 @@ def _create(temp: _Temp, path: Path) -> None:
 
 def _swap_in(temp: _Temp, path: Path, expected: Fingerprint, device: int) -> None:
     """Put ``temp`` (our data) at ``path`` if ``path`` still holds ``expected``; never destroy another version."""
+    if not can_exchange(device):
+        _check_then_rename(temp, path, expected)
+        return
+    _at("checked", path)
     try:
         swapped = exchange(temp.path, path, device)
     except FileNotFoundError:
         raise ConflictError(path, "the file was removed since it was read") from None
-    if not swapped:
-        # No exchange here: check then rename, as before (a write landing in between is lost; the window is short).
-        check_unchanged(path, expected)
-        os.replace(temp.path, path)
+    if not swapped:  # the filesystem refused the exchange just now
+        _check_then_rename(temp, path, expected)
         return
     _at("swapped", path)
     displaced = _fingerprint_or_none(temp.path)
@@ -368,6 +375,14 @@ def _swap_in(temp: _Temp, path: Path, expected: Fingerprint, device: int) -> Non
         fsync_directory(path.parent)  # the agent's version back in place survives a crash
     where = f"; an older version of the agent's is kept at {kept}" if kept else ""
     raise ConflictError(path, f"the agent wrote it meanwhile; its version was put back in place{where}")
+
+
+def _check_then_rename(temp: _Temp, path: Path, expected: Fingerprint) -> None:
+    """The fallback where there is no exchange: a write landing between the check and the rename is lost (the
+    window is the time of one rename; it was the only way before)."""
+    check_unchanged(path, expected)
+    _at("checked", path)
+    os.replace(temp.path, path)
 
 
 def _replaced(displaced: Path) -> None:

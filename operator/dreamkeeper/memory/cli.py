@@ -299,9 +299,16 @@ def restore_command(
 def purge_command(
     agent_dir: Path = AGENT_DIR_ARG,
     memory_dir: Path | None = MEMORY_DIR_OPT,
-    retention_days: int = typer.Option(90, "--retention-days", min=0, help="Archived longer than this; 0 = forever."),
-    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="Never purge at or above."),
-    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="Never purge at or above."),
+    # The bounds of the cycle's own settings (a century; the DreamSchedule's floor): no overflow, no NaN.
+    retention_days: int = typer.Option(
+        90, "--retention-days", min=0, max=36_500, help="Archived longer than this; 0 = forever."
+    ),
+    floor_importance: float = typer.Option(
+        0.8, "--floor-importance", min=0.0, max=2.0, help="Never purge at or above."
+    ),
+    floor_reinforcement: int = typer.Option(
+        5, "--floor-reinforcement", min=0, max=1_000_000_000, help="Never purge at or above."
+    ),
     yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
     as_json: bool = JSON_OPT,
 ) -> None:

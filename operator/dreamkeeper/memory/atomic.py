@@ -284,13 +284,17 @@ def _discard_own(temp: Path, inode: int) -> None:
             os.unlink(temp)
 
 
-def _arm(temp: _Temp) -> _Temp:
-    """Rename a written temp to the name that records its inode, before it is swapped: a temp whose inode is not
-    the one in its name holds a displaced version (see ``sweep``), whenever the process died."""
+def _arm(temp: _Temp, expected: Fingerprint) -> _Temp:
+    """Rename a written temp to the name that records its inode and the version it is to replace, before it is
+    swapped. Whenever the process dies, ``sweep`` can then tell what the name holds: our data (its inode), the
+    version we meant to replace (its hash: the swap was done), or someone else's version (kept)."""
     stem = temp.path.name.removesuffix(NEW_SUFFIX).rsplit(".", 1)[0]
-    armed = temp.path.with_name(f"{stem}.{temp.inode}{SWAP_SUFFIX}")
+    armed = temp.path.with_name(f"{stem}.{temp.inode}-{expected.sha256[:_SHA_IN_NAME]}{SWAP_SUFFIX}")
     os.rename(temp.path, armed)
     return _Temp(armed, temp.inode, temp.fingerprint)
+
+
+_SHA_IN_NAME: Final = 32
 
 
 def replace_file(
@@ -310,7 +314,7 @@ def replace_file(
         if isinstance(expected, Fingerprint):
             st = _precheck(path, expected)
             temp = _write_temp(path, data)
-            temp = _arm(temp)
+            temp = _arm(temp, expected)
             _swap_in(temp, path, expected, st.st_dev)
         else:
             make_dirs_durably(path.parent)
@@ -475,6 +479,9 @@ def sweep(directory: Path, skip: frozenset[str] = frozenset()) -> SweepReport:
                 if inode is not None:
                     _discard_own(path, inode)
                     report.removed.append(path)
+                elif _holds_the_replaced_version(path):
+                    _replaced(path)  # the swap was done and fair: the version it displaced is the one we read
+                    report.removed.append(path)
                 else:
                     kept = _keep_conflict_copy(path, _target_of(path))
                     report.kept.append(kept)
@@ -502,13 +509,28 @@ def _own_files(directory: Path, skip: frozenset[str]) -> Iterator[Path]:
                 yield Path(child.path)
 
 
+def _swap_name_parts(path: Path) -> tuple[str, str]:
+    """The inode and the hash prefix a swap temp's name records (``.{name}.{inode}-{sha}.dk-swap``)."""
+    recorded = path.name.removesuffix(SWAP_SUFFIX).rsplit(".", 1)[-1]
+    inode, _, sha = recorded.partition("-")
+    return inode, sha
+
+
 def _own_swap_inode(path: Path) -> int | None:
     """The inode a swap temp's name records, when the file under that name is still that inode (ours)."""
-    recorded = path.name.removesuffix(SWAP_SUFFIX).rsplit(".", 1)[-1]
+    recorded, _ = _swap_name_parts(path)
     st = os.lstat(path)
     if recorded.isdigit() and int(recorded) == st.st_ino and stat.S_ISREG(st.st_mode):
         return st.st_ino
     return None
+
+
+def _holds_the_replaced_version(path: Path) -> bool:
+    """Whether a swap temp holds exactly the version its write meant to replace (a kill between swap and
+    verification): that version may go, as it would have a moment later."""
+    _, sha = _swap_name_parts(path)
+    found = _fingerprint_or_none(path)
+    return len(sha) == _SHA_IN_NAME and found is not None and found.sha256.startswith(sha)
 
 
 def _target_of(temp: Path) -> Path:

@@ -69,9 +69,9 @@ def copies(directory: Path) -> list[Path]:
 def test_an_agent_save_before_our_swap_is_put_back(store: MemoryStore, entry: tuple[StoredEntry, Path]) -> None:
     stored, path = entry
     agent: list[bytes] = []
-    with atomic_module.write_seam(at("checked", lambda: agent.append(agent_save(path, "Rose moved [w-1]")))):
-        with pytest.raises(ConflictError, match="put back"):
-            stamp(store, stored)
+    hook = at("checked", lambda: agent.append(agent_save(path, "Rose moved [w-1]")))
+    with atomic_module.write_seam(hook), pytest.raises(ConflictError, match="put back"):
+        stamp(store, stored)
     assert path.read_bytes() == agent[0]
     assert ours_left(path.parent) == [] and copies(path.parent) == []
 
@@ -81,9 +81,9 @@ def test_an_agent_rewrite_in_place_before_our_swap_is_put_back(
 ) -> None:
     stored, path = entry
     agent: list[bytes] = []
-    with atomic_module.write_seam(at("checked", lambda: agent.append(agent_rewrite_in_place(path, "archived [w-1]")))):
-        with pytest.raises(ConflictError):
-            store.archive(stored, "flagged ephemeral by consolidation")
+    hook = at("checked", lambda: agent.append(agent_rewrite_in_place(path, "archived [w-1]")))
+    with atomic_module.write_seam(hook), pytest.raises(ConflictError):
+        store.archive(stored, "flagged ephemeral by consolidation")
     assert path.read_bytes() == agent[0]
     assert ours_left(path.parent) == [] and copies(path.parent) == []
 
@@ -187,7 +187,7 @@ def test_a_filesystem_without_the_exchange_gets_check_then_rename(
 
 def test_the_real_exchange_is_used_here(store: MemoryStore, entry: tuple[StoredEntry, Path]) -> None:
     """On this machine's filesystem the swap really happens (else every test above ran the fallback)."""
-    stored, path = entry
+    stored, _ = entry
     stages: list[str] = []
     with atomic_module.write_seam(lambda stage, _: stages.append(stage)):
         stamp(store, stored)

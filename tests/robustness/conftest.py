@@ -5,6 +5,7 @@ whom permission bits mean nothing)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -12,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner, Result
-
 from bench.sim.world import write_synthetic_corpus
+from typer.testing import CliRunner, Result
 
 NOBODY = 65534
 
@@ -27,8 +27,15 @@ def cli_app() -> typer.Typer:
     return cli.app
 
 
-def invoke(app: typer.Typer, *args: str) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=True)
+def invoke(app: typer.Typer, *args: object) -> Result:
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    try:
+        return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=True)
+    finally:
+        # The root command's logging.basicConfig attached a handler to the runner's stream, closed by now.
+        for handler in root.handlers[len(handlers) :]:
+            root.removeHandler(handler)
 
 
 def make_agent(directory: Path, size: int = 60, seed: int = 7) -> Path:

@@ -57,9 +57,7 @@ def _misfile(memory: Path) -> dict[str, Path]:
     return {kind: path for kind, (path, _) in cases.items()}
 
 
-def test_misfiled_entries_are_quarantined_untouched_and_the_agent_goes_on(
-    cli_app: typer.Typer, tmp_path: Path
-) -> None:
+def test_misfiled_entries_are_quarantined_untouched_and_the_agent_goes_on(cli_app: typer.Typer, tmp_path: Path) -> None:
     agent = make_agent(tmp_path / "agent", size=120)
     misfiled = _misfile(agent / "memory")
     before = {kind: path.read_bytes() for kind, path in misfiled.items()}
@@ -71,7 +69,12 @@ def test_misfiled_entries_are_quarantined_untouched_and_the_agent_goes_on(
     assert report.quarantined == len(misfiled) and report.write_failures == 0
     assert {kind: path.read_bytes() for kind, path in misfiled.items()} == before
     assert list(incomplete_journals(agent)) == []
-    for args in (["dream", agent, "--force"], ["recover", agent], ["memory", "stats", agent], ["memory", "list", agent]):
+    for args in (
+        ["dream", agent, "--force"],
+        ["recover", agent],
+        ["memory", "stats", agent],
+        ["memory", "list", agent],
+    ):
         result = invoke(cli_app, *args)
         assert result.exit_code == 0, (args, result.output)
     assert {kind: path.read_bytes() for kind, path in misfiled.items()} == before

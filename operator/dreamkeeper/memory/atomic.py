@@ -258,11 +258,13 @@ def _write_temp(path: Path, data: bytes) -> _Temp:
         while view:
             view = view[os.write(fd, view) :]
         with contextlib.suppress(FileNotFoundError):
-            # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites.
-            old = os.stat(path)
-            os.fchmod(fd, stat.S_IMODE(old.st_mode))
-            with contextlib.suppress(PermissionError):
-                os.fchown(fd, -1, old.st_gid)
+            # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites; of the file itself:
+            # a symlink in its place is replaced, never followed.
+            old = os.lstat(path)
+            if stat.S_ISREG(old.st_mode):
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, -1, old.st_gid)
         os.fsync(fd)
         # A rename or swap keeps the inode, so this is the fingerprint the target will have — taken from our own
         # fd, not by re-reading the target, which the agent may already have rewritten.

@@ -24,14 +24,14 @@ OLD_NUMBER = regex.compile(r"\d(?:[.,:/\-]?\d)+")
 TOKENS = st.text(alphabet="aZé1_-./\\ @:,%Mmsk", max_size=14)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(TOKENS)
 def test_file_extension_is_the_old_pattern(token: str) -> None:
     old = OLD_FILE.fullmatch(token)
     assert file_extension(token) == (old.group("ext") if old else None)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(TOKENS)
 def test_host_unit_and_number_match_as_before(token: str) -> None:
     for old, new in ((OLD_HOST, technical._HOST_RE), (OLD_UNIT, technical._UNIT_RE), (OLD_NUMBER, text.NUMBER_RE)):

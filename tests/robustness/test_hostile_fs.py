@@ -272,32 +272,27 @@ def _remove(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_every_hazard_at_once(warmed: None) -> None:
+def in_fresh_base(drawn: list[Hazard]) -> None:
     base = _base()
     try:
-        places = [p for p in PLACES if p != "state"]  # a hostile state file may stop the cycle (clearly): not here
-        drawn = [Hazard(kind, places[i % len(places)], i * 7919) for i, kind in enumerate(KINDS * 2)]
         check_hostile(base, drawn)
     finally:
         _remove(base)
+
+
+def test_every_hazard_at_once(warmed: None) -> None:
+    places = [p for p in PLACES if p != "state"]  # a hostile state file may stop the cycle (clearly): not here
+    in_fresh_base([Hazard(kind, places[i % len(places)], i * 7919) for i, kind in enumerate(KINDS * 2)])
 
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=hazards)
 def test_random_hazards(warmed: None, drawn: list[Hazard]) -> None:
-    base = _base()
-    try:
-        check_hostile(base, drawn)
-    finally:
-        _remove(base)
+    in_fresh_base(drawn)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=hazards)
 def test_random_hazards_quick(warmed: None, drawn: list[Hazard]) -> None:
-    base = _base()
-    try:
-        check_hostile(base, drawn)
-    finally:
-        _remove(base)
+    in_fresh_base(drawn)

@@ -60,6 +60,7 @@ from dreamkeeper.consolidation.stages import (
     compose_report,
     live_of,
     snapshot_of,
+    unusable_files,
 )
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
@@ -268,14 +269,7 @@ class Cycle:
         log.info("memory consolidation skipped — %s", reason)
         scan = self.store.scan()
         live = len(scan.live)
-        misfiled = len(quarantined(scan))
-        counts = CycleCounts(
-            total=live,
-            live_entries=live,
-            archived_entries=len(scan.archived),
-            malformed=len(scan.malformed) - misfiled,
-            quarantined=misfiled,
-        )
+        counts = CycleCounts(total=live, live_entries=live, archived_entries=len(scan.archived)) + unusable_files(scan)
         self.stages.skipped = Skipped(reason, counts)
         report = compose_report(self._head, self.stages, "skipped", finished_at=utcnow())
         return CycleOutcome(report, report_path=self.effects.record(report))
@@ -443,7 +437,7 @@ class Writes:
         swept = sweep_leftovers(self.context.agent_dir, self.store.root)
         done = recover_journals(self.context.agent_dir, self.store.root, self.context.now)
         notes = [f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done]
-        notes += [f"not written: {error}" for _, tally in done for error in tally.errors]
+        notes += [note for _, tally in done for note in _not_written(tally)]
         notes += [f"conflict copy kept: {path}" for path in swept.conflict_copies]
         notes += [f"put back an entry an interrupted purge had parked: {path}" for path in swept.restored]
         for _, tally in done:
@@ -673,12 +667,14 @@ class Writes:
         return lost
 
 
+NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
+
+
 def _not_written(tally: ExecutionTally) -> tuple[str, ...]:
-    return tuple(f"not written: {error}" for error in tally.errors)
-
-
-def quarantined(scan: ScanResult) -> list[MalformedFile]:
-    return [m for m in scan.malformed if m.kind == "misfiled"]
+    notes = [f"not written: {error}" for error in tally.errors[:NOTED_FAILURES]]
+    if len(tally.errors) > NOTED_FAILURES:
+        notes.append(f"not written: {len(tally.errors) - NOTED_FAILURES} more (each in the journal)")
+    return tuple(notes)
 
 
 @dataclass

@@ -90,9 +90,14 @@ class Snapshot:
 
 def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
     ids_before = frozenset({s.id for s in scan.entries} | purged_ids)
-    misfiled = sum(1 for m in scan.malformed if m.kind == "misfiled")
-    counts = counts + CycleCounts(total=len(scan.live), malformed=len(scan.malformed) - misfiled, quarantined=misfiled)
+    counts = counts + CycleCounts(total=len(scan.live)) + unusable_files(scan)
     return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts)
+
+
+def unusable_files(scan: ScanResult) -> CycleCounts:
+    """The scan's files that are no entry we may touch: malformed (or unreadable) ones, and misfiled ones."""
+    misfiled = sum(1 for m in scan.malformed if m.kind == "misfiled")
+    return CycleCounts(malformed=len(scan.malformed) - misfiled, quarantined=misfiled)
 
 
 def live_of(scan: ScanResult) -> list[StoredEntry]:
@@ -331,4 +336,5 @@ __all__ = [
     "compose_report",
     "live_of",
     "snapshot_of",
+    "unusable_files",
 ]

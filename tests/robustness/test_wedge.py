@@ -130,3 +130,47 @@ def test_a_100k_deep_entry_is_malformed_and_breaks_nothing(cli_app: typer.Typer,
     assert {k: after[k] for k in ("deep00000001.json", "deep00000002.json", "dupe00000001.json")} == {
         k: before[k] for k in ("deep00000001.json", "deep00000002.json", "dupe00000001.json")
     }
+
+
+def test_a_100k_deep_vocabulary_falls_back(tmp_path: Path) -> None:
+    """The vocabulary loader "never raises": a RecursionError escaped it."""
+    agent = make_agent(tmp_path / "agent")
+    (agent / "merge-coverage-vocabulary.json").write_text('{"extraCommonWords": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    report = run_dream(agent).report  # type: ignore[attr-defined]
+    assert report.result == "completed" and report.vocabulary_fallback == 1
+    assert any("nested too deeply" in note for note in report.notes)
+
+
+def test_hostile_review_stamps_never_overflow_the_gate() -> None:
+    """Stamps are read from files anyone may edit: a decline counted a million times, or dated at the end of
+    time, only postpones the cluster's next offer (it used to raise OverflowError in the middle of a cycle)."""
+    from datetime import datetime
+
+    from dreamkeeper.consolidation import CycleSettings
+    from dreamkeeper.consolidation.gating import reopen_time
+    from dreamkeeper.memory import (
+        DECLINED_AT,
+        DECLINED_CLUSTER,
+        DECLINED_COUNT,
+        Entry,
+        Fingerprint,
+        StoredEntry,
+        cluster_hash,
+    )
+
+    ids = ["aaaa00000001", "aaaa00000002"]
+    for declined_at, count in (("9999-12-31T23:59:59+00:00", "1"), ("2026-01-01T00:00:00+00:00", "1000000")):
+        members = [
+            StoredEntry(
+                Entry(
+                    id=i,
+                    content="x",
+                    metadata={DECLINED_CLUSTER: cluster_hash(ids), DECLINED_AT: declined_at, DECLINED_COUNT: count},
+                ),
+                Path(f"{i}.json"),
+                Fingerprint("0", 0, 0),
+            )
+            for i in ids
+        ]
+        when = reopen_time(members, CycleSettings())
+        assert when is not None and when.year >= 2026 and isinstance(when, datetime)

@@ -462,17 +462,20 @@ class SweepReport:
     kept: list[Path] = field(default_factory=list)
     conflict_copies: list[Path] = field(default_factory=list)
     restored: list[Path] = field(default_factory=list)  # entries a killed purge had parked, back under their name
+    collected: list[Path] = field(default_factory=list)  # hidden files with one of the caller's suffixes (``collect``)
 
 
-def sweep(directory: Path, skip: frozenset[str] = frozenset()) -> SweepReport:
+def sweep(directory: Path, skip: frozenset[str] = frozenset(), collect: tuple[str, ...] = ()) -> SweepReport:
     """Clean what killed writes of ours left under ``directory``; the caller holds the cycle lock, so no write of
     ours is in flight. Only names of our own making are looked at: the agent's files (its own ``.tmp`` temps
     included) are never touched. A swapped temp whose inode changed holds a displaced version: kept."""
     report = SweepReport()
-    for path in _own_files(directory, skip):
+    for path in _own_files(directory, skip, collect):
         name = path.name
         try:
-            if name.endswith(NEW_SUFFIX):
+            if collect and name.endswith(collect):
+                report.collected.append(path)
+            elif name.endswith(NEW_SUFFIX):
                 # Never swapped under this name: only ever our data (a create's second name, or a write cut short).
                 os.unlink(path)
                 report.removed.append(path)
@@ -495,7 +498,8 @@ def sweep(directory: Path, skip: frozenset[str] = frozenset()) -> SweepReport:
     return report
 
 
-def _own_files(directory: Path, skip: frozenset[str]) -> Iterator[Path]:
+def _own_files(directory: Path, skip: frozenset[str], collect: tuple[str, ...]) -> Iterator[Path]:
+    suffixes = (NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX, *collect)
     stack = [directory]
     while stack:
         current = stack.pop()
@@ -507,7 +511,7 @@ def _own_files(directory: Path, skip: frozenset[str]) -> Iterator[Path]:
             if child.is_dir(follow_symlinks=False):
                 if child.name not in skip:
                     stack.append(Path(child.path))
-            elif child.name.startswith(".") and child.name.endswith((NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX)):
+            elif child.name.startswith(".") and child.name.endswith(suffixes):
                 yield Path(child.path)
 
 

@@ -45,6 +45,7 @@ from dreamkeeper.memory.errors import (
 from dreamkeeper.memory.files import MiB, read_regular
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
+    ID_PATTERN,
     category_of_path,
     embedding_file_name,
     ensure_inside,
@@ -144,7 +145,7 @@ class MemoryStore:
         self._index: dict[str, Path] | None = None
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
-        self._categories: dict[str | None, tuple[str, ...] | str] = {}  # category -> its path segments, or why not
+        self._categories: dict[str | None, tuple[str, tuple[str, ...]] | str] = {}  # category -> where, or why not
 
     # ---- reading -------------------------------------------------------------------------------------
 
@@ -193,9 +194,14 @@ class MemoryStore:
         """Why ``entry`` may not be written at ``path``, if it may not: every write of an entry goes to the one
         path its id and category name, so a file anywhere else (a case-only difference, a category that is not its
         folder, an id or category that is no path) must never reach a write."""
-        segments = self._segments(entry.category)
-        if isinstance(segments, str):
-            return f"misfiled: {segments}"
+        place = self._place(entry.category)
+        if isinstance(place, str):
+            return f"misfiled: {place}"
+        directory, segments = place
+        # The common case, cheaply: the scan builds paths from the root's string, so a well-filed entry's path is
+        # exactly this string (no Path objects per entry; a scan reads 100k of them).
+        if str(path) == directory + entry.id + ".json" and ID_PATTERN.fullmatch(entry.id) and ".." not in entry.id:
+            return None
         try:
             validate_id(entry.id)
         except InvalidIdError:
@@ -212,13 +218,15 @@ class MemoryStore:
             return f"misfiled: id {entry.id!r} in category {entry.category!r} belongs at {expected}, not {actual}"
         return None
 
-    def _segments(self, category: str | None) -> tuple[str, ...] | str:
-        """The path segments of a category, or why it is none (memoised: a corpus has a handful of categories)."""
+    def _place(self, category: str | None) -> tuple[str, tuple[str, ...]] | str:
+        """Where a category's entries live (the directory as a string ending in "/", and its segments), or why the
+        category is no path. Memoised: a corpus has a handful of categories."""
         known = self._categories.get(category)
         if known is None:
             try:
                 validate_category(category)
-                known = () if category is None else tuple(category.split("/"))
+                segments = () if category is None else tuple(category.split("/"))
+                known = (os.path.join(str(self.root), *segments, ""), segments)
             except InvalidCategoryError:
                 known = f"its category {category!r} is not a path ('/'-joined [A-Za-z0-9_-]+ segments)"
             if len(self._categories) < 4096:
@@ -529,8 +537,8 @@ class MemoryStore:
         """Clean what a killed cycle of ours left in the memory tree (the caller holds the cycle lock): our temp
         files go, a version we displaced is kept as a conflict copy, and an entry a killed purge had parked goes back
         under its name (a later purge decides again). The agent's own files are never touched."""
-        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}))
-        for parked in _parked_by_purge(self.root):
+        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,))
+        for parked in report.collected:
             original = parked.with_name(parked.name[1:].removesuffix(PURGING_SUFFIX).rsplit(".", 1)[0])
             try:
                 if self._unpark(parked, original):
@@ -556,14 +564,6 @@ def log_malformed(item: MalformedFile) -> None:
         log.warning("quarantined memory file %s: %s (left untouched; never written)", item.path, item.error)
     else:
         log.warning("skipping malformed memory file %s: %s (left untouched)", item.path, item.error)
-
-
-def _parked_by_purge(root: Path) -> Iterator[Path]:
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = [d for d in subdirs if d != EMBEDDINGS_DIR]
-        for name in files:
-            if name.startswith(".") and name.endswith(PURGING_SUFFIX):
-                yield Path(directory, name)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.declines import next_decline_count
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
@@ -463,17 +464,7 @@ def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[s
             continue
         declined += 1
         chash = cluster_hash(ids)
-        members = [by_id[i].entry for i in ids]
-        if all((m.meta(DECLINED_CLUSTER) or "").upper() == chash for m in members):
-            counts = []
-            for m in members:
-                try:
-                    counts.append(int(m.meta(DECLINED_COUNT) or "0"))
-                except ValueError:
-                    counts.append(0)
-            count = min(counts) + 1
-        else:
-            count = 1
+        count = next_decline_count([by_id[i].entry for i in ids])
         for i in ids:
             stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
     return ReviewStamps(tuple(stamps.values()), declined)

@@ -52,9 +52,8 @@ def parse_int32(text: str | None) -> int | None:
     if match is None:
         return None
     digits = match.group(1)
-    if len(digits) > 12:  # longer than any int32 (sign and leading zeros included): no int() of a huge string
-        if len(digits.lstrip("+-").lstrip("0")) > 10:
-            return None
+    if len(digits) > 12 and len(digits.lstrip("+-").lstrip("0")) > 10:
+        return None  # longer than any int32: no int() of a huge string
     value = int(digits)
     return value if -(2**31) <= value <= INT32_MAX else None
 

@@ -11,9 +11,9 @@ from datetime import datetime
 import numpy as np
 
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
+from dreamkeeper.consolidation.declines import days, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.consolidation.declines import days, reopen_at
 from dreamkeeper.memory import StoredEntry, review_hash
 from dreamkeeper.memory.entry import REVIEWED_HASH
 

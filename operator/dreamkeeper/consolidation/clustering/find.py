@@ -43,7 +43,7 @@ def find_clusters(
     """
     threshold = _checked_options(threshold, strategy)
     if tokens not in ("rockbot", "unicode") or split not in ("rockbot", "neighbours"):
-        raise ValueError(f"clustering tokens must be rockbot or unicode and split rockbot or neighbours: {tokens}/{split}")
+        raise ValueError(f"clustering tokens must be rockbot or unicode, split rockbot or neighbours: {tokens}/{split}")
     if not isinstance(max_cluster_size, int) or isinstance(max_cluster_size, bool):
         raise ValueError(f"max_cluster_size must be an integer, got {max_cluster_size!r}")
     filled = ClusteringStats() if stats is None else stats

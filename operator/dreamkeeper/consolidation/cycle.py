@@ -24,6 +24,7 @@ import numpy as np
 
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
+from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
@@ -41,7 +42,7 @@ from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
 from dreamkeeper.consolidation.purge import LastRecords
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
-from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
+from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.stages import (
     Applied,
     CycleContext,
@@ -321,13 +322,16 @@ class Cycle:
             return Proposed()
         self._stage("proposal")
         batches = make_batches(gating, self.settings.batch_max_entries)
+        directives = load_directives(self.agent_dir)  # re-read every cycle, as RockBot does
         request = ProposalRequest(
             batches=tuple(batches),
             total_entries=len(live),
             withheld=gating.withheld,
             now=self.now,
-            directive=self._directive(),
+            directive=directives.dream,
             degraded=gating.degraded,
+            memory_rules=directives.memory_rules,
+            feedback=load_feedback(self.agent_dir, self.now),
         )
         replies = await self.proposer.propose(request)
         return Proposed(tuple(batches), tuple(replies))
@@ -355,14 +359,6 @@ class Cycle:
             failed_calls=usage.failed_calls,
         )
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
-
-    def _directive(self) -> str | None:
-        path = self.agent_dir / DIRECTIVE_FILE
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return None
-        return text if text.strip() else None
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()

@@ -11,8 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
 
-DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
-
 
 class DecaySettings(BaseModel):
     """Importance decay, RockBot's pass (DreamService ``RunImportanceDecayPassAsync``, DreamOptions defaults,

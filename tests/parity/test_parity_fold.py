@@ -32,7 +32,9 @@ NO_FILE = Fingerprint("0" * 64, 0, 0)
 SPECIAL = {
     "FeedbackMemoryCategories.UserCorrectionPrefix": "feedback/user-corrections",
     "FeedbackMemoryCategories.UserCorrectionPrefix (a feedback/* category)": "feedback/user-corrections",
-    "CapabilityClaimCategories.For('todo','add_task') (a claim/capability/* category)": "claim/capability/todo/add_task",
+    "CapabilityClaimCategories.For('todo','add_task') (a claim/capability/* category)": (
+        "claim/capability/todo/add_task"
+    ),
 }
 
 

@@ -179,7 +179,7 @@ def test_the_rockbot_settings_to_switch_off_are_documented(vector: dict[str, Any
     text = DOCS.read_text(encoding="utf-8")
     expected = vector["expected"]
     if expected == {"MemoryConsolidationEnabled": True}:
-        assert "`Dream__MemoryConsolidationEnabled=false`" in text and "default `true`" in text
+        assert "| `Dream__MemoryConsolidationEnabled` | `true` | `Dream__MemoryConsolidationEnabled=false` |" in text
     for key in vector["inputs"].get("config", {}):
         assert "Dream__" + key.split(":", 1)[1] in text, key
     for must in ("Dream__MemoryExactDuplicateFoldEnabled=false", "Dream__MemoryArchiveRetention=00:00:00"):

@@ -77,8 +77,8 @@ def test_missing_specifics(vector: dict[str, Any], tmp_path: Path) -> None:
         assert archived == expected["archived_by_toDelete_sweep"] and outcome.report.rejected == 1
 
 
-def test_vocabulary_round_trips_from_json(tmp_path: Path) -> None:
-    (vector,) = [p.values[0] for p in take("mc", "vocabulary_parse", tests=("VocabularyRoundTripsFromJson",))]
+@pytest.mark.parametrize("vector", take("mc", "vocabulary_parse", tests=("VocabularyRoundTripsFromJson",)))
+def test_vocabulary_round_trips_from_json(vector: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "merge-coverage-vocabulary.json"
     path.write_text(vector["inputs"]["json"], encoding="utf-8")
     loaded = load_vocabulary(path)
@@ -93,10 +93,8 @@ def test_vocabulary_round_trips_from_json(tmp_path: Path) -> None:
         assert word.capitalize() in {s.text for s in extract_specifics(text, None, Vocabulary())}  # the file decided
 
 
-def test_absent_vocabulary_is_the_baseline(tmp_path: Path) -> None:
-    (vector,) = [
-        p.values[0] for p in take("mc", "vocabulary_parse", tests=("AbsentVocabulary_UsesTheBuiltInBaseline",))
-    ]
+@pytest.mark.parametrize("vector", take("mc", "vocabulary_parse", tests=("AbsentVocabulary_UsesTheBuiltInBaseline",)))
+def test_absent_vocabulary_is_the_baseline(vector: dict[str, Any], tmp_path: Path) -> None:
     assert vector["inputs"]["json"] is None
     loaded = load_vocabulary(tmp_path / "absent.json")
     assert loaded.error is None and loaded.status == "absent"

@@ -143,11 +143,10 @@ def test_deduplicator(vector: dict[str, Any]) -> None:
     assert not covered and not find_missing_specifics(texts, extended)
 
 
-def test_save_tally_counts_each_action_apart() -> None:
+@pytest.mark.parametrize("vector", take("dedup", "tally"))
+def test_save_tally_counts_each_action_apart(vector: dict[str, Any]) -> None:
     """``MemorySaveTally``: each outcome counted apart. dreamkeeper's report does the same for what it does in a
     cycle — a new entry (saved), an identical copy absorbed (folded), a merge into an existing entry."""
-    (param,) = take("dedup", "tally")
-    vector = param.values[0]
     kinds = {"Created": "saved", "Reinforced": "folded", "Extended": "merged_into_existing"}
     total = CycleCounts.total_of(CycleCounts(**{kinds[o]: 1}) for o in vector["inputs"]["outcomes"])
     expected = vector["expected"]

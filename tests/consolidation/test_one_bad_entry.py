@@ -239,6 +239,13 @@ decline_metadata = st.fixed_dictionaries(
 )
 
 
+def overwrite_b(root: Path, hostile: dict[str, Any]) -> tuple[Path, bytes]:
+    """b.json rewritten by hand with whatever the property drew (raw JSON: NaN, lone surrogates, any type)."""
+    path = root / "b.json"
+    path.write_bytes(json.dumps(hostile, indent=2, default=str).encode("utf-8", "surrogatepass"))
+    return path, path.read_bytes()
+
+
 @settings(
     max_examples=int(__import__("os").environ.get("DK_EXAMPLES", "60")),
     deadline=None,
@@ -257,11 +264,8 @@ def test_any_json_in_any_field_of_one_entry_never_stops_a_cycle(
     if metadata is not None:
         hostile["metadata"] = metadata
     hostile.update(changes)
-    corpus(root, rockbot_files.entry("placeholder", "x"))  # a, allen, trish (b is written below, by hand)
-    (root / "placeholder.json").unlink()
-    path = root / "b.json"
-    path.write_bytes(json.dumps(hostile, indent=2, default=str).encode("utf-8", "surrogatepass"))
-    before = path.read_bytes()
+    corpus(root)
+    path, before = overwrite_b(root, hostile)
     report = cycle(agent)
     assert report.result == "completed"
     store = MemoryStore(root)
@@ -322,9 +326,7 @@ def test_extreme_values_of_the_right_type_never_stop_a_cycle(
     corpus(root)
     hostile = settled("b", MILO_B) | changes
     hostile["category"] = None if "category" not in changes else hostile["category"]
-    path = root / "b.json"
-    path.write_bytes(json.dumps(hostile, indent=2, default=str).encode("utf-8", "surrogatepass"))
-    before = path.read_bytes()
+    path, before = overwrite_b(root, hostile)
     report = cycle(agent)
     assert report.result == "completed"
     store = MemoryStore(root)

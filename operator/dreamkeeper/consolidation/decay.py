@@ -8,7 +8,7 @@ For each live entry, after the exact-duplicate fold and before gating:
     elapsed           = min(days since seen - grace, max(0, now - (updatedAt or createdAt)))
     skip if           elapsed <= 0
     importance        = max(floor, importance * 0.5 ** (elapsed / half-life))      in float32, as RockBot
-    write             importance and updatedAt = now, only if it went down
+    write             importance and updatedAt = now, only if it went down (by ``min_step`` at least, below)
 
 ``updatedAt = now`` is the anchor that makes it calendar-time invariant (one pass over 10 days equals twenty over
 half a day each), and what RockBot writes too: a corpus can move between the two engines without decaying twice.
@@ -16,6 +16,11 @@ Nothing else changes, so review stamps (content fingerprints) stay valid. Writes
 other cycle write, each one guarded by the fingerprint read at snapshot, and ``undo`` puts importance and updatedAt
 back. An entry that decay takes below the high-value floor is counted, and stays protected from pruning for the
 rest of that cycle (RockBot's prune check reads the pre-decay snapshot too).
+
+RockBot writes every decaying entry on every pass. dreamkeeper writes one once it has fallen by ``min_step`` (0.01)
+since its last write, or when it reaches the decay floor or leaves the high-value floor: the anchor (updatedAt)
+stays until then, so the value written is the one RockBot's passes would have reached, minus float32 rounding —
+several times fewer writes (and fsyncs) a cycle on a mature corpus.
 """
 
 from __future__ import annotations
@@ -80,8 +85,12 @@ def plan_decay(live: Sequence[StoredEntry], settings: DecaySettings, floor: High
         if importance is None:
             continue
         updated = entry.evolve(importance_score=importance, updated_at=now)
+        leaves_floor = floor.protects(entry) and not floor.protects(updated)
+        at_floor = importance <= float32(settings.floor)
+        if entry.importance_score - importance < settings.min_step and not (leaves_floor or at_floor):
+            continue  # not yet worth a write: the anchor stays, so the next cycle decays from it exactly
         actions.append(DecayAction(stored, updated))
-        if floor.protects(entry) and not floor.protects(updated):
+        if leaves_floor:
             left.add(stored.id)
     return DecayPlan(tuple(actions), frozenset(left))
 

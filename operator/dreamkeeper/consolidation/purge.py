@@ -31,7 +31,9 @@ from dreamkeeper.memory import Entry, HighValueFloor, MemoryStore, PurgeReport, 
 
 log = logging.getLogger(__name__)
 
-_RUN = re.compile(r"[^\W_]+")  # word runs: any text covering a specific holds its probe runs among these
+# Runs of digits and runs of letters, apart: any text covering a specific holds its probe runs among these (a number
+# is found inside "DL393", so "DL393" must give "393" a run of its own).
+_RUN = re.compile(r"\d+|[^\W\d_]+")
 VERIFY_PER_SPECIFIC = 64  # live texts checked for one specific before it counts as absent (the entry is kept)
 LAST_RECORD = "last record of"
 
@@ -43,14 +45,16 @@ def runs(text: str) -> set[str]:
 def probe_sets(specific: Specific) -> list[frozenset[str]]:
     """Runs a live text covering ``specific`` on its own must contain, strictest first (filters, never the verdict).
 
-    The runs of its key first (the same spelling); a date, or a month name that stood in dates, may be respelled
-    ("2026-08-19" is kept by "August 19, 2026"), so those are then looked for by their year alone."""
+    The runs of its key first, then of its text as written (a phone's key is its digits run together, which no text
+    writes); a date, or a month name that stood in dates, may be respelled ("2026-08-19" is kept by "August 19,
+    2026"), so those are then looked for by their year alone."""
     exact = frozenset(_RUN.findall(specific.key))
-    sets = [exact] if exact else []
+    written = frozenset(_RUN.findall(fold(specific.text)))
+    sets = [s for s in dict.fromkeys((exact, written)) if s]
     if specific.kind == "date" or specific.date_contexts:
         years = {p for p in _RUN.findall(specific.key) if len(p) == 4 and p.isdigit()}
         years |= {str(d.year) for d in specific.date_contexts if d.year is not None}
-        if len(years) == 1 and frozenset(years) != exact:
+        if len(years) == 1 and frozenset(years) not in sets:
             sets.append(frozenset(years))
     return sets
 

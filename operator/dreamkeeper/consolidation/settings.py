@@ -23,6 +23,11 @@ class DecaySettings(BaseModel):
     grace_days: float = Field(default=30.0, ge=0.0, le=36500.0)
     half_life_days: float = Field(default=45.0, ge=0.0, le=36500.0)
     floor: float = Field(default=0.10, ge=0.0, le=1.0)
+    # An entry is rewritten only once its importance has fallen by this much since its last write (or it reaches
+    # the decay floor, or leaves the high-value floor). RockBot rewrites every decaying entry on every pass (about
+    # two thirds of a mature corpus, twice a day); decay is anchored on updatedAt, so waiting changes no value,
+    # only when it is written. 0.01 is the precision the model is shown (importance=0.00). 0: RockBot's cadence.
+    min_step: float = Field(default=0.01, ge=0.0, le=1.0)
 
     @property
     def active(self) -> bool:

@@ -200,6 +200,12 @@ class DecaySpec(KubeModel):
         default=None, ge=0.0, le=36500.0, description="Days for importance to halve (45; 0 turns decay off)."
     )
     floor: float | None = Field(default=None, ge=0.0, le=1.0, description="Decay never goes below (0.10).")
+    min_step: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
+    )
 
 
 class SafeguardsSpec(KubeModel):

@@ -27,7 +27,7 @@ from pathlib import Path
 from dreamkeeper.consolidation.declines import later
 from dreamkeeper.coverage import Inventory, Specific, Vocabulary, extract_specifics, load_vocabulary
 from dreamkeeper.coverage.text import fold
-from dreamkeeper.memory import Entry, HighValueFloor, MemoryStore, PurgeReport, StoredEntry
+from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
 
 log = logging.getLogger(__name__)
 
@@ -129,22 +129,6 @@ class LastRecords:
         return False
 
 
-def purge_keeping_last_records(
-    store: MemoryStore,
-    entries: Sequence[StoredEntry],
-    retention_days: int,
-    floor: HighValueFloor,
-    vocabulary: Vocabulary,
-    now: datetime | None = None,
-    *,
-    dry_run: bool = False,
-) -> PurgeReport:
-    """The store's purge of ``entries`` (a scan's, screened) with the last-record rule."""
-    retention = timedelta(days=retention_days) if retention_days > 0 else None
-    rule = LastRecords.of((s.entry for s in entries), vocabulary)
-    return store.purge(retention, floor, now, dry_run=dry_run, entries=list(entries), keep=rule.keep)
-
-
 def archived_state(
     entry: Entry, retention_days: int, floor: HighValueFloor, rule: LastRecords, now: datetime
 ) -> tuple[str, str]:
@@ -176,5 +160,4 @@ __all__ = [
     "agent_vocabulary",
     "archived_state",
     "probe_sets",
-    "purge_keeping_last_records",
 ]

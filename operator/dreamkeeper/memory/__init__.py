@@ -39,11 +39,12 @@ from dreamkeeper.memory.errors import (
     PathEscapeError,
     StoreWriteError,
 )
-from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     embedding_file_name,
+    entry_location,
     entry_path,
     memory_root,
     validate_category,
@@ -101,12 +102,14 @@ __all__ = [
     "compute_stats",
     "create_exclusive",
     "embedding_file_name",
+    "entry_location",
     "entry_path",
     "entry_summary",
     "fold_key",
     "format_timestamp",
     "fsync_directory",
     "memory_root",
+    "ordinal_key",
     "replace_file",
     "review_hash",
     "state_dir",

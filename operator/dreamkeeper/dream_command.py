@@ -115,7 +115,8 @@ def register(app: typer.Typer) -> None:
         offer_singletons: bool | None = typer.Option(
             None,
             "--offer-singletons/--no-offer-singletons",
-            help="openai: also show entries with no near-duplicate (RockBot's behaviour; off by default).",
+            help="openai: show new or changed entries with no near-duplicate too (RockBot's gating; the default). "
+            "--no-offer-singletons is the frugal mode: they are stamped reviewed without asking.",
         ),
         defer_below_entries: int | None = typer.Option(
             None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."

@@ -13,8 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from dreamkeeper.memory.sample import copy_bundled
 
+from dreamkeeper.demo.sample import copy_bundled
 from dreamkeeper.memory import MemoryStore
 from tests.agents import ledger
 from tests.agents.caching_agent import dotnet_time, record_of, serialize

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import typer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.memory import MemoryStoreError
@@ -294,5 +294,6 @@ def test_random_hazards(warmed: None, drawn: list[Hazard]) -> None:
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=hazards)
+@example(drawn=[Hazard("deep-json", "state", 0)])  # a 100k-deep ledger.json: json raises RecursionError, not ValueError
 def test_random_hazards_quick(warmed: None, drawn: list[Hazard]) -> None:
     in_fresh_base(drawn)

@@ -104,3 +104,15 @@ def test_a_fifo_among_our_state_files_does_not_hang(tmp_path: Path, name: str) -
     _fifo(agent / ".dreamkeeper" / name)
     outcome = run_dream(agent)
     assert outcome.report.result == "completed"  # type: ignore[attr-defined]
+
+
+def test_a_fifo_or_device_among_the_agents_directives_and_feedback_does_not_hang(tmp_path: Path) -> None:
+    """memory-rules.md and feedback/**/*.jsonl are read every cycle (RockBot's directives and signals)."""
+    agent = make_agent(tmp_path / "agent")
+    _fifo(agent / "memory-rules.md")
+    _fifo(agent / "feedback" / "session-1.jsonl")
+    (agent / "feedback" / "zero.jsonl").symlink_to("/dev/zero")
+    long_line = agent / "feedback" / "long.jsonl"
+    long_line.write_bytes(b"x" * (200 * 1024) + b"\n")  # one line over the line limit, then nothing
+    report = run_dream(agent).report  # type: ignore[attr-defined]
+    assert report.result == "completed"

@@ -84,7 +84,8 @@ def test_a_failure_inside_apply_is_skipped_and_never_wedges(
     cli_app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever goes wrong in one step (here a bug: an unexpected exception in the middle of the plan) is recorded
-    with its error and the run goes on: the journal completes, the cycle says it failed, and the next one works."""
+    with its error and the run goes on: the journal completes, the report names the step, and the next cycle works.
+    (A step the filesystem refuses fails the cycle: tests/robustness/test_read_only_and_full.py.)"""
     agent = make_agent(tmp_path / "agent", size=120)
     original = MemoryStore.archive
     calls = [0]
@@ -98,8 +99,8 @@ def test_a_failure_inside_apply_is_skipped_and_never_wedges(
     monkeypatch.setattr(MemoryStore, "archive", flaky)
     report = run_dream(agent).report  # type: ignore[attr-defined]
     monkeypatch.undo()
-    assert report.result == "failed" and report.write_failures == 1
-    assert "a bug in the middle of the plan" in (report.error or "")
+    assert report.result == "completed" and report.write_failures == 0
+    assert any("a bug in the middle of the plan" in note for note in report.notes)
     assert report.archived > 5  # the steps after it ran
     assert list(incomplete_journals(agent)) == []
     result = invoke(cli_app, "dream", agent, "--force")

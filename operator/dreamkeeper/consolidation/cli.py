@@ -64,8 +64,8 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(
                 f"undid {cycle_id}: {len(result.restored)} restored, {len(result.archived)} successor(s) archived, "
-                f"{len(result.reverted)} fold(s) reverted, {len(result.unstamped)} review stamp(s) removed, "
-                f"{len(result.conflicts)} conflict(s)"
+                f"{len(result.reverted)} rewrite(s) reverted (folds, decays), {len(result.unstamped)} review stamp(s) "
+                f"removed, {len(result.conflicts)} conflict(s)"
             )
             for detail in result.details:
                 err.print(f"[yellow]kept:[/yellow] {escape(detail)}")

@@ -81,7 +81,8 @@ class Row(StrEnum):
     ENTRIES = "entries (live at start)"
     REVIEWED = "reviewed / withheld"
     FOLDED = "exact duplicates folded"
-    SAVED = "merges saved"
+    DECAYED = "importance decayed (left the high-value floor)"
+    SAVED = "merges saved (into an existing entry)"
     ARCHIVED = "archived (with replacement / ephemeral)"
     REJECTED = "merges rejected / repaired"
     PROTECTED = "entries protected from pruning"
@@ -89,7 +90,7 @@ class Row(StrEnum):
     WRITE_FAILURES = "changes that could not be written"
     HARD_DELETES = "hard deletes"
     AGENT_DELETES = "entries the agent deleted itself"
-    PURGED = "purged (retention)"
+    PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
     PROPOSER = "proposer calls / tokens in / out"
@@ -137,9 +138,11 @@ class CycleCounts(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     total: Annotated[int, Count("live entries when the cycle started", cli=Cell(Row.ENTRIES))] = 0
-    malformed: Annotated[int, Count("entry files that could not be parsed or read (left untouched)")] = 0
+    malformed: Annotated[
+        int, Count("entry files that could not be parsed or read, or not be acted on safely (left untouched)")
+    ] = 0
     quarantined: Annotated[
-        int, Count("entry files not where their id and category say (quarantined: left untouched, never written)")
+        int, Count("of the malformed, entry files not where their id and category say (never written)")
     ] = 0
     reviewed: Annotated[
         int,
@@ -197,7 +200,21 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     saved: Annotated[
-        int, Count("merged entries created", reach="run", logged=Phrase("{} saved"), cli=Cell(Row.SAVED))
+        int,
+        Count(
+            "merges saved: successors created, and merges folded into an identical live entry",
+            reach="run",
+            logged=Phrase("{} saved"),
+            cli=Cell(Row.SAVED),
+        ),
+    ] = 0
+    merged_into_existing: Annotated[
+        int,
+        Count(
+            "merges whose text equals a live entry's, folded into it at once (no new entry)",
+            logged=Phrase("{} into existing", detail=True),
+            cli=Cell(Row.SAVED, detail=True),
+        ),
     ] = 0
     folded: Annotated[
         int,
@@ -206,6 +223,24 @@ class CycleCounts(BaseModel):
             reach="run",
             logged=Phrase("{} folded"),
             cli=Cell(Row.FOLDED),
+        ),
+    ] = 0
+    decayed: Annotated[
+        int,
+        Count(
+            "entries whose importance decayed (RockBot's decay pass; importance and updatedAt written)",
+            reach="run",
+            logged=Phrase("{} decayed"),
+            cli=Cell(Row.DECAYED),
+        ),
+    ] = 0
+    decay_left_floor: Annotated[
+        int,
+        Count(
+            "entries decay took below the high-value floor (protected from pruning for the rest of that cycle)",
+            reach="run",
+            logged=Phrase("{} left the high-value floor", detail=True),
+            cli=Cell(Row.DECAYED, detail=True),
         ),
     ] = 0
     rejected: Annotated[
@@ -268,7 +303,7 @@ class CycleCounts(BaseModel):
     write_failures: Annotated[
         int,
         Count(
-            "changes that could not be written (a write error, a refused journal step): the cycle fails",
+            "changes the filesystem would not let the cycle write (permissions, I/O): the cycle fails",
             reach="run",
             logged=Phrase("{} write failures"),
             cli=Cell(Row.WRITE_FAILURES),
@@ -308,6 +343,14 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     purge_kept_above_floor: Annotated[int, Count("archived entries past retention kept by the floor")] = 0
+    purge_kept_last_record: Annotated[
+        int,
+        Count(
+            "archived entries past retention kept as the last record of a specific no live entry says",
+            reach="totals",
+            cli=Cell(Row.PURGED, detail=True),
+        ),
+    ] = 0
     live_entries: Annotated[
         int,
         Count(

@@ -51,6 +51,7 @@ from dreamkeeper.memory import (
     entry_location,
     format_timestamp,
     fsync_directory,
+    loads_json,
     open_regular,
     read_regular,
     replace_file,
@@ -60,12 +61,14 @@ from dreamkeeper.memory import (
 log = logging.getLogger(__name__)
 
 FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
+DECAY_JOURNAL_SUFFIX = "-decay"  # importance decay's journal: <cycle id>-decay.jsonl
 JOURNAL_LIMIT: Final = 4096 * MiB  # a cold start at 100k entries journals ~100 MB; this is a bound, not a size
 UNREADABLE_SUFFIX: Final = ".unreadable"  # a journal that cannot be loaded is moved aside under this suffix
 STOPPING_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 """Write errors of the whole volume: applying stops (the journal stays, to be finished when it takes writes)."""
 
-Op = Literal["create", "update", "archive", "stamp"]
+Op = Literal["create", "update", "archive", "stamp", "decay"]
+DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
 
 
@@ -118,8 +121,10 @@ class ExecutionTally:
     archived_folded: int = 0
     ephemeral: int = 0
     stamped: int = 0
+    decayed: int = 0
     conflicts: int = 0
     failed: int = 0  # steps that could not be done (a write error, a refused path, a bug): recorded, skipped
+    write_failed: int = 0  # of them, those the filesystem refused (permissions, I/O): the cycle fails
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     written_ids: set[str] = field(default_factory=set)  # entries a step of ours wrote (done), successors included
@@ -137,8 +142,12 @@ def journal_path(agent_dir: Path, cycle_id: str) -> Path:
 
 
 def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
-    """A cycle's journals in the order they were written: its exact-duplicate fold, then its plan."""
-    return [journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX), journal_path(agent_dir, cycle_id)]
+    """A cycle's journals in the order they were written: its exact-duplicate fold, its decay, then its plan."""
+    return [
+        journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX),
+        journal_path(agent_dir, cycle_id + DECAY_JOURNAL_SUFFIX),
+        journal_path(agent_dir, cycle_id),
+    ]
 
 
 def relative_path(store: MemoryStore, path: Path) -> str:
@@ -147,7 +156,7 @@ def relative_path(store: MemoryStore, path: Path) -> str:
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
-    """Folds, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
+    """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
     steps: list[Step] = []
     group = 0
     for fold in plan.folds:
@@ -165,18 +174,45 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
         )
         for copy in fold.copies:
             steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
-    for merge in plan.merges:
+    for decay in plan.decays:
         group += 1
-        path = _entry_path(store, merge.successor)
         steps.append(
             Step(
-                op="create",
-                id=merge.successor.id,
-                path=relative_path(store, path),
+                op="decay",
+                id=decay.target.id,
+                path=relative_path(store, decay.target.path),
                 group=group,
-                after=merge.successor.to_json_obj(),
+                expected=FingerprintModel.of(decay.target.fingerprint),
+                before=decay_values(decay.target.entry),
+                after=decay_values(decay.updated),
             )
         )
+    for merge in plan.merges:
+        group += 1
+        if merge.into is not None:
+            into = merge.into
+            steps.append(
+                Step(
+                    op="update",
+                    id=into.id,
+                    path=relative_path(store, into.path),
+                    group=group,
+                    expected=FingerprintModel.of(into.fingerprint),
+                    before=into.entry.to_json_obj(),
+                    after=merge.successor.to_json_obj(),
+                )
+            )
+        else:
+            path = _entry_path(store, merge.successor)
+            steps.append(
+                Step(
+                    op="create",
+                    id=merge.successor.id,
+                    path=relative_path(store, path),
+                    group=group,
+                    after=merge.successor.to_json_obj(),
+                )
+            )
         for source in merge.sources:
             steps.append(_archive_step(store, source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
     for prune in plan.prunes:
@@ -196,6 +232,41 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             )
         )
     return steps
+
+
+def decay_values(entry: Entry) -> dict[str, Any]:
+    """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
+    puts back exactly what was there)."""
+    obj = entry.to_json_obj()
+    spelled = {key.lower(): key for key in obj}
+    return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
+
+
+def put_decay_values(obj: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry's JSON object with a decay step's values written into it, under the file's own key spelling."""
+    out = dict(obj)
+    spelled = {key.lower(): key for key in out}
+    for name in DECAY_FIELDS:
+        out[spelled.get(name.lower(), name)] = values.get(name)
+    return out
+
+
+def with_decay_values(entry: Entry, values: Mapping[str, Any]) -> Entry:
+    """``entry`` with a decay step's importance and updatedAt (as recorded in the journal)."""
+    updated = values.get("updatedAt")
+    return entry.evolve(
+        importance_score=float(values["importanceScore"]),
+        updated_at=None if updated is None else datetime.fromisoformat(str(updated)),
+    )
+
+
+def has_decay_values(entry: Entry, values: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` carries exactly these importance and updatedAt values."""
+    try:
+        wanted = with_decay_values(entry, values)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return entry.importance_score == wanted.importance_score and entry.updated_at == wanted.updated_at
 
 
 def _entry_path(store: MemoryStore, entry: Entry) -> Path:
@@ -243,7 +314,7 @@ class Journal:
         journal = cls(path, header)
         for line in lines[1:]:
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 break  # a torn last line from a crash mid-append: that step is re-checked on resume
             if not isinstance(record, dict):
@@ -325,7 +396,7 @@ def _ends_complete(path: Path) -> bool:
     finally:
         os.close(fd)
     try:
-        record = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+        record = loads_json(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
     except ValueError:
         return False
     return isinstance(record, dict) and record.get("kind") == "complete" and set(record) == {"kind", "at"}
@@ -339,7 +410,7 @@ def _records_say_complete(lines: list[str]) -> bool:
     try:
         for line in lines[1:]:
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 break
             if record.get("kind") == "complete":
@@ -423,8 +494,10 @@ class Executor:
                 if previous != "done" and step.op in ("create", "update"):
                     self.tally.failed_groups.add(step.group)
                 continue
-            if step.op == "stamp":
-                outcome, detail = self._guarded(step, self._stamp)
+            if step.op in ("stamp", "decay"):
+                # Both are metadata-like rewrites of one file each, idempotent and fingerprint-guarded: batched.
+                run = self._stamp if step.op == "stamp" else self._decay
+                outcome, detail = self._guarded(step, run)
                 self._stamps.append((index, outcome, detail))
                 if len(self._stamps) >= STAMP_BATCH:
                     self._flush_stamps()
@@ -466,9 +539,15 @@ class Executor:
                 with contextlib.suppress(OSError):
                     self._flush_stamps()
                 raise
+            self.tally.write_failed += 1
             return self._failed(step, str(exc))
-        except (MemoryStoreError, ValueError, OSError) as exc:
-            return self._failed(step, str(exc))
+        except OSError as exc:  # the filesystem refused (EACCES, EIO, EPERM ...), not the entry
+            self.tally.write_failed += 1
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+        except (MemoryStoreError, ValueError) as exc:
+            # One entry the store cannot write (a path it refuses, text UTF-8 cannot hold, ...) fails its own step
+            # (and its group's archives), never the cycle; the file is left as it was.
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug must not wedge the agent either: the step is skipped, the trace logged
             log.exception("unexpected error in %s of %s", step.op, step.id)
             return self._failed(step, f"{type(exc).__name__}: {exc}")
@@ -504,6 +583,23 @@ class Executor:
         self._stamp_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint
         self.tally.stamped += 1
+        return "done"
+
+    def _decay(self, step: Step) -> str:
+        assert step.expected is not None and step.after is not None
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
+        if stored is None:
+            raise ConflictError(path, "the entry disappeared")
+        if stored.fingerprint != step.expected.to_fingerprint():
+            if has_decay_values(stored.entry, step.after):
+                return "done"  # written before a crash, journal line lost
+            raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
+        updated = with_decay_values(stored.entry, step.after)
+        fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
+        self._stamp_dirs.add(stored.path.parent)
+        self.written[str(path)] = fingerprint
+        self.tally.decayed += 1
         return "done"
 
     def _flush_stamps(self) -> None:
@@ -562,7 +658,7 @@ class Executor:
                 return "done"
             replace_file(path, _dump(step.after), step.expected.to_fingerprint())
             self.tally.updated += 1
-            log.info("folded exact duplicates into %s", step.id)
+            log.info("folded into %s (its text kept): %s", step.id, current.entry.content)
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
@@ -586,6 +682,8 @@ class Executor:
             return "done"
         if step.op == "stamp":
             return self._stamp(step)
+        if step.op == "decay":
+            return self._decay(step)
         raise ValueError(f"unknown journal op {step.op}")
 
 

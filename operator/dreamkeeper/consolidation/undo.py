@@ -1,9 +1,10 @@
-"""Reverse a whole cycle: restore what it archived, archive what it created, put folded survivors back, take its
-review stamps off.
+"""Reverse a whole cycle: restore what it archived, archive what it created, put folded survivors back, put decayed
+importance (and updatedAt) back, take its review stamps off.
 
-A cycle writes two journals, its exact-duplicate fold (``<cycle>-fold``) and its plan; each tags what it archives
-and creates with its own journal's id, so each is undone by that id. Every reversal is checked against what the
-cycle wrote: a value the agent changed since is kept, and reported as a conflict.
+A cycle writes up to three journals, its exact-duplicate fold (``<cycle>-fold``), its decay (``<cycle>-decay``) and
+its plan; each tags what it archives and creates with its own journal's id, so each is undone by that id. Every
+reversal is checked against what the cycle wrote: a value the agent changed since is kept, and reported as a
+conflict.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from dreamkeeper.consolidation.journal import Journal, Step, StepPaths, journal_dir, journal_paths
+from dreamkeeper.consolidation.journal import (
+    Journal,
+    Step,
+    StepPaths,
+    has_decay_values,
+    journal_dir,
+    journal_paths,
+    put_decay_values,
+)
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     CREATED_BY_CYCLE,
@@ -57,7 +66,7 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
         journal = Journal.load(path)
         _Undo(store, journal, result).run()
     log.info(
-        "undid cycle %s — %d restored, %d successor(s) archived, %d fold(s) reverted, %d stamp(s) removed, "
+        "undid cycle %s — %d restored, %d successor(s) archived, %d rewrite(s) reverted, %d stamp(s) removed, "
         "%d conflict(s)",
         cycle_id,
         len(result.restored),
@@ -114,6 +123,14 @@ class _Undo:
                 self.result.archived.append(step.id)
         elif step.op == "update" and step.before is not None and step.after is not None:
             self._revert_update(step, current)
+        elif step.op == "decay" and step.before is not None and step.after is not None:
+            if has_decay_values(current.entry, step.before):
+                return  # not decayed after all (a conflict at the time), or undone already
+            if not has_decay_values(current.entry, step.after):
+                raise ConflictError(current.path, "importance or updatedAt changed after the cycle decayed it")
+            restored = put_decay_values(current.entry.to_json_obj(), step.before)
+            replace_file(current.path, _dump(restored), current.fingerprint)
+            self.result.reverted.append(step.id)
         elif step.op == "stamp" and step.metadata is not None and step.previous is not None:
             self._unstamp(step, current)
 

@@ -103,6 +103,12 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["max_cluster_size"] = guards.max_cluster_size
         if guards.min_interval_hours is not None:
             data["min_interval_hours"] = guards.min_interval_hours
+        if guards.decay is not None:
+            data["decay"] = guards.decay.model_dump(exclude_none=True)
+        if guards.cluster_split is not None:
+            data["cluster_split"] = guards.cluster_split
+        if guards.cluster_tokens is not None:
+            data["cluster_tokens"] = guards.cluster_tokens
     CycleSettings.model_validate(data)
     return data
 
@@ -118,6 +124,7 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
         "temperature": proposer.temperature,
         "max_output_tokens": proposer.max_output_tokens,
         "output_mode": proposer.output_mode,
+        "offer_singletons": proposer.offer_singletons,
     }
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 

@@ -43,8 +43,8 @@ from dreamkeeper.memory.errors import (
     StateDirError,
     StoreWriteError,
 )
-from dreamkeeper.memory.files import MiB, UnsafeFileError, open_regular, read_regular, read_regular_text
-from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
+from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regular, read_regular, read_regular_text
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
@@ -120,8 +120,10 @@ __all__ = [
     "fold_key",
     "format_timestamp",
     "fsync_directory",
+    "loads_json",
     "memory_root",
     "open_regular",
+    "ordinal_key",
     "parse_json_object",
     "read_regular",
     "read_regular_text",

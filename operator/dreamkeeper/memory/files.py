@@ -10,10 +10,11 @@ descriptor, and read up to the limit only.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 KiB: Final = 1024
 MiB: Final = 1024 * KiB
@@ -108,3 +109,12 @@ def _size(limit: int) -> str:
     if limit % KiB == 0:
         return f"{limit // KiB} KiB"
     return f"{limit} byte"
+
+
+def loads_json(text: str | bytes, *, strict: bool = True) -> Any:
+    """``json.loads`` that refuses nesting too deep to parse with a ValueError (the C decoder raises RecursionError,
+    which no ``except ValueError`` around a file or reply read would catch)."""
+    try:
+        return json.loads(text, strict=strict)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to parse") from None

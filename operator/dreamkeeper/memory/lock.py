@@ -22,7 +22,7 @@ from types import TracebackType
 from dreamkeeper.memory.atomic import UNCHECKED, fsync_directory, replace_file
 from dreamkeeper.memory.entry import format_timestamp, utcnow
 from dreamkeeper.memory.errors import LockHeldError, StateDirError
-from dreamkeeper.memory.files import MiB, describe_mode, read_regular
+from dreamkeeper.memory.files import MiB, describe_mode, loads_json, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def ensure_state_dir(agent_dir: Path, *parts: str, create: bool = True) -> Path 
 
 def read_state_json(path: Path) -> object:
     """One of our small state files (lock.json, ledger.json) as JSON; ValueError/OSError when it is not one."""
-    return json.loads(read_regular(path, STATE_FILE_LIMIT, follow_symlinks=False).decode("utf-8"))
+    return loads_json(read_regular(path, STATE_FILE_LIMIT, follow_symlinks=False).decode("utf-8"))
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,9 @@ def test_restart_after_restarts_the_agent_once_per_changing_cycle_and_reports_th
     print(f"\nRestartAfter stale windows (s): {windows}; agent's stale writes: {beside.stale_writes}; "
           f"corpus: {beside.check.summary()}")  # fmt: skip
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+    # Part B: the engine repairs the agent's stale write-backs (no archive live again with stale content, every
+    # increment counted once, every write preserved).
+    assert beside.check.ok, beside.check.summary()
 
 
 def test_none_runs_beside_the_agent_and_never_touches_its_workload(agent_env: AgentEnv) -> None:
@@ -114,3 +117,4 @@ def test_none_runs_beside_the_agent_and_never_touches_its_workload(agent_env: Ag
     assert "agent" not in beside.statuses[-1] or not beside.statuses[-1]["agent"]
     print(f"\nNone: agent's stale writes: {beside.stale_writes}; corpus: {beside.check.summary()}")
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+    assert beside.check.ok, beside.check.summary()

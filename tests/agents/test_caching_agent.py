@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from dreamkeeper.demo.sample import copy_bundled
 from dreamkeeper.memory import MemoryStore
-from dreamkeeper.memory.sample import copy_bundled
 from tests.agents import ledger
 from tests.agents.caching_agent import dotnet_time, record_of, serialize
 

@@ -50,6 +50,9 @@ def test_the_dream_table_rows() -> None:
         repaired=1,
         protected=4,
         conflicts=5,
+        stale_write_backs=3,
+        resurrected=2,
+        reinforcements_carried=5,
         purged=7,
         specifics_lost=6,
         live_entries=232,
@@ -67,6 +70,7 @@ def test_the_dream_table_rows() -> None:
         ("merges rejected / repaired", "3 / 1"),
         ("entries protected from pruning", "4"),
         ("conflicts with concurrent writes", "5"),
+        ("stale write-backs repaired (resurrected / reinforcements carried)", "3 (2 / 5)"),
         ("hard deletes", "0"),
         ("purged (retention)", "7"),
         ("specifics lost", "6"),
@@ -78,7 +82,8 @@ def test_the_dream_table_rows() -> None:
 def test_the_closing_log_lines() -> None:
     r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, live_entries=232)
     assert sentence(r, lambda c: c.logged) == (
-        "80 archived (78 with replacement, 2 ephemeral), 26 saved, 24 folded, 0 conflicts, 0 hard deletes, "
+        "80 archived (78 with replacement, 2 ephemeral), 26 saved, 24 folded, 0 conflicts, 0 stale write-backs, "
+        "0 hard deletes, "
         "live 232, archived 0"
     )
     assert not any_counted(r, lambda c: c.safeguard)
@@ -86,5 +91,5 @@ def test_the_closing_log_lines() -> None:
     assert any_counted(guarded, lambda c: c.safeguard)
     assert sentence(guarded, lambda c: c.safeguard) == (
         "0 merge(s) rejected for dropping specifics, 1 merge(s) repaired, 0 entry(s) protected from pruning, "
-        "0 prune(s) of reopened duplicates ignored"
+        "0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from datetime import datetime
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,10 +21,12 @@ from dreamkeeper.consolidation.stages import (
     Measured,
     Purged,
     Recovered,
+    Repaired,
     Snapshot,
     Validated,
     snapshot_of,
 )
+from dreamkeeper.consolidation.writeback import WriteBackIndex, catch_up, plan_repairs
 
 
 class DryRun:
@@ -31,6 +34,7 @@ class DryRun:
     no ledger, no report file. The fold is planned (its copies leave the corpus the gate sees), the plan shown."""
 
     result: CycleResult = "dry-run"
+    first_write_at: datetime | None = None
 
     def __init__(self, context: CycleContext) -> None:
         self.context = context
@@ -50,6 +54,26 @@ class DryRun:
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
         return snapshot_of(self.context.store.scan())
+
+    def repair(self, snapshot: Snapshot) -> Repaired:
+        """The repair planned: stale copies it would archive again leave the corpus the gate sees (the index is
+        caught up in memory only)."""
+        self.context.stage("repair")
+        index = WriteBackIndex.load(self.context.agent_dir)
+        retention = self.context.settings.retention
+        if retention is not None:
+            catch_up(index, self.context.agent_dir, self.context.now - retention)
+        else:
+            catch_up(index, self.context.agent_dir, datetime.min.replace(tzinfo=self.context.now.tzinfo))
+        plan = plan_repairs(index, snapshot.scan, self.context.now)
+        live = [s for s in snapshot.live if s.path not in plan.leaving]
+        counts = CycleCounts(
+            stale_write_backs=plan.stale,
+            resurrected=plan.resurrected,
+            reinforcements_carried=plan.carried,
+            stale_edits=plan.edited,
+        )
+        return Repaired(replace(snapshot, live=live), counts, plan.notes)
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         leaving = Plan(folds=folds).leaving_ids()

@@ -204,9 +204,7 @@ def test_a_stamped_entry_written_back_without_its_stamps_gets_them_back_and_keep
     assert entry(milo, "k1").entry.meta(REVIEWED_HASH) is None
     second = proposer(NOTHING)
     outcome = asyncio.run(
-        run_cycle(
-            CycleOptions(milo, CycleSettings(min_interval_hours=0), now=BASE_TIME + timedelta(hours=1)), second
-        )
+        run_cycle(CycleOptions(milo, CycleSettings(min_interval_hours=0), now=BASE_TIME + timedelta(hours=1)), second)
     )
     assert outcome.report.stale_write_backs == 1 and outcome.report.resurrected == 0
     k1 = entry(milo, "k1").entry

@@ -272,7 +272,6 @@ class CycleCounts(BaseModel):
                 "StaleWriteBacks",
                 "stale write-back(s) repaired: the agent wrote cached copies back over earlier cycles' changes",
             ),
-            said=Phrase("stale write-backs {}"),
             logged=Phrase("{} stale write-backs"),
             safeguard=Phrase("{} stale write-back(s) repaired"),
             cli=Cell(Row.STALE),
@@ -284,7 +283,6 @@ class CycleCounts(BaseModel):
             "archived entries an agent's stale copy made live again, archived again (of the stale write-backs)",
             reach="totals",
             metric=metric("dreamkeeper_resurrected"),
-            said=Phrase("{} resurrected", detail=True),
             cli=Cell(Row.STALE, detail=True),
         ),
     ] = 0

@@ -457,3 +457,52 @@ def test_the_index_stays_small_on_disk(milo: Path) -> None:
     data = json.loads(index_path(milo).read_text())
     assert set(data["records"]) == {"m1", "m2", "k1", "n1"}
     assert len(index_path(milo).read_bytes()) < 1200  # a stamp record is its hash and two small numbers
+
+
+def test_archives_of_a_journal_written_before_baselines_are_recognised_from_the_archived_file(milo: Path) -> None:
+    agent = CachingAgent(milo)
+    first = cycle(milo, MERGE, 0)
+    successor = successor_of(milo, "m1").id
+    path = journal_dir(milo) / f"{first.report.cycle_id}.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    for step in header["steps"]:
+        step.pop("baseline", None)  # as an older dreamkeeper wrote it
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    index_path(milo).unlink()  # the upgrade: no index yet
+    agent.reinforce("m2")  # m1's archive is still as the cycle wrote it; m2's is overwritten first
+    report = cycle(milo, NOTHING, 1).report
+    assert report.resurrected == 0 and "m2" in live_ids(milo)  # m2's image is gone: it cannot be told from an edit
+    agent.reinforce("m1")
+    report = cycle(milo, NOTHING, 2).report
+    assert report.resurrected == 1 and entry(milo, successor).entry.reinforcement_count == 6
+
+
+def test_a_source_the_agent_wrote_during_the_cycle_is_archived_by_the_next_one(milo: Path) -> None:
+    agent = CachingAgent(milo)
+
+    def write_then_merge(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
+        agent.reinforce("m1")  # after the snapshot: the archive of m1 will be refused (conflict)
+        return MERGE
+
+    first = cycle(milo, write_then_merge, 0).report
+    assert first.conflicts == 1 and first.saved == 1 and "m1" in live_ids(milo)
+    successor = successor_of(milo, "m2").id
+    assert entry(milo, successor).entry.reinforcement_count == 5  # m1's 3 are in it already
+    report = cycle(milo, NOTHING, 1).report
+    assert report.resurrected == 1 and report.reinforcements_carried == 1  # not merged (or counted) twice
+    assert entry(milo, successor).entry.reinforcement_count == 6 and "m1" not in live_ids(milo)
+
+
+def test_a_successor_the_agent_loaded_and_wrote_back_stale_keeps_what_was_carried_into_it(milo: Path) -> None:
+    old = CachingAgent(milo)
+    cycle(milo, MERGE, 0)
+    successor = successor_of(milo, "m1").id
+    old.reinforce("m1")
+    restarted = CachingAgent(milo)  # RestartAfter: reloaded after the first cycle (knows the successor, rc 5)
+    assert cycle(milo, NOTHING, 1).report.reinforcements_carried == 1  # carried into the successor: rc 6
+    restarted.reinforce(successor)  # its cached copy (rc 5) + 1 over the carry
+    assert entry(milo, successor).entry.reinforcement_count == 6
+    report = cycle(milo, NOTHING, 2).report
+    assert report.stale_write_backs == 1 and report.resurrected == 0
+    assert entry(milo, successor).entry.reinforcement_count == 7  # 5 + m1's 1 + its own 1

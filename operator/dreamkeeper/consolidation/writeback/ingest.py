@@ -8,13 +8,14 @@ journals: what they brought back must never look like a stale copy.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dreamkeeper.consolidation.baseline import Counters
+from dreamkeeper.consolidation.baseline import Counters, baseline_of
 from dreamkeeper.consolidation.journal import (
     FOLD_JOURNAL_SUFFIX,
     WRITEBACK_JOURNAL_SUFFIX,
@@ -24,6 +25,7 @@ from dreamkeeper.consolidation.journal import (
 )
 from dreamkeeper.consolidation.writeback.records import Archived, Layer, Record, WriteBackIndex
 from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
     REVIEWED_HASH,
     Entry,
@@ -116,8 +118,17 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
         return
     index.journals[journal_id] = header.created_at
     index.changed = True
+    heads = {s.group: journal.outcomes.get(n) for n, s in enumerate(header.steps) if s.op in ("create", "update")}
     for number, step in enumerate(header.steps):
-        if journal.outcomes.get(number) != "done":
+        outcome = journal.outcomes.get(number)
+        if outcome == "conflict" and step.op == "archive" and step.kind in ("merged", "folded"):
+            # The agent wrote a source after the snapshot, so it was not archived; its successor was written with
+            # it all the same (content and counts). Watched as if archived: the next cycle archives it, carrying
+            # what the agent changed, instead of counting it in two places (or merging it again).
+            if heads.get(step.group) == "done":
+                _archived(index, journal_id, step)
+            continue
+        if outcome != "done":
             continue
         if step.op == "stamp":
             _stamped(index, journal_id, step)
@@ -148,7 +159,9 @@ def _updated(index: WriteBackIndex, journal_id: str, step: Step) -> None:
     if "repair" in baseline:
         layer = baseline.get("layer")
         if layer:  # a carry of stale changes into this entry: the agent's cache of it lacks that too
-            _add_layer(index.edit(step.id), Layer.of(journal_id, dict(layer["marker"]), layer.get("changes")))
+            record = index.edit(step.id)
+            record.h = review_hash(Entry.from_json_obj(step.after).content)
+            _add_layer(record, Layer.of(journal_id, dict(layer["marker"]), layer.get("changes")))
         for source in baseline.get("sources") or ():
             _carried(index, journal_id, source)
         return
@@ -174,9 +187,9 @@ def layer_between(journal_id: str, before: Entry, after: Entry) -> Layer:
 
 
 def _archived(index: WriteBackIndex, journal_id: str, step: Step) -> None:
-    baseline = step.baseline
+    baseline = step.baseline or _baseline_on_disk(journal_id, step)
     if not baseline:
-        return  # a journal from before baselines: its content is unknown, a stale copy cannot be told from an edit
+        return  # its content is unknown: a stale copy of it cannot be told from an edit
     if step.kind == "stale":
         _carried(index, journal_id, {**baseline, "id": step.id})
         return
@@ -191,6 +204,20 @@ def _archived(index: WriteBackIndex, journal_id: str, step: Step) -> None:
         kind=step.kind or "merged",
         image=Counters.from_json(baseline),
     )
+
+
+def _baseline_on_disk(journal_id: str, step: Step) -> dict[str, Any] | None:
+    """A journal written before archive steps had baselines: the archived file is the archived image, as long as it
+    is still this journal's archive (an agent's stale copy over it is not)."""
+    if step.kind == "stale":
+        return None
+    try:
+        entry = Entry.from_json_obj(json.loads(Path(step.path).read_bytes()))
+    except (OSError, ValueError):
+        return None
+    if not entry.is_archived or entry.meta(ARCHIVED_BY_CYCLE) != journal_id:
+        return None
+    return baseline_of(entry)
 
 
 def _carried(index: WriteBackIndex, journal_id: str, source: dict[str, Any]) -> None:

@@ -136,7 +136,7 @@ class WriteBackIndex:
         self._refs: dict[int, str] = {}  # journal ref -> journal id (on disk)
         self._ref_of: dict[str, int] = {}
         self._templates: dict[int, dict[str, str]] = {}  # marker template ref -> encoded marker
-        self._template_of: dict[str, int] = {}
+        self._template_of: dict[tuple[tuple[str, str], ...], int] = {}
         self._raw: dict[str, list[Any]] = {}  # records not decoded yet
         self._records: dict[str, Record] = {}  # decoded (and possibly changed) records
 
@@ -235,18 +235,22 @@ class WriteBackIndex:
     def _ref(self, journal: str) -> int:
         ref = self._ref_of.get(journal)
         if ref is None:
-            ref = max(self._refs, default=-1) + 1
+            ref = len(self._refs)
+            while ref in self._refs:
+                ref += 1
             self._refs[ref] = journal
             self._ref_of[journal] = ref
         return ref
 
     def _template(self, encoded: dict[str, str]) -> int:
-        text = json.dumps(encoded, sort_keys=True)
-        ref = self._template_of.get(text)
+        key = tuple(sorted(encoded.items()))
+        ref = self._template_of.get(key)
         if ref is None:
-            ref = max(self._templates, default=-1) + 1
+            ref = len(self._templates)
+            while ref in self._templates:
+                ref += 1
             self._templates[ref] = encoded
-            self._template_of[text] = ref
+            self._template_of[key] = ref
         return ref
 
     # ---- the file --------------------------------------------------------------------------------------------
@@ -266,7 +270,7 @@ class WriteBackIndex:
             index._refs = {int(k): str(v) for k, v in data["refs"].items()}
             index._ref_of = {v: k for k, v in index._refs.items()}
             index._templates = {int(k): dict(v) for k, v in data["templates"].items()}
-            index._template_of = {json.dumps(v, sort_keys=True): k for k, v in index._templates.items()}
+            index._template_of = {tuple(sorted(v.items())): k for k, v in index._templates.items()}
             index._raw = data["records"]
         except FileNotFoundError:
             return cls()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dreamkeeper.consolidation import cycle as cycle_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, recover, run_cycle
 from dreamkeeper.consolidation.journal import Journal, journal_dir
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
@@ -506,3 +507,37 @@ def test_a_successor_the_agent_loaded_and_wrote_back_stale_keeps_what_was_carrie
     report = cycle(milo, NOTHING, 2).report
     assert report.stale_write_backs == 1 and report.resurrected == 0
     assert entry(milo, successor).entry.reinforcement_count == 7  # 5 + m1's 1 + its own 1
+
+
+def test_a_stale_copy_written_again_during_its_repair_waits_for_the_next_cycle_and_is_not_folded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_dir = tmp_path / "agent"
+    write_corpus(
+        agent_dir,
+        [
+            Seed("s1", "Milo is a Sheltie.", "people", 0.5, 3, age_days=30),
+            Seed("s2", "Milo is a Sheltie!", "people", 0.5, 2),
+        ],
+    )
+    agent = CachingAgent(agent_dir)
+    merge = {"toSave": [{"content": "Milo is a Sheltie.", "sourceIds": ["s1", "s2"]}], "toDelete": []}
+    cycle(agent_dir, merge, 0)  # the successor says exactly what s1 says: s1 live again would be its exact duplicate
+    successor = successor_of(agent_dir, "s1").id
+    agent.reinforce("s1")
+    original = cycle_module.Executor
+
+    class AgentWritesFirst(original):  # type: ignore[misc, valid-type]
+        def run(self) -> Any:
+            if self.journal.header.cycle_id.endswith("-writeback"):
+                agent.reinforce("s1")  # between the repair's snapshot and its archive: refused, a conflict
+            return super().run()
+
+    monkeypatch.setattr(cycle_module, "Executor", AgentWritesFirst)
+    report = cycle(agent_dir, NOTHING, 1).report
+    assert report.conflicts == 1 and report.resurrected == 0 and report.folded == 0  # not folded in: held back
+    assert entry(agent_dir, successor).entry.reinforcement_count == 6  # the first copy's increment, carried
+    monkeypatch.setattr(cycle_module, "Executor", original)
+    report = cycle(agent_dir, NOTHING, 2).report
+    assert report.resurrected == 1 and report.reinforcements_carried == 1  # only the second increment
+    assert entry(agent_dir, successor).entry.reinforcement_count == 7 and "s1" not in live_ids(agent_dir)

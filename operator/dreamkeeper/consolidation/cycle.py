@@ -525,8 +525,13 @@ class Writes:
         self._writing()
         tally = Executor(self.store, journal, self.context.now).run()
         scan = self._reread(snapshot.scan, plan.touched)
+        # A stale copy the agent wrote yet again meanwhile (its repair refused: a conflict) sits this cycle out: it
+        # is repaired by the next one, and must not be folded or merged meanwhile (counted twice, or short).
+        done = {Path(step.path) for n, step in enumerate(steps) if journal.outcomes.get(n) == "done"}
+        held = plan.stale_paths - done
+        live = [s for s in live_of(scan) if s.path not in held]
         counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
-        return Repaired(replace(snapshot, scan=scan, live=live_of(scan)), counts, plan.notes)
+        return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
 
     def _window_start(self) -> datetime:
         """How far back a stale copy is looked for: the retention window (archives past it may be purged)."""

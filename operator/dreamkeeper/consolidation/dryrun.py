@@ -56,8 +56,8 @@ class DryRun:
         return snapshot_of(self.context.store.scan())
 
     def repair(self, snapshot: Snapshot) -> Repaired:
-        """The repair planned: stale copies it would archive again leave the corpus the gate sees (the index is
-        caught up in memory only)."""
+        """The repair planned: the stale copies it would repair leave the corpus the fold and the gate see (the
+        index is caught up in memory only)."""
         self.context.stage("repair")
         index = WriteBackIndex.load(self.context.agent_dir)
         retention = self.context.settings.retention
@@ -66,7 +66,7 @@ class DryRun:
         else:
             catch_up(index, self.context.agent_dir, datetime.min.replace(tzinfo=self.context.now.tzinfo))
         plan = plan_repairs(index, snapshot.scan, self.context.now)
-        live = [s for s in snapshot.live if s.path not in plan.leaving]
+        live = [s for s in snapshot.live if s.path not in plan.stale_paths]
         counts = CycleCounts(
             stale_write_backs=plan.stale,
             resurrected=plan.resurrected,

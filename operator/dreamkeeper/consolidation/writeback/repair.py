@@ -64,6 +64,7 @@ class RepairPlan:
     edited: int = 0  # copies whose content changed: kept live as new facts
     carried: int = 0  # reinforcement increments carried into successors
     leaving: frozenset[Path] = frozenset()  # stale copies archived again
+    stale_paths: frozenset[Path] = frozenset()  # every stale copy (archived again, or written again)
     notes: tuple[str, ...] = ()
 
     @property
@@ -200,6 +201,8 @@ class _Planner:
                 stale.copy.entry.content,
             )
         n_stale = len(self.resurrected) + len(self.restores) + sum(1 for t in targets.values() if t.restored)
+        stale_paths = {s.copy.path for s in self.resurrected.values()} | {s.copy.path for s in self.restores.values()}
+        stale_paths |= {t.stored.path for t in targets.values() if t.restored}
         notes = []
         if self.resurrected:
             notes.append(
@@ -216,6 +219,7 @@ class _Planner:
             edited=edited,
             carried=carried,
             leaving=frozenset(s.copy.path for s in self.resurrected.values()),
+            stale_paths=frozenset(stale_paths),
             notes=tuple(notes),
         )
 

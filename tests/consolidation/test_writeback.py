@@ -541,3 +541,38 @@ def test_a_stale_copy_written_again_during_its_repair_waits_for_the_next_cycle_a
     report = cycle(agent_dir, NOTHING, 2).report
     assert report.resurrected == 1 and report.reinforcements_carried == 1  # only the second increment
     assert entry(agent_dir, successor).entry.reinforcement_count == 7 and "s1" not in live_ids(agent_dir)
+
+
+def test_a_fold_copy_written_back_within_the_cycle_is_not_merged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_dir = tmp_path / "agent"
+    text = "The VPN endpoint is vpn.example.net on port 1194."
+    write_corpus(
+        agent_dir,
+        [
+            Seed("d1", text, "project-context", 0.5, 2, age_days=30),
+            Seed("d2", text, "project-context", 0.5, 3, age_days=10),
+            Seed("k1", "The VPN uses WireGuard since March.", "project-context"),
+        ],
+    )
+    agent = CachingAgent(agent_dir)
+    original = cycle_module.Executor
+
+    class AgentWritesAfterTheFold(original):  # type: ignore[misc, valid-type]
+        def run(self) -> Any:
+            tally = super().run()
+            if self.journal.header.cycle_id.endswith("-fold"):
+                agent.reinforce("d2")  # its cached copy, live again, before the gate looks
+            return tally
+
+    monkeypatch.setattr(cycle_module, "Executor", AgentWritesAfterTheFold)
+    first = cycle(agent_dir, merge_all, 0, similarity_threshold=0.1).report
+    monkeypatch.setattr(cycle_module, "Executor", original)
+    assert first.folded == 1 and first.saved == 1
+    successor = successor_of(agent_dir, "d1").id
+    assert "d2" in live_ids(agent_dir) and "d2" not in (entry(agent_dir, successor).entry.meta("mergedFrom") or "")
+    assert entry(agent_dir, successor).entry.reinforcement_count == 6  # d1 with d2's 3 folded in, and k1
+    report = cycle(agent_dir, NOTHING, 1).report
+    assert report.resurrected == 1 and report.reinforcements_carried == 1
+    assert entry(agent_dir, successor).entry.reinforcement_count == 7 and "d2" not in live_ids(agent_dir)

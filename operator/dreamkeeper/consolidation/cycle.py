@@ -405,6 +405,15 @@ class Cycle:
 DEFAULT_WINDOW = timedelta(days=90)  # how far back stale copies are looked for when archives are kept forever
 
 
+def _counted_copies(journal: Journal | None) -> set[Path]:
+    """The fold copies of every group whose survivor update is done (the survivor counts them)."""
+    if journal is None:
+        return set()
+    steps = journal.header.steps
+    done = {s.group for n, s in enumerate(steps) if s.op == "update" and journal.outcomes.get(n) == "done"}
+    return {Path(s.path) for s in steps if s.op == "archive" and s.group in done}
+
+
 def repair_counts(plan: RepairPlan, journal: Journal) -> CycleCounts:
     """What a stale write-back repair did, from its journal's outcomes (a conflict leaves a copy to the next)."""
     stale = resurrected = carried = 0
@@ -525,10 +534,9 @@ class Writes:
         self._writing()
         tally = Executor(self.store, journal, self.context.now).run()
         scan = self._reread(snapshot.scan, plan.touched)
-        # A stale copy the agent wrote yet again meanwhile (its repair refused: a conflict) sits this cycle out: it
-        # is repaired by the next one, and must not be folded or merged meanwhile (counted twice, or short).
-        done = {Path(step.path) for n, step in enumerate(steps) if journal.outcomes.get(n) == "done"}
-        held = plan.stale_paths - done
+        # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
+        # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted twice.
+        held = {s.path for s in live_of(scan) if s.path in plan.stale_paths and index.quick(s.id, s.entry) is False}
         live = [s for s in live_of(scan) if s.path not in held]
         counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
         return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
@@ -552,8 +560,13 @@ class Writes:
         tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
         touched = {f.survivor.path for f in fold_plan.folds} | {c.path for f in fold_plan.folds for c in f.copies}
         scan = self._reread(snapshot.scan, touched)
+        # A copy whose survivor now counts it is out of this cycle, archived or not: its archive refused (the agent
+        # wrote it meanwhile), or the agent's stale copy back over the archive, it would be merged and counted again.
+        # The next cycle's repair archives it, carrying what the agent changed.
+        held = _counted_copies(self._journals.get(self.context.cycle_id + FOLD_JOURNAL_SUFFIX))
+        live = [s for s in live_of(scan) if s.path not in held]
         n = tally.archived_folded
-        return Folded(scan, live_of(scan), tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
+        return Folded(scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")

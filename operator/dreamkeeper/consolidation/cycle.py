@@ -65,7 +65,7 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
 )
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
-from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_repairs
+from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_repairs, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
     UNCHECKED,
@@ -402,9 +402,6 @@ class Cycle:
             self._frozen = False
 
 
-DEFAULT_WINDOW = timedelta(days=90)  # how far back stale copies are looked for when archives are kept forever
-
-
 def _counted_copies(journal: Journal | None) -> set[Path]:
     """The fold copies of every group whose survivor update is done (the survivor counts them)."""
     if journal is None:
@@ -542,8 +539,7 @@ class Writes:
         return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
 
     def _window_start(self) -> datetime:
-        """How far back a stale copy is looked for: the retention window (archives past it may be purged)."""
-        return self.context.now - (self.context.settings.retention or DEFAULT_WINDOW)
+        return window_start(self.context.settings.retention, self.context.now)
 
     def _update_index(self) -> None:
         """Fold this cycle's journals into the write-back index (complete ones: a failed cycle's are finished by

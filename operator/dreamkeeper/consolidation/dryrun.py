@@ -26,7 +26,7 @@ from dreamkeeper.consolidation.stages import (
     Validated,
     snapshot_of,
 )
-from dreamkeeper.consolidation.writeback import WriteBackIndex, catch_up, plan_repairs
+from dreamkeeper.consolidation.writeback import WriteBackIndex, catch_up, plan_repairs, window_start
 
 
 class DryRun:
@@ -60,11 +60,7 @@ class DryRun:
         index is caught up in memory only)."""
         self.context.stage("repair")
         index = WriteBackIndex.load(self.context.agent_dir)
-        retention = self.context.settings.retention
-        if retention is not None:
-            catch_up(index, self.context.agent_dir, self.context.now - retention)
-        else:
-            catch_up(index, self.context.agent_dir, datetime.min.replace(tzinfo=self.context.now.tzinfo))
+        catch_up(index, self.context.agent_dir, window_start(self.context.settings.retention, self.context.now))
         plan = plan_repairs(index, snapshot.scan, self.context.now)
         live = [s for s in snapshot.live if s.path not in plan.stale_paths]
         counts = CycleCounts(

@@ -3,8 +3,17 @@ the journals and repaired (``repair.py``), in the engine, so every coordination 
 Kubernetes are protected. The index of what cycles did (``records.py``) is a cache of the journals
 (``ingest.py``), kept in the state directory."""
 
-from dreamkeeper.consolidation.writeback.ingest import catch_up, forget, ingest
+from dreamkeeper.consolidation.writeback.ingest import catch_up, forget, ingest, window_start
 from dreamkeeper.consolidation.writeback.records import WriteBackIndex, index_path
 from dreamkeeper.consolidation.writeback.repair import RepairPlan, plan_repairs
 
-__all__ = ["RepairPlan", "WriteBackIndex", "catch_up", "forget", "index_path", "ingest", "plan_repairs"]
+__all__ = [
+    "RepairPlan",
+    "WriteBackIndex",
+    "catch_up",
+    "forget",
+    "index_path",
+    "ingest",
+    "plan_repairs",
+    "window_start",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,14 @@ from dreamkeeper.memory import (
 
 log = logging.getLogger(__name__)
 
+DEFAULT_WINDOW = timedelta(days=90)  # how far back stale copies are looked for when archives are kept forever
 MAX_LAYERS = 32  # per entry; older layers only matter to an agent cache older than all of them
 _PHASE = {WRITEBACK_JOURNAL_SUFFIX: 0, FOLD_JOURNAL_SUFFIX: 1, "": 2}  # a cycle's journals, in the order written
+
+
+def window_start(retention: timedelta | None, now: datetime) -> datetime:
+    """How far back stale copies are looked for: the retention window (archives past it may be purged)."""
+    return now - (retention or DEFAULT_WINDOW)
 
 
 def journal_order(journal_id: str) -> tuple[str, int]:

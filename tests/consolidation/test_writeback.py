@@ -359,11 +359,18 @@ def test_an_entry_restored_by_hand_is_never_taken_for_a_stale_copy(milo: Path) -
 
 
 def test_the_agent_restoring_or_archiving_an_entry_itself_is_its_decision(milo: Path) -> None:
+    early = CachingAgent(milo, "inplace")  # loaded before the cycle
     cycle(milo, MERGE, 0)
     late = CachingAgent(milo)  # loaded after the cycle: it knows the archives
     late.restore("m1")  # RestoreAsync of its cached archived copy: live, with dreamkeeper's archive key kept
     assert entry(milo, "m1").entry.meta(ARCHIVED_BY_CYCLE)
-    assert cycle(milo, NOTHING, 1).report.stale_write_backs == 0 and "m1" in live_ids(milo)
+    early.archive("m2")  # ArchiveAsync, in place, of its cached live copy: over dreamkeeper's archive
+    early.archive("k1")  # and of an entry a cycle stamped: archived without the stamps, nothing to restore
+    report = cycle(milo, NOTHING, 1).report
+    assert report.stale_write_backs == 0 and "m1" in live_ids(milo)
+    assert entry(milo, "m2").entry.archive_reason == "by the agent" and entry(milo, "k1").entry.is_archived
+    early.restore("m2")  # the agent's own archive and restore: its decision, not a stale copy
+    assert cycle(milo, NOTHING, 2).report.stale_write_backs == 0 and "m2" in live_ids(milo)
 
 
 def test_the_index_is_rebuilt_from_the_journals_when_lost(milo: Path) -> None:
@@ -576,3 +583,25 @@ def test_a_fold_copy_written_back_within_the_cycle_is_not_merged_again(
     report = cycle(agent_dir, NOTHING, 1).report
     assert report.resurrected == 1 and report.reinforcements_carried == 1
     assert entry(agent_dir, successor).entry.reinforcement_count == 7 and "d2" not in live_ids(agent_dir)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data["records"].update({"m1": "not a record"}),
+        lambda data: data["templates"].clear(),
+        lambda data: data["records"]["m1"].append(["wrong", "shape"]),
+    ],
+)
+def test_an_index_that_is_not_what_this_code_wrote_is_rebuilt(milo: Path, damage: Any) -> None:
+    agent = CachingAgent(milo)
+    cycle(milo, MERGE, 0)
+    successor = successor_of(milo, "m1").id
+    data = json.loads(index_path(milo).read_text())
+    damage(data)
+    index_path(milo).write_text(json.dumps(data))
+    agent.reinforce("m1")
+    agent.reinforce("k1")
+    report = cycle(milo, NOTHING, 1).report
+    assert (report.stale_write_backs, report.resurrected) == (2, 1)
+    assert entry(milo, successor).entry.reinforcement_count == 6

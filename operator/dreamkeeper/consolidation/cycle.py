@@ -65,7 +65,7 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
 )
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
-from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_repairs, window_start
+from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
     UNCHECKED,
@@ -519,9 +519,8 @@ class Writes:
 
     def repair(self, snapshot: Snapshot) -> Repaired:
         self.context.stage("repair")
-        index = self._index = WriteBackIndex.load(self.context.agent_dir)
-        catch_up(index, self.context.agent_dir, self._window_start())
-        plan = plan_repairs(index, snapshot.scan, self.context.now)
+        index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, self._window_start())
+        self._index = index
         if not plan.steps:
             return Repaired(snapshot, CycleCounts(stale_edits=plan.edited), plan.notes)
         journal_id = self.context.cycle_id + WRITEBACK_JOURNAL_SUFFIX
@@ -546,10 +545,13 @@ class Writes:
         recovery, and folded in by the next cycle)."""
         if self._index is None and not self._journals:
             return
-        index = self._index or WriteBackIndex.load(self.context.agent_dir)
-        catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
-        index.expire(self._window_start())
-        index.save(self.context.agent_dir)
+        try:
+            index = self._index or WriteBackIndex.load(self.context.agent_dir)
+            catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
+            index.expire(self._window_start())
+            index.save(self.context.agent_dir)
+        except Exception:  # a cache of the journals: the next cycle catches up (or rebuilds) from them
+            log.exception("the write-back index was not updated; the next cycle catches up from the journals")
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         fold_plan = Plan(folds=folds)
@@ -599,10 +601,7 @@ class Writes:
 
     def record_failure(self, report: CycleReport) -> None:
         log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
-        try:
-            self._update_index()
-        except Exception:  # the report matters more; the next cycle catches up from the journals
-            log.exception("the write-back index was not updated; the next cycle rebuilds it from the journals")
+        self._update_index()
         write_report(self.context.agent_dir, report)
 
     # ---- helpers -------------------------------------------------------------------------------------

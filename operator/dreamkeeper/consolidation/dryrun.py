@@ -26,7 +26,7 @@ from dreamkeeper.consolidation.stages import (
     Validated,
     snapshot_of,
 )
-from dreamkeeper.consolidation.writeback import WriteBackIndex, catch_up, plan_repairs, window_start
+from dreamkeeper.consolidation.writeback import plan_from_journals, window_start
 
 
 class DryRun:
@@ -59,9 +59,8 @@ class DryRun:
         """The repair planned: the stale copies it would repair leave the corpus the fold and the gate see (the
         index is caught up in memory only)."""
         self.context.stage("repair")
-        index = WriteBackIndex.load(self.context.agent_dir)
-        catch_up(index, self.context.agent_dir, window_start(self.context.settings.retention, self.context.now))
-        plan = plan_repairs(index, snapshot.scan, self.context.now)
+        since = window_start(self.context.settings.retention, self.context.now)
+        _, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
         live = [s for s in snapshot.live if s.path not in plan.stale_paths]
         counts = CycleCounts(
             stale_write_backs=plan.stale,

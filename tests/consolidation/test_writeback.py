@@ -605,3 +605,14 @@ def test_an_index_that_is_not_what_this_code_wrote_is_rebuilt(milo: Path, damage
     report = cycle(milo, NOTHING, 1).report
     assert (report.stale_write_backs, report.resurrected) == (2, 1)
     assert entry(milo, successor).entry.reinforcement_count == 6
+
+
+def test_archives_are_watched_for_the_retention_window_only(milo: Path) -> None:
+    agent = CachingAgent(milo)
+    cycle(milo, MERGE, 0, retention_days=30)
+    cycle(milo, NOTHING, 31 * 24, retention_days=30)  # past the window: m1 and m2 purged, their records expired
+    data = json.loads(index_path(milo).read_text())
+    assert "m1" not in data["records"] and not any(j.startswith("20260901T12") for j in data["journals"])
+    agent.reinforce("m1")  # a cache older than the window brings it back: a live entry like any other now
+    report = cycle(milo, NOTHING, 31 * 24 + 1, retention_days=30).report
+    assert report.stale_write_backs == 0 and "m1" in live_ids(milo)

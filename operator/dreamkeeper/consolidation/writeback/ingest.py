@@ -248,17 +248,4 @@ def forget(index: WriteBackIndex, journal_ids: Iterable[str]) -> None:
     """Undone journals: what they did no longer stands (and they are never folded in again)."""
     undone = set(journal_ids)
     index.undone |= undone
-    index.changed = True
-    for key in list(index.keys()):
-        record = index.get(key)
-        assert record is not None
-        record.layers = [layer for layer in record.layers if layer.journal not in undone]
-        if record.archived is not None:
-            if record.archived.journal in undone:
-                record.archived = None
-            else:
-                record.archived.carried = {
-                    lineage: jc for lineage, jc in record.archived.carried.items() if jc[0] not in undone
-                }
-        if record.empty:
-            index.drop(key)
+    index.forget_journals(undone)

@@ -305,25 +305,29 @@ class WriteBackIndex:
         old = {j for j, at in self.journals.items() if _parse(at) < cutoff}
         if not old:
             return
-        self.changed = True
         for journal in old:
             del self.journals[journal]
         self.undone -= old
+        self.forget_journals(old)
+        self._refs = {k: v for k, v in self._refs.items() if v not in old}
+        self._ref_of = {v: k for k, v in self._refs.items()}
+
+    def forget_journals(self, journals: set[str]) -> None:
+        """Everything these journals recorded, out of every record (a record left with nothing is dropped)."""
+        self.changed = True
         for key in list(self.keys()):
             record = self.get(key)
             assert record is not None
-            record.layers = [layer for layer in record.layers if layer.journal not in old]
+            record.layers = [layer for layer in record.layers if layer.journal not in journals]
             if record.archived is not None:
-                if record.archived.journal in old:
+                if record.archived.journal in journals:
                     record.archived = None
                 else:
                     record.archived.carried = {
-                        lineage: jc for lineage, jc in record.archived.carried.items() if jc[0] not in old
+                        lineage: jc for lineage, jc in record.archived.carried.items() if jc[0] not in journals
                     }
             if record.empty:
-                del self._records[key]
-        self._refs = {k: v for k, v in self._refs.items() if v not in old}
-        self._ref_of = {v: k for k, v in self._refs.items()}
+                self.drop(key)
 
 
 def _still_our_archive(entry: Entry) -> bool:

@@ -23,7 +23,7 @@ from dreamkeeper.consolidation.journal import (
     Step,
     journal_dir,
 )
-from dreamkeeper.consolidation.writeback.records import Archived, Layer, Record, WriteBackIndex
+from dreamkeeper.consolidation.writeback.records import Archived, Layer, WriteBackIndex
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
@@ -144,18 +144,9 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
             _archived(index, journal_id, step)
 
 
-def _add_layer(record: Record, layer: Layer) -> None:
-    if not layer.marker:
-        return  # no marker, no way to tell a copy that has it from one that has not: nothing to re-apply
-    record.layers.append(layer)
-    del record.layers[:-MAX_LAYERS]
-
-
 def _stamped(index: WriteBackIndex, journal_id: str, step: Step) -> None:
     marker = {k: v for k, v in (step.metadata or {}).items() if v is not None}
-    record = index.edit(step.id)
-    record.h = marker.get(REVIEWED_HASH) or record.h
-    _add_layer(record, Layer(journal_id, marker))
+    index.add_layer(step.id, marker.get(REVIEWED_HASH), Layer(journal_id, marker), MAX_LAYERS)
 
 
 def _updated(index: WriteBackIndex, journal_id: str, step: Step) -> None:
@@ -165,16 +156,13 @@ def _updated(index: WriteBackIndex, journal_id: str, step: Step) -> None:
     if "repair" in baseline:
         layer = baseline.get("layer")
         if layer:  # a carry of stale changes into this entry: the agent's cache of it lacks that too
-            record = index.edit(step.id)
-            record.h = review_hash(Entry.from_json_obj(step.after).content)
-            _add_layer(record, Layer.of(journal_id, dict(layer["marker"]), layer.get("changes")))
+            h = review_hash(Entry.from_json_obj(step.after).content)
+            index.add_layer(step.id, h, Layer.of(journal_id, dict(layer["marker"]), layer.get("changes")), MAX_LAYERS)
         for source in baseline.get("sources") or ():
             _carried(index, journal_id, source)
         return
     before, after = Entry.from_json_obj(step.before), Entry.from_json_obj(step.after)
-    record = index.edit(step.id)
-    record.h = review_hash(after.content)
-    _add_layer(record, layer_between(journal_id, before, after))
+    index.add_layer(step.id, review_hash(after.content), layer_between(journal_id, before, after), MAX_LAYERS)
 
 
 def layer_between(journal_id: str, before: Entry, after: Entry) -> Layer:

@@ -18,16 +18,17 @@ journal's time as placeholders. Only the records a cycle looks at are decoded.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from dreamkeeper.consolidation.baseline import Counters
-from dreamkeeper.memory import ARCHIVED_BY_CYCLE, STALE_COPY_OF, UNCHECKED, Entry, replace_file, state_dir
+from dreamkeeper.memory import ARCHIVED_BY_CYCLE, STALE_COPY_OF, UNCHECKED, Entry, StoredEntry, replace_file, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ VERSION = 1
 _H, _T = "#h", "#t"  # marker placeholders: the record's review hash, the layer's journal time
 
 
-@dataclass
+@dataclass(slots=True)
 class Layer:
     journal: str
     marker: dict[str, str]
@@ -75,7 +76,7 @@ class Layer:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Archived:
     journal: str  # the journal that first archived it (its undo restores the stale copies archived again too)
     reason: str
@@ -101,7 +102,7 @@ class Archived:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     h: str | None = None  # review hash of the content every image of it had (dreamkeeper never edits content)
     layers: list[Layer] = field(default_factory=list)
@@ -138,6 +139,7 @@ class WriteBackIndex:
         self._templates: dict[int, dict[str, str]] = {}  # marker template ref -> encoded marker
         self._template_of: dict[tuple[tuple[str, str], ...], int] = {}
         self._raw: dict[str, list[Any]] = {}  # records not decoded yet
+        self._expected: dict[tuple[int, int], tuple[tuple[str, str | None], ...]] = {}
         self._records: dict[str, Record] = {}  # decoded (and possibly changed) records
 
     # ---- records ---------------------------------------------------------------------------------------------
@@ -169,6 +171,32 @@ class WriteBackIndex:
             record = self._records[entry_id.lower()] = Record()
         return record
 
+    def add_layer(self, entry_id: str, h: str | None, layer: Layer, limit: int) -> None:
+        """A layer on top of an entry's record (its newest ``limit`` kept). Appended to the stored form when the
+        record is not decoded (a cold start stamps every entry of the corpus: no object per entry)."""
+        if not layer.marker:
+            return  # no marker, no way to tell a copy that has it from one that has not: nothing to re-apply
+        self.changed = True
+        key = entry_id.lower()
+        raw = self._raw.get(key)
+        if key not in self._records and (raw is None or raw[0] == h or h is None) and (raw is None or len(raw) == 2):
+            h = h if raw is None or h is not None else raw[0]
+            at = self.journals.get(layer.journal)
+            encoded = {k: (_H if v == h else _T if v == at else v) for k, v in sorted(layer.marker.items())}
+            item: list[Any] = [self._ref(layer.journal), self._template(encoded)]
+            if changes := layer.changes():
+                item.append(changes)
+            if raw is None:
+                self._raw[key] = [h, [item]]
+            else:
+                raw[1].append(item)
+                del raw[1][:-limit]
+            return
+        record = self.edit(entry_id)
+        record.h = h or record.h
+        record.layers.append(layer)
+        del record.layers[:-limit]
+
     def drop(self, entry_id: str) -> None:
         key = entry_id.lower()
         if self._records.pop(key, None) is not None or self._raw.pop(key, None) is not None:
@@ -179,28 +207,64 @@ class WriteBackIndex:
         nothing to repair (a file that carries the newest layer's marker, or an archived one), False when the record
         must be looked at. Undecoded records are answered from their stored form."""
         key = entry_id.lower()
-        record = self._records.get(key)
-        if record is None:
-            raw = self._raw.get(key)
-            if raw is None:
+        raw = self._raw.get(key)
+        if raw is None:
+            record = self._records.get(key)
+            if record is None:
                 return None
-            if len(raw) > 2:  # archived by a cycle: still ours, or live again, or archived by the agent since?
+            if record.archived is not None:
                 return _still_our_archive(entry)
-            if entry.archived_at is not None or not raw[1]:
-                return True
-            return self._carries_newest(raw, entry.metadata or {})
-        if record.archived is not None:
+            return entry.archived_at is not None or record.lineage(entry.metadata) == len(record.layers)
+        if len(raw) > 2:  # archived by a cycle: still ours, or live again, or archived by the agent since?
             return _still_our_archive(entry)
-        return entry.archived_at is not None or record.lineage(entry.metadata) == len(record.layers)
-
-    def _carries_newest(self, raw: list[Any], meta: dict[str, str]) -> bool:
+        layers = raw[1]
+        if entry.archived_at is not None or not layers:
+            return True
+        meta = entry.metadata
+        if meta is None:
+            return False
+        newest = layers[-1]
+        expected = self._expected.get((newest[0], newest[1]))
+        if expected is None:
+            expected = self._expect(newest[0], newest[1])
         h = raw[0]
-        jref, tref = raw[1][-1][0], raw[1][-1][1]
+        for k, v in expected:  # noqa: SIM110 - a loop, not all(genexpr): this runs for every file of the corpus
+            if meta.get(k) != (h if v is None else v):
+                return False
+        return True
+
+    def to_look_at(self, stored: Iterable[StoredEntry]) -> list[StoredEntry]:
+        """The files ``quick`` does not clear (False): ``quick`` for a whole corpus, with the common case (a stamped
+        file still carrying its newest marker, or no record at all) inline."""
+        raw_records, decoded, expected_of = self._raw, self._records, self._expected
+        out = []
+        for item in stored:
+            entry = item.entry
+            raw = raw_records.get(item.entry.id.lower())
+            if raw is not None and len(raw) == 2 and raw[1] and entry.archived_at is None:
+                meta = entry.metadata
+                if meta is not None:
+                    newest = raw[1][-1]
+                    expected = expected_of.get((newest[0], newest[1])) or self._expect(newest[0], newest[1])
+                    h = raw[0]
+                    for k, v in expected:
+                        if meta.get(k) != (h if v is None else v):
+                            out.append(item)
+                            break
+                    continue
+            if (raw is not None or item.entry.id.lower() in decoded) and self.quick(item.entry.id, entry) is False:
+                out.append(item)
+        return out
+
+    def _expect(self, jref: int, tref: int) -> tuple[tuple[str, str | None], ...]:
+        """A marker template with the journal's time filled in (None stands for the record's hash), memoised: the
+        fast path compares every live file of the corpus with one."""
         journal = self._refs.get(jref)
-        if journal is None:
-            return False  # its newest layer expired: decode it
-        at = self.journals.get(journal, "")
-        return all(meta.get(k) == (h if v == _H else at if v == _T else v) for k, v in self._templates[tref].items())
+        at = self.journals.get(journal, "") if journal is not None else ""
+        template = self._templates[tref] if journal is not None else {"": "never matches"}
+        expected = tuple((k, None if v == _H else at if v == _T else v) for k, v in template.items())
+        self._expected[(jref, tref)] = expected
+        return expected
 
     # ---- (de)coding ------------------------------------------------------------------------------------------
 
@@ -233,11 +297,10 @@ class WriteBackIndex:
         return out
 
     def _ref(self, journal: str) -> int:
+        """A journal's number in the stored form; numbers are never reused (stored layers keep theirs)."""
         ref = self._ref_of.get(journal)
         if ref is None:
-            ref = len(self._refs)
-            while ref in self._refs:
-                ref += 1
+            ref = max(self._refs, default=-1) + 1  # a few journals a cycle
             self._refs[ref] = journal
             self._ref_of[journal] = ref
         return ref
@@ -246,7 +309,7 @@ class WriteBackIndex:
         key = tuple(sorted(encoded.items()))
         ref = self._template_of.get(key)
         if ref is None:
-            ref = len(self._templates)
+            ref = len(self._templates)  # templates are never removed while the index is loaded: numbers stay free
             while ref in self._templates:
                 ref += 1
             self._templates[ref] = encoded
@@ -260,6 +323,8 @@ class WriteBackIndex:
         """The index as saved, or an empty one (then every journal in the window is folded in again)."""
         index = cls()
         path = index_path(agent_dir)
+        collecting = gc.isenabled()
+        gc.disable()  # a hundred thousand small lists, all long-lived: nothing for the collector to find
         try:
             data = json.loads(path.read_bytes())
             if data.get("version") != VERSION:
@@ -277,6 +342,9 @@ class WriteBackIndex:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("%s unreadable (%s); rebuilding it from the journals", path, exc)
             return cls()
+        finally:
+            if collecting:
+                gc.enable()
         return index
 
     def save(self, agent_dir: Path) -> None:
@@ -311,6 +379,7 @@ class WriteBackIndex:
         self.forget_journals(old)
         self._refs = {k: v for k, v in self._refs.items() if v not in old}
         self._ref_of = {v: k for k, v in self._refs.items()}
+        self._expected.clear()
 
     def forget_journals(self, journals: set[str]) -> None:
         """Everything these journals recorded, out of every record (a record left with nothing is dropped)."""

@@ -96,11 +96,10 @@ def plan_repairs(index: WriteBackIndex, scan: ScanResult, now: datetime) -> Repa
     the agent archived or restored itself, are dropped)."""
     if not len(index):
         return RepairPlan()
-    primary = {s.id.lower(): s for s in scan.entries}
     resurrected: dict[str, _Stale] = {}
     restores: dict[str, _Stale] = {}
     edited = 0
-    candidates = [s for s in itertools.chain(scan.entries, scan.duplicates) if index.quick(s.id, s.entry) is False]
+    candidates = index.to_look_at(itertools.chain(scan.entries, scan.duplicates))
     for stored in _newest_first(candidates):
         key = stored.id.lower()
         if key in resurrected or key in restores:
@@ -116,6 +115,7 @@ def plan_repairs(index: WriteBackIndex, scan: ScanResult, now: datetime) -> Repa
             restores[key] = _Stale(stored, record, record.lineage(stored.entry.metadata))
     if not resurrected and not restores:
         return RepairPlan(edited=edited)
+    primary = {s.id.lower(): s for s in scan.entries}
     return _Planner(index, primary, resurrected, restores, now).plan(edited)
 
 

@@ -182,10 +182,10 @@ class WriteBackIndex:
         if key not in self._records and (raw is None or raw[0] == h or h is None) and (raw is None or len(raw) == 2):
             h = h if raw is None or h is not None else raw[0]
             at = self.journals.get(layer.journal)
-            encoded = {k: (_H if v == h else _T if v == at else v) for k, v in sorted(layer.marker.items())}
+            encoded = {k: (_H if v == h else _T if v == at else v) for k, v in layer.marker.items()}
             item: list[Any] = [self._ref(layer.journal), self._template(encoded)]
-            if changes := layer.changes():
-                item.append(changes)
+            if layer.rc or layer.tags or layer.filled or layer.created or layer.seen or layer.importance is not None:
+                item.append(layer.changes())
             if raw is None:
                 self._raw[key] = [h, [item]]
             else:
@@ -306,7 +306,7 @@ class WriteBackIndex:
         return ref
 
     def _template(self, encoded: dict[str, str]) -> int:
-        key = tuple(sorted(encoded.items()))
+        key = tuple(sorted(encoded.items()))  # a handful of keys
         ref = self._template_of.get(key)
         if ref is None:
             ref = len(self._templates)  # templates are never removed while the index is loaded: numbers stay free
@@ -350,6 +350,17 @@ class WriteBackIndex:
     def save(self, agent_dir: Path) -> None:
         if not self.changed:
             return
+        collecting = gc.isenabled()
+        gc.disable()  # as for loading: many small, long-lived, acyclic objects
+        try:
+            text = self._serialise()
+        finally:
+            if collecting:
+                gc.enable()
+        replace_file(index_path(agent_dir), text.encode("utf-8"), UNCHECKED)
+        self.changed = False
+
+    def _serialise(self) -> str:
         records = dict(self._raw)
         for key, record in self._records.items():
             if not record.empty:
@@ -365,8 +376,7 @@ class WriteBackIndex:
             "templates": {str(k): v for k, v in self._templates.items() if k in used_templates},
             "records": records,
         }
-        replace_file(index_path(agent_dir), json.dumps(data, separators=(",", ":")).encode("utf-8"), UNCHECKED)
-        self.changed = False
+        return json.dumps(data, separators=(",", ":"))
 
     def expire(self, cutoff: datetime) -> None:
         """Forget journals older than ``cutoff`` (the retention window) and what only they recorded."""

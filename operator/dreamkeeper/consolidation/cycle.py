@@ -454,7 +454,6 @@ class Writes:
         self.first_write_at: datetime | None = None
         self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
-        self._index: WriteBackIndex | None = None
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -519,23 +518,30 @@ class Writes:
 
     def repair(self, snapshot: Snapshot) -> Repaired:
         self.context.stage("repair")
-        index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, self._window_start())
-        self._index = index
-        if not plan.steps:
-            return Repaired(snapshot, CycleCounts(stale_edits=plan.edited), plan.notes)
-        journal_id = self.context.cycle_id + WRITEBACK_JOURNAL_SUFFIX
-        steps = list(plan.steps)
-        journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
-        self._journals[journal_id] = journal
-        self._writing()
-        tally = Executor(self.store, journal, self.context.now).run()
-        scan = self._reread(snapshot.scan, plan.touched)
-        # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
-        # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted twice.
-        held = {s.path for s in live_of(scan) if s.path in plan.stale_paths and index.quick(s.id, s.entry) is False}
-        live = [s for s in live_of(scan) if s.path not in held]
-        counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
-        return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
+        since = self._window_start()
+        index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
+        try:
+            if not plan.steps:
+                return Repaired(snapshot, CycleCounts(stale_edits=plan.edited), plan.notes)
+            journal_id = self.context.cycle_id + WRITEBACK_JOURNAL_SUFFIX
+            steps = list(plan.steps)
+            journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
+            self._journals[journal_id] = journal
+            self._writing()
+            tally = Executor(self.store, journal, self.context.now).run()
+            scan = self._reread(snapshot.scan, plan.touched)
+            # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
+            # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted
+            # twice.
+            held = {s.path for s in live_of(scan) if s.path in plan.stale_paths and index.quick(s.id, s.entry) is False}
+            live = [s for s in live_of(scan) if s.path not in held]
+            counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
+            return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
+        finally:
+            # Saved now, and let go: a corpus's worth of records is not held through the rest of the cycle (a
+            # cycle that writes loads it again at its end to fold its journals in).
+            index.expire(since)
+            self._save_index(index)
 
     def _window_start(self) -> datetime:
         return window_start(self.context.settings.retention, self.context.now)
@@ -543,15 +549,21 @@ class Writes:
     def _update_index(self) -> None:
         """Fold this cycle's journals into the write-back index (complete ones: a failed cycle's are finished by
         recovery, and folded in by the next cycle)."""
-        if self._index is None and not self._journals:
+        if not self._journals:
             return
         try:
-            index = self._index or WriteBackIndex.load(self.context.agent_dir)
+            index = WriteBackIndex.load(self.context.agent_dir)
             catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
-            index.expire(self._window_start())
-            index.save(self.context.agent_dir)
         except Exception:  # a cache of the journals: the next cycle catches up (or rebuilds) from them
             log.exception("the write-back index was not updated; the next cycle catches up from the journals")
+            return
+        self._save_index(index)
+
+    def _save_index(self, index: WriteBackIndex) -> None:
+        try:
+            index.save(self.context.agent_dir)
+        except OSError as exc:  # a full disk, say: the journals say it all, the next cycle catches up from them
+            log.warning("the write-back index was not saved (%s); the next cycle catches up from the journals", exc)
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         fold_plan = Plan(folds=folds)

@@ -139,7 +139,7 @@ class WriteBackIndex:
         self._templates: dict[int, dict[str, str]] = {}  # marker template ref -> encoded marker
         self._template_of: dict[tuple[tuple[str, str], ...], int] = {}
         self._raw: dict[str, list[Any]] = {}  # records not decoded yet
-        self._expected: dict[tuple[int, int], tuple[tuple[str, str | None], ...]] = {}
+        self._expected: dict[tuple[int, int], tuple[tuple[str, ...], list[str], int]] = {}
         self._records: dict[str, Record] = {}  # decoded (and possibly changed) records
 
     # ---- records ---------------------------------------------------------------------------------------------
@@ -224,45 +224,52 @@ class WriteBackIndex:
         if meta is None:
             return False
         newest = layers[-1]
-        expected = self._expected.get((newest[0], newest[1]))
-        if expected is None:
-            expected = self._expect(newest[0], newest[1])
-        h = raw[0]
-        for k, v in expected:  # noqa: SIM110 - a loop, not all(genexpr): this runs for every file of the corpus
-            if meta.get(k) != (h if v is None else v):
+        keys, values, hashed = self._expected.get((newest[0], newest[1])) or self._expect(newest[0], newest[1])
+        got = list(map(meta.get, keys))
+        if hashed >= 0:
+            if got[hashed] != raw[0]:
                 return False
-        return True
+            got[hashed] = _H
+        return got == values
 
     def to_look_at(self, stored: Iterable[StoredEntry]) -> list[StoredEntry]:
         """The files ``quick`` does not clear (False): ``quick`` for a whole corpus, with the common case (a stamped
-        file still carrying its newest marker, or no record at all) inline."""
+        file still carrying its newest marker, or no record at all) inline, compared in C (``map``, list ``==``)."""
         raw_records, decoded, expected_of = self._raw, self._records, self._expected
         out = []
         for item in stored:
             entry = item.entry
-            raw = raw_records.get(item.entry.id.lower())
+            key = entry.id.lower()
+            raw = raw_records.get(key)
             if raw is not None and len(raw) == 2 and raw[1] and entry.archived_at is None:
                 meta = entry.metadata
-                if meta is not None:
-                    newest = raw[1][-1]
-                    expected = expected_of.get((newest[0], newest[1])) or self._expect(newest[0], newest[1])
-                    h = raw[0]
-                    for k, v in expected:
-                        if meta.get(k) != (h if v is None else v):
-                            out.append(item)
-                            break
+                if meta is None:
+                    out.append(item)
                     continue
-            if (raw is not None or item.entry.id.lower() in decoded) and self.quick(item.entry.id, entry) is False:
+                newest = raw[1][-1]
+                keys, values, hashed = expected_of.get((newest[0], newest[1])) or self._expect(newest[0], newest[1])
+                got = list(map(meta.get, keys))
+                if hashed >= 0:
+                    if got[hashed] != raw[0]:
+                        out.append(item)
+                        continue
+                    got[hashed] = _H
+                if got != values:
+                    out.append(item)
+                continue
+            if (raw is not None or key in decoded) and self.quick(entry.id, entry) is False:
                 out.append(item)
         return out
 
-    def _expect(self, jref: int, tref: int) -> tuple[tuple[str, str | None], ...]:
-        """A marker template with the journal's time filled in (None stands for the record's hash), memoised: the
-        fast path compares every live file of the corpus with one."""
+    def _expect(self, jref: int, tref: int) -> tuple[tuple[str, ...], list[str], int]:
+        """A marker template with the journal's time filled in, as (keys, values, where the record's hash goes or
+        -1), memoised: the fast path compares every live file of the corpus with one."""
         journal = self._refs.get(jref)
         at = self.journals.get(journal, "") if journal is not None else ""
         template = self._templates[tref] if journal is not None else {"": "never matches"}
-        expected = tuple((k, None if v == _H else at if v == _T else v) for k, v in template.items())
+        keys = tuple(template)
+        values = [at if v == _T else v for v in template.values()]
+        expected = (keys, values, values.index(_H) if _H in values else -1)
         self._expected[(jref, tref)] = expected
         return expected
 

@@ -17,6 +17,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
 EXIT_TERMINATED = 143
 
 
@@ -200,6 +202,9 @@ def register(app: typer.Typer) -> None:
             _print_report(report)
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
+        if report.pause_marker is not None:
+            err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
+            raise typer.Exit(EXIT_PAUSED)
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -164,10 +164,11 @@ def _classify(index: WriteBackIndex, stored: StoredEntry, record: Record) -> str
 
 
 def _edited_bookkeeping(record: Record, meta: dict[str, str]) -> dict[str, str]:
-    """Bookkeeping values of a copy that no cycle's layer wrote, for keys of the layers its cache would lack.
+    """Bookkeeping values of a copy that no cycle's layer wrote, in a layer the copy otherwise shows it descends from.
 
-    A stale copy carries, for each key a newer layer set, either nothing or a value an older layer wrote (what the
-    agent's cache held); any other value was written on purpose after the layer.
+    A stale copy comes from a cache loaded before a layer: it shows none of that layer's values (each key holds an
+    older one, possibly from before any record). A copy that carries some of a layer's values but holds, for
+    another key of it, a value no layer wrote descends from the layer and was changed on purpose after it.
     """
     depth = record.lineage(meta)
     known: dict[str, set[str]] = {}
@@ -176,9 +177,12 @@ def _edited_bookkeeping(record: Record, meta: dict[str, str]) -> dict[str, str]:
             known.setdefault(key, set()).add(value)
     edits: dict[str, str] = {}
     for layer in record.layers[depth:]:
-        for key in layer.marker:
+        shown = [k for k, v in layer.marker.items() if meta.get(k) == v and v not in known.get(k, ())]
+        if not shown:
+            continue  # nothing of this layer: written from a cache older than it
+        for key, value in layer.marker.items():
             held = meta.get(key)
-            if held is not None and held not in known.get(key, ()):
+            if held is not None and held != value and held not in known.get(key, ()):
                 edits[key] = held
     return edits
 

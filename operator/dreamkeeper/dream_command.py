@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
 EXIT_TERMINATED = 143
 
 
@@ -220,6 +221,9 @@ def register(app: typer.Typer) -> None:
         if report.result == "failed":
             err.print(f"[red]failed:[/red] {escape(report.error or 'the cycle failed')}")
             raise typer.Exit(EXIT_FAILED)
+        if report.pause_marker is not None:
+            err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
+            raise typer.Exit(EXIT_PAUSED)
 
 
 def _one_message(exc: BaseException) -> str:

@@ -112,6 +112,23 @@ def test_failures_are_classified_by_their_cause() -> None:
             assert error in (out.run.error or ""), out.run.error
 
 
+def test_the_pause_marker_is_a_skip_that_is_not_a_success_and_says_why() -> None:
+    why = "paused by the agent's memory audit (memory-audit/consolidation-paused.json: reason 'live entries dropped')"
+    message = CycleReport(cycle_id="c", started_at=T0, result="skipped", skip_reason=why, paused=1).summary_json()
+    out = outcome_of(job("Failed"), [pod(4, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("skipped", "Paused", False)
+    assert out.run.skip_reason == why and out.run.model_dump()["paused"] == 1
+    bare = outcome_of(job("Failed"), [pod(4, "")], job_name="j", job_uid="u", trigger="schedule")  # no summary
+    assert (bare.run.reason, bare.run.skip_reason) == ("Paused", "paused by the agent's pause marker")
+
+
+def test_the_first_write_reaches_the_run() -> None:
+    first = T0 + timedelta(seconds=2)
+    message = CycleReport(cycle_id="c", started_at=T0, first_write_at=first, result="completed").summary_json()
+    out = outcome_of(job("Complete"), [pod(0, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert out.run.first_write_at == first and out.run.started_at == T0
+
+
 def test_a_lock_held_exit_is_a_skip_even_when_the_container_left_a_summary() -> None:
     # Exit 3 normally writes no message; a JSON one (a stale file, a future CLI) must not break the count.
     message = json.dumps({"result": "failed", "error": "x", "skipReason": "from the summary"})

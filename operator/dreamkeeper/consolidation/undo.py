@@ -27,11 +27,13 @@ from dreamkeeper.consolidation.journal import (
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     CREATED_BY_CYCLE,
+    STALE_COPY_OF,
     ConflictError,
     MalformedFile,
     MemoryStore,
     MemoryStoreError,
     StoredEntry,
+    note_undone,
     replace_file,
     utcnow,
 )
@@ -62,9 +64,14 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
         raise FileNotFoundError(f"no journal for cycle {cycle_id} under {journal_dir(agent_dir)}; nothing was changed")
     store = MemoryStore(memory_root)
     result = UndoResult(cycle_id)
+    undone = []
     for path in reversed(paths):  # the plan first, then the fold it was planned on
         journal = Journal.load(path)
+        undone.append(journal.header.cycle_id)
         _Undo(store, journal, result).run()
+    # Said before anything else can run (the caller holds the cycle lock): what this cycle archived and wrote no
+    # longer stands, and the stale write-back repair must not take what undo brought back for a stale copy.
+    note_undone(agent_dir, undone)
     log.info(
         "undid cycle %s — %d restored, %d successor(s) archived, %d rewrite(s) reverted, %d stamp(s) removed, "
         "%d conflict(s)",
@@ -114,7 +121,8 @@ class _Undo:
     def _undo(self, step: Step, current: StoredEntry) -> None:
         entry = current.entry
         if step.op == "archive":
-            if entry.is_archived and entry.meta(ARCHIVED_BY_CYCLE) == self.tag:
+            # A stale copy archived again by a later repair names the journal that first archived it (STALE_COPY_OF).
+            if entry.is_archived and self.tag in (entry.meta(ARCHIVED_BY_CYCLE), entry.meta(STALE_COPY_OF)):
                 self.store.restore(current)
                 self.result.restored.append(step.id)
         elif step.op == "create":

@@ -37,6 +37,7 @@ from dreamkeeper.kube.models import AgentSpec, AgentStop, RunSummary
 from dreamkeeper.kube.objects import Job, Pod, PodSpec, Workload, annotations_of, labels_of, owned_by, parse_time
 from dreamkeeper.kube.placement import mounts_claim
 from dreamkeeper.kube.results import job_active
+from dreamkeeper.memory import loads_json
 
 # After maxDowntimeSeconds the Job's own deadline has stopped the cycle; this much later the operator deletes the
 # Job itself (a backstop: a Job whose deadline cannot fire, e.g. its pod never leaves Pending on a lost node).
@@ -88,7 +89,7 @@ class StopRecord:
         if not value:
             return None
         try:
-            data = json.loads(value)
+            data = loads_json(value)
             stopped, slot = parse_time(data["stoppedAt"]), parse_time(data["slot"])
             replicas = data["replicas"]
             if stopped is None or slot is None or not isinstance(replicas, int) or replicas < 0:
@@ -333,7 +334,7 @@ def downtime_seconds(stop: AgentStop, restored_at: datetime) -> float:
 # Failures that happen before the cycle touches a file: nothing to reload.
 _FAILED_BEFORE_WRITING = frozenset({"VocabularySeedFailed", "InvalidSettings", "PodFailed"})
 # Counts that mean files under memory/ were written (stamps go with `reviewed`: reviewed entries are stamped).
-_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts")
+_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts", "stale_write_backs")
 
 
 def cycle_changed_files(run: RunSummary) -> bool:
@@ -350,10 +351,12 @@ def cycle_changed_files(run: RunSummary) -> bool:
     return any(int(counts.get(name) or 0) > 0 for name in _WRITE_COUNTS)
 
 
-def stale_window_seconds(cycle_started_at: datetime | None, restarted_at: datetime) -> float | None:
-    if cycle_started_at is None:
+def stale_window_seconds(stale_since: datetime | None, restarted_at: datetime) -> float | None:
+    """How long the agent ran on a stale index: from the cycle's first write (``firstWriteAt`` of its report), or,
+    from a cycle that did not say, from its start (an upper bound), to the restart."""
+    if stale_since is None:
         return None
-    return max(0.0, (restarted_at - cycle_started_at).total_seconds())
+    return max(0.0, (restarted_at - stale_since).total_seconds())
 
 
 def restart_value(requested_at: datetime) -> str:

@@ -7,7 +7,6 @@ counting rule (once per Job UID) lives in one place (``reconcile.py``) and this 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,8 +35,10 @@ from dreamkeeper.kube.objects import (
     parse_time,
 )
 from dreamkeeper.kube.seed import SeedReport
+from dreamkeeper.memory import loads_json
 
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3  # `dreamkeeper dream` exit codes (proposers/cli.py)
+# `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED = 1, 2, 3, 4
 
 
 class DreamSummaryBase(BaseModel):
@@ -50,6 +51,7 @@ class DreamSummaryBase(BaseModel):
     skip_reason: str | None = None
     error: str | None = None
     started_at: datetime | None = None
+    first_write_at: datetime | None = None
     finished_at: datetime | None = None
     duration_seconds: float | None = None
 
@@ -74,7 +76,7 @@ class JobOutcome:
 
     @property
     def succeeded(self) -> bool:
-        return self.run.result in ("completed", "skipped") and self.run.reason != "LockHeld"
+        return self.run.result in ("completed", "skipped") and self.run.reason not in ("LockHeld", "Paused")
 
 
 def _conditions(job: Job) -> dict[str, JobCondition]:
@@ -123,7 +125,7 @@ def parse_dream_message(message: str | None) -> DreamSummary | None:
     if not message:
         return None
     try:
-        data = json.loads(message)
+        data = loads_json(message)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -149,7 +151,16 @@ def parse_seed_message(message: str | None) -> SeedReport | None:
 def _counts(summary: DreamSummary) -> dict[str, Any]:
     """The cycle's counters, copied from its summary into the RunSummary (the one place they are carried over)."""
     return summary.model_dump(
-        exclude={"result", "error", "skip_reason", "started_at", "finished_at", "duration_seconds", "cycle_id"}
+        exclude={
+            "result",
+            "error",
+            "skip_reason",
+            "started_at",
+            "first_write_at",
+            "finished_at",
+            "duration_seconds",
+            "cycle_id",
+        }
     )
 
 
@@ -238,6 +249,7 @@ def _results(summary: DreamSummary | None, timing: dict[str, Any]) -> dict[str, 
         "skip_reason": _clip(summary.skip_reason),
         "duration_seconds": summary.duration_seconds,
         "started_at": summary.started_at or timing["started_at"],
+        "first_write_at": summary.first_write_at,
         "finished_at": summary.finished_at or timing["finished_at"],
     }
 
@@ -274,6 +286,14 @@ def _lock_held(e: _Evidence) -> RunSummary | None:
     return e.run("skipped", "LockHeld", skip_reason="another process holds the agent's cycle lock")
 
 
+def _paused(e: _Evidence) -> RunSummary | None:
+    """The agent's pause marker stopped the cycle before it wrote anything (exit 4, its report says why)."""
+    if e.exit_code != EXIT_PAUSED:
+        return None
+    why = e.summary.skip_reason if e.summary else None
+    return e.run("skipped", "Paused", skip_reason=_clip(why or "paused by the agent's pause marker"))
+
+
 def _deadline_exceeded(e: _Evidence) -> RunSummary | None:
     if e.failed.get("reason") != "DeadlineExceeded":
         return None
@@ -306,6 +326,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _completed,
     _seed_failed,
     _lock_held,
+    _paused,
     _deadline_exceeded,
     _invalid_settings,
     _never_ran,

@@ -1,6 +1,7 @@
 """Memory store: RockBot-compatible entry files, archive tier, durable atomic writes, locking, restore, purge."""
 
 from dreamkeeper.memory.atomic import (
+    ENTRY_FILE_LIMIT,
     MUST_NOT_EXIST,
     UNCHECKED,
     Fingerprint,
@@ -13,6 +14,7 @@ from dreamkeeper.memory.atomic import (
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
+    CARRIED_AT,
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -23,13 +25,16 @@ from dreamkeeper.memory.entry import (
     MERGED_FROM,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
+    REASON_STALE_WRITE_BACK,
     REJECTED_AT,
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    STALE_COPY_OF,
     Entry,
     format_timestamp,
     parse_json_object,
+    successor_in,
     utcnow,
 )
 from dreamkeeper.memory.errors import (
@@ -56,6 +61,7 @@ from dreamkeeper.memory.paths import (
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.reversals import Reversal, note_restored, note_undone, read_reversals
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
@@ -70,11 +76,13 @@ from dreamkeeper.memory.store import (
 __all__ = [
     "ARCHIVED_BY_CYCLE",
     "BOOKKEEPING_KEYS",
+    "CARRIED_AT",
     "CREATED_BY_CYCLE",
     "DECLINED_AT",
     "DECLINED_CLUSTER",
     "DECLINED_COUNT",
     "EMBEDDINGS_DIR",
+    "ENTRY_FILE_LIMIT",
     "FOLDED_AT",
     "FOLDED_FROM",
     "MERGED_AT",
@@ -82,10 +90,12 @@ __all__ = [
     "MUST_NOT_EXIST",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
+    "REASON_STALE_WRITE_BACK",
     "REJECTED_AT",
     "REJECTED_CLUSTER",
     "REVIEWED_AT",
     "REVIEWED_HASH",
+    "STALE_COPY_OF",
     "UNCHECKED",
     "ConflictError",
     "CycleLock",
@@ -102,6 +112,7 @@ __all__ = [
     "MiB",
     "PathEscapeError",
     "PurgeReport",
+    "Reversal",
     "ScanResult",
     "StateDirError",
     "StoreWriteError",
@@ -122,15 +133,19 @@ __all__ = [
     "fsync_directory",
     "loads_json",
     "memory_root",
+    "note_restored",
+    "note_undone",
     "open_regular",
     "ordinal_key",
     "parse_json_object",
     "read_regular",
     "read_regular_text",
+    "read_reversals",
     "read_state_json",
     "replace_file",
     "review_hash",
     "state_dir",
+    "successor_in",
     "sweep",
     "utcnow",
     "validate_category",

@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, str] = {
     "clustering": "bench.clustering_bench",  # near-duplicate scan: LSH vs brute force time, memory, recall
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
+    "extraction": "bench.extraction",  # coverage extraction time against input length, 1 KB - 1 MB: the slope
 }
 
 

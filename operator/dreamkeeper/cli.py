@@ -8,6 +8,7 @@ joins a cycle to a proposer, so it lives at this layer (``dream_command.py``), n
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -42,6 +43,7 @@ def _root(
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+@functools.cache  # once per process: a second `memory` group would hide the commands registered into the first
 def _register() -> None:
     # Imported lazily so `dreamkeeper --help` stays fast and a broken optional piece names itself.
     from dreamkeeper.memory.cli import register as register_memory

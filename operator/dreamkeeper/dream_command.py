@@ -21,10 +21,10 @@ from rich.markup import escape
 
 from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
-from dreamkeeper.memory import LockHeldError, MemoryStoreError
+from dreamkeeper.memory import LockHeldError, MemoryStoreError, MiB, parse_json_object, read_regular_text
 from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger(__name__)
 
 EXIT_FAILED = 1
@@ -42,20 +42,31 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+SETTINGS_FILE_LIMIT = 1 * MiB
+
+
 def _settings_data(settings_file: Path | None, settings_json: str | None) -> dict[str, Any]:
+    """The settings layers merged (file, then inline JSON), each a JSON object without duplicate keys. A FIFO or
+    device named as the file is refused without being opened; nothing is validated yet (the caller does it whole)."""
     data: dict[str, Any] = {}
-    for origin, text in (
-        (str(settings_file), settings_file.read_text(encoding="utf-8") if settings_file is not None else None),
-        ("--settings-json", settings_json),
-    ):
-        if not text:
+    layers: list[tuple[str, str | None]] = []
+    if settings_file is not None:
+        try:
+            layers.append((str(settings_file), read_regular_text(settings_file, SETTINGS_FILE_LIMIT)))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{settings_file}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    layers.append(("--settings-json", settings_json))
+    for origin, text in layers:
+        if text is None:
             continue
-        layer = json.loads(text)
-        if not isinstance(layer, dict):
-            raise ValueError(f"{origin}: expected a JSON object, got {type(layer).__name__}")
+        try:
+            layer = parse_json_object(text.encode("utf-8"))
+        except ValueError as exc:
+            kind = "JSON object" if not text.strip() else "valid settings object"
+            raise ValueError(f"{origin}: expected a {kind}: {exc}") from None
         section = layer.pop(PROPOSER_SECTION, None)
         if section is not None and not isinstance(section, dict):
-            raise ValueError(f"{origin}: {PROPOSER_SECTION!r} must be an object")
+            raise ValueError(f"{origin}: {PROPOSER_SECTION!r} must be an object, not {type(section).__name__}")
         data.update(layer)
         data[PROPOSER_SECTION] = {**data.get(PROPOSER_SECTION, {}), **(section or {})}
     return data
@@ -136,10 +147,8 @@ def register(app: typer.Typer) -> None:
                 )
             )
         except (OSError, ValueError, ValidationError) as exc:
-            err.print(f"[red]invalid settings:[/red] {exc}")
+            err.print(f"[red]invalid settings:[/red] {escape(_one_message(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
-        vocab_path = Path(settings.vocabulary_path)
-        vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
         flags = {
             "type": proposer,
             "model": model,
@@ -156,9 +165,17 @@ def register(app: typer.Typer) -> None:
             "price_file": price_file,
         }
         try:
-            chosen = make_proposer(proposer_config(agent_dir, section, flags), vocabulary)
+            config = proposer_config(agent_dir, section, flags)
         except (ValueError, ValidationError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(f"[red]invalid settings:[/red] {escape(_one_message(exc))}")
+            raise typer.Exit(EXIT_USAGE) from None
+        # Everything is validated; only now is anything read for the cycle (the vocabulary never raises).
+        vocab_path = Path(settings.vocabulary_path)
+        vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
+        try:
+            chosen = make_proposer(config, vocabulary)
+        except (ValueError, ValidationError) as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
         options = CycleOptions(
             agent_dir=agent_dir, settings=settings, memory_dir=memory_dir, dry_run=dry_run, force=force
@@ -178,8 +195,9 @@ def register(app: typer.Typer) -> None:
         except LockHeldError as exc:
             err.print(f"[yellow]skipped:[/yellow] {exc}")
             raise typer.Exit(EXIT_LOCKED) from None
-        except (MemoryStoreError, FileNotFoundError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+        except (MemoryStoreError, OSError) as exc:
+            # A full or read-only volume, an unusable state directory, a missing memory directory: one clear line.
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             _write_message(termination_message_path, {"result": "failed", "error": str(exc)[:500]})
             raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:
@@ -201,10 +219,25 @@ def register(app: typer.Typer) -> None:
         elif not dry_run:
             _print_report(report)
         if report.result == "failed":
+            err.print(f"[red]failed:[/red] {escape(report.error or 'the cycle failed')}")
             raise typer.Exit(EXIT_FAILED)
         if report.pause_marker is not None:
             err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
             raise typer.Exit(EXIT_PAUSED)
+
+
+def _one_message(exc: BaseException) -> str:
+    """A settings error as one readable line per problem: pydantic's field paths and messages, without its URLs."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    problems = []
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["loc"]:
+            where = ".".join(str(part) for part in error["loc"])
+            message = f"{where}: {message} (got {error.get('input')!r:.80})"
+        problems.append(message)
+    return "; ".join(problems)
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

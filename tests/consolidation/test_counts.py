@@ -75,8 +75,10 @@ def test_the_dream_table_rows() -> None:
         ("merges rejected / repaired", "3 / 1"),
         ("entries protected from pruning", "4"),
         ("conflicts with concurrent writes", "5"),
+        ("changes that could not be written", "0"),
         ("stale write-backs repaired (resurrected / reinforcements carried)", "3 (2 / 5)"),
         ("hard deletes", "0"),
+        ("entries the agent deleted itself", "0"),
         ("purged (retention) (kept as last records)", "7 (5)"),
         ("specifics lost", "6"),
         ("live / archived entries now", "232 / 86"),
@@ -88,7 +90,7 @@ def test_the_closing_log_lines() -> None:
     r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, decayed=3, live_entries=232)
     assert sentence(r, lambda c: c.logged) == (
         "80 archived (78 with replacement, 2 ephemeral), 26 saved (0 into existing), 24 folded, "
-        "3 decayed (0 left the high-value floor), 0 conflicts, 0 stale write-backs, 0 hard deletes, "
+        "3 decayed (0 left the high-value floor), 0 conflicts, 0 write failures, 0 stale write-backs, 0 hard deletes, "
         "live 232, archived 0"
     )
     assert not any_counted(r, lambda c: c.safeguard)

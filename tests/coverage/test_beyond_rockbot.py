@@ -202,3 +202,10 @@ def test_merged_text_cannot_demote_a_source_name() -> None:
 def test_ordinary_text_has_no_technical_specifics(text: str) -> None:
     technical = {"email", "url", "host", "path", "identifier", "phone", "caseless"}
     assert [s for s in extract_specifics(text) if s.kind in technical] == []
+
+
+def test_a_number_ending_an_identifier_is_not_the_day_of_a_following_month() -> None:
+    """ "W-9 May 2026" is the form W-9 and May 2026; read as 9 May 2026 it made a specific no single word held."""
+    source = "Duane filed the W-9 May 2026."
+    assert find_missing_specifics([SourceText(source)], "Duane filed the W-9 in May 2026.") == []
+    assert "W-9" in find_missing_specifics([SourceText(source)], "Duane filed it in May 2026.")

@@ -70,12 +70,15 @@ def test_store_writes_nothing_for_bad_names(tmp_path: Path) -> None:
     assert [p for p in tmp_path.rglob("*") if p.is_dir()] == [tmp_path / "agent", root]
 
 
-def test_a_file_whose_category_field_is_a_traversal_cannot_be_rewritten(store: MemoryStore, memory_root: Path) -> None:
+def test_a_file_whose_category_field_is_a_traversal_is_quarantined(store: MemoryStore, memory_root: Path) -> None:
+    """Quarantined at scan time (issue 16 finding 4): no write can ever target it, so none can leave the root."""
     path = write_raw(memory_root, rockbot_entry(category="../../outside"), category="people")
-    stored = store.require("a1b2c3d4e5f6")  # readable: it lives inside the root
     before = path.read_bytes()
-    with pytest.raises(InvalidCategoryError):
-        store.archive(stored, "flagged ephemeral by consolidation")
+    scan = store.scan()
+    assert scan.entries == []
+    assert [(m.path, m.kind) for m in scan.malformed] == [(path, "misfiled")]
+    assert "is not a path" in scan.malformed[0].error
+    assert store.get("a1b2c3d4e5f6") is None
     assert path.read_bytes() == before
     assert not (memory_root.parent.parent / "outside").exists()
 

@@ -106,3 +106,9 @@ def test_repair_reply() -> None:
         parse_repair('{"content": ""}')
     with pytest.raises(ReplyError):
         parse_repair("sorry")
+
+
+def test_a_reply_nested_too_deeply_to_parse_is_a_reply_error_not_a_crash() -> None:
+    deep = '{"toDelete": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(ReplyError):
+        parse_proposal(deep)

@@ -1,4 +1,9 @@
-"""`dreamkeeper undo` and `dreamkeeper recover` (the `dream` command lives with the proposers it chooses)."""
+"""`dreamkeeper undo` and `dreamkeeper recover` (the `dream` command lives with the proposers it chooses).
+
+Exit codes: 0 done (or nothing to do), 1 the operation failed or left something as it was (lock held, conflicts,
+an unusable state directory), 2 bad usage (no such agent or memory directory). One line on stderr, no traceback.
+Neither ever creates a directory: recovering or undoing into the wrong place must find nothing, not make it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,31 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dreamkeeper.consolidation.cycle import recover
 from dreamkeeper.consolidation.undo import undo_cycle
-from dreamkeeper.memory import CycleLock, LockHeldError, memory_root
+from dreamkeeper.memory import CycleLock, MemoryStoreError, ensure_state_dir, memory_root
 
-err = Console(stderr=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def _existing_dirs(agent_dir: Path, memory_dir: Path | None) -> Path:
+    """The memory root of an existing agent directory; refuses (exit 2) instead of creating anything."""
+    if not agent_dir.is_dir():
+        raise _fail(f"agent directory {agent_dir} does not exist or is not a directory; nothing was changed", 2)
+    root = memory_root(agent_dir, memory_dir)
+    if not root.is_dir():
+        raise _fail(f"no memory directory at {root}; nothing was changed", EXIT_USAGE)
+    return root
 
 
 def register(app: typer.Typer) -> None:
@@ -23,22 +47,30 @@ def register(app: typer.Typer) -> None:
         memory_dir: Path | None = typer.Option(None, help="Memory directory (default AGENT_DIR/memory)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Reverse a whole cycle: restore its archived entries, archive its successors, revert its folds."""
+        """Reverse a whole cycle: restore its archived entries, archive its successors, revert its folds and its
+        review stamps. Exits 0 when everything was reversed, 1 when something was kept as the agent changed it."""
+        root = _existing_dirs(agent_dir, memory_dir)
+        if "/" in cycle_id or cycle_id.startswith("."):
+            raise _fail(f"{cycle_id!r} is not a cycle id; nothing was changed", EXIT_USAGE)
         try:
+            if ensure_state_dir(agent_dir, create=False) is None:
+                raise FileNotFoundError(f"no dreamkeeper state in {agent_dir}: no cycle ran here; nothing was changed")
             with CycleLock(agent_dir, f"undo {cycle_id}"):
-                result = undo_cycle(agent_dir, memory_root(agent_dir, memory_dir), cycle_id)
-        except (LockHeldError, FileNotFoundError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from None
+                result = undo_cycle(agent_dir, root, cycle_id)
+        except (MemoryStoreError, OSError) as exc:
+            raise _fail(str(exc)) from None
         if as_json:
             typer.echo(json.dumps(result.__dict__, indent=2))
         else:
             typer.echo(
                 f"undid {cycle_id}: {len(result.restored)} restored, {len(result.archived)} successor(s) archived, "
-                f"{len(result.reverted)} rewrite(s) reverted (folds, decays), {len(result.conflicts)} conflict(s)"
+                f"{len(result.reverted)} rewrite(s) reverted (folds, decays), {len(result.unstamped)} review stamp(s) "
+                f"removed, {len(result.conflicts)} conflict(s)"
             )
+            for detail in result.details:
+                err.print(f"[yellow]kept:[/yellow] {escape(detail)}")
         if result.conflicts:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
 
     @app.command("recover")
     def recover_command(
@@ -46,15 +78,25 @@ def register(app: typer.Typer) -> None:
         memory_dir: Path | None = typer.Option(None, help="Memory directory (default AGENT_DIR/memory)."),
     ) -> None:
         """Finish any cycle a crash interrupted, from its write-ahead journal (idempotent)."""
+        root = _existing_dirs(agent_dir, memory_dir)
         try:
+            if ensure_state_dir(agent_dir, create=False) is None:
+                typer.echo("nothing to recover")
+                return
             with CycleLock(agent_dir, "recover"):
-                done = recover(agent_dir, memory_root(agent_dir, memory_dir))
-        except LockHeldError as exc:
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from None
+                done = recover(agent_dir, root)
+        except (MemoryStoreError, OSError) as exc:
+            raise _fail(str(exc)) from None
         if not done:
             typer.echo("nothing to recover")
+        failed = False
         for cycle_id, tally in done:
             typer.echo(
-                f"recovered {cycle_id}: {tally.created} created, {tally.archived} archived, {tally.conflicts} conflicts"
+                f"recovered {cycle_id}: {tally.created} created, {tally.archived} archived, {tally.conflicts} "
+                f"conflicts, {tally.failed} failed"
             )
+            for error in tally.errors:
+                err.print(f"[yellow]skipped:[/yellow] {escape(error)}")
+            failed |= tally.failed > 0
+        if failed:
+            raise typer.Exit(EXIT_FAILED)

@@ -87,8 +87,10 @@ class Row(StrEnum):
     REJECTED = "merges rejected / repaired"
     PROTECTED = "entries protected from pruning"
     CONFLICTS = "conflicts with concurrent writes"
+    WRITE_FAILURES = "changes that could not be written"
     STALE = "stale write-backs repaired (resurrected / reinforcements carried)"
     HARD_DELETES = "hard deletes"
+    AGENT_DELETES = "entries the agent deleted itself"
     PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
@@ -137,7 +139,12 @@ class CycleCounts(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     total: Annotated[int, Count("live entries when the cycle started", cli=Cell(Row.ENTRIES))] = 0
-    malformed: Annotated[int, Count("entry files that could not be parsed (left untouched)")] = 0
+    malformed: Annotated[
+        int, Count("entry files that could not be parsed or read, or not be acted on safely (left untouched)")
+    ] = 0
+    quarantined: Annotated[
+        int, Count("of the malformed, entry files not where their id and category say (never written)")
+    ] = 0
     reviewed: Annotated[
         int,
         Count(
@@ -294,6 +301,15 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.CONFLICTS),
         ),
     ] = 0
+    write_failures: Annotated[
+        int,
+        Count(
+            "changes the filesystem would not let the cycle write (permissions, I/O): the cycle fails",
+            reach="run",
+            logged=Phrase("{} write failures"),
+            cli=Cell(Row.WRITE_FAILURES),
+        ),
+    ] = 0
     stale_write_backs: Annotated[
         int,
         Count(
@@ -341,13 +357,25 @@ class CycleCounts(BaseModel):
     hard_deletes: Annotated[
         int,
         Count(
-            "entries deleted without an archive (policy: always 0)",
+            "entries this cycle wrote that were gone without an archive after it (policy: always 0)",
             reach="totals",
             metric=metric("dreamkeeper_hard_deletes"),
             event=Event("Warning", "HardDeletes", "entry(ies) deleted without an archive"),
             logged=Phrase("{} hard deletes"),
             cli=Cell(Row.HARD_DELETES),
         ),
+    ] = 0
+    agent_deletes: Annotated[
+        int,
+        Count(
+            "entries gone after the cycle that it never wrote: the agent's own deletions (not ours, not alerted)",
+            reach="run",
+            cli=Cell(Row.AGENT_DELETES),
+        ),
+    ] = 0
+    temps_removed: Annotated[int, Count("temp files of an interrupted write of ours, removed at the start")] = 0
+    conflict_copies: Annotated[
+        int, Count("conflict copies present: versions of the agent's a swap displaced, kept (see the notes)")
     ] = 0
     purged: Annotated[
         int,

@@ -36,7 +36,10 @@ from dreamkeeper.consolidation.journal import (
     ExecutionTally,
     Executor,
     Journal,
+    StepPaths,
+    UnreadableJournalError,
     incomplete_journals,
+    set_aside,
     write_journal,
     write_journal_steps,
 )
@@ -69,6 +72,7 @@ from dreamkeeper.consolidation.stages import (
     compose_report,
     live_of,
     snapshot_of,
+    unusable_files,
 )
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
@@ -79,13 +83,17 @@ from dreamkeeper.memory import (
     Fingerprint,
     MalformedFile,
     MemoryStore,
+    MemoryStoreError,
     ScanResult,
     StoredEntry,
+    SweepReport,
     embedding_file_name,
     format_timestamp,
     memory_root,
+    read_state_json,
     replace_file,
     state_dir,
+    sweep,
     utcnow,
 )
 
@@ -135,7 +143,7 @@ def ledger_path(agent_dir: Path) -> Path:
 
 def read_ledger(agent_dir: Path) -> dict[str, str]:
     try:
-        data = json.loads(ledger_path(agent_dir).read_text(encoding="utf-8"))
+        data = read_state_json(ledger_path(agent_dir))  # a regular file of ours, bounded: never a FIFO
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -152,23 +160,48 @@ def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) 
     replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
 
 
-def recover(agent_dir: Path, memory_root: Path, now: datetime | None = None) -> list[tuple[str, ExecutionTally]]:
-    """Finish every journal a killed cycle left behind. Idempotent."""
+def sweep_leftovers(agent_dir: Path, memory_root: Path) -> SweepReport:
+    """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
+    lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported."""
+    swept = MemoryStore(memory_root).sweep()
+    state = sweep(state_dir(agent_dir))
+    swept.removed += state.removed
+    return swept
+
+
+def recover_journals(
+    agent_dir: Path, memory_root: Path, now: datetime | None = None
+) -> list[tuple[str, ExecutionTally]]:
+    """Finish every journal a killed cycle left behind. Idempotent. A journal that cannot be read is moved aside
+    (kept) and reported; a step that fails is recorded and skipped, so recovery always completes."""
     store = MemoryStore(memory_root)
     done = []
     for path in incomplete_journals(agent_dir):
-        journal = Journal.load(path)
+        try:
+            journal = Journal.load(path)
+        except UnreadableJournalError as exc:
+            log.error("%s; moved aside to %s, recovery goes on without it", exc, set_aside(path))
+            continue
+        if journal.complete:
+            continue
         log.warning("recovering interrupted cycle %s from its journal %s", journal.header.cycle_id, path)
         tally = Executor(store, journal, now or utcnow()).run()
         log.info(
-            "recovered cycle %s — %d created, %d archived, %d conflicts",
+            "recovered cycle %s — %d created, %d archived, %d conflicts, %d failed",
             journal.header.cycle_id,
             tally.created,
             tally.archived,
             tally.conflicts,
+            tally.failed,
         )
         done.append((journal.header.cycle_id, tally))
     return done
+
+
+def recover(agent_dir: Path, memory_root: Path, now: datetime | None = None) -> list[tuple[str, ExecutionTally]]:
+    """``sweep_leftovers`` then ``recover_journals``: what ``dreamkeeper recover`` and every cycle do first."""
+    sweep_leftovers(agent_dir, memory_root)
+    return recover_journals(agent_dir, memory_root, now)
 
 
 class Cycle:
@@ -214,7 +247,7 @@ class Cycle:
                     error=f"{type(exc).__name__}: {exc}",
                     first_write_at=self.effects.first_write_at,
                 )
-                self.effects.record_failure(failed)
+                self.effects.record_failure(failed, exc)
                 raise
             finally:
                 self._thaw()
@@ -243,6 +276,20 @@ class Cycle:
         report = compose_report(
             self._head, s, effects.result, finished_at=utcnow(), first_write_at=effects.first_write_at
         )
+        if report.write_failures:
+            # Every change that could be made was, and the journal is complete; but a cycle the filesystem would not
+            # let write (a read-only tree, files it may not replace) has failed, and says so. An entry that cannot be
+            # written back (its own content) only fails its own step: one bad entry never stops a cycle.
+            first = next((n for n in report.notes if n.startswith("not written: ")), "")
+            error = f"{report.write_failures} change(s) could not be written; {first}".rstrip("; ")
+            report = compose_report(
+                self._head,
+                s,
+                "failed",
+                finished_at=report.finished_at,
+                error=error,
+                first_write_at=effects.first_write_at,
+            )
         path = effects.record(report)
         _log_summary(report)
         return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
@@ -272,9 +319,8 @@ class Cycle:
             total=live,
             live_entries=live,
             archived_entries=len(scan.archived),
-            malformed=len(scan.malformed),
             paused=1 if paused is not None else 0,
-        )
+        ) + unusable_files(scan)
         self.stages.skipped = Skipped(reason, counts, paused, notes)
         report = compose_report(self._head, self.stages, "skipped", finished_at=utcnow())
         return CycleOutcome(report, report_path=self.effects.record(report))
@@ -418,13 +464,13 @@ class Cycle:
             self._frozen = False
 
 
-def _counted_copies(journal: Journal | None) -> set[Path]:
+def _counted_copies(store: MemoryStore, journal: Journal | None) -> set[Path]:
     """The fold copies of every group whose survivor update is done (the survivor counts them)."""
     if journal is None:
         return set()
-    steps = journal.header.steps
+    steps, path_of = journal.header.steps, StepPaths(store, journal.header)
     done = {s.group for n, s in enumerate(steps) if s.op == "update" and journal.outcomes.get(n) == "done"}
-    return {Path(s.path) for s in steps if s.op == "archive" and s.group in done}
+    return {path_of(s) for s in steps if s.op == "archive" and s.group in done}
 
 
 def repair_counts(plan: RepairPlan, journal: Journal) -> CycleCounts:
@@ -469,6 +515,7 @@ class Writes:
         self.store = context.store
         self.first_write_at: datetime | None = None
         self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+        self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
 
     def _writing(self, at: datetime | None = None) -> None:
@@ -483,12 +530,22 @@ class Writes:
         self.context.stage("recover")
         if next(incomplete_journals(self.context.agent_dir), None) is not None:
             self._writing()
-        done = recover(self.context.agent_dir, self.store.root, self.context.now)
-        return Recovered(
-            notes=tuple(
-                f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done
-            )
+        swept = sweep_leftovers(self.context.agent_dir, self.store.root)
+        if swept.removed or swept.restored:
+            self._writing()
+        done = recover_journals(self.context.agent_dir, self.store.root, self.context.now)
+        notes = [f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done]
+        notes += [note for _, tally in done for note in _not_written(tally)]
+        notes += [f"conflict copy kept: {path}" for path in swept.conflict_copies]
+        notes += [f"put back an entry an interrupted purge had parked: {path}" for path in swept.restored]
+        for _, tally in done:
+            self._written_ids |= tally.written_ids
+        counts = CycleCounts(
+            write_failures=sum(tally.write_failed for _, tally in done),
+            temps_removed=len(swept.removed),
+            conflict_copies=len(swept.conflict_copies),
         )
+        return Recovered(counts, tuple(notes))
 
     def too_soon(self) -> str | None:
         minimum = self.context.settings.min_interval
@@ -595,16 +652,18 @@ class Writes:
         # A copy whose survivor now counts it is out of this cycle, archived or not: its archive refused (the agent
         # wrote it meanwhile), or the agent's stale copy back over the archive, it would be merged and counted again.
         # The next cycle's repair archives it, carrying what the agent changed.
-        held = _counted_copies(self._journals.get(self.context.cycle_id + FOLD_JOURNAL_SUFFIX))
+        held = _counted_copies(self.store, self._journals.get(self.context.cycle_id + FOLD_JOURNAL_SUFFIX))
         live = [s for s in live_of(scan) if s.path not in held]
         n = tally.archived_folded
-        return Folded(scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
+        counts = CycleCounts(folded=n, archived=n, archived_with_replacement=n, write_failures=tally.write_failed)
+        return Folded(scan, live, tuple(folds), counts, _not_written(tally))
 
     def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
         decay_plan = Plan(decays=list(plan.actions))
         executor = self._executor(decay_plan, DECAY_JOURNAL_SUFFIX)
         tally = executor.run() if executor is not None else ExecutionTally()
         self._stamped.update(executor.written if executor is not None else {})
+        self._written_ids |= tally.written_ids
         # The entries as written, with the fingerprints of what was written: later writes this cycle (review stamps)
         # are guarded by them. An entry the agent changed meanwhile keeps its snapshot and conflicts again later.
         written = {}
@@ -614,8 +673,15 @@ class Writes:
                 written[action.target.id] = StoredEntry(action.updated, action.target.path, fingerprint)
         live = [written.get(s.id, s) for s in folded.live]
         left = frozenset(i for i in plan.left_floor if i in written)
-        counts = CycleCounts(decayed=len(written), decay_left_floor=len(left), conflicts=tally.conflicts)
-        return Decayed(live, tuple(a for a in plan.actions if a.target.id in written), left, counts)
+        counts = CycleCounts(
+            decayed=len(written),
+            decay_left_floor=len(left),
+            conflicts=tally.conflicts,
+            write_failures=tally.write_failed,
+        )
+        return Decayed(
+            live, tuple(a for a in plan.actions if a.target.id in written), left, counts, _not_written(tally)
+        )
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")
@@ -627,16 +693,22 @@ class Writes:
             archived=tally.archived,
             archived_with_replacement=tally.archived_merged,
             conflicts=tally.conflicts,
+            write_failures=tally.write_failed,
         )
-        return Applied(validated.plan, counts)
+        return Applied(validated.plan, counts, _not_written(tally))
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
         self.context.stage("report")
         final = self._final_state(folded.scan)
         census_index = validated.decisions.census_index
         lost = self._measure_loss(applied.plan, final, validated.vocabulary, census_index, folded.live)
+        # Gone, and not purged: ours when this cycle wrote the entry (the alert must mean us), else the agent's own
+        # deletion (RockBot's DeleteMemory, a re-categorisation) while the cycle ran.
+        gone = snapshot.ids_before - final.ids - snapshot.purged_ids
+        ours = {entry_id for entry_id in gone if entry_id in self._written_ids}
         counts = CycleCounts(
-            hard_deletes=len(snapshot.ids_before - final.ids - snapshot.purged_ids),
+            hard_deletes=len(ours),
+            agent_deletes=len(gone) - len(ours),
             live_entries=len(final.live),
             archived_entries=final.archived,
             specifics_lost=len(lost),
@@ -651,10 +723,17 @@ class Writes:
             _write_ledger(self.context.agent_dir, report, completed_at or utcnow())
         return write_report(self.context.agent_dir, report)
 
-    def record_failure(self, report: CycleReport) -> None:
-        log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
+    def record_failure(self, report: CycleReport, error: BaseException) -> None:
+        if isinstance(error, MemoryStoreError | OSError):
+            # Expected (a full or read-only volume, a state directory we may not use): one line, no traceback.
+            log.error("dream cycle %s failed: %s; completed steps are journaled", report.cycle_id, error)
+        else:
+            log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
         self._update_index()
-        write_report(self.context.agent_dir, report)
+        try:
+            write_report(self.context.agent_dir, report)
+        except (MemoryStoreError, OSError) as exc:  # the same full disk: the failure is reported by the caller
+            log.warning("could not keep the report of failed cycle %s: %s", report.cycle_id, exc)
 
     # ---- helpers -------------------------------------------------------------------------------------
 
@@ -664,6 +743,7 @@ class Writes:
             return ExecutionTally()
         tally = executor.run()
         self._stamped.update(executor.written)
+        self._written_ids |= tally.written_ids
         return tally
 
     def _executor(self, plan: Plan, suffix: str) -> Executor | None:
@@ -786,6 +866,16 @@ class Writes:
         if lost:
             log.error("specifics lost from the live corpus this cycle: %s", ", ".join(lost))
         return lost
+
+
+NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
+
+
+def _not_written(tally: ExecutionTally) -> tuple[str, ...]:
+    notes = [f"not written: {error}" for error in tally.errors[:NOTED_FAILURES]]
+    if len(tally.errors) > NOTED_FAILURES:
+        notes.append(f"not written: {len(tally.errors) - NOTED_FAILURES} more (each in the journal)")
+    return tuple(notes)
 
 
 @dataclass

@@ -19,15 +19,17 @@ window opened cannot hold a signal inside it, and at most ``MAX_FEEDBACK_BYTES``
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 
 from dreamkeeper.consolidation.declines import parse_time
 from dreamkeeper.consolidation.quarantine import displayable
+from dreamkeeper.memory import loads_json, open_regular, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,18 @@ class Directives:
     memory_rules: str | None = None
 
 
+DIRECTIVE_LIMIT = 256 * 1024  # a directive goes into every prompt: a larger file is not read (with a warning)
+
+
 def _read_text(path: Path) -> str | None:
+    """A directive file's text; None when there is none or it is not a regular file within the limit (a FIFO
+    named dream.md must not hang the cycle: it is refused without being opened)."""
     try:
-        return path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError:
+        return read_regular(path, DIRECTIVE_LIMIT).decode("utf-8-sig", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("cannot read %s: %s", path, exc.strerror or exc)
         return None
 
 
@@ -61,7 +71,7 @@ def load_directives(agent_dir: Path) -> Directives:
     """``dream.md`` and ``memory-rules.md`` of the profile, read at the start of every cycle."""
     dream = _read_text(agent_dir / DIRECTIVE_FILE)
     rules = _read_text(agent_dir / MEMORY_RULES_FILE)
-    if dream is None and (agent_dir / DIRECTIVE_FILE).exists():
+    if dream is None and os.path.lexists(agent_dir / DIRECTIVE_FILE):
         log.warning("cannot read %s; using the built-in directive", agent_dir / DIRECTIVE_FILE)
     return Directives(dream=dream if dream and dream.strip() else None, memory_rules=rules or None)
 
@@ -102,7 +112,7 @@ def _signal_type(value: object) -> str | None:
 def parse_signal(line: str) -> FeedbackSignal | None:
     """One JSONL line as RockBot's serializer writes it (names matched case-insensitively); None if unusable."""
     try:
-        obj = json.loads(line)
+        obj = loads_json(line)
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -131,6 +141,26 @@ def _feedback_files(root: Path) -> list[Path]:
     return found
 
 
+def _bounded_lines(handle: BinaryIO, size: int) -> Iterator[bytes | None]:
+    """The lines of the first ``size`` bytes (what the file held when listed), None for each line over
+    ``MAX_LINE_BYTES``: never more than that held in memory, whatever the file grows to or holds."""
+    left = size
+    while left > 0:
+        raw = handle.readline(min(left, MAX_LINE_BYTES + 1))
+        if not raw:
+            return
+        left -= len(raw)
+        if len(raw) <= MAX_LINE_BYTES:
+            yield raw
+            continue
+        while left > 0 and not raw.endswith(b"\n"):  # the rest of the overlong line, dropped as it is read
+            raw = handle.readline(min(left, MAX_LINE_BYTES + 1))
+            if not raw:
+                break
+            left -= len(raw)
+        yield None
+
+
 def load_feedback(agent_dir: Path, now: datetime) -> tuple[FeedbackSignal, ...]:
     """The signals of the last 7 days, oldest first, at most 50; () when the profile keeps none."""
     root = agent_dir / FEEDBACK_DIR
@@ -148,9 +178,12 @@ def load_feedback(agent_dir: Path, now: datetime) -> tuple[FeedbackSignal, ...]:
                 log.warning("feedback: read limit of %d bytes reached; %s and later files not read", budget, path)
                 break
             budget += st.st_size
-            with open(path, "rb") as handle:
-                for raw in handle:
-                    if len(raw) > MAX_LINE_BYTES:
+            # A regular file only (a FIFO or /dev/zero would block or never end), read no further than its size
+            # when listed, a line at a time and each line bounded.
+            fd, _ = open_regular(path, MAX_FEEDBACK_BYTES)
+            with os.fdopen(fd, "rb") as handle:
+                for raw in _bounded_lines(handle, st.st_size):
+                    if raw is None:
                         skipped += 1
                         continue
                     signal = parse_signal(raw.decode("utf-8", errors="replace"))

@@ -113,7 +113,7 @@ class DryRun:
     def record(self, report: CycleReport) -> None:
         return None
 
-    def record_failure(self, report: CycleReport) -> None:
+    def record_failure(self, report: CycleReport, error: BaseException) -> None:
         return None
 
 

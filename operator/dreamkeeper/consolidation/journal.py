@@ -6,21 +6,28 @@ outcome line only means a re-check. A cycle killed at any instant is finished by
 (``dreamkeeper recover``): a successor is created at most once (its id is in the journal and creation is
 exclusive), a source is archived only after its successor exists, and every archive is guarded by the fingerprint
 read at snapshot.
+
+Paths in a journal are relative to the memory root and resolved against the root of the directory being recovered
+(a copied agent directory recovers into itself, from any working directory); a step whose path would leave that
+root, or does not name its own entry, is refused. A step that fails for any reason is recorded as failed with the
+error, and the run goes on: a journal always completes, so one bad step can never wedge the agent. Only a disk
+that takes no writes at all (full, read-only) stops the run, leaving the journal for the next one to finish.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.consolidation.baseline import baseline_of
 from dreamkeeper.consolidation.plan import Plan
@@ -35,10 +42,19 @@ from dreamkeeper.memory import (
     Fingerprint,
     MalformedFile,
     MemoryStore,
+    MemoryStoreError,
+    MiB,
+    PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    ensure_inside,
+    ensure_state_dir,
+    entry_location,
     format_timestamp,
     fsync_directory,
+    loads_json,
+    open_regular,
+    read_regular,
     replace_file,
     state_dir,
 )
@@ -47,6 +63,10 @@ log = logging.getLogger(__name__)
 
 FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
 DECAY_JOURNAL_SUFFIX = "-decay"  # importance decay's journal: <cycle id>-decay.jsonl
+JOURNAL_LIMIT: Final = 4096 * MiB  # a cold start at 100k entries journals ~100 MB; this is a bound, not a size
+UNREADABLE_SUFFIX: Final = ".unreadable"  # a journal that cannot be loaded is moved aside under this suffix
+STOPPING_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Write errors of the whole volume: applying stops (the journal stays, to be finished when it takes writes)."""
 WRITEBACK_JOURNAL_SUFFIX = "-writeback"  # the stale write-back repair's journal: <cycle id>-writeback.jsonl
 
 Op = Literal["create", "update", "archive", "stamp", "decay"]
@@ -78,15 +98,22 @@ class Step(BaseModel):
     reason: str | None = None
     kind: ArchiveKind | None = None
     metadata: dict[str, str | None] | None = None  # a stamp's keys; keys an archive also sets
+    previous: dict[str, str | None] | None = None  # a stamp's keys as they were before it (for undo)
     # What the cycle saw of an entry it archives (content hash, counters: consolidation/baseline.py), or what a
     # stale write-back repair did (consolidation/writeback): how a later cycle knows a stale copy when it sees one.
     baseline: dict[str, Any] | None = None
+
+
+PathBase = Literal["as-written", "memory-root"]
 
 
 class JournalHeader(BaseModel):
     cycle_id: str
     created_at: str
     memory_root: str
+    # "memory-root": step paths are relative to the memory root. Journals written before had paths as the cycle
+    # saw them (absolute, or relative to its working directory); they are read relative to ``memory_root``.
+    path_base: PathBase = "as-written"
     steps: list[Step] = Field(default_factory=list)
 
 
@@ -101,12 +128,18 @@ class ExecutionTally:
     stamped: int = 0
     decayed: int = 0
     conflicts: int = 0
+    failed: int = 0  # steps that could not be done (a write error, a refused path, a bug): recorded, skipped
+    write_failed: int = 0  # of them, those the filesystem refused (permissions, I/O): the cycle fails
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    written_ids: set[str] = field(default_factory=set)  # entries a step of ours wrote (done), successors included
+
+
+JOURNAL_DIR: Final = "journal"
 
 
 def journal_dir(agent_dir: Path) -> Path:
-    return state_dir(agent_dir) / "journal"
+    return state_dir(agent_dir) / JOURNAL_DIR
 
 
 def journal_path(agent_dir: Path, cycle_id: str) -> Path:
@@ -124,6 +157,11 @@ def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
     ]
 
 
+def relative_path(store: MemoryStore, path: Path) -> str:
+    """How a journal names ``path``: relative to the memory root, '/'-separated."""
+    return path.relative_to(store.root).as_posix()
+
+
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
     """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
     steps: list[Step] = []
@@ -134,7 +172,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             Step(
                 op="update",
                 id=fold.survivor.id,
-                path=str(fold.survivor.path),
+                path=relative_path(store, fold.survivor.path),
                 group=group,
                 expected=FingerprintModel.of(fold.survivor.fingerprint),
                 before=fold.survivor.entry.to_json_obj(),
@@ -142,14 +180,14 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             )
         )
         for copy in fold.copies:
-            steps.append(_archive_step(copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
+            steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
     for decay in plan.decays:
         group += 1
         steps.append(
             Step(
                 op="decay",
                 id=decay.target.id,
-                path=str(decay.target.path),
+                path=relative_path(store, decay.target.path),
                 group=group,
                 expected=FingerprintModel.of(decay.target.fingerprint),
                 before=decay_values(decay.target.entry),
@@ -164,7 +202,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
                 Step(
                     op="update",
                     id=into.id,
-                    path=str(into.path),
+                    path=relative_path(store, into.path),
                     group=group,
                     expected=FingerprintModel.of(into.fingerprint),
                     before=into.entry.to_json_obj(),
@@ -175,24 +213,29 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             path = _entry_path(store, merge.successor)
             steps.append(
                 Step(
-                    op="create", id=merge.successor.id, path=str(path), group=group, after=merge.successor.to_json_obj()
+                    op="create",
+                    id=merge.successor.id,
+                    path=relative_path(store, path),
+                    group=group,
+                    after=merge.successor.to_json_obj(),
                 )
             )
         for source in merge.sources:
-            steps.append(_archive_step(source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
+            steps.append(_archive_step(store, source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
     for prune in plan.prunes:
         group += 1
-        steps.append(_archive_step(prune.target, group, REASON_EPHEMERAL, "ephemeral"))
+        steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral"))
     for stamp in plan.stamps:
         group += 1
         steps.append(
             Step(
                 op="stamp",
                 id=stamp.target.id,
-                path=str(stamp.target.path),
+                path=relative_path(store, stamp.target.path),
                 group=group,
                 expected=FingerprintModel.of(stamp.target.fingerprint),
                 metadata=stamp.metadata,
+                previous={key: stamp.target.entry.meta(key) for key in stamp.metadata},
             )
         )
     return steps
@@ -239,8 +282,9 @@ def _entry_path(store: MemoryStore, entry: Entry) -> Path:
     return entry_path(store.root, entry.id, entry.category)
 
 
-def _archive_step(stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
-    return archive_step(stored, group, reason, kind, baseline=baseline_of(stored.entry))
+def _archive_step(store: MemoryStore, stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
+    step = archive_step(stored, group, reason, kind, baseline=baseline_of(stored.entry))
+    return step.model_copy(update={"path": relative_path(store, stored.path)})
 
 
 def archive_step(
@@ -252,7 +296,8 @@ def archive_step(
     metadata: dict[str, str | None] | None = None,
     baseline: dict[str, Any] | None = None,
 ) -> Step:
-    """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write."""
+    """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write.
+    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative)."""
     return Step(
         op="archive",
         id=stored.id,
@@ -294,24 +339,31 @@ class Journal:
 
     @classmethod
     def create(cls, agent_dir: Path, header: JournalHeader) -> Journal:
+        ensure_state_dir(agent_dir, JOURNAL_DIR)
         path = journal_path(agent_dir, header.cycle_id)
         replace_file(path, (header.model_dump_json() + "\n").encode("utf-8"), MUST_NOT_EXIST)
         return cls(path, header)
 
     @classmethod
     def load(cls, path: Path) -> Journal:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        header = JournalHeader.model_validate_json(lines[0])
+        """Raises ``UnreadableJournalError`` when the file is not a journal (its header cannot be read)."""
+        try:
+            lines = read_regular(path, JOURNAL_LIMIT, follow_symlinks=False).decode("utf-8").splitlines()
+            header = JournalHeader.model_validate_json(lines[0] if lines else "")
+        except (OSError, UnicodeDecodeError, ValidationError) as exc:
+            raise UnreadableJournalError(path, exc) from None
         journal = cls(path, header)
         for line in lines[1:]:
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 break  # a torn last line from a crash mid-append: that step is re-checked on resume
+            if not isinstance(record, dict):
+                continue
             if record.get("kind") == "complete":
                 journal.complete = True
-            elif "step" in record:
-                journal.outcomes[int(record["step"])] = str(record["outcome"])
+            elif isinstance(record.get("step"), int) and "outcome" in record:
+                journal.outcomes[record["step"]] = str(record["outcome"])
         return journal
 
     def record(self, step: int, outcome: str, detail: str | None = None, *, sync: bool = True) -> None:
@@ -347,29 +399,45 @@ class Journal:
                 os.fsync(handle.fileno())
 
 
+class UnreadableJournalError(MemoryStoreError):
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        detail = str(cause).replace("\n", "; ")[:300]
+        super().__init__(f"journal {path} cannot be read ({type(cause).__name__}: {detail})")
+        self.path = path
+
+
+def set_aside(journal: Path) -> Path:
+    """Move a journal that cannot be read out of the way (renamed, kept), so that recovery goes on without it."""
+    aside = journal.with_name(journal.name + UNREADABLE_SUFFIX)
+    os.rename(journal, aside)
+    return aside
+
+
 def incomplete_journals(agent_dir: Path) -> Iterator[Path]:
-    directory = journal_dir(agent_dir)
-    if not directory.is_dir():
+    """Journals that may not be complete: the caller loads each (one that is not a journal fails to load)."""
+    directory = ensure_state_dir(agent_dir, JOURNAL_DIR, create=False)
+    if directory is None:
         return
     for path in sorted(directory.glob("*.jsonl")):
-        with contextlib.suppress(OSError, ValueError, IndexError):
+        with contextlib.suppress(OSError, ValueError):
             if _ends_complete(path):
                 continue  # the common case, read from the file's tail: history must not cost a full read per cycle
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_regular(path, JOURNAL_LIMIT, follow_symlinks=False).decode("utf-8").splitlines()
             if lines and _records_say_complete(lines):
                 continue  # not yielded, whatever its header holds: skip validating the whole plan
-            if not Journal.load(path).complete:
-                yield path
+        yield path
 
 
 def _ends_complete(path: Path) -> bool:
     """Whether the journal's last line is its completion record (written last, after every outcome)."""
-    with open(path, "rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, size - 4096))
-        tail = handle.read()
+    fd, st = open_regular(path, JOURNAL_LIMIT, follow_symlinks=False)
     try:
-        record = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+        os.lseek(fd, max(0, st.st_size - 4096), os.SEEK_SET)
+        tail = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        record = loads_json(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
     except ValueError:
         return False
     return isinstance(record, dict) and record.get("kind") == "complete" and set(record) == {"kind", "at"}
@@ -383,7 +451,7 @@ def _records_say_complete(lines: list[str]) -> bool:
     try:
         for line in lines[1:]:
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 break
             if record.get("kind") == "complete":
@@ -394,6 +462,34 @@ def _records_say_complete(lines: list[str]) -> bool:
     except Exception:
         return False
     return complete
+
+
+class StepPaths:
+    """Where each step's file is in the memory root being applied to (or undone in).
+
+    A path that is absolute, climbs out with '..', leads out through a symlinked directory, or does not name the
+    step's own entry is refused (a hand-edited or hostile journal); journals written before paths were relative
+    are read relative to the memory root they name, so a copied agent directory still recovers into itself."""
+
+    def __init__(self, store: MemoryStore, header: JournalHeader) -> None:
+        self.root = store.root
+        self.legacy_root = None if header.path_base == "memory-root" else PurePosixPath(header.memory_root)
+        self._inside: set[Path] = set()  # directories checked to resolve inside the memory root
+
+    def __call__(self, step: Step) -> Path:
+        relative = PurePosixPath(step.path)
+        if self.legacy_root is not None:
+            with contextlib.suppress(ValueError):
+                relative = relative.relative_to(self.legacy_root)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise PathEscapeError(Path(step.path), self.root)
+        if relative.name != f"{step.id}.json":
+            raise ValueError(f"journal path {step.path} does not name entry {step.id}; step refused")
+        path = self.root.joinpath(*relative.parts)
+        if path.parent not in self._inside:
+            ensure_inside(self.root, path.parent)
+            self._inside.add(path.parent)
+        return path
 
 
 STAMP_BATCH = 512
@@ -429,6 +525,7 @@ class Executor:
         of a file whose bytes are still exactly these)."""
         self._stamps: list[tuple[int, str, str | None]] = []
         self._stamp_dirs: set[Path] = set()
+        self.path_of = StepPaths(store, journal.header)
 
     def run(self) -> ExecutionTally:
         steps = self.journal.header.steps
@@ -441,7 +538,8 @@ class Executor:
             if step.op in ("stamp", "decay"):
                 # Both are metadata-like rewrites of one file each, idempotent and fingerprint-guarded: batched.
                 run = self._stamp if step.op == "stamp" else self._decay
-                self._stamps.append((index, self._guarded(step, run), None))
+                outcome, detail = self._guarded(step, run)
+                self._stamps.append((index, outcome, detail))
                 if len(self._stamps) >= STAMP_BATCH:
                     self._flush_stamps()
                 continue
@@ -451,44 +549,72 @@ class Executor:
             if step.op == "archive" and self._group_head_failed(index, step):
                 self.journal.record(index, "skipped", "its replacement was not saved", sync=False)
                 continue
-            outcome = self._guarded(step, self._run_step)
+            outcome, detail = self._guarded(step, self._run_step)
             if outcome != "done" and step.op in ("create", "update"):
                 self.tally.failed_groups.add(step.group)
-            self.journal.record(index, outcome, sync=False)
+            self.journal.record(index, outcome, detail, sync=False)
         self._flush_stamps()
         self.journal.finish()
+        if self.tally.failed > 1:
+            log.error(
+                "%d steps of %s could not be done; the first: %s",
+                self.tally.failed,
+                self.cycle_id,
+                self.tally.errors[0],
+            )
         return self.tally
 
-    def _guarded(self, step: Step, run: Callable[[Step], str]) -> str:
+    def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
+        """A step's outcome and, when it was not done, why. Only a volume that takes no writes stops the run."""
         try:
-            return run(step)
+            outcome = run(step)
+            if outcome == "done":
+                self.tally.written_ids.add(step.id)
+            return outcome, None
         except ConflictError as exc:
             log.warning("left %s as it is: %s", step.id, exc)
             self.tally.conflicts += 1
-            return "conflict"
+            return "conflict", str(exc)
         except StoreWriteError as exc:
-            log.error("could not write %s: %s", step.id, exc)
-            self.tally.errors.append(str(exc))
-            return "failed"
-        except Exception as exc:
+            if exc.errno in STOPPING_ERRNOS:
+                with contextlib.suppress(OSError):
+                    self._flush_stamps()
+                raise
+            self.tally.write_failed += 1
+            return self._failed(step, str(exc))
+        except OSError as exc:  # the filesystem refused (EACCES, EIO, EPERM ...), not the entry
+            self.tally.write_failed += 1
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+        except (MemoryStoreError, ValueError) as exc:
             # One entry the store cannot write (a path it refuses, text UTF-8 cannot hold, ...) fails its own step
             # (and its group's archives), never the cycle; the file is left as it was.
-            log.error("could not apply %s to %s, left as it is: %s: %s", step.op, step.id, type(exc).__name__, exc)
-            self.tally.errors.append(f"{step.op} {step.id}: {type(exc).__name__}: {exc}")
-            return "failed"
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug must not wedge the agent either: the step is skipped, the trace logged
+            log.exception("unexpected error in %s of %s", step.op, step.id)
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
 
-    def _snapshot_or_read(self, step: Step) -> StoredEntry | None:
+    def _failed(self, step: Step, error: str) -> tuple[str, str]:
+        # The first failure is the error that matters (a read-only tree fails every step the same way): logged in
+        # full; the rest at DEBUG, and counted in the summary at the end of the run.
+        level = logging.ERROR if not self.tally.failed else logging.DEBUG
+        log.log(level, "could not %s %s: %s (step skipped, recorded in %s)", step.op, step.id, error, self.journal.path)
+        self.tally.failed += 1
+        self.tally.errors.append(f"{step.op} {step.id}: {error}")
+        return "failed", error[:500]
+
+    def _snapshot_or_read(self, step: Step, path: Path) -> StoredEntry | None:
         """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
         still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now."""
         assert step.expected is not None
-        stored = self.snapshot.get(step.path)
+        stored = self.snapshot.get(str(path))
         if stored is not None and stored.fingerprint == step.expected.to_fingerprint():
             return stored
-        return self._read(Path(step.path))
+        return self._read(path)
 
     def _stamp(self, step: Step) -> str:
         assert step.expected is not None and step.metadata is not None
-        stored = self._snapshot_or_read(step)
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
         if stored is None or stored.fingerprint != step.expected.to_fingerprint():
             return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
         try:
@@ -496,23 +622,24 @@ class Executor:
         except ConflictError:
             return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
         self._stamp_dirs.add(stored.path.parent)
-        self.written[step.path] = fingerprint
+        self.written[str(path)] = fingerprint
         self.tally.stamped += 1
         return "done"
 
     def _decay(self, step: Step) -> str:
         assert step.expected is not None and step.after is not None
-        stored = self._snapshot_or_read(step)
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
         if stored is None:
-            raise ConflictError(Path(step.path), "the entry disappeared")
+            raise ConflictError(path, "the entry disappeared")
         if stored.fingerprint != step.expected.to_fingerprint():
             if has_decay_values(stored.entry, step.after):
                 return "done"  # written before a crash, journal line lost
-            raise ConflictError(Path(step.path), "changed since the snapshot (the agent wrote to it)")
+            raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
         updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._stamp_dirs.add(stored.path.parent)
-        self.written[step.path] = fingerprint
+        self.written[str(path)] = fingerprint
         self.tally.decayed += 1
         return "done"
 
@@ -541,17 +668,20 @@ class Executor:
         return False
 
     def _read(self, path: Path) -> StoredEntry | None:
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         result = self.store.read_file(path)
         if isinstance(result, MalformedFile):
-            raise ConflictError(path, f"became malformed: {result.error}")
+            raise ConflictError(path, f"is not an entry we may write any more: {result.error}")
         return result
 
     def _run_step(self, step: Step) -> str:
-        path = Path(step.path)
+        path = self.path_of(step)
         if step.op == "create":
             assert step.after is not None
+            successor = Entry.from_json_obj(step.after)
+            if entry_location(self.store.root, successor.id, successor.category) != path or successor.id != step.id:
+                raise ValueError(f"journal path {step.path} is not where successor {successor.id} belongs")
             current = self._read(path)
             if current is not None:
                 if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
@@ -578,7 +708,7 @@ class Executor:
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
-            current = self._snapshot_or_read(step)
+            current = self._snapshot_or_read(step, path)
             if current is None:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.is_archived:
@@ -613,6 +743,12 @@ def write_journal(agent_dir: Path, cycle_id: str, plan: Plan, store: MemoryStore
     return write_journal_steps(agent_dir, cycle_id, steps_from_plan(plan, store), store, now)
 
 
+def _relative(store: MemoryStore, step: Step) -> Step:
+    """A step as a journal names it: its path relative to the memory root (a copied directory recovers into itself)."""
+    path = Path(step.path)
+    return step.model_copy(update={"path": relative_path(store, path)}) if path.is_absolute() else step
+
+
 def write_journal_steps(
     agent_dir: Path, cycle_id: str, steps: list[Step], store: MemoryStore, now: datetime
 ) -> Journal:
@@ -620,7 +756,8 @@ def write_journal_steps(
         cycle_id=cycle_id,
         created_at=format_timestamp(now),
         memory_root=str(store.root),
-        steps=steps,
+        path_base="memory-root",
+        steps=[_relative(store, step) for step in steps],
     )
     journal = Journal.create(agent_dir, header)
     fsync_directory(journal.path.parent)

@@ -36,7 +36,8 @@ from dreamkeeper.memory.cli import (
     out,
 )
 
-RETENTION_OPT = typer.Option(90, "--retention-days", min=0, help="Archived longer than this; 0 = forever.")
+# The bounds of the cycle's own settings (a century; the DreamSchedule's floor): no overflow, no NaN.
+RETENTION_OPT = typer.Option(90, "--retention-days", min=0, max=36_500, help="Archived longer than this; 0 = forever.")
 VOCABULARY_OPT = typer.Option(
     VOCABULARY_FILE, "--vocabulary", help="Coverage vocabulary, relative to AGENT_DIR (the cycle's default)."
 )
@@ -57,8 +58,10 @@ def list_command(
     category: str | None = typer.Option(None, "--category", help="Only this category and its subcategories."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many entries."),
     retention_days: int = RETENTION_OPT,
-    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="The purge's floor."),
-    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="The purge's floor."),
+    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, max=2.0, help="The purge's floor."),
+    floor_reinforcement: int = typer.Option(
+        5, "--floor-reinforcement", min=0, max=2**31 - 1, help="The purge's floor."
+    ),
     vocabulary: str = VOCABULARY_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -121,8 +124,12 @@ def purge_command(
     agent_dir: Path = AGENT_DIR_ARG,
     memory_dir: Path | None = MEMORY_DIR_OPT,
     retention_days: int = RETENTION_OPT,
-    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="Never purge at or above."),
-    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="Never purge at or above."),
+    floor_importance: float = typer.Option(
+        0.8, "--floor-importance", min=0.0, max=2.0, help="Never purge at or above."
+    ),
+    floor_reinforcement: int = typer.Option(
+        5, "--floor-reinforcement", min=0, max=2**31 - 1, help="Never purge at or above."
+    ),
     vocabulary: str = VOCABULARY_OPT,
     yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
     as_json: bool = JSON_OPT,

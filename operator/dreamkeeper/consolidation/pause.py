@@ -15,6 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from dreamkeeper.memory import loads_json
+
 PAUSE_MARKER = Path("memory-audit") / "consolidation-paused.json"
 READ_LIMIT = 4096  # RockBot writes ~150 bytes; more than this is not read (it still pauses)
 FIELD_LIMIT = 160
@@ -59,7 +61,7 @@ def read_pause_marker(agent_dir: Path) -> PauseMarker | None:
     if not data.strip():
         return PauseMarker(path=str(path), unreadable="empty")
     try:
-        content = json.loads(data.decode("utf-8-sig"))
+        content = loads_json(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         return PauseMarker(path=str(path), unreadable=f"not JSON ({_clip(str(exc))})")
     if not isinstance(content, dict):

@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.pause import PauseMarker
-from dreamkeeper.memory import UNCHECKED, replace_file, state_dir
+from dreamkeeper.memory import UNCHECKED, MiB, ensure_state_dir, read_regular, replace_file, state_dir
 
 CycleResult = Literal["completed", "skipped", "failed", "dry-run"]
 
@@ -90,11 +90,18 @@ class CycleReport(CycleCounts, _ReportHead):
         return text
 
 
+CYCLES_DIR = "cycles"
+
+
 def cycles_dir(agent_dir: Path) -> Path:
-    return state_dir(agent_dir) / "cycles"
+    return state_dir(agent_dir) / CYCLES_DIR
+
+
+REPORT_LIMIT = 64 * MiB
 
 
 def write_report(agent_dir: Path, report: CycleReport) -> Path:
+    ensure_state_dir(agent_dir, CYCLES_DIR)  # a real directory: a symlink would send reports outside the agent dir
     path = cycles_dir(agent_dir) / f"{report.cycle_id}.json"
     replace_file(path, (report.to_json() + "\n").encode("utf-8"), UNCHECKED)
     return path
@@ -102,4 +109,4 @@ def write_report(agent_dir: Path, report: CycleReport) -> Path:
 
 def read_report(agent_dir: Path, cycle_id: str) -> CycleReport:
     path = cycles_dir(agent_dir) / f"{cycle_id}.json"
-    return CycleReport.model_validate_json(path.read_text(encoding="utf-8"))
+    return CycleReport.model_validate_json(read_regular(path, REPORT_LIMIT, follow_symlinks=False))

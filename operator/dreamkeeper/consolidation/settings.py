@@ -1,15 +1,27 @@
-"""Cycle settings: every safeguard's dial, with RockBot's defaults where it has one."""
+"""Cycle settings: every safeguard's dial, with RockBot's defaults where it has one.
+
+Strict, because a lax reading loses data: ``{"retention_days": true}`` read as 1 day purges what was archived two
+days ago. A boolean is not a number, a string is not a number, nothing is infinite or NaN, every duration and count
+has a bound (so no date arithmetic can overflow mid-cycle), and an unknown key is an error. The whole object is
+validated before anything runs.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 from datetime import timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
+
+MAX_DAYS = 36_500  # a century: any longer is "forever", which 0 already says where it applies
+MAX_HOURS = 8_760  # a year between cycles
+MAX_PER_CYCLE = 100_000
+MAX_LIST = 256
+MAX_TEXT = 4_096
 
 
 class DecaySettings(BaseModel):
@@ -17,11 +29,11 @@ class DecaySettings(BaseModel):
     MarimerLLC/rockbot@05346ff0): an entry not seen for ``grace_days`` loses importance with a half-life of
     ``half_life_days``, never below ``floor``. ``enabled=False`` (or a half-life of 0, RockBot's off) stops it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     enabled: bool = True
-    grace_days: float = Field(default=30.0, ge=0.0, le=36500.0)
-    half_life_days: float = Field(default=45.0, ge=0.0, le=36500.0)
+    grace_days: float = Field(default=30.0, ge=0.0, le=MAX_DAYS)
+    half_life_days: float = Field(default=45.0, ge=0.0, le=MAX_DAYS)
     floor: float = Field(default=0.10, ge=0.0, le=1.0)
     # An entry is rewritten only once its importance has fallen by this much since its last write (or it reaches
     # the decay floor, or leaves the high-value floor). RockBot rewrites every decaying entry on every pass (about
@@ -39,7 +51,7 @@ ClusterSplit = Literal["rockbot", "neighbours"]
 
 
 class CycleSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     similarity_threshold: float = Field(default=0.88, gt=0.0, le=1.0)
     # RockBot's ConsolidationMaxClusterSize (3), split and tokens by default: its cluster identities, so decline
@@ -50,19 +62,21 @@ class CycleSettings(BaseModel):
     same_category_clusters: bool = False
     decay: DecaySettings = Field(default_factory=DecaySettings)
     floor: HighValueFloor = Field(default_factory=HighValueFloor)
-    protected_categories: list[str] = Field(default_factory=lambda: ["user-preferences/**"])
-    retention_days: int = Field(default=90, ge=0)
-    min_interval_hours: float = Field(default=6.0, ge=0.0)
-    repair_max_per_cycle: int = Field(default=10, ge=0)
-    reopen_interval_days: float = Field(default=7.0, ge=0.0)
-    reopen_max_interval_days: float = Field(default=56.0, ge=0.0)
-    reopen_max_per_cycle: int = Field(default=10, ge=0)
-    exact_fold: bool = True
-    fold_excluded_prefixes: list[str] = Field(
-        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"]
+    protected_categories: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=lambda: ["user-preferences/**"], max_length=MAX_LIST
     )
-    vocabulary_path: str = VOCABULARY_FILE
-    batch_max_entries: int = Field(default=40, ge=2)
+    retention_days: int = Field(default=90, ge=0, le=MAX_DAYS)
+    min_interval_hours: float = Field(default=6.0, ge=0.0, le=MAX_HOURS)
+    repair_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
+    reopen_interval_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
+    reopen_max_interval_days: float = Field(default=56.0, ge=0.0, le=MAX_DAYS)
+    reopen_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
+    exact_fold: bool = True
+    fold_excluded_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"], max_length=MAX_LIST
+    )
+    vocabulary_path: str = Field(default=VOCABULARY_FILE, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
+    batch_max_entries: int = Field(default=40, ge=2, le=1_000_000)
 
     @field_validator("protected_categories")
     @classmethod

@@ -96,8 +96,14 @@ class Snapshot:
 def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
     """The snapshot of a scan already screened (``quarantine.screened``): malformed files are named in the notes."""
     ids_before = frozenset({s.id for s in scan.entries} | purged_ids)
-    counts = counts + CycleCounts(total=len(scan.live), malformed=len(scan.malformed))
+    counts = counts + CycleCounts(total=len(scan.live)) + unusable_files(scan)
     return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts, malformed_notes(scan.malformed))
+
+
+def unusable_files(scan: ScanResult) -> CycleCounts:
+    """The scan's files that are no entry we may touch (malformed), and how many of them are misfiled ones."""
+    misfiled = sum(1 for m in scan.malformed if m.kind == "misfiled")
+    return CycleCounts(malformed=len(scan.malformed), quarantined=misfiled)
 
 
 def live_of(scan: ScanResult) -> list[StoredEntry]:
@@ -348,8 +354,8 @@ class Effects(Protocol):
         """Keep the finished report (and the ledger); returns the report's path."""
         ...
 
-    def record_failure(self, report: CycleReport) -> None:
-        """Keep the report of a failed cycle."""
+    def record_failure(self, report: CycleReport, error: BaseException) -> None:
+        """Keep the report of a failed cycle (never raising: the failure itself is what the caller reports)."""
         ...
 
 
@@ -375,4 +381,5 @@ __all__ = [
     "compose_report",
     "live_of",
     "snapshot_of",
+    "unusable_files",
 ]

@@ -1,6 +1,7 @@
 """Merge coverage: which specifics (names, numbers, codes, dates...) a text holds and whether a merge keeps them.
 
-Imports nothing from the rest of dreamkeeper: it works on plain strings and categories.
+Imports nothing from the rest of dreamkeeper but ``memory.files`` (reading the vocabulary file safely): it works on
+plain strings and categories.
 """
 
 from dreamkeeper.coverage.check import (

@@ -54,8 +54,9 @@ _MONTH_FIRST_RE: Final = regex.compile(
     rf"(?i)(?<![\p{{L}}\p{{N}}])(?P<month>{_MONTH_ALT})(?![\p{{L}}])\.?"
     rf"(?:(?:\s+{_DAY}(?![\p{{L}}]))?(?:,?\s+{_YEAR})?)"
 )
+# A number that ends an identifier ("W-9 May 2026", "ticket_12 May") is not a day of the month.
 _DAY_FIRST_RE: Final = regex.compile(
-    rf"(?i)(?<![\p{{L}}\p{{N}}]){_DAY},?\s+(?:of\s+)?(?P<month>{_MONTH_ALT})(?![\p{{L}}])\.?(?:,?\s+{_YEAR})?"
+    rf"(?i)(?<![\p{{L}}\p{{N}}])(?<![\p{{L}}\p{{N}}][-_/#]){_DAY},?\s+(?:of\s+)?(?P<month>{_MONTH_ALT})(?![\p{{L}}])\.?(?:,?\s+{_YEAR})?"
 )
 
 

@@ -18,7 +18,7 @@ from typing import Final, Literal
 from dreamkeeper.coverage import dates
 from dreamkeeper.coverage.lexicon import is_english_word
 from dreamkeeper.coverage.stoplist import MONTHS, SENTENCE_OPENERS, TWO_LETTER_COMMON_WORDS
-from dreamkeeper.coverage.technical import address_spans, inside, phones, technical_tokens
+from dreamkeeper.coverage.technical import address_spans, inside, phones, technical_tokens, within
 from dreamkeeper.coverage.text import (
     NUMBER_RE,
     Word,
@@ -261,7 +261,7 @@ def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item],
     }
     for match in NUMBER_RE.finditer(text):
         start, end = match.span()
-        if any(s <= start and end <= e for s, e, _ in phone_spans):
+        if within(phone_spans, start, end):
             continue  # part of a phone number, which is protected whole
         token = match.group()
         numeric = dates.numeric_date(token)

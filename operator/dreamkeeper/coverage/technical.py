@@ -26,8 +26,12 @@ TechnicalKind = Literal["email", "url", "host", "path", "identifier"]
 
 _EMAIL_RE: Final = regex.compile(r"(?:mailto:)?[\p{L}\p{N}._%+\-']+@[\p{L}\p{N}\-]+(?:\.[\p{L}\p{N}\-]+)*\.\p{L}{2,}")
 _URL_RE: Final = regex.compile(r"(?i)(?:[a-z][a-z0-9+.\-]*://|www\.)[^\s]+")
-_HOST_RE: Final = regex.compile(r"(?:[\p{L}\p{N}](?:[\p{L}\p{N}\-]*[\p{L}\p{N}])?\.)+(?P<tld>\p{L}{2,})")
-_FILE_RE: Final = regex.compile(r"[^\s/\\]*[\p{L}\p{N}_\-][^\s/\\]*\.(?P<ext>[\p{L}\p{N}]{1,5})")
+# Possessive repetitions (``++``, ``*+``) where giving back can never lead to a match: a failing fullmatch of a long
+# token ("a.a.a." ..., "1.1.1." ...) backtracked quadratically without them (5 s at 128 KB). Same matches.
+_HOST_RE: Final = regex.compile(r"(?:[\p{L}\p{N}](?:[\p{L}\p{N}\-]*[\p{L}\p{N}])?\.)++(?P<tld>\p{L}{2,})")
+_EXTENSION_RE: Final = regex.compile(r"[\p{L}\p{N}]{1,5}")
+_FILE_STEM_CHAR_RE: Final = regex.compile(r"[\p{L}\p{N}_\-]")
+_PATH_SEPARATOR_RE: Final = regex.compile(r"[\s/\\]")
 _ROOTED_PATH_RE: Final = regex.compile(r"(?:~|\.{1,2})?/[^\s]*\p{L}[^\s]*|[A-Za-z]:\\[^\s]*|[^\s]*\\[^\s]+")
 _HANDLE_RE: Final = regex.compile(r"[@#][\p{L}\p{N}_][\p{L}\p{N}_.\-]*")
 _IDENTIFIER_CHARS_RE: Final = regex.compile(r"[\p{L}\p{M}\p{N}_'\-]+")
@@ -48,9 +52,20 @@ _FILE_EXTENSIONS: Final = word_set(
 
 # Units and ordinals that may follow a number without making an identifier ("10th", "3pm", "16GB", "1080p").
 _UNIT_RE: Final = regex.compile(
-    r"(?i)\d+(?:[.,:]\d+)*(?:st|nd|rd|th|am|pm|s|ms|h|hr|hrs|m|min|mins|d|k|x|kb|mb|gb|tb|kg|g|km|cm|mm|mi|"
+    r"(?i)\d++(?:[.,:]\d++)*+(?:st|nd|rd|th|am|pm|s|ms|h|hr|hrs|m|min|mins|d|k|x|kb|mb|gb|tb|kg|g|km|cm|mm|mi|"
     r"ft|lb|lbs|oz|ml|l|hz|khz|mhz|ghz|w|kw|v|mph|kph|fps|dpi|px|pt|p|y|yr|yrs|yo|wk|wks|mo|mos|%)"
 )
+
+
+def file_extension(piece: str) -> str | None:
+    """The extension of a file name ("notes.md" -> "md"): 1-5 letters or digits after the last dot, a stem with a
+    letter, digit, "_" or "-", no whitespace or path separator anywhere. The single pattern this replaces (any
+    stem, a stem character, any stem, a dot, the extension) backtracked quadratically on a long token that is no
+    file name: "a@a." repeated took 8 s at 20 KB. tests/coverage/test_linear.py checks the two agree."""
+    stem, dot, extension = piece.rpartition(".")
+    if not dot or not _EXTENSION_RE.fullmatch(extension) or _PATH_SEPARATOR_RE.search(piece):
+        return None
+    return extension if _FILE_STEM_CHAR_RE.search(stem) else None
 
 
 def _is_abbreviation(labels: list[str]) -> bool:
@@ -125,9 +140,8 @@ def _classify_full(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, Te
         yield piece, "path"
         return
     if "/" in piece:
-        last = piece.rsplit("/", 1)[1]
-        file = _FILE_RE.fullmatch(last)
-        if file and fold(file.group("ext")) in _FILE_EXTENSIONS:
+        extension = file_extension(piece.rsplit("/", 1)[1])
+        if extension is not None and fold(extension) in _FILE_EXTENSIONS:
             yield piece, "path"
             return
         # "and/or", "America/Chicago", "marimer-work/xebia": judge each part on its own.
@@ -143,8 +157,8 @@ def _classify_full(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, Te
         labels = piece.split(".")
         if _is_abbreviation(labels):
             return
-        file = _FILE_RE.fullmatch(piece)
-        if file and fold(file.group("ext")) in _FILE_EXTENSIONS:
+        extension = file_extension(piece)
+        if extension is not None and fold(extension) in _FILE_EXTENSIONS:
             yield piece, "path"
             return
         host = _HOST_RE.fullmatch(piece)
@@ -234,13 +248,29 @@ _PHONE_RES: Final = (
 
 
 def phones(text: str) -> list[tuple[int, int, str]]:
-    """Phone numbers of a prepared text as (start, end, digits): "+1 386-299-4605", "(612) 555-1234"."""
+    """Phone numbers of a prepared text as (start, end, digits), in position order: "+1 386-299-4605",
+    "(612) 555-1234". An earlier pattern's match wins over an overlapping later one."""
     spans: list[tuple[int, int, str]] = []
     for pattern in _PHONE_RES:
+        taken = [(start, end) for start, end, _ in spans]  # sorted and disjoint: overlap is a bisection away
+        added: list[tuple[int, int, str]] = []
         for match in pattern.finditer(text):
             start, end = match.span()
             digits = "".join(ch for ch in match.group() if ch.isdigit())
-            if not 7 <= len(digits) <= 15 or any(s < end and start < e for s, e, _ in spans):
+            if not 7 <= len(digits) <= 15 or _overlaps(taken, start, end):
                 continue
-            spans.append((start, end, digits))
+            added.append((start, end, digits))
+        spans = sorted((*spans, *added))
     return spans
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint ``spans``."""
+    index = bisect_right(spans, (start, sys.maxsize))
+    return (index > 0 and spans[index - 1][1] > start) or (index < len(spans) and spans[index][0] < end)
+
+
+def within(spans: Sequence[tuple[int, int, str]], start: int, end: int) -> bool:
+    """Whether [start, end) lies inside one of the sorted, disjoint ``spans`` (as ``phones`` returns them)."""
+    index = bisect_right(spans, (start, sys.maxsize, "")) - 1
+    return index >= 0 and spans[index][0] <= start and end <= spans[index][1]

@@ -77,7 +77,7 @@ def words(text: str) -> Iterator[Word]:
 # --- numbers -----------------------------------------------------------------------------------------------
 
 # RockBot's number rule: a digit followed by one or more digits, each optionally preceded by . , : / -
-NUMBER_RE: Final = regex.compile(r"\d(?:[.,:/\-]?\d)+")
+NUMBER_RE: Final = regex.compile(r"\d(?:[.,:/\-]?\d)++")  # possessive: linear fullmatch (same matches)
 _THOUSANDS_RE: Final = regex.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 

@@ -17,10 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from dreamkeeper.coverage.stoplist import BASELINE_COMMON_WORDS, BUILTIN_NUMERIC_EXEMPT_CATEGORIES
 from dreamkeeper.coverage.text import fold
+from dreamkeeper.memory import MiB, read_regular
 
 log = logging.getLogger(__name__)
 
 VOCABULARY_FILE: Final = "merge-coverage-vocabulary.json"  # in the agent directory, beside memory/
+VOCABULARY_FILE_LIMIT: Final = 4 * MiB  # a ConfigMap holds at most 1 MiB
 
 
 def _category_key(category: str) -> str:
@@ -126,7 +128,8 @@ _FIELDS: Final = {fold(info.alias or name): name for name, info in Vocabulary.mo
 def load_vocabulary(path: Path) -> VocabularyLoad:
     """Read the vocabulary file; never raises on bad content (the check must keep running on the baseline)."""
     try:
-        raw = path.read_bytes()
+        # A FIFO or a device (/dev/zero) is refused without being opened: the check must never hang or blow up.
+        raw = read_regular(path, VOCABULARY_FILE_LIMIT)
     except FileNotFoundError:
         return VocabularyLoad(vocabulary=DEFAULT_VOCABULARY, status="absent", path=path)
     except OSError as exc:
@@ -142,6 +145,8 @@ def load_vocabulary(path: Path) -> VocabularyLoad:
         document = json.loads(stripped)
     except json.JSONDecodeError as exc:
         return _fallback(path, f"{path} is malformed ({exc.msg} at line {exc.lineno} column {exc.colno})")
+    except RecursionError:
+        return _fallback(path, f"{path} is malformed (nested too deeply)")
     try:
         vocabulary = _parse(document, path)
     except ValueError as exc:

@@ -37,6 +37,7 @@ from dreamkeeper.kube.models import AgentSpec, AgentStop, RunSummary
 from dreamkeeper.kube.objects import Job, Pod, PodSpec, Workload, annotations_of, labels_of, owned_by, parse_time
 from dreamkeeper.kube.placement import mounts_claim
 from dreamkeeper.kube.results import job_active
+from dreamkeeper.memory import loads_json
 
 # After maxDowntimeSeconds the Job's own deadline has stopped the cycle; this much later the operator deletes the
 # Job itself (a backstop: a Job whose deadline cannot fire, e.g. its pod never leaves Pending on a lost node).
@@ -88,7 +89,7 @@ class StopRecord:
         if not value:
             return None
         try:
-            data = json.loads(value)
+            data = loads_json(value)
             stopped, slot = parse_time(data["stoppedAt"]), parse_time(data["slot"])
             replicas = data["replicas"]
             if stopped is None or slot is None or not isinstance(replicas, int) or replicas < 0:

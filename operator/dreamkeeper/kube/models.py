@@ -121,11 +121,13 @@ class ProposerSpec(KubeModel):
     """Who proposes merges and prunes. Every proposal is validated by the same deterministic safeguards."""
 
     model_config = ConfigDict(
+        strict=True,  # as the cycle's own settings: no boolean or string for a number (the operator reads it too)
+        allow_inf_nan=False,
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel("self.type != 'openai' || has(self.model)", "proposer.model is required when type is openai"),
             ]
-        }
+        },
     )
 
     type: Literal["offline", "openai"] = Field(
@@ -182,6 +184,8 @@ class ProposerSpec(KubeModel):
 class FloorSpec(KubeModel):
     """Entries at or above either bound are never pruned standalone and never purged."""
 
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
     importance: float | None = Field(default=None, ge=0.0, le=2.0, description="Importance floor (default 0.80).")
     reinforcement: int | None = Field(
         default=None, ge=0, le=1_000_000_000, description="Reinforcement-count floor (default 5)."
@@ -210,6 +214,10 @@ class DecaySpec(KubeModel):
 
 class SafeguardsSpec(KubeModel):
     """The cycle's deterministic safeguards. Unset fields keep the engine's defaults."""
+
+    # Strict, as the cycle's settings are (consolidation/settings.py): `retentionDays: true` read as 1 day would purge
+    # what was archived the day before yesterday. The API server checks the types too; the operator never relaxes them.
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
 
     retention_days: int | None = Field(
         default=None, ge=0, le=36500, description="Days an archived entry is kept before purge (0 = forever)."

@@ -7,7 +7,6 @@ counting rule (once per Job UID) lives in one place (``reconcile.py``) and this 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +35,7 @@ from dreamkeeper.kube.objects import (
     parse_time,
 )
 from dreamkeeper.kube.seed import SeedReport
+from dreamkeeper.memory import loads_json
 
 # `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED = 1, 2, 3, 4
@@ -125,7 +125,7 @@ def parse_dream_message(message: str | None) -> DreamSummary | None:
     if not message:
         return None
     try:
-        data = json.loads(message)
+        data = loads_json(message)
     except ValueError:
         return None
     if not isinstance(data, dict):

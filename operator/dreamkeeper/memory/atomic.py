@@ -1,23 +1,47 @@
-"""Durable atomic file replacement and the fingerprints used for optimistic concurrency.
+"""Durable atomic file replacement that never destroys a version someone else wrote, and the fingerprints used for
+optimistic concurrency.
 
 Every mutation of an entry file goes through :func:`replace_file`: a hidden temp file in the same directory,
-fsync of the file, rename over the target, fsync of the directory. A crash at any instant leaves the old file or
-the new one, never a torn or missing one.
+fsync of the file, then the temp is put in place, then fsync of the directory. A crash at any instant leaves the
+old file or the new one, never a torn or missing one.
+
+The agent writes without any lock (RockBot saves by temp file + rename, archives by rewriting the file in place),
+so a check of the file followed by a rename over it loses any write that lands in between. A guarded replacement
+therefore *swaps* the temp with the target (Linux ``renameat2(RENAME_EXCHANGE)``): whatever it displaces is still
+there, under the temp's name, and is compared with the version the caller read. If it is not that version the
+agent won: its version is swapped back (see :func:`_put_back`) and the write reports a conflict. Filesystems
+without the exchange get today's check-then-rename.
+
+Names of our own files in an entry directory (never ``*.json``, which RockBot's index load would read):
+``.{name}.{hex}.dk-new`` (a temp being written: only ever our data), ``.{name}.{inode}.dk-swap`` (a temp that is
+being swapped: our data exactly while its inode is the one in its name), ``.{name}.{hex}.dk-conflict`` (a version
+of the agent's we displaced and could not put back: kept, and reported by every sweep).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import hashlib
+import logging
 import os
 import stat
+import sys
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from dreamkeeper.memory.errors import ConflictError, StoreWriteError
+from dreamkeeper.memory.files import MiB, UnsafeFileError, open_regular, read_fd
+
+log = logging.getLogger(__name__)
+
+ENTRY_FILE_LIMIT: Final = 8 * MiB
+"""The largest entry file read (RockBot's entries are a few KB). A larger one is reported malformed, untouched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +59,9 @@ class Fingerprint:
     def short(self) -> str:
         return self.sha256[:12]
 
+    def same_stat(self, st: os.stat_result) -> bool:
+        return (self.size, self.mtime_ns) == (st.st_size, st.st_mtime_ns)
+
 
 class _Unchecked:
     """Marker: write without a concurrency check (dreamkeeper's own state files only)."""
@@ -43,14 +70,102 @@ class _Unchecked:
 UNCHECKED: Final = _Unchecked()
 MUST_NOT_EXIST: Final = None
 
+NEW_SUFFIX: Final = ".dk-new"
+SWAP_SUFFIX: Final = ".dk-swap"
+CONFLICT_SUFFIX: Final = ".dk-conflict"
+
 _NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EPERM, errno.EFBIG}
 
+# ---- the exchange ----------------------------------------------------------------------------------------------
 
-def read_with_fingerprint(path: Path) -> tuple[bytes, Fingerprint]:
-    with open(path, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        data = handle.read()
+_AT_FDCWD: Final = -100
+_RENAME_EXCHANGE: Final = 2
+_NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def _load_renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
+    """glibc's renameat2 (2.28+; Python's os module does not expose it). None elsewhere: the fallback is used."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_renameat2 = _load_renameat2()
+_no_exchange_devices: set[int] = set()
+"""Filesystems (st_dev) that refused RENAME_EXCHANGE once: not asked again in this process."""
+
+exchange_enabled = True
+"""False forces the check-then-rename fallback (tests; filesystems known to lack the exchange)."""
+
+
+def can_exchange(device: int) -> bool:
+    """Whether a swap will be tried on this filesystem (it may still refuse, once)."""
+    return _renameat2 is not None and exchange_enabled and device not in _no_exchange_devices
+
+
+def exchange(a: Path, b: Path, device: int) -> bool:
+    """Atomically swap the directory entries ``a`` and ``b``; False when the filesystem cannot (nothing changed).
+
+    Raises FileNotFoundError when either is missing, as rename does."""
+    renameat2 = _renameat2
+    if renameat2 is None or not can_exchange(device):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        _no_exchange_devices.add(device)
+        log.warning("the filesystem of %s cannot swap files atomically; using check-then-rename there", b)
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+# ---- the test seam -----------------------------------------------------------------------------------------------
+
+WriteSeam = Callable[[str, Path], None]
+_seam: WriteSeam | None = None
+
+
+@contextlib.contextmanager
+def write_seam(hook: WriteSeam) -> Iterator[None]:
+    """Tests only: call ``hook(stage, target)`` at the instants another writer could interleave with ours.
+
+    Stages: ``"checked"`` (after the cheap pre-check, before the file is put in place: where check-then-rename
+    lost writes), ``"swapped"`` (after the swap, before the displaced version is verified), ``"put-back"``
+    (before each swap back). The hook may sleep (a throttled pod) or write as the agent does."""
+    global _seam
+    previous, _seam = _seam, hook
+    try:
+        yield
+    finally:
+        _seam = previous
+
+
+def _at(stage: str, path: Path) -> None:
+    if _seam is not None:
+        _seam(stage, path)
+
+
+# ---- reading -----------------------------------------------------------------------------------------------------
+
+
+def read_with_fingerprint(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint]:
+    """An entry file's bytes and fingerprint. Refuses (UnsafeFileError) a symlink, a special file or one over
+    ``limit`` bytes without reading it."""
+    fd, st = open_regular(path, limit, follow_symlinks=False)
+    try:
+        data = read_fd(fd, path, limit)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
     return data, Fingerprint.of_bytes(data, st)
 
 
@@ -58,6 +173,14 @@ def current_fingerprint(path: Path) -> Fingerprint | None:
     try:
         return read_with_fingerprint(path)[1]
     except FileNotFoundError:
+        return None
+
+
+def _fingerprint_or_none(path: Path) -> Fingerprint | None:
+    """What is at ``path`` now; None when it cannot be read as a regular file (it is then not anyone's we expect)."""
+    try:
+        return read_with_fingerprint(path, limit=sys.maxsize)[1]
+    except (OSError, UnsafeFileError):
         return None
 
 
@@ -74,6 +197,22 @@ def check_unchanged(path: Path, expected: Fingerprint | None) -> None:
         raise ConflictError(path, f"content changed since it was read ({expected.short()} -> {actual.short()})")
     if actual.size != expected.size or actual.mtime_ns != expected.mtime_ns:
         raise ConflictError(path, "the file was rewritten since it was read")
+
+
+def _precheck(path: Path, expected: Fingerprint) -> os.stat_result:
+    """The cheap refusal before any write: the file's size and mtime still those read (the swap verifies content)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise ConflictError(path, "the file was removed since it was read") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConflictError(path, "the file was replaced by something that is not a regular file")
+    if not expected.same_stat(st):
+        raise ConflictError(path, "the file was rewritten since it was read")
+    return st
+
+
+# ---- directories ----------------------------------------------------------------------------------------------
 
 
 def fsync_directory(directory: Path) -> None:
@@ -99,30 +238,65 @@ def make_dirs_durably(directory: Path) -> None:
         fsync_directory(created.parent)
 
 
-def _write_temp(path: Path, data: bytes) -> tuple[Path, Fingerprint]:
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+# ---- writing ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Temp:
+    """A temp file of ours: its current name, its inode (what makes it ours) and the fingerprint of its data."""
+
+    path: Path
+    inode: int
+    fingerprint: Fingerprint
+
+
+def _write_temp(path: Path, data: bytes) -> _Temp:
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         with contextlib.suppress(FileNotFoundError):
-            # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites.
-            old = os.stat(path)
-            os.fchmod(fd, stat.S_IMODE(old.st_mode))
-            with contextlib.suppress(PermissionError):
-                os.fchown(fd, -1, old.st_gid)
+            # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites; of the file itself:
+            # a symlink in its place is replaced, never followed.
+            old = os.lstat(path)
+            if stat.S_ISREG(old.st_mode):
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, -1, old.st_gid)
         os.fsync(fd)
-        # rename keeps the inode, so this is the fingerprint the target will have — taken from our own fd, not by
-        # re-reading the target, which the agent may already have rewritten.
-        fingerprint = Fingerprint.of_bytes(data, os.fstat(fd))
+        # A rename or swap keeps the inode, so this is the fingerprint the target will have — taken from our own
+        # fd, not by re-reading the target, which the agent may already have rewritten.
+        st = os.fstat(fd)
+        fingerprint = Fingerprint.of_bytes(data, st)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            temp.unlink()
+            os.unlink(temp)  # just created by us (O_EXCL), holding nothing but our partial data
         raise
     os.close(fd)
-    return temp, fingerprint
+    return _Temp(temp, st.st_ino, fingerprint)
+
+
+def _discard_own(temp: Path, inode: int) -> None:
+    """Remove ``temp`` if it is still our own file (its inode): after a swap the name may hold another version."""
+    with contextlib.suppress(OSError):
+        if os.lstat(temp).st_ino == inode:
+            os.unlink(temp)
+
+
+def _arm(temp: _Temp, expected: Fingerprint) -> _Temp:
+    """Rename a written temp to the name that records its inode and the version it is to replace, before it is
+    swapped. Whenever the process dies, ``sweep`` can then tell what the name holds: our data (its inode), the
+    version we meant to replace (its hash: the swap was done), or someone else's version (kept)."""
+    stem = temp.path.name.removesuffix(NEW_SUFFIX).rsplit(".", 1)[0]
+    armed = temp.path.with_name(f"{stem}.{temp.inode}-{expected.sha256[:_SHA_IN_NAME]}{SWAP_SUFFIX}")
+    os.rename(temp.path, armed)
+    return _Temp(armed, temp.inode, temp.fingerprint)
+
+
+_SHA_IN_NAME: Final = 32
 
 
 def replace_file(
@@ -130,54 +304,132 @@ def replace_file(
 ) -> Fingerprint:
     """Durably replace (or create) ``path`` with ``data``.
 
-    ``expected``: a Fingerprint = the file must still be exactly that; ``MUST_NOT_EXIST`` (None) = exclusive
-    create, never clobbering a file that appeared; ``UNCHECKED`` = dreamkeeper's own state files only.
+    ``expected``: a Fingerprint = the file must still be exactly that (a write that finds another version in
+    place puts that version back and raises ConflictError); ``MUST_NOT_EXIST`` (None) = exclusive create, never
+    clobbering a file that appeared; ``UNCHECKED`` = dreamkeeper's own state files only.
     ``sync_directory=False`` leaves the fsync of the directory (which makes the rename itself durable) to the
     caller, who batches it over many files; the file's own data is always fsynced before the rename, so a crash
     still leaves the old file or the new one, whole.
     """
-    temp: Path | None = None
+    temp: _Temp | None = None
     try:
-        make_dirs_durably(path.parent)
-        temp, fingerprint = _write_temp(path, data)
-        if expected is None:
-            # link() fails if the name exists: a concurrent creator is never overwritten.
-            try:
-                os.link(temp, path)
-            except FileExistsError as exc:
-                raise ConflictError(path, "a file appeared where a new entry was to be created") from exc
-            except OSError as exc:
-                if exc.errno not in _NO_HARDLINKS:
-                    raise
-                # Volumes without hard links (some SMB/CSI drivers): check then rename; the race window is tiny.
-                check_unchanged(path, None)
-                os.replace(temp, path)
-            else:
-                linked, temp = temp, None
-                with contextlib.suppress(OSError):
-                    # A leftover would be a hidden temp, which scans ignore; the entry itself is in place.
-                    os.unlink(linked)
+        if isinstance(expected, Fingerprint):
+            st = _precheck(path, expected)
+            temp = _write_temp(path, data)
+            temp = _arm(temp, expected)
+            _swap_in(temp, path, expected, st.st_dev)
         else:
-            if isinstance(expected, Fingerprint):
-                # The window between this check and the rename is microseconds; the agent does not lock.
-                check_unchanged(path, expected)
-            os.replace(temp, path)
-        temp = None
+            make_dirs_durably(path.parent)
+            temp = _write_temp(path, data)
+            if expected is None:
+                _create(temp, path)
+            else:
+                os.replace(temp.path, path)
+        fingerprint, temp = temp.fingerprint, None
         if sync_directory:
             fsync_directory(path.parent)
     except OSError as exc:
         if temp is not None:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-        if exc.errno in _WRITE_ERRNOS:
+            _discard_own(temp.path, temp.inode)
+        if exc.errno in _WRITE_ERRNOS and not isinstance(exc, UnsafeFileError):
             raise StoreWriteError(path, exc) from exc
         raise
     except BaseException:
         if temp is not None:
-            with contextlib.suppress(OSError):
-                temp.unlink()
+            _discard_own(temp.path, temp.inode)
         raise
     return fingerprint
+
+
+def _create(temp: _Temp, path: Path) -> None:
+    # link() fails if the name exists: a concurrent creator is never overwritten.
+    try:
+        os.link(temp.path, path)
+    except FileExistsError as exc:
+        raise ConflictError(path, "a file appeared where a new entry was to be created") from exc
+    except OSError as exc:
+        if exc.errno not in _NO_HARDLINKS:
+            raise
+        # Volumes without hard links (some SMB/CSI drivers): check then rename; the race window is tiny.
+        check_unchanged(path, None)
+        os.replace(temp.path, path)
+    else:
+        # A leftover would be a hidden temp, which scans ignore and the next sweep removes; the entry is in place.
+        _discard_own(temp.path, temp.inode)
+
+
+def _swap_in(temp: _Temp, path: Path, expected: Fingerprint, device: int) -> None:
+    """Put ``temp`` (our data) at ``path`` if ``path`` still holds ``expected``; never destroy another version."""
+    if not can_exchange(device):
+        _check_then_rename(temp, path, expected)
+        return
+    _at("checked", path)
+    try:
+        swapped = exchange(temp.path, path, device)
+    except FileNotFoundError:
+        raise ConflictError(path, "the file was removed since it was read") from None
+    if not swapped:  # the filesystem refused the exchange just now
+        _check_then_rename(temp, path, expected)
+        return
+    _at("swapped", path)
+    displaced = _fingerprint_or_none(temp.path)
+    if displaced == expected:
+        _replaced(temp.path)
+        return
+    kept = _put_back(temp, path, device)
+    with contextlib.suppress(OSError):
+        fsync_directory(path.parent)  # the agent's version back in place survives a crash
+    where = f"; an older version of the agent's is kept at {kept}" if kept else ""
+    raise ConflictError(path, f"the agent wrote it meanwhile; its version was put back in place{where}")
+
+
+def _check_then_rename(temp: _Temp, path: Path, expected: Fingerprint) -> None:
+    """The fallback where there is no exchange: a write landing between the check and the rename is lost (the
+    window is the time of one rename; it was the only way before)."""
+    check_unchanged(path, expected)
+    _at("checked", path)
+    os.replace(temp.path, path)
+
+
+def _replaced(displaced: Path) -> None:
+    """The swap displaced exactly the version the caller read and meant to replace: that version goes."""
+    os.unlink(displaced)
+
+
+def _put_back(temp: _Temp, path: Path, device: int, attempts: int = 16) -> Path | None:
+    """Undo a swap that displaced someone else's version (at ``temp``); returns where a version that could not
+    go back in place is kept, if any.
+
+    Each swap back puts the displaced version at ``path`` and takes what is there now. That is our own data,
+    to be thrown away, unless the agent wrote yet again in between: then the agent's newer file is swapped back
+    in place, and the older one it displaces is kept as a conflict copy. Nothing but our own data is deleted."""
+    ours = temp.fingerprint
+    expect: Fingerprint | None = ours  # what we hope the next swap takes out of `path`
+    holding = _fingerprint_or_none(temp.path)  # what the next swap puts at `path`
+    for _ in range(attempts):
+        _at("put-back", path)
+        try:
+            swapped = exchange(temp.path, path, device)
+        except FileNotFoundError:
+            # The agent removed `path` meanwhile (a delete or re-categorise): its displaced version stays kept.
+            return _keep_conflict_copy(temp.path, path)
+        if not swapped:
+            return _keep_conflict_copy(temp.path, path)
+        taken = _fingerprint_or_none(temp.path)
+        if taken == expect:
+            if taken == ours and os.lstat(temp.path).st_ino == temp.inode:
+                _discard_own(temp.path, temp.inode)
+                return None
+            return _keep_conflict_copy(temp.path, path)
+        expect, holding = holding, taken
+    return _keep_conflict_copy(temp.path, path)
+
+
+def _keep_conflict_copy(temp: Path, path: Path) -> Path:
+    copy = path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}"
+    os.rename(temp, copy)
+    log.warning("kept a displaced version of %s at %s (the agent wrote it while we did)", path, copy)
+    return copy
 
 
 def create_exclusive(path: Path, data: bytes) -> bool:
@@ -196,3 +448,100 @@ def unlink_durably(path: Path) -> None:
     """Remove a file and persist the directory change. Only purge may call this on an entry file."""
     os.unlink(path)
     fsync_directory(path.parent)
+
+
+# ---- what a killed writer leaves behind ----------------------------------------------------------------------
+
+
+@dataclass
+class SweepReport:
+    """What ``sweep`` found: our temps removed, displaced versions kept (as conflict copies), and every conflict
+    copy now present (reported each time until someone looks at them)."""
+
+    removed: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    conflict_copies: list[Path] = field(default_factory=list)
+    restored: list[Path] = field(default_factory=list)  # entries a killed purge had parked, back under their name
+    collected: list[Path] = field(default_factory=list)  # hidden files with one of the caller's suffixes (``collect``)
+
+
+def sweep(directory: Path, skip: frozenset[str] = frozenset(), collect: tuple[str, ...] = ()) -> SweepReport:
+    """Clean what killed writes of ours left under ``directory``; the caller holds the cycle lock, so no write of
+    ours is in flight. Only names of our own making are looked at: the agent's files (its own ``.tmp`` temps
+    included) are never touched. A swapped temp whose inode changed holds a displaced version: kept."""
+    report = SweepReport()
+    for path in _own_files(directory, skip, collect):
+        name = path.name
+        try:
+            if collect and name.endswith(collect):
+                report.collected.append(path)
+            elif name.endswith(NEW_SUFFIX):
+                # Never swapped under this name: only ever our data (a create's second name, or a write cut short).
+                os.unlink(path)
+                report.removed.append(path)
+            elif name.endswith(SWAP_SUFFIX):
+                inode = _own_swap_inode(path)
+                if inode is not None:
+                    _discard_own(path, inode)
+                    report.removed.append(path)
+                elif _holds_the_replaced_version(path):
+                    _replaced(path)  # the swap was done and fair: the version it displaced is the one we read
+                    report.removed.append(path)
+                else:
+                    kept = _keep_conflict_copy(path, _target_of(path))
+                    report.kept.append(kept)
+                    report.conflict_copies.append(kept)
+            elif name.endswith(CONFLICT_SUFFIX):
+                report.conflict_copies.append(path)
+        except OSError as exc:
+            log.warning("could not clean %s: %s", path, exc)
+    return report
+
+
+def _own_files(directory: Path, skip: frozenset[str], collect: tuple[str, ...]) -> Iterator[Path]:
+    suffixes = (NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX, *collect)
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            children = list(os.scandir(current))
+        except OSError:
+            continue
+        for child in children:
+            if child.is_dir(follow_symlinks=False):
+                if child.name not in skip:
+                    stack.append(Path(child.path))
+            elif child.name.startswith(".") and child.name.endswith(suffixes):
+                yield Path(child.path)
+
+
+def _swap_name_parts(path: Path) -> tuple[str, str]:
+    """The inode and the hash prefix a swap temp's name records (``.{name}.{inode}-{sha}.dk-swap``)."""
+    recorded = path.name.removesuffix(SWAP_SUFFIX).rsplit(".", 1)[-1]
+    inode, _, sha = recorded.partition("-")
+    return inode, sha
+
+
+def _own_swap_inode(path: Path) -> int | None:
+    """The inode a swap temp's name records, when the file under that name is still that inode (ours)."""
+    recorded, _ = _swap_name_parts(path)
+    st = os.lstat(path)
+    if recorded.isdigit() and int(recorded) == st.st_ino and stat.S_ISREG(st.st_mode):
+        return st.st_ino
+    return None
+
+
+def _holds_the_replaced_version(path: Path) -> bool:
+    """Whether a swap temp holds exactly the version its write meant to replace (a kill between swap and
+    verification): that version may go, as it would have a moment later."""
+    _, sha = _swap_name_parts(path)
+    found = _fingerprint_or_none(path)
+    return len(sha) == _SHA_IN_NAME and found is not None and found.sha256.startswith(sha)
+
+
+def _target_of(temp: Path) -> Path:
+    """``.{name}.{token}{suffix}`` -> ``name`` in the same directory."""
+    stem = temp.name[1:]
+    for suffix in (NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX):
+        stem = stem.removesuffix(suffix)
+    return temp.with_name(stem.rsplit(".", 1)[0])

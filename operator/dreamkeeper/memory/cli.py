@@ -23,6 +23,7 @@ from rich.table import Table
 
 from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
+from dreamkeeper.memory.files import loads_json
 from dreamkeeper.memory.lock import CycleLock
 from dreamkeeper.memory.paths import memory_root, validate_id
 from dreamkeeper.memory.reversals import note_restored
@@ -127,7 +128,7 @@ def register(app: typer.Typer) -> None:
 
 def memory_group(app: typer.Typer) -> typer.Typer:
     """The ``memory`` command group ``register`` added to ``app`` (for commands registered from higher layers)."""
-    for info in app.registered_groups:
+    for info in reversed(app.registered_groups):  # the one the command line resolves: the last added
         if info.name == MEMORY_GROUP and info.typer_instance is not None:
             return info.typer_instance
     raise LookupError("the memory commands are not registered on this app")
@@ -185,7 +186,7 @@ def show_command(
         store = open_store(agent_dir, memory_dir)
         stored = store.require(entry_id)
         vector = store.load_embedding(stored.id)
-        raw = json.loads(stored.path.read_bytes().decode("utf-8-sig"))
+        raw = loads_json(stored.path.read_bytes().decode("utf-8-sig"))
     if as_json:
         emit_json(
             {

@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -301,6 +301,63 @@ class Entry(BaseModel):
 
     def to_json_bytes(self) -> bytes:
         return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes) -> Entry:
+        """Parse an entry file's bytes; anything that cannot be rewritten faithfully is a ValueError."""
+        return cls.from_json_obj(parse_json_object(data))
+
+
+MAX_NESTING: Final = 64
+"""Deepest nesting an entry file may have (RockBot's are two levels deep). Deeper values could not be copied or
+written back without running out of stack, so such a file is malformed."""
+
+
+class _DuplicateKeys(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                # Only one of the values would survive a rewrite: the file cannot be written back as it is.
+                raise _DuplicateKeys(f"property {key!r} appears more than once")
+            seen.add(key)
+    return obj
+
+
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+
+
+def parse_json_object(data: bytes) -> dict[str, Any]:
+    """A JSON object from an entry file: UTF-8 (a BOM allowed), no duplicate property, at most MAX_NESTING deep.
+    Every refusal is a ValueError saying what was wrong (UnicodeDecodeError is one)."""
+    text = data.decode("utf-8-sig")
+    try:
+        obj = _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError(f"nested too deeply (more than {MAX_NESTING} levels)") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
+    for value in obj.values():
+        if isinstance(value, dict | list) and _deeper_than(value, MAX_NESTING - 1):
+            raise ValueError(f"nested too deeply (more than {MAX_NESTING} levels)")
+    return obj
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests deeper than ``limit`` levels (iterative: no stack to run out of)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = current.values() if isinstance(current, dict) else current
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 _set = object.__setattr__

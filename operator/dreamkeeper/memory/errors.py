@@ -65,3 +65,12 @@ class StoreWriteError(MemoryStoreError, OSError):
         super().__init__(f"could not write {path}: {cause.strerror or cause}; the previous version (if any) is intact")
         self.path = path
         self.errno = cause.errno
+
+
+class StateDirError(MemoryStoreError, OSError):
+    """dreamkeeper's state directory (AGENT_DIR/.dreamkeeper) is not usable: missing agent directory, a symlink,
+    read-only. Nothing was changed."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}; nothing was changed")
+        self.path = path

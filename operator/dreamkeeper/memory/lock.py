@@ -7,27 +7,76 @@ who holds it and until when, so a crashed holder is reported and a stuck one is 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from dreamkeeper.memory.atomic import UNCHECKED, replace_file
+from dreamkeeper.memory.atomic import UNCHECKED, fsync_directory, replace_file
 from dreamkeeper.memory.entry import format_timestamp, utcnow
-from dreamkeeper.memory.errors import LockHeldError
+from dreamkeeper.memory.errors import LockHeldError, StateDirError
+from dreamkeeper.memory.files import MiB, describe_mode, loads_json, read_regular
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = ".dreamkeeper"
+STATE_FILE_LIMIT = 16 * MiB  # lock.json, ledger.json: a few hundred bytes when we wrote them
 
 
 def state_dir(agent_dir: Path) -> Path:
     return agent_dir / STATE_DIR
+
+
+def ensure_state_dir(agent_dir: Path, *parts: str, create: bool = True) -> Path | None:
+    """``AGENT_DIR/.dreamkeeper[/parts...]`` as real directories: none may be a symlink (state would land outside
+    the agent directory) or anything but a directory. Missing ones are created when ``create`` (else None is
+    returned); the agent directory itself never is."""
+    try:
+        st = os.stat(agent_dir)
+    except FileNotFoundError:
+        raise StateDirError(agent_dir, "the agent directory does not exist") from None
+    except OSError as exc:
+        raise StateDirError(agent_dir, f"the agent directory cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StateDirError(agent_dir, f"the agent directory is {describe_mode(st.st_mode)}")
+    directory = agent_dir
+    for name in (STATE_DIR, *parts):
+        directory = directory / name
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                directory.mkdir()
+                fsync_directory(directory.parent)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise StateDirError(directory, f"it cannot be created ({exc.strerror or exc})") from None
+            st = os.lstat(directory)
+        except OSError as exc:
+            raise StateDirError(directory, f"it cannot be read ({exc.strerror or exc})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise StateDirError(
+                directory,
+                f"it is a symbolic link (to {os.readlink(directory)}); state must stay in the agent directory",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise StateDirError(directory, f"it is {describe_mode(st.st_mode)}, not a directory")
+    return directory
+
+
+def read_state_json(path: Path) -> object:
+    """One of our small state files (lock.json, ledger.json) as JSON; ValueError/OSError when it is not one."""
+    return loads_json(read_regular(path, STATE_FILE_LIMIT, follow_symlinks=False).decode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -54,8 +103,14 @@ class CycleLock:
         self.previous_holder_crashed: LockHolder | None = None
 
     def acquire(self) -> CycleLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        ensure_state_dir(self.path.parent.parent)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "not a regular file")
+        except OSError as exc:
+            raise StateDirError(self.path, f"the lock file cannot be opened ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -80,7 +135,10 @@ class CycleLock:
                 acquired_at=format_timestamp(now),
                 expires_at=format_timestamp(now + self.ttl),
             )
-            replace_file(self.info_path, json.dumps(holder.__dict__, indent=2).encode(), UNCHECKED)
+            try:
+                replace_file(self.info_path, json.dumps(holder.__dict__, indent=2).encode(), UNCHECKED)
+            except OSError as exc:
+                raise StateDirError(self.info_path, f"it cannot be written ({exc.strerror or exc})") from None
         except BaseException:
             # e.g. a full disk while writing the holder file: do not keep the flock for the rest of the process.
             self._fd = None
@@ -100,8 +158,8 @@ class CycleLock:
 
     def read_holder(self) -> LockHolder | None:
         try:
-            data = json.loads(self.info_path.read_text(encoding="utf-8"))
-            return LockHolder(**data)
+            data = read_state_json(self.info_path)
+            return LockHolder(**data) if isinstance(data, dict) else None
         except (OSError, ValueError, TypeError):
             return None
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from dreamkeeper.memory.errors import InvalidCategoryError, InvalidIdError, PathEscapeError
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # and no "..": see validate_id
 # RockBot's layout of an agent directory: entries under memory/, their vectors in memory/.embeddings/<id>.bin.
 MEMORY_DIR = "memory"
 EMBEDDINGS_DIR = ".embeddings"
@@ -27,7 +27,7 @@ def embedding_file_name(entry_id: str) -> str:
 def validate_id(entry_id: str) -> str:
     if not isinstance(entry_id, str) or not entry_id:
         raise InvalidIdError(str(entry_id), "blank")
-    if not _ID.fullmatch(entry_id) or ".." in entry_id:
+    if not ID_PATTERN.fullmatch(entry_id) or ".." in entry_id:
         raise InvalidIdError(entry_id, "ids are 1-128 of [A-Za-z0-9_.-], starting alphanumeric, without '..'")
     return entry_id
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dreamkeeper.memory.entry import format_timestamp, utcnow
+from dreamkeeper.memory.files import loads_json
 from dreamkeeper.memory.lock import state_dir
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def read_reversals(agent_dir: Path, offset: int = 0) -> tuple[list[Reversal], in
             break
         end += len(raw)
         try:
-            record = json.loads(raw)
+            record = loads_json(raw)
             out.append(
                 Reversal(
                     at=str(record["at"]),

@@ -5,29 +5,34 @@ Invariants:
 * every mutation names the fingerprint the caller read and is refused if the file changed since (the agent keeps
   writing while a cycle runs);
 * archive hides, never deletes; :meth:`MemoryStore.purge` is the only code path that deletes an entry file;
-* a malformed file is reported and left exactly as it is.
+* a malformed file is reported and left exactly as it is; so is a *misfiled* one (an entry whose id or category is
+  not a path, or does not match where the file is): it is quarantined at scan time, so no write ever targets it;
+* a special file, a symlink or an oversized file is never read (``memory.files``).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dreamkeeper.memory.atomic import (
+    CONFLICT_SUFFIX,
     MUST_NOT_EXIST,
     Fingerprint,
+    SweepReport,
     read_with_fingerprint,
     replace_file,
+    sweep,
     unlink_durably,
 )
 from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, utcnow
@@ -35,25 +40,35 @@ from dreamkeeper.memory.errors import (
     ConflictError,
     EntryNotFoundError,
     InvalidCategoryError,
+    InvalidIdError,
 )
+from dreamkeeper.memory.files import MiB, read_regular
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
+    ID_PATTERN,
     category_of_path,
     embedding_file_name,
     ensure_inside,
     entry_location,
     entry_path,
+    validate_category,
     validate_id,
 )
 
 log = logging.getLogger(__name__)
 
+EMBEDDING_FILE_LIMIT = 1 * MiB  # 262,144 float32 dimensions; a larger .bin is ignored, as a ragged one is
+PURGING_SUFFIX = ".purging"  # an entry file parked by purge while it verifies it (``MemoryStore._purge_one``)
+
 
 class HighValueFloor(BaseModel):
-    """Entries at or above the floor are never pruned standalone and never purged."""
+    """Entries at or above the floor are never pruned standalone and never purged. Strict (a boolean or a string is
+    no bound) and bounded, as the DreamSchedule's ``floor`` is."""
 
-    importance: float = Field(default=0.80, ge=0.0)
-    reinforcement: int = Field(default=5, ge=0)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    importance: float = Field(default=0.80, ge=0.0, le=2.0)
+    reinforcement: int = Field(default=5, ge=0, le=2**31 - 1)  # RockBot's int
 
     def protects(self, entry: Entry) -> bool:
         return entry.importance_score >= self.importance or entry.reinforcement_count >= self.reinforcement
@@ -75,10 +90,20 @@ class StoredEntry:
         return self.entry.id
 
 
+MalformedKind = Literal["malformed", "misfiled", "unreadable"]
+
+
 @dataclass(frozen=True, slots=True)
 class MalformedFile:
+    """A file under the memory root that is not an entry dreamkeeper may touch; reported, never modified.
+
+    ``misfiled``: a valid entry whose file is not where its id and category say (RockBot reads it by its id, so
+    the agent still sees it, but a rewrite would land elsewhere). ``unreadable``: not a regular file, too large,
+    or no permission."""
+
     path: Path
     error: str
+    kind: MalformedKind = "malformed"
 
 
 @dataclass
@@ -126,6 +151,7 @@ class MemoryStore:
         self._index: dict[str, Path] | None = None
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
+        self._categories: dict[str | None, tuple[str, tuple[str, ...]] | str] = {}  # category -> where, or why not
 
     # ---- reading -------------------------------------------------------------------------------------
 
@@ -160,23 +186,65 @@ class MemoryStore:
         try:
             data, fingerprint = read_with_fingerprint(path)
         except OSError as exc:
-            return MalformedFile(path, f"unreadable: {exc.strerror or exc}")
+            return MalformedFile(path, f"unreadable: {exc.strerror or exc}", "unreadable")
         try:
-            obj = json.loads(data.decode("utf-8-sig"))
-            entry = Entry.from_json_obj(obj)
+            entry = Entry.from_json_bytes(data)
         except (UnicodeDecodeError, ValueError) as exc:
             return MalformedFile(path, _one_line(exc))
-        expected_name = f"{entry.id}.json"
-        if path.name.lower() != expected_name.lower():
-            return MalformedFile(path, f"file name does not match its id {entry.id!r}")
+        misfiled = self._misfiled(path, entry)
+        if misfiled is not None:
+            return MalformedFile(path, misfiled, "misfiled")
         return StoredEntry(entry, path, fingerprint)
 
+    def _misfiled(self, path: Path, entry: Entry) -> str | None:
+        """Why ``entry`` may not be written at ``path``, if it may not: every write of an entry goes to the one
+        path its id and category name, so a file anywhere else (a case-only difference, a category that is not its
+        folder, an id or category that is no path) must never reach a write."""
+        place = self._place(entry.category)
+        if isinstance(place, str):
+            return f"misfiled: {place}"
+        directory, segments = place
+        # The common case, cheaply: the scan builds paths from the root's string, so a well-filed entry's path is
+        # exactly this string (no Path objects per entry; a scan reads 100k of them).
+        if str(path) == directory + entry.id + ".json" and ID_PATTERN.fullmatch(entry.id) and ".." not in entry.id:
+            return None
+        try:
+            validate_id(entry.id)
+        except InvalidIdError:
+            return f"misfiled: its id {entry.id!r} is not a file name (1-128 of [A-Za-z0-9_.-], no '..')"
+        expected = PurePosixPath(*segments, f"{entry.id}.json")
+        try:
+            actual = PurePosixPath(path.relative_to(self.root).as_posix())
+        except ValueError:
+            try:
+                actual = PurePosixPath(path.resolve().relative_to(self.root.resolve()).as_posix())
+            except ValueError:
+                return f"misfiled: {path} is outside the memory root {self.root}"
+        if actual != expected:
+            return f"misfiled: id {entry.id!r} in category {entry.category!r} belongs at {expected}, not {actual}"
+        return None
+
+    def _place(self, category: str | None) -> tuple[str, tuple[str, ...]] | str:
+        """Where a category's entries live (the directory as a string ending in "/", and its segments), or why the
+        category is no path. Memoised: a corpus has a handful of categories."""
+        known = self._categories.get(category)
+        if known is None:
+            try:
+                validate_category(category)
+                segments = () if category is None else tuple(category.split("/"))
+                known = (os.path.join(str(self.root), *segments, ""), segments)
+            except InvalidCategoryError:
+                known = f"its category {category!r} is not a path ('/'-joined [A-Za-z0-9_-]+ segments)"
+            if len(self._categories) < 4096:
+                self._categories[category] = known
+        return known
+
     def iter_entries(self, include_archived: bool = True) -> Iterator[StoredEntry | MalformedFile]:
-        """Streams every file, no cap. Malformed files are yielded (and logged), never touched."""
+        """Streams every file, no cap. Malformed and misfiled files are yielded (and logged), never touched."""
         for path in self.iter_files():
             result = self.read_file(path)
             if isinstance(result, MalformedFile):
-                log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+                log_malformed(result)
                 yield result
             elif include_archived or result.entry.is_live:
                 yield result
@@ -258,9 +326,9 @@ class MemoryStore:
         validate_id(entry_id)
         try:
             # A plain string path: this runs for every embedded entry each cycle, and pathlib objects cost more
-            # than the read.
-            with open(os.path.join(self._embeddings_dir, embedding_file_name(entry_id)), "rb") as handle:
-                data = handle.read()
+            # than the read. Never a FIFO or device, never more than the limit.
+            path = os.path.join(self._embeddings_dir, embedding_file_name(entry_id))
+            data = read_regular(path, EMBEDDING_FILE_LIMIT, follow_symlinks=False)
         except OSError:
             return None
         if not data or len(data) % 4:
@@ -292,7 +360,7 @@ class MemoryStore:
             self._index[entry.id.lower()] = path
         # Parsed from the bytes we wrote (not re-read: the agent may already have written again, and the next
         # mutation must then conflict rather than silently adopt the agent's version).
-        return StoredEntry(Entry.from_json_obj(json.loads(data)), path, fingerprint)
+        return StoredEntry(Entry.from_json_bytes(data), path, fingerprint)
 
     def create(self, entry: Entry) -> StoredEntry:
         return self.save(entry, MUST_NOT_EXIST)
@@ -444,7 +512,7 @@ class MemoryStore:
         entry = stored.entry
         # Move the file out of the agent's namespace first, then verify what was moved: a version the agent wrote
         # (say, a restore) after our scan is put back instead of deleted, with no check-then-delete window.
-        parked = stored.path.with_name(f".{stored.path.name}.{uuid.uuid4().hex}.purging")
+        parked = stored.path.with_name(f".{stored.path.name}.{uuid.uuid4().hex}{PURGING_SUFFIX}")
         try:
             os.rename(stored.path, parked)
         except FileNotFoundError as exc:
@@ -471,19 +539,53 @@ class MemoryStore:
         )
 
     @staticmethod
-    def _unpark(parked: Path, original: Path) -> None:
+    def _unpark(parked: Path, original: Path) -> bool:
+        """Put a parked entry back under its name; False (and the parked copy kept) when the name is taken."""
         try:
             os.link(parked, original)
         except FileExistsError:
             # The agent wrote yet again; its newest file is in place. Keep the parked one too, and say where.
-            log.warning("purge: %s was rewritten twice meanwhile; the earlier copy is kept at %s", original, parked)
-            return
+            log.warning("purge: %s was written again meanwhile; the earlier copy is kept at %s", original, parked)
+            return False
         unlink_durably(parked)  # only the extra name: the data is back under its own name
+        return True
 
     # ---- housekeeping --------------------------------------------------------------------------------
 
     def category_of(self, path: Path) -> str | None:
         return category_of_path(self.root, path)
+
+    def sweep(self) -> SweepReport:
+        """Clean what a killed cycle of ours left in the memory tree (the caller holds the cycle lock): our temp
+        files go, a version we displaced is kept as a conflict copy, and an entry a killed purge had parked goes back
+        under its name (a later purge decides again). The agent's own files are never touched."""
+        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,))
+        for parked in report.collected:
+            original = parked.with_name(parked.name[1:].removesuffix(PURGING_SUFFIX).rsplit(".", 1)[0])
+            try:
+                if self._unpark(parked, original):
+                    log.warning("an interrupted purge had parked %s; it is back under its name", original)
+                    report.restored.append(original)
+                    continue
+                kept = parked.with_name(parked.name.removesuffix(PURGING_SUFFIX) + CONFLICT_SUFFIX)
+                os.rename(parked, kept)  # renamed only, to be reported with the other conflict copies
+            except OSError as exc:
+                log.warning("could not put back %s, parked by an interrupted purge: %s", original, exc)
+                continue
+            report.kept.append(kept)
+            report.conflict_copies.append(kept)
+        if report.removed:
+            log.info("removed %d temp file(s) left by an interrupted write of ours", len(report.removed))
+        for copy in report.conflict_copies:
+            log.warning("conflict copy kept: %s (a version of the agent's we displaced; compare and remove it)", copy)
+        return report
+
+
+def log_malformed(item: MalformedFile) -> None:
+    if item.kind == "misfiled":
+        log.warning("quarantined memory file %s: %s (left untouched; never written)", item.path, item.error)
+    else:
+        log.warning("skipping malformed memory file %s: %s (left untouched)", item.path, item.error)
 
 
 def _one_line(exc: BaseException) -> str:

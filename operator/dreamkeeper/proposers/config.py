@@ -7,7 +7,6 @@ in a settings file or in a report."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from dreamkeeper.memory import MiB, loads_json, read_regular
 from dreamkeeper.proposers.prompts import OutputMode
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -37,7 +37,7 @@ def require_api_key() -> None:
 class ModelPrice(BaseModel):
     """Price per one million tokens, in whatever currency the table is kept in."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True, allow_inf_nan=False)
 
     input: float = Field(ge=0, validation_alias=AliasChoices("input", "inputPerMillion", "input_per_million"))
     output: float = Field(ge=0, validation_alias=AliasChoices("output", "outputPerMillion", "output_per_million"))
@@ -61,9 +61,12 @@ def parse_price_table(data: Any, origin: str = "price table") -> dict[str, Model
     return table
 
 
+PRICE_FILE_LIMIT = 4 * MiB
+
+
 def load_price_file(path: Path) -> dict[str, ModelPrice]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(read_regular(path, PRICE_FILE_LIMIT).decode("utf-8-sig"))
     except OSError as exc:
         raise ValueError(f"cannot read price file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -76,20 +79,24 @@ PROPOSER_KINDS: tuple[ProposerKind, ...] = ("offline", "openai")
 
 
 class ProposerConfig(BaseModel):
-    """Who proposes, and for ``openai`` how it is asked. Fields other than ``type`` only matter to ``openai``."""
+    """Who proposes, and for ``openai`` how it is asked. Fields other than ``type`` only matter to ``openai``.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict and bounded like the cycle's settings (``consolidation/settings.py``): no boolean or string for a
+    number, nothing infinite."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     type: ProposerKind = "offline"
-    model: str | None = Field(default=None, min_length=1)
-    base_url: str | None = None  # None: OPENAI_BASE_URL, else the OpenAI API (the openai package's rule)
-    timeout: float = Field(default=120.0, gt=0, description="seconds per request")
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    # None: OPENAI_BASE_URL, else the OpenAI API (the openai package's rule)
+    base_url: str | None = Field(default=None, max_length=2048)
+    timeout: float = Field(default=120.0, gt=0, le=3600, description="seconds per request")
     # Retries are the openai client's (backoff with jitter, Retry-After, x-should-retry): see openai_client.
     max_retries: int = Field(default=4, ge=0, le=20, description="retries of one request on 408/409/429/5xx")
     # A server asking for a longer wait than this is not retried: the cycle keeps what it has instead of stalling.
     # The client itself never waits longer than two minutes.
     retry_after_max: float = Field(default=120.0, ge=0, le=120)
-    token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
+    token_budget: int | None = Field(default=None, ge=1, le=10**12, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
     output_mode: OutputMode = "json_schema"
     # Every new or changed entry is shown, as RockBot's gating does (the seed: eligible = new or changed since its
@@ -99,14 +106,14 @@ class ProposerConfig(BaseModel):
     offer_singletons: bool = True
     # A small offer waits (unreviewed, so offered again) until it has this many entries or its oldest change is
     # defer_max_hours old: the system directive is paid once for several cycles' worth. 0 sends every cycle.
-    defer_below_entries: int = Field(default=8, ge=0)
-    defer_max_hours: float = Field(default=24.0, ge=0)
+    defer_below_entries: int = Field(default=8, ge=0, le=100_000)
+    defer_max_hours: float = Field(default=24.0, ge=0, le=8760)
     temperature: float | None = Field(default=None, ge=0, le=2, description="None: the server's default")
     # Every request carries max_tokens, sized from what it shows (openai_output); set, this is every request's
     # max_tokens instead (a reasoning model needs more, a tight budget less).
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    price_file: Path | None = None
+    price_file: Path | None = Field(default=None, strict=False)  # a path given as a string in JSON settings
 
     @model_validator(mode="before")
     @classmethod

@@ -10,7 +10,6 @@ reply, which changes nothing, and the error says what the reply was.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dreamkeeper.consolidation import Proposal
+from dreamkeeper.memory import loads_json
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.I)
@@ -88,7 +88,7 @@ def iter_json_objects(text: str) -> Iterator[dict[str, Any]]:
         if end is not None:
             tried += 1
             try:
-                value = json.loads(text[position : end + 1], strict=False)
+                value = loads_json(text[position : end + 1], strict=False)
             except ValueError:
                 value = None
             if isinstance(value, dict):
@@ -153,7 +153,7 @@ def _diagnose(text: str, wanted: str) -> str:
     if end is None:
         return "the reply's JSON is cut off (an object is never closed)"
     try:
-        json.loads(cleaned[start : end + 1], strict=False)
+        loads_json(cleaned[start : end + 1], strict=False)
     except ValueError as exc:
         return f"the reply's JSON does not parse ({exc})"
     return f"the reply has no JSON object with {wanted}"

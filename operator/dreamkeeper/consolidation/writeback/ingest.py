@@ -9,7 +9,6 @@ journals: what they brought back must never look like a stale copy.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -28,10 +27,13 @@ from dreamkeeper.consolidation.writeback.records import Archived, Layer, WriteBa
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
+    ENTRY_FILE_LIMIT,
     REVIEWED_HASH,
     Entry,
     Reversal,
     format_timestamp,
+    loads_json,
+    read_regular,
     read_reversals,
     review_hash,
     successor_in,
@@ -139,7 +141,7 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
             # it all the same (content and counts). Watched as if archived: the next cycle archives it, carrying
             # what the agent changed, instead of counting it in two places (or merging it again).
             if heads.get(step.group) == "done":
-                _archived(index, journal_id, step)
+                _archived(index, journal, step)
             continue
         if outcome != "done":
             continue
@@ -148,7 +150,7 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
         elif step.op == "update":
             _updated(index, journal_id, step)
         elif step.op == "archive":
-            _archived(index, journal_id, step)
+            _archived(index, journal, step)
 
 
 def _stamped(index: WriteBackIndex, journal_id: str, step: Step) -> None:
@@ -187,8 +189,9 @@ def layer_between(journal_id: str, before: Entry, after: Entry) -> Layer:
     )
 
 
-def _archived(index: WriteBackIndex, journal_id: str, step: Step) -> None:
-    baseline = step.baseline or _baseline_on_disk(journal_id, step)
+def _archived(index: WriteBackIndex, journal: Journal, step: Step) -> None:
+    journal_id = journal.header.cycle_id
+    baseline = step.baseline or _baseline_on_disk(journal, step)
     if not baseline:
         return  # its content is unknown: a stale copy of it cannot be told from an edit
     if step.kind == "stale":
@@ -207,16 +210,21 @@ def _archived(index: WriteBackIndex, journal_id: str, step: Step) -> None:
     )
 
 
-def _baseline_on_disk(journal_id: str, step: Step) -> dict[str, Any] | None:
+def _baseline_on_disk(journal: Journal, step: Step) -> dict[str, Any] | None:
     """A journal written before archive steps had baselines: the archived file is the archived image, as long as it
     is still this journal's archive (an agent's stale copy over it is not)."""
     if step.kind == "stale":
         return None
+    path = Path(step.path)
+    if not path.is_absolute():  # journals name files relative to the memory root they were written for
+        if ".." in path.parts:
+            return None
+        path = Path(journal.header.memory_root) / path
     try:
-        entry = Entry.from_json_obj(json.loads(Path(step.path).read_bytes()))
+        entry = Entry.from_json_obj(loads_json(read_regular(path, ENTRY_FILE_LIMIT, follow_symlinks=False)))
     except (OSError, ValueError):
         return None
-    if not entry.is_archived or entry.meta(ARCHIVED_BY_CYCLE) != journal_id:
+    if not entry.is_archived or entry.meta(ARCHIVED_BY_CYCLE) != journal.header.cycle_id:
         return None
     return baseline_of(entry)
 

@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from dreamkeeper.consolidation.baseline import Counters
-from dreamkeeper.memory import ARCHIVED_BY_CYCLE, STALE_COPY_OF, UNCHECKED, Entry, StoredEntry, replace_file, state_dir
+from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    STALE_COPY_OF,
+    UNCHECKED,
+    Entry,
+    StoredEntry,
+    loads_json,
+    replace_file,
+    state_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +342,7 @@ class WriteBackIndex:
         collecting = gc.isenabled()
         gc.disable()  # a hundred thousand small lists, all long-lived: nothing for the collector to find
         try:
-            data = json.loads(path.read_bytes())
+            data = loads_json(path.read_bytes())
             if data.get("version") != VERSION:
                 raise ValueError(f"version {data.get('version')!r}")
             index.journals = {str(k): str(v) for k, v in data["journals"].items()}

@@ -47,6 +47,7 @@ from dreamkeeper.memory import (
     utcnow,
 )
 from dreamkeeper.memory.atomic import UNCHECKED
+from dreamkeeper.memory.redaction import shown_all
 
 log = logging.getLogger(__name__)
 
@@ -505,7 +506,7 @@ class Cycle:
         self.report.specifics_lost = len(lost)
         self.report.lost_specifics = lost
         if lost:
-            log.error("specifics lost from the live corpus this cycle: %s", ", ".join(lost))
+            log.error("specifics lost from the live corpus this cycle: %s", shown_all(lost))
 
     def _log_summary(self) -> None:
         r = self.report

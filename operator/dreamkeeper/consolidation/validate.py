@@ -49,6 +49,7 @@ from dreamkeeper.memory.entry import (
     REVIEWED_AT,
     REVIEWED_HASH,
 )
+from dreamkeeper.memory.redaction import shown, shown_all
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ async def validate_replies(
             state.unstamped.update(batch.ids)
             if reply is not None and reply.error:
                 log.warning(
-                    "batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error
+                    "batch %d: unusable proposer reply (%s); its entries change nothing",
+                    batch.index,
+                    shown(reply.error),
                 )
             continue
         offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
@@ -117,7 +120,7 @@ def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> 
     for raw in ids:
         stored = offered.get(str(raw).strip().lower())
         if stored is None:
-            log.info("%s names %r, which was not offered this cycle; ignored", what, raw)
+            log.info("%s names %r, which was not offered this cycle; ignored", what, shown(raw))
         elif stored not in resolved:
             resolved.append(stored)
     return resolved
@@ -136,7 +139,9 @@ async def _validate_merge(
         state.shielded.update(s.id for s in sources)
         return
     if not sources:
-        log.warning("merge names no offered entry (sourceIds %s); not saved: %s", merge.source_ids, merge.content)
+        log.warning(
+            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
+        )
         return
     overlap = [s for s in sources if s.id in state.consumed]
     if overlap:
@@ -157,7 +162,7 @@ async def _validate_merge(
                     "repaired merge of [%s] — restored %d specific(s): %s",
                     _ids(sources),
                     len(missing),
-                    ", ".join(missing),
+                    shown_all(missing),
                 )
                 content, missing, repaired = revised, [], True
             else:
@@ -178,8 +183,8 @@ def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[st
         "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
         _ids(sources),
         reason,
-        ", ".join(missing) if missing else "-",
-        content,
+        shown_all(missing) if missing else "-",
+        shown(content),
     )
     state.shielded.update(s.id for s in sources)
     state.report.rejected += 1
@@ -254,7 +259,7 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
     stored = offered.get(str(raw_id).strip().lower())
     if stored is None:
-        log.info("prune names %r, which was not offered this cycle; ignored", raw_id)
+        log.info("prune names %r, which was not offered this cycle; ignored", shown(raw_id))
         return
     entry = stored.entry
     if stored.id in state.consumed or any(p.target.id == stored.id for p in state.plan.prunes):
@@ -285,7 +290,7 @@ def _protect(state: ValidationState, stored: StoredEntry, why: str) -> None:
         entry.importance_score,
         entry.reinforcement_count,
         why,
-        entry.content,
+        shown(entry.content),
     )
     state.report.protected += 1
     state.report.protections.append(Protection(id=stored.id, reason=why))
@@ -331,7 +336,7 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
                 "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
                 prune.target.id,
                 len(lost),
-                ", ".join(lost),
+                shown_all(lost),
             )
     state.census_index = corpus.index
 

@@ -15,7 +15,7 @@ CATEGORY: Final = "dreamkeeper"
 SCHEDULE_KIND: Final = "DreamSchedule"
 SCHEDULE_PLURAL: Final = "dreamschedules"
 SCHEDULE_SINGULAR: Final = "dreamschedule"
-SCHEDULE_SHORT_NAMES: Final = ("ds", "dsched")  # `ds` is also daemonsets; `dsched` is unambiguous
+SCHEDULE_SHORT_NAMES: Final = ("dsched",)  # not `ds`: kubectl resolves that to daemonsets
 
 VOCABULARY_KIND: Final = "MemoryVocabulary"
 VOCABULARY_PLURAL: Final = "memoryvocabularies"
@@ -38,6 +38,8 @@ ANNOTATION_VOCABULARY_SHA256: Final = f"{GROUP}/vocabulary-sha256"
 ANNOTATION_PINNED_TO: Final = f"{GROUP}/pinned-to"
 ANNOTATION_SCHEDULE_NAME: Final = f"{GROUP}/schedule-name"
 ANNOTATION_CLAIM_NAME: Final = f"{GROUP}/claim-name"
+# On a Job the operator stopped because its pod could never start: "<reason>: <what the kubelet said>".
+ANNOTATION_STOPPED: Final = f"{GROUP}/stopped"
 FINALIZER: Final = f"{GROUP}/finalizer"
 
 # Container names inside a cycle Job's pod; the operator reads their termination messages by these names.

@@ -48,6 +48,9 @@ VOCABULARY_MOUNT = "/etc/dreamkeeper/vocabulary"
 TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_IMAGE = f"ghcr.io/dreamkeeper/dreamkeeper:{__version__}"
 NON_ROOT_DEFAULT = 65532  # the image's USER; used when neither the spec nor the agent pod names one
+# SIGTERM (the schedule or the Job deleted, a node drained) lets the cycle reach its next safe point: a stage
+# that writes is never cut short, and the report is written (dream_command.py). The kubelet SIGKILLs after this.
+TERMINATION_GRACE_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class JobDefaults:
     run_as_user: int = NON_ROOT_DEFAULT
     run_as_group: int = NON_ROOT_DEFAULT
     tmp_size_limit: str = "512Mi"
+    redact_logs: bool = False  # the cycle logs ids and counts only, never memory content
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,12 @@ def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
     found = req.placement
     user = _first(wanted.run_as_user, found.run_as_user, defaults.run_as_user)
     group = _first(wanted.run_as_group, found.run_as_group, defaults.run_as_group)
-    fs_group = _first(wanted.fs_group, found.fs_group)
+    # An identity nobody copied (no spec, no agent pod: the agent is down) is not the owner of the agent's files,
+    # so it gets them through the group: the kubelet gives the volume to fsGroup, group-writable (once: policy
+    # OnRootMismatch). The cycle's own files stay group-writable too (--shared-group), for the agent and for later
+    # cycles under another uid.
+    borrowed = wanted.run_as_user is not None or found.run_as_user is not None
+    fs_group = _first(wanted.fs_group, found.fs_group, None if borrowed else group)
     security: Obj = {
         "runAsNonRoot": True,
         "runAsUser": user,
@@ -178,7 +187,7 @@ def _resources(spec: DreamScheduleSpec) -> Obj:
     return spec.resources.wire()
 
 
-def _dream_args(req: JobRequest) -> list[str]:
+def _dream_args(req: JobRequest, defaults: JobDefaults) -> list[str]:
     spec = req.spec
     args = [
         "dream",
@@ -187,9 +196,12 @@ def _dream_args(req: JobRequest) -> list[str]:
         json.dumps(dream_settings(spec), separators=(",", ":"), sort_keys=True),
         "--termination-message-path",
         TERMINATION_LOG,
+        "--shared-group",
     ]
     if req.trigger == "run-now":
         args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
+    if defaults.redact_logs:
+        args.append("--redact-logs")
     return args
 
 
@@ -243,7 +255,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     dream: Obj = {
         "name": DREAM_CONTAINER,
         "command": ["dreamkeeper"],
-        "args": _dream_args(req),
+        "args": _dream_args(req, defaults),
         "env": _env(req),
         "volumeMounts": mounts,
         **common,
@@ -285,6 +297,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
         )
     pod_spec: Obj = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": _pod_security(req, defaults),

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,
+    ANNOTATION_STOPPED,
     LABEL_CLAIM,
     LABEL_TRIGGER,
 )
@@ -59,13 +60,14 @@ from dreamkeeper.kube.objects import (
     Body,
     DreamSchedule,
     Job,
+    MemoryVocabularyStatusBody,
     annotations_of,
     creation_order,
     labels_of,
     owned_by,
     parse_time,
 )
-from dreamkeeper.kube.placement import ClaimUnusableError, check_claim, placement_for, selector_string
+from dreamkeeper.kube.placement import ClaimUnusableError, Placement, check_claim, placement_for, selector_string
 from dreamkeeper.kube.results import (
     JobOutcome,
     add_run,
@@ -76,6 +78,7 @@ from dreamkeeper.kube.results import (
     outcome_of,
 )
 from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
+from dreamkeeper.kube.stuck import STUCK_REASONS, Stuck, stuck_reason
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,8 @@ class ReconcileSettings:
     poll_seconds: float = 5.0  # while a cycle Job is active
     max_sleep_seconds: float = 300.0  # upper bound between passes (a spec change wakes the loop earlier)
     conflict_retry_seconds: float = 1.0
+    # A cycle pod waiting this long in a state that never clears (a missing Secret) is stopped (stuck.py).
+    stuck_pod_grace_seconds: float = 15.0
 
 
 class ClaimLocks:
@@ -217,6 +222,7 @@ class _Pass:
     listed: bool = False
     deferred_run_now: bool = False
     announced: list[tuple[str, str]] = field(default_factory=list)
+    ready_before: tuple[str, str] | None = None  # (status, reason) of Ready as read: its changes post Events
 
     @property
     def namespace(self) -> str:
@@ -286,7 +292,6 @@ class ScheduleReconciler:
         self.clock = clock
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
-        self.vocabulary_users: dict[tuple[str, str], set[str]] = {}  # (ns, vocabulary) -> schedule names
 
     # ---- entry point --------------------------------------------------------------------------------------
 
@@ -300,29 +305,57 @@ class ScheduleReconciler:
         status = load_status(raw_status, f"{namespace}/{name}")
         self.metrics.ensure_schedule(namespace, name, status.totals)
         first = uid not in self._visited
-        p = _Pass(schedule, status, self.clock())
+        p = _Pass(schedule, status, self.clock(), ready_before=_ready_of(status))
         with self.claim_locks.get(namespace, schedule.claim):
             delay = self._pass(p, full=full or first or status.observed_generation != schedule.generation)
-            if p.status != status:
-                patch = status_patch(p.status.wire(), raw_status, body["metadata"].get("resourceVersion"))
-                try:
-                    self.api.patch_schedule_status(namespace, name, patch)
-                except ConflictError:
-                    # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
-                    # the next pass works on the fresh copy and any Job created here is adopted by name.
-                    log.info("%s/%s: status changed concurrently; retrying the pass", namespace, name)
-                    return self.settings.conflict_retry_seconds
+            if not self._persist(p, body, raw_status, status):
+                return self.settings.conflict_retry_seconds
         self._visited.add(uid)
         self._after_persist(p)
         return delay
+
+    def refuse_namespace(self, body: DreamSchedule) -> None:
+        """A schedule in a namespace the operator is told not to serve (--exclude-namespace): it says so in its
+        status (Ready=False) and nothing else happens: no Job, no ConfigMap."""
+        schedule = read_schedule(body)
+        raw_status = body.get("status") or {}
+        status = load_status(raw_status, f"{schedule.namespace}/{schedule.name}")
+        p = _Pass(schedule, status, self.clock(), ready_before=_ready_of(status))
+        p.condition(
+            READY,
+            "False",
+            "NamespaceExcluded",
+            f"the operator does not serve namespace {schedule.namespace} (--exclude-namespace); nothing is run "
+            "here unless the operator is started with this namespace named",
+        )
+        p.update(observed_generation=schedule.generation, next_schedule_time=None)
+        if self._persist(p, body, raw_status, status):
+            self._after_persist(p)
+
+    def _persist(self, p: _Pass, body: DreamSchedule, raw_status: Body, read: DreamScheduleStatus) -> bool:
+        """Write the pass's status if it changed; False when the CR changed since it was read (409)."""
+        if p.status == read:
+            return True
+        patch = status_patch(p.status.wire(), raw_status, body["metadata"].get("resourceVersion"))
+        try:
+            self.api.patch_schedule_status(p.namespace, p.name, patch)
+        except ConflictError:
+            # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
+            # the next pass works on the fresh copy and any Job created here is adopted by name.
+            log.info("%s/%s: status changed concurrently; retrying the pass", p.namespace, p.name)
+            return False
+        return True
 
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """The schedule is gone: drop its series and caches."""
         self.metrics.remove_schedule(namespace, name)
         if uid:
             self._visited.discard(uid)
-        for users in self.vocabulary_users.values():
-            users.discard(name)
+        log.info(
+            "%s/%s: deleted; its Jobs go with it (owner references), a running cycle stops at a safe point",
+            namespace,
+            name,
+        )
 
     # ---- the pass -----------------------------------------------------------------------------------------
 
@@ -350,8 +383,33 @@ class ScheduleReconciler:
         job = self.api.get_job(p.namespace, active.name)
         if job is not None and job["metadata"].get("uid") == active.uid and job_active(job):
             p.running = True
+            self._stop_if_stuck(p, job)
             return False
         return True
+
+    def _stop_if_stuck(self, p: _Pass, job: Job) -> None:
+        """Stop an active Job whose pod can never start (stuck.py); it is counted as failed when it ends."""
+        if (job.get("status") or {}).get("ready") or ANNOTATION_STOPPED in annotations_of(job):
+            return  # its containers run (or it is being stopped already)
+        uid = job["metadata"]["uid"]
+        pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={uid}")
+        stuck = stuck_reason(pods, p.now, self.settings.stuck_pod_grace_seconds)
+        if stuck is None:
+            return
+        name = job["metadata"]["name"]
+        # The reason first (it is what the Job is counted by), then the deadline cut: the Job controller fails it
+        # at once (DeadlineExceeded) and deletes the pod, so the claim is free for the next cycle.
+        self.api.patch_job(
+            p.namespace,
+            name,
+            {
+                "metadata": {"annotations": {ANNOTATION_STOPPED: stuck.annotation()}},
+                "spec": {"activeDeadlineSeconds": 1},
+            },
+        )
+        log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, stuck.annotation())
+        p.condition(READY, "False", stuck.reason, _stuck_message(name, stuck))
+        p.event("Warning", stuck.reason, _stuck_message(name, stuck))
 
     @staticmethod
     def _default_conditions(p: _Pass) -> None:
@@ -417,6 +475,12 @@ class ScheduleReconciler:
         p.counted.append((job, outcome))
         if job is not None:
             p.to_annotate.append(job)
+        detail = run.error or run.skip_reason
+        log.info(
+            "%s/%s: Job %s finished: %s (%s)%s; archived %d, rejected %d, protected %d",
+            p.namespace, p.name, run.job_name, run.result, run.reason, f": {detail}" if detail else "",
+            run.archived, run.rejected, run.protected,
+        )  # fmt: skip
         self._conditions_for_run(p, outcome)
         self._events_for_run(p, run)
 
@@ -499,10 +563,10 @@ class ScheduleReconciler:
 
     def _act(self, p: _Pass, due: Due, claim_jobs: list[Job], *, full: bool) -> None:
         """Start what is due, in order: the run-now token, then the slot (or record it missed)."""
-        busy = any(job_active(j) for j in claim_jobs) or p.running
+        busy = _blocking_job(p, claim_jobs)
         ready = self._readiness(p, due, full=full)
         if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
-            busy = True
+            busy = p.status.active_job.name if p.status.active_job else "run-now"
         if due.slots.past_deadline is not None:
             self._past_deadline(p, due, due.slots.past_deadline)
         elif due.slots.due is not None:
@@ -514,7 +578,8 @@ class ScheduleReconciler:
         if full or due.wants_job:
             try:
                 ready = Readiness(vocabulary=self._check_ready(p, due.spec))
-                p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
+                if due.wants_job or not _stuck_still_stands(p):
+                    p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
             except (NotReadyError, ClaimUnusableError) as exc:
                 ready = Readiness(not_ready=NotReadyError(exc.reason, str(exc)))
                 p.condition(READY, "False", exc.reason, str(exc))
@@ -526,15 +591,17 @@ class ScheduleReconciler:
             self._vocabulary_condition(p)
         return ready
 
-    def _run_now(self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: bool) -> bool:
+    def _run_now(
+        self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
+    ) -> bool:
         """Handle a new runNowToken (also when suspended). True when it started a Job."""
         name = run_now_job_name(p.name, token, p.schedule.generation or 0)
         if self._adopt(p, claim_jobs, name):
             p.update(last_run_now_token=token)  # created by a pass whose status write was lost
         elif ready.not_ready is not None:
             self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
-        elif busy:
-            self._announce_deferral(p, token, "a cycle is active on the claim; it runs when that ends")
+        elif busy is not None:
+            self._announce_deferral(p, token, f"Job {busy} is active on the claim; it runs when that ends")
         elif self._start(p, due.spec, name, "run-now", p.now, ready.vocabulary, token):
             p.update(last_run_now_token=token)
             return True
@@ -552,7 +619,7 @@ class ScheduleReconciler:
         )
 
     def _due_slot(
-        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: bool
+        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
     ) -> None:
         """Run the due slot once (no backlog replay), or record why it was skipped; either way it is acted on."""
         if due.slots.missed:
@@ -577,7 +644,9 @@ class ScheduleReconciler:
         p.update(last_schedule_time=slot)
 
     @staticmethod
-    def _slot_refusal(p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: bool) -> str | None:
+    def _slot_refusal(
+        p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: str | None
+    ) -> str | None:
         """Why the due slot may not start (the skipped-slot reason), or None when it may."""
         if spec.suspend:
             return "suspended"
@@ -588,11 +657,11 @@ class ScheduleReconciler:
                 f"slot {slot.isoformat()} skipped: {ready.not_ready.reason}: {ready.not_ready}",
             )
             return "not_ready"
-        if busy:
+        if busy is not None:
             p.event(
                 "Warning",
                 "SlotSkipped",
-                f"slot {slot.isoformat()} skipped: another cycle is active on claim {spec.claim_name} "
+                f"slot {slot.isoformat()} skipped: Job {busy} is active on claim {spec.claim_name} "
                 "(never two cycles on one volume)",
             )
             return "concurrent"
@@ -623,14 +692,13 @@ class ScheduleReconciler:
         ref = spec.vocabulary_ref
         if ref is None:
             return None
-        self.vocabulary_users.setdefault((p.namespace, ref.name), set()).add(p.name)
         vocabulary = self.api.get_vocabulary(p.namespace, ref.name)
         if vocabulary is None:
             raise NotReadyError("VocabularyNotFound", f"MemoryVocabulary {ref.name} not found")
         status = vocabulary.get("status") or {}
         sha256, config_map = status.get("sha256"), status.get("configMapName")
         if not sha256 or not config_map:
-            raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} is not rendered yet")
+            raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} {_not_rendered(status)}")
         if self.api.get_config_map(p.namespace, config_map) is None:
             raise NotReadyError(
                 "VocabularyNotRendered", f"ConfigMap {config_map} of MemoryVocabulary {ref.name} is missing"
@@ -666,13 +734,10 @@ class ScheduleReconciler:
         )
         try:
             job = self.api.create_job(p.namespace, build_job(request, self.defaults))
+            message = f"created Job {job_name} ({trigger}, slot {slot.isoformat()}), {_where(placement)}"
+            log.info("%s/%s: %s", p.namespace, p.name, message)
             # Posted now, not after the status write: the Job exists whatever happens to this pass.
-            self._post(
-                p,
-                "Normal",
-                "CycleStarted",
-                f"created Job {job_name} ({trigger}, slot {slot.isoformat()}) on {placement.description}",
-            )
+            self._post(p, "Normal", "CycleStarted", message)
         except ConflictError as exc:
             if not exc.already_exists:
                 raise
@@ -687,6 +752,7 @@ class ScheduleReconciler:
     # ---- after the status write ------------------------------------------------------------------------------
 
     def _after_persist(self, p: _Pass) -> None:
+        self._announce_not_ready(p)
         for _, outcome in p.counted:
             self.metrics.record_run(p.namespace, p.name, outcome.run)
         if p.missed:
@@ -701,6 +767,15 @@ class ScheduleReconciler:
             self._mark_counted(p, job)
         if p.listed:
             self._prune(p)
+
+    @staticmethod
+    def _announce_not_ready(p: _Pass) -> None:
+        """Ready turning False (or False for a new reason) is an Event once, not one per pass."""
+        ready = get_condition(p.status.conditions, READY)
+        if ready is None or ready.status != "False" or _ready_of(p.status) == p.ready_before:
+            return
+        if not any(reason == ready.reason for _, reason, _ in p.events):
+            p.events.insert(0, ("Warning", ready.reason, ready.message))
 
     def _set_state(self, p: _Pass) -> None:
         ready = get_condition(p.status.conditions, READY)
@@ -770,6 +845,52 @@ def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
     succeeded = [j for j in finished if job_succeeded(j)]
     failed = [j for j in finished if not job_succeeded(j)]
     return succeeded[spec.successful_jobs_history_limit :] + failed[spec.failed_jobs_history_limit :]
+
+
+def _ready_of(status: DreamScheduleStatus) -> tuple[str, str] | None:
+    ready = get_condition(status.conditions, READY)
+    return None if ready is None else (ready.status, ready.reason)
+
+
+def _blocking_job(p: _Pass, claim_jobs: list[Job]) -> str | None:
+    """The name of a Job active on the claim (this schedule's first), or None when the claim is free."""
+    if p.running and p.status.active_job is not None:
+        return p.status.active_job.name
+    active = sorted((j for j in claim_jobs if job_active(j)), key=creation_order)
+    return active[0]["metadata"]["name"] if active else None
+
+
+def _where(placement: Placement) -> str:
+    if placement.node_name is None:
+        return "not pinned to a node: no running pod mounts the claim"
+    return f"pinned to node {placement.node_name} next to pod {placement.agent_pod}"
+
+
+def _stuck_still_stands(p: _Pass) -> bool:
+    """Ready=False from a stopped Job (a missing Secret) stays until the spec changes or a cycle is tried again:
+    the claim being usable says nothing about the Secret the operator cannot read."""
+    ready = get_condition(p.status.conditions, READY)
+    return (
+        ready is not None
+        and ready.status == "False"
+        and ready.reason in STUCK_REASONS
+        and ready.observed_generation == p.schedule.generation
+    )
+
+
+def _stuck_message(job_name: str, stuck: Stuck) -> str:
+    return (
+        f"Job {job_name} stopped: its pod can never start ({stuck.message}); fix the reference (a Secret the pod "
+        "can read, an image that exists) and the next slot or a new runNowToken tries again"
+    )
+
+
+def _not_rendered(status: MemoryVocabularyStatusBody) -> str:
+    """Why a MemoryVocabulary has no render yet, from its own Ready condition when it says."""
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == READY), None)
+    if ready is not None and ready.get("status") == "False":
+        return f"cannot be rendered: {ready.get('reason')}: {ready.get('message')}"
+    return "is not rendered yet"
 
 
 def _slot_count(slots: SlotDecision) -> str:

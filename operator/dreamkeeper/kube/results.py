@@ -8,6 +8,7 @@ counting rule (once per Job UID) lives in one place (``reconcile.py``) and this 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,11 +20,12 @@ from pydantic.alias_generators import to_camel
 from dreamkeeper.kube import (
     ANNOTATION_RUN_NOW_TOKEN,
     ANNOTATION_SLOT,
+    ANNOTATION_STOPPED,
     DREAM_CONTAINER,
     LABEL_TRIGGER,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import RunSummary, Totals
+from dreamkeeper.kube.models import CONDITION_REASON, RunSummary, Totals
 from dreamkeeper.kube.objects import (
     ContainerStateTerminated,
     Job,
@@ -36,7 +38,13 @@ from dreamkeeper.kube.objects import (
 )
 from dreamkeeper.kube.seed import SeedReport
 
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3  # `dreamkeeper dream` exit codes (proposers/cli.py)
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_TERMINATED = (
+    1,
+    2,
+    3,
+    143,
+)  # `dreamkeeper dream` exit codes (dream_command.py)
+CONDITION_REASON_RE = re.compile(CONDITION_REASON)
 
 
 class DreamSummary(BaseModel):
@@ -118,9 +126,10 @@ def _latest_pod(pods: list[Pod]) -> Pod | None:
 
 
 def _clip(text: str | None, limit: int = 1000) -> str | None:
+    """One line for a condition or an Event: a log tail's line breaks and a console's hard wraps become spaces."""
     if text is None:
         return None
-    text = text.strip()
+    text = " ".join(text.split())
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
@@ -171,6 +180,7 @@ class _Evidence:
     """What a finished Job left behind, read once: its conditions and its latest pod's two containers."""
 
     conditions: dict[str, JobCondition]
+    stopped: str | None  # the operator's ANNOTATION_STOPPED: why it stopped a pod that could never start
     pod: Pod | None
     seed_state: ContainerStateTerminated | None
     seed: SeedReport | None
@@ -187,6 +197,7 @@ class _Evidence:
         conditions = _conditions(job)
         return cls(
             conditions=conditions,
+            stopped=annotations_of(job).get(ANNOTATION_STOPPED),
             pod=pod,
             seed_state=seed_state,
             seed=parse_seed_message(seed_state.get("message")) if seed_state else None,
@@ -273,10 +284,26 @@ def _seed_failed(e: _Evidence) -> RunSummary | None:
     )
 
 
+def _stopped_by_operator(e: _Evidence) -> RunSummary | None:
+    if not e.stopped:
+        return None
+    reason, _, detail = e.stopped.partition(": ")
+    if not CONDITION_REASON_RE.fullmatch(reason):
+        reason, detail = "PodNeverStarted", e.stopped
+    return e.run("failed", reason, error=_clip(f"the pod could never start, so the Job was stopped: {detail}"))
+
+
 def _lock_held(e: _Evidence) -> RunSummary | None:
     if e.exit_code != EXIT_LOCKED:
         return None
     return e.run("skipped", "LockHeld", skip_reason="another process holds the agent's cycle lock")
+
+
+def _sigterm_stopped(e: _Evidence) -> RunSummary | None:
+    # SIGTERM (the pod was deleted: its schedule, the Job, a node drain): the cycle stopped at a safe point.
+    if e.exit_code != EXIT_TERMINATED or e.failed.get("reason") == "DeadlineExceeded":
+        return None
+    return e.run("failed", "Stopped", error=_clip(e.error or "stopped by SIGTERM at a safe point"))
 
 
 def _deadline_exceeded(e: _Evidence) -> RunSummary | None:
@@ -309,8 +336,10 @@ def _cycle_failed(e: _Evidence) -> RunSummary:
 RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _completed_without_summary,
     _completed,
+    _stopped_by_operator,
     _seed_failed,
     _lock_held,
+    _sigterm_stopped,
     _deadline_exceeded,
     _invalid_settings,
     _never_ran,

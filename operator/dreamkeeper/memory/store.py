@@ -45,6 +45,7 @@ from dreamkeeper.memory.paths import (
     entry_path,
     validate_id,
 )
+from dreamkeeper.memory.redaction import shown
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +346,7 @@ class MemoryStore:
             result = self.update(stored, entry)
         else:
             result = StoredEntry(entry, stored.path, self.rewrite(stored, entry))
-        log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, entry.content)
+        log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, shown(entry.content))
         return result
 
     def restore(self, stored: StoredEntry) -> StoredEntry:
@@ -359,7 +360,7 @@ class MemoryStore:
             entry_summary(entry),
             stored.entry.archived_at.isoformat() if stored.entry.archived_at else "?",
             stored.entry.archive_reason,
-            entry.content,
+            shown(entry.content),
         )
         return result
 
@@ -397,7 +398,7 @@ class MemoryStore:
                     entry_summary(entry),
                     entry.archived_at.isoformat(),
                     entry.archive_reason,
-                    entry.content,
+                    shown(entry.content),
                 )
                 report.purged.append(entry)
                 continue
@@ -445,7 +446,7 @@ class MemoryStore:
             entry_summary(entry),
             entry.archived_at.isoformat() if entry.archived_at else "?",
             entry.archive_reason,
-            entry.content,
+            shown(entry.content),
         )
 
     @staticmethod

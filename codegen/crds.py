@@ -41,7 +41,7 @@ def _root_schema(spec: dict[str, Any], status: dict[str, Any], description: str)
         "properties": {
             "apiVersion": {"type": "string", "description": "dreamkeeper.io/v1alpha1."},
             "kind": {"type": "string", "description": "The kind of the object."},
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "metadata": {"type": "object"},  # the API server allows nothing else here, not even a description
             "spec": spec,
             "status": status,
         },

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codegen.admission import admission_binding, admission_params, admission_policy
 from codegen.crds import all_crds
-from codegen.rbac import operator_binding, operator_role
+from codegen.rbac import aggregate_rules, operator_binding, operator_role
 from prometheus_client.parser import text_string_to_metric_families
 
 from dreamkeeper.demo.sample import copy_bundled
@@ -63,6 +64,75 @@ def install_crds(cluster: ControlPlane) -> None:
             )
 
         cluster.wait_for(f"CRD {name} established", established, timeout=60)
+
+
+ADMISSION_NAMESPACE = "dreamkeeper-admission"
+ADMISSION_NAME = "tests.schedules.dreamkeeper.io"
+EDIT_ROLE = "dreamkeeper-edit"
+SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease"]
+
+
+def _apply(cluster: ControlPlane, collection: str, body: Obj) -> None:
+    """Create, or replace what is there (the session's control plane may hold an older copy)."""
+    path = f"{collection}/{body['metadata']['name']}"
+    existing = cluster.api.get_or_none(path)
+    if existing is None:
+        cluster.api.create(collection, body)
+    else:
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+        cluster.api.request("PUT", path, body)
+
+
+def install_admission(cluster: ControlPlane) -> None:
+    """The generated ValidatingAdmissionPolicy, bound with its parameters, as the chart installs it; returns once
+    the API server enforces it (a schedule in kube-system is refused)."""
+    if cluster.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NAMESPACE}") is None:
+        cluster.create_namespace(ADMISSION_NAMESPACE)
+    params = admission_params(
+        "admission", ADMISSION_NAMESPACE, image_prefixes=[JOB_IMAGE], excluded_namespaces=SYSTEM_NAMESPACES
+    )
+    _apply(cluster, f"/api/v1/namespaces/{ADMISSION_NAMESPACE}/configmaps", params)
+    registration = "/apis/admissionregistration.k8s.io/v1"
+    _apply(cluster, f"{registration}/validatingadmissionpolicies", admission_policy(ADMISSION_NAME))
+    binding = admission_binding(ADMISSION_NAME, ADMISSION_NAME, ADMISSION_NAMESPACE, "admission")
+    _apply(cluster, f"{registration}/validatingadmissionpolicybindings", binding)
+    probe = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DreamSchedule",
+        "metadata": {"name": "admission-probe"},
+        "spec": {"schedule": "@daily", "claimName": "none"},
+    }
+
+    def enforced() -> bool:
+        try:
+            cluster.api.request("POST", schedule_path("kube-system"), probe, params={"dryRun": "All"})
+        except ApiError as exc:
+            return exc.status == 403 and "not served by the dreamkeeper operator" in exc.message
+        return False
+
+    cluster.wait_for("the admission policy enforced", enforced, timeout=60)
+
+
+def grant_edit_only(cluster: ControlPlane, namespace: str, user: str = "tenant") -> Obj:
+    """A ServiceAccount bound only to the chart's aggregate `dreamkeeper-edit` ClusterRole; returns a JSON client
+    authenticating as it (a real token: the admission policy's authorizer sees exactly this identity)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    _apply(
+        cluster,
+        f"{rbac}/clusterroles",
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": EDIT_ROLE},
+         "rules": aggregate_rules(edit=True)},
+    )  # fmt: skip
+    cluster.api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": user}})
+    cluster.api.create(
+        f"{rbac}/namespaces/{namespace}/rolebindings",
+        {
+            "metadata": {"name": f"{user}-{EDIT_ROLE}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EDIT_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": user, "namespace": namespace}],
+        },
+    )
+    return {"user": f"system:serviceaccount:{namespace}:{user}", "token": cluster.service_account_token(namespace, user)}
 
 
 def grant_operator_rbac(cluster: ControlPlane, namespace: str) -> Path:

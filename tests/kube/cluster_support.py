@@ -8,6 +8,7 @@ import os
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,10 @@ def grant_edit_only(cluster: ControlPlane, namespace: str, user: str = "tenant")
             "subjects": [{"kind": "ServiceAccount", "name": user, "namespace": namespace}],
         },
     )
-    return {"user": f"system:serviceaccount:{namespace}:{user}", "token": cluster.service_account_token(namespace, user)}
+    return {
+        "user": f"system:serviceaccount:{namespace}:{user}",
+        "token": cluster.service_account_token(namespace, user),
+    }
 
 
 def grant_operator_rbac(cluster: ControlPlane, namespace: str) -> Path:
@@ -325,18 +329,42 @@ def condition_of(status: Obj, type_: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
 
 
-def release_finalizers(cluster: ControlPlane, namespace: str) -> None:
-    """Teardown without the operator: clear our finalizer so namespace deletion does not hang."""
-    for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
-        try:
-            items = cluster.api.get(cr_path(namespace, plural))["items"]
-        except ApiError:
-            continue
-        for item in items:
-            if item["metadata"].get("finalizers"):
-                cluster.api.patch(
-                    cr_path(namespace, plural, item["metadata"]["name"]), {"metadata": {"finalizers": None}}
-                )
+FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now tokens start cycles in the tests that use it
+
+
+@dataclass
+class Env:
+    """A test namespace with the operator's Role, and the operator (started by the test)."""
+
+    cluster: ControlPlane
+    ns: str
+    operator: OperatorProcess
+    host: Path
+
+    def schedule(self, name: str, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DreamSchedule",
+            "metadata": {"name": name},
+            "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **spec},
+        }
+        return dict(self.cluster.api.create(schedule_path(self.ns, ""), body))
+
+    def patch_spec(self, name: str, **spec: Any) -> None:
+        self.cluster.api.patch(schedule_path(self.ns, name), {"spec": spec})
+
+    def status(self, name: str) -> dict[str, Any]:
+        return status_of(self.cluster, self.ns, name)
+
+    def wait_status(self, name: str, what: str, probe: Any, timeout: float = 180.0) -> dict[str, Any]:
+        """The schedule's status once ``probe(status)`` is truthy."""
+
+        def check() -> dict[str, Any] | None:
+            status = self.status(name)
+            return status if probe(status) else None
+
+        result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
+        return result
 
 
 def read_cycle_report(agent_dir: Path, cycle_id: str) -> Obj:

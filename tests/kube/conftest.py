@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from tests.cluster.fixtures import KubeCluster
-from tests.kube.cluster_support import install_admission, install_crds
+from tests.kube.cluster_support import (
+    Env,
+    OperatorProcess,
+    grant_operator_rbac,
+    install_admission,
+    install_crds,
+    remove_volume,
+)
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +24,17 @@ def crds(kube_cluster: KubeCluster) -> KubeCluster:
     install_crds(kube_cluster)
     install_admission(kube_cluster)
     return kube_cluster
+
+
+@pytest.fixture
+def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
+    """A namespace with the operator's Role; the operator (not started yet) logs to tmp_path/logs."""
+    kubeconfig = grant_operator_rbac(crds, kube_namespace)
+    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
+    environment = Env(crds, kube_namespace, operator, tmp_path / "volumes")
+    try:
+        yield environment
+    finally:
+        operator.stop()
+        remove_volume(crds, kube_namespace)
+        print(f"\noperator log: {operator.log_path}")

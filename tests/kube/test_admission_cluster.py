@@ -97,7 +97,9 @@ def tenant(crds: KubeCluster, kube_namespace: str) -> Iterator[Tenant]:
 
 def test_the_tenant_really_holds_only_dreamkeeper_edit(tenant: Tenant) -> None:
     def can(verb: str, resource: str) -> bool:
-        out = tenant.cluster.kubectl("auth", "can-i", verb, resource, "-n", tenant.ns, f"--as={tenant.user}", check=False)
+        out = tenant.cluster.kubectl(
+            "auth", "can-i", verb, resource, "-n", tenant.ns, f"--as={tenant.user}", check=False
+        )
         return out.stdout.strip() == "yes"
 
     assert can("create", "dreamschedules.dreamkeeper.io")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,17 +24,16 @@ from dreamkeeper.kube.vocabulary_render import render
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, namespaced
 from tests.kube.cluster_support import (
+    FAR_AWAY,
     OPERATOR_SA,
+    Env,
     OperatorProcess,
     condition_of,
     events_of,
     eventually,
-    grant_operator_rbac,
     jobs_of,
     make_agent,
     read_cycle_report,
-    release_finalizers,
-    remove_volume,
     schedule_path,
     status_of,
     vocabulary_path,
@@ -46,55 +43,6 @@ from tests.kube.cluster_support import (
 pytestmark = pytest.mark.cluster
 
 WORDS = {"extraCommonWords": ["briefing", "triage"], "alwaysSpecificWords": ["May", "Will", "Rose"]}
-FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now triggers cycles in these tests
-
-
-@dataclass
-class Env:
-    cluster: KubeCluster
-    ns: str
-    operator: OperatorProcess
-    host: Path
-
-    def schedule(self, name: str, **spec: Any) -> dict[str, Any]:
-        body = {
-            "apiVersion": "dreamkeeper.io/v1alpha1",
-            "kind": "DreamSchedule",
-            "metadata": {"name": name},
-            "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **spec},
-        }
-        return self.cluster.api.create(schedule_path(self.ns, ""), body)
-
-    def patch_spec(self, name: str, **spec: Any) -> None:
-        self.cluster.api.patch(schedule_path(self.ns, name), {"spec": spec})
-
-    def status(self, name: str) -> dict[str, Any]:
-        return status_of(self.cluster, self.ns, name)
-
-    def wait_status(self, name: str, what: str, probe: Any, timeout: float = 180.0) -> dict[str, Any]:
-        """The schedule's status once ``probe(status)`` is truthy."""
-
-        def check() -> dict[str, Any] | None:
-            status = self.status(name)
-            return status if probe(status) else None
-
-        result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
-        return result
-
-
-@pytest.fixture
-def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
-    """A namespace with the operator's Role; the operator (not started yet) logs to tmp_path/logs."""
-    kubeconfig = grant_operator_rbac(crds, kube_namespace)
-    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
-    environment = Env(crds, kube_namespace, operator, tmp_path / "volumes")
-    try:
-        yield environment
-    finally:
-        operator.stop()
-        release_finalizers(crds, kube_namespace)
-        remove_volume(crds, kube_namespace)
-        print(f"\noperator log: {operator.log_path}")
 
 
 def _vocabulary(env: Env) -> bytes:
@@ -284,6 +232,8 @@ def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> No
         lambda: all("RunNowDeferred" in reasons(n) for n in ("alpha", "beta")),
         timeout=120,
     )
+    deferred = [e["message"] for e in events_of(env.cluster, env.ns, "alpha") if e["reason"] == "RunNowDeferred"]
+    assert f"Job {blocker} is active on the claim" in deferred[0], deferred  # names what it waits for
     assert [j["metadata"]["name"] for j in jobs_of(env.cluster, env.ns)] == [blocker]  # nothing started
     env.cluster.api.delete(f"{jobs}/{blocker}", propagationPolicy="Background")
     most_active = 0
@@ -423,6 +373,5 @@ def test_cluster_scope_under_a_cluster_role(crds: KubeCluster, kube_namespace: s
         assert operator.tracebacks() == [], operator.log_text()[-3000:]
     finally:
         operator.stop()
-        release_finalizers(crds, kube_namespace)
         api.delete(f"{rbac}/clusterrolebindings/{name}")
         api.delete(f"{rbac}/clusterroles/{name}")

@@ -75,9 +75,9 @@ def _operator_gone(cluster: KubeCluster, ns: str, deployment: str) -> None:
     cs.poll(
         cluster,
         "operator pod gone",
-        lambda: not cluster.api.get(namespaced(ns, "pods"), labelSelector="app.kubernetes.io/component=operator")[
-            "items"
-        ],
+        lambda: (
+            not cluster.api.get(namespaced(ns, "pods"), labelSelector="app.kubernetes.io/component=operator")["items"]
+        ),
         timeout=90,
     )
 

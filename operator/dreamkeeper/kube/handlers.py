@@ -31,6 +31,7 @@ from dreamkeeper.kube.wakeups import Wakeups
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_SECONDS = (5.0, 15.0, 60.0, 120.0)
+RETRY_SECONDS = 30.0  # a vocabulary whose render failed unexpectedly (the API server down, ...)
 
 
 @dataclass
@@ -148,6 +149,34 @@ async def _stop_all(state: OperatorState) -> None:
         task.cancel()
 
 
+async def render_vocabulary(state: OperatorState, namespace: str, name: str, body: Any) -> None:
+    """Render one MemoryVocabulary; a conflict re-reads it at once, another failure retries in the background."""
+    for _ in range(3):
+        try:
+            changed = await state.call(state.vocabularies.reconcile, body)
+        except VocabularyConflictError:
+            body = await state.call(state.api.get_vocabulary, namespace, name)
+            if body is None:
+                return
+            continue
+        except Exception:
+            state.metrics.handler_error("vocabulary")
+            log.exception("%s/%s: rendering the vocabulary failed; retrying in %.0fs", namespace, name, RETRY_SECONDS)
+            asyncio.get_running_loop().call_later(
+                RETRY_SECONDS, lambda: asyncio.ensure_future(_retry_vocabulary(state, namespace, name))
+            )
+            return
+        if changed:
+            state.wakeups.wake_vocabulary_users(namespace, name)
+        return
+
+
+async def _retry_vocabulary(state: OperatorState, namespace: str, name: str) -> None:
+    body = await state.call(state.api.get_vocabulary, namespace, name)
+    if body is not None and not body["metadata"].get("deletionTimestamp"):
+        await render_vocabulary(state, namespace, name, body)
+
+
 def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -192,27 +221,17 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
         if namespace is not None:
             state.wakeups.wake_claim_users(namespace, name)
 
-    async def render_vocabulary(body: Any, name: str, namespace: str | None, **_: Any) -> None:
-        try:
-            changed = await state.call(state.vocabularies.reconcile, dict(body))
-        except VocabularyConflictError as exc:
-            raise kopf.TemporaryError(str(exc), delay=1) from None
-        except Exception as exc:
-            state.metrics.handler_error("vocabulary")
-            log.exception("%s/%s: rendering the vocabulary failed", namespace, name)
-            raise kopf.TemporaryError(f"rendering failed ({exc}); retrying", delay=30) from None
-        if changed and namespace is not None:
+    # Watching handlers (no kopf change handlers): kopf would keep the whole last-handled spec in an annotation,
+    # and a large vocabulary (valid by the schema) does not fit the 256 KiB annotation limit. Rendering is
+    # idempotent (the status and the ConfigMap are written only when they differ), so every event may render.
+    @kopf.on.event(GROUP, VERSION, VOCABULARY_PLURAL, id="vocabularies", registry=registry)
+    async def vocabulary_event(type: str | None, body: Any, name: str, namespace: str | None, **_: Any) -> None:
+        if namespace is None:
+            return
+        if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+            # The rendered ConfigMap is owned by the CR and garbage-collected with it; its users re-check now.
             state.wakeups.wake_vocabulary_users(namespace, name)
-
-    # Change handlers (not raw events): kopf retries them on errors and runs them once per process on resume.
-    # No on.delete handler: the rendered ConfigMap is owned by the CR and garbage-collected with it.
-    for decorator in (kopf.on.resume, kopf.on.create, kopf.on.update):
-        decorator(GROUP, VERSION, VOCABULARY_PLURAL, id="render", registry=registry)(render_vocabulary)
-
-    @kopf.on.event(GROUP, VERSION, VOCABULARY_PLURAL, id="vocabulary-users", registry=registry)
-    def vocabulary_event(type: str | None, name: str, namespace: str | None, **_: Any) -> None:
-        # Deleted (or its render changed, above): the schedules using it re-check readiness now.
-        if type == "DELETED" and namespace is not None:
-            state.wakeups.wake_vocabulary_users(namespace, name)
+            return
+        await render_vocabulary(state, namespace, name, dict(body))
 
     return registry

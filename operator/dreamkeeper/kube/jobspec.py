@@ -51,6 +51,7 @@ NON_ROOT_DEFAULT = 65532  # the image's USER; used when neither the spec nor the
 # SIGTERM (the schedule or the Job deleted, a node drained) lets the cycle reach its next safe point: a stage
 # that writes is never cut short, and the report is written (dream_command.py). The kubelet SIGKILLs after this.
 TERMINATION_GRACE_SECONDS = 120
+NO_API_KEY = "none"  # OPENAI_API_KEY for a server that needs no key (the openai client refuses an empty one)
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,10 @@ def _env(req: JobRequest) -> list[Obj]:
     if req.spec.proposer.type == "openai" and ref is not None:
         # The key never appears in the Job spec, the CR or an argument: only this Secret reference.
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    elif req.spec.proposer.type == "openai":
+        # Admission allows no key only for loopback and in-cluster servers (a local llama.cpp, vLLM): the client
+        # still wants a non-empty one.
+        env.append({"name": "OPENAI_API_KEY", "value": NO_API_KEY})
     return env
 
 

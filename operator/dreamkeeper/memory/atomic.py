@@ -101,7 +101,8 @@ def make_dirs_durably(directory: Path) -> None:
 
 def _write_temp(path: Path, data: bytes) -> tuple[Path, Fingerprint]:
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    # A new file gets what the umask leaves of 0666: 0644 by default, group-writable under --shared-group.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         view = memoryview(data)
         while view:

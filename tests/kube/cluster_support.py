@@ -231,8 +231,11 @@ def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-dat
 class OperatorProcess:
     """`dreamkeeper operator -n NS` (no namespaces: `-A`) as a subprocess, authenticated as its ServiceAccount."""
 
-    def __init__(self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path, *extra_args: str
+    ) -> None:
         self.cluster = cluster
+        self.extra_args = list(extra_args)
         self.namespaces = namespaces
         self.kubeconfig = kubeconfig
         self.log_path = log_dir / "operator.log"
@@ -249,7 +252,7 @@ class OperatorProcess:
             argv.append("--all-namespaces")
         argv += [
             "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port), "--bind", "127.0.0.1",
-            "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1",
+            "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1", *self.extra_args,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = "127.0.0.1,localhost"

@@ -6,22 +6,28 @@ a vocabulary too large for a ConfigMap, the printer columns, `kubectl explain`, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dreamkeeper.kube import GROUP, VERSION
+from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import namespaced
 from tests.kube.cluster_support import (
     Env,
+    OperatorProcess,
     condition_of,
     events_of,
     eventually,
+    grant_operator_rbac,
     jobs_of,
     make_agent,
+    remove_volume,
     vocabulary_path,
     wait_seconds,
 )
+from tests.leaks import content_probes
 
 pytestmark = pytest.mark.cluster
 
@@ -171,3 +177,27 @@ def test_job_lifecycle_is_in_the_operator_log_at_info(env: Env) -> None:
                    "pruned Job logged-now-"):  # fmt: skip
         assert needle in text, text
     assert {ours[m] for m in ours if "Job logged-now-" in m} == {"info"}
+
+
+def test_redacted_cycle_logs_hold_no_memory_content(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> None:
+    """`--redact-logs` on the operator reaches its cycle Jobs: the dream container's log (what a cluster ships to
+    its log aggregation) names ids and counts, never what the entries say."""
+    ns = kube_namespace
+    agent_dir = make_agent(crds, ns, tmp_path / "volumes")
+    probes = content_probes(agent_dir)
+    operator = OperatorProcess(crds, [ns], grant_operator_rbac(crds, ns), tmp_path / "logs", "--redact-logs")
+    env = Env(crds, ns, operator, tmp_path / "volumes")
+    operator.start()
+    try:
+        env.schedule("quiet", runNowToken="go", safeguards={"minIntervalHours": 0})
+        run = env.wait_status("quiet", "cycle counted", lambda s: s.get("lastRun"), timeout=120)["lastRun"]
+        assert run["result"] == "completed" and run["archived"] > 0, run
+        (pod,) = crds.api.get(namespaced(ns, "pods"), labelSelector=f"job-name={run['jobName']}")["items"]
+        assert "--redact-logs" in pod["spec"]["containers"][0]["args"]
+        log = crds.container_log(ns, pod["metadata"]["name"], "dream")
+        assert "Archived memory entry" in log and "[redacted:" in log, log[-2000:]
+        leaked = sorted(p for p in probes if p in log)
+        assert leaked == [], leaked[:10]
+    finally:
+        operator.stop()
+        remove_volume(crds, ns)

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from dreamkeeper.cli import _register, app
 from dreamkeeper.consolidation.journal import incomplete_journals
 from dreamkeeper.consolidation.report import cycles_dir
-from dreamkeeper.coverage import extract_specifics
 from dreamkeeper.demo.sample import copy_bundled
 from dreamkeeper.dream_command import EXIT_TERMINATED, CycleStopped, GracefulStop
+from tests.leaks import content_probes
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 ID = re.compile(r"\[ID:([0-9a-f]{12})\]")
@@ -40,18 +40,6 @@ def dream(agent: Path, server: FakeOpenAIServer, *extra: str, message: Path | No
     if message is not None:
         args += ["--termination-message-path", str(message)]
     return CliRunner().invoke(app, [*args, *extra], catch_exceptions=False)
-
-
-def _entries(agent: Path) -> list[dict[str, Any]]:
-    found = []
-    for path in (agent / "memory").rglob("*.json"):
-        try:
-            data = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("content"), str):
-            found.append(data)
-    return found
 
 
 # ---- SIGTERM ---------------------------------------------------------------------------------------------------
@@ -117,22 +105,10 @@ def hostile_model(request: RecordedRequest) -> Reply:
     )  # fmt: skip
 
 
-def _probes(entries: list[dict[str, Any]]) -> set[str]:
-    """What would betray content: every three consecutive words of an entry, and its names, emails, numbers."""
-    probes: set[str] = set()
-    for entry in entries:
-        words = entry["content"].split()
-        probes.update(" ".join(words[i : i + 3]) for i in range(len(words) - 2))
-        for specific in extract_specifics(entry["content"], entry.get("category")):
-            if len(specific.text) >= 5 and any(c.isalpha() for c in specific.text):
-                probes.add(specific.text)
-    return probes
-
-
 def test_redacted_logs_hold_ids_and_counts_but_no_memory_content(
     agent: Path, fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    probes = _probes(_entries(agent))
+    probes = content_probes(agent)
     fake_openai.responder = hostile_model
     caplog.set_level(logging.DEBUG, logger="dreamkeeper")
     result = dream(agent, fake_openai, "--redact-logs")

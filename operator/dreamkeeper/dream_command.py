@@ -20,15 +20,18 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.dryrun import render_plan
-from dreamkeeper.consolidation.report import CycleReport, cycles_dir
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import (
+    CycleOptions,
+    CycleReport,
+    CycleSettings,
+    cycles_dir,
+    render_plan,
+    render_report,
+    run_cycle,
+)
 from dreamkeeper.coverage import load_vocabulary
-from dreamkeeper.memory import LockHeldError, MemoryStoreError, utcnow
-from dreamkeeper.memory.redaction import set_redaction
-from dreamkeeper.proposers.config import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig
-from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.memory import LockHeldError, MemoryStoreError, set_redaction, utcnow
+from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
 # soft_wrap: a pod has no terminal, and a console's hard wraps at 80 columns would reach the termination message
 # (and from there conditions and Events) as line breaks in the middle of a sentence.
@@ -284,30 +287,5 @@ def _write_message(path: Path | None, data: dict[str, Any]) -> None:
             log.warning("could not write the termination message %s: %s", path, exc)
 
 
-def _print_report(report: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"dream cycle {report.cycle_id} — {report.result}", show_header=False)
-    rows = [
-        ("entries (live at start)", report.total),
-        ("reviewed / withheld", f"{report.reviewed} / {report.withheld}"),
-        ("exact duplicates folded", report.folded),
-        ("merges saved", report.saved),
-        (
-            "archived (with replacement / ephemeral)",
-            f"{report.archived} ({report.archived_with_replacement} / {report.ephemeral})",
-        ),
-        ("merges rejected / repaired", f"{report.rejected} / {report.repaired}"),
-        ("entries protected from pruning", report.protected),
-        ("conflicts with concurrent writes", report.conflicts),
-        ("hard deletes", report.hard_deletes),
-        ("purged (retention)", report.purged),
-        ("specifics lost", report.specifics_lost),
-        ("live / archived entries now", f"{report.live_entries} / {report.archived_entries}"),
-        ("proposer calls / tokens in / out", f"{report.llm_calls} / {report.input_tokens} / {report.output_tokens}"),
-    ]
-    if report.skip_reason:
-        rows.insert(0, ("skipped", report.skip_reason))
-    for key, value in rows:
-        table.add_row(key, str(value))
-    Console().print(table)
+def _print_report(report: CycleReport) -> None:
+    render_report(report, Console())

@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.consolidation import cycle as cycle_module
-from dreamkeeper.consolidation.cycle import Cycle, CycleOptions, CycleOutcome, FinalState, run_cycle
+from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
-from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.validate import ValidationState, census
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, CoverageIndex, extract_specifics
@@ -45,8 +44,7 @@ def successor(entry_id: str, content: str) -> Entry:
 
 
 def new_state() -> ValidationState:
-    report = CycleReport(cycle_id="test", started_at=BASE_TIME)
-    return ValidationState(CycleSettings(), DEFAULT_VOCABULARY, report, "test", BASE_TIME)
+    return ValidationState(CycleSettings(), DEFAULT_VOCABULARY, "test", BASE_TIME)
 
 
 def run_census(
@@ -69,7 +67,7 @@ def test_successor_covering_everything_needs_no_corpus_index() -> None:
     merge = MergeAction(successor("m", "Allen Conway works at Xebia and lives in Austin."), [a, b])
     state = run_census([a, b, other], [merge])
     assert state.plan.merges == [merge]
-    assert state.report.census_refusals == 0
+    assert state.decisions().census_refusals == 0
     assert state.census_index is None  # nothing was looked up in the corpus
 
 
@@ -82,7 +80,7 @@ def test_successor_missing_a_specific_said_elsewhere_is_accepted() -> None:
     merge = MergeAction(successor("m", "The Xebia budget was approved."), [a, b])
     state = run_census([a, b, other], [merge])
     assert state.plan.merges == [merge]
-    assert state.report.census_refusals == 0
+    assert state.decisions().census_refusals == 0
     assert state.census_index is not None and len(state.census_index) == 2  # c and the successor
 
 
@@ -93,9 +91,9 @@ def test_successor_missing_a_specific_said_nowhere_is_refused() -> None:
     merge = MergeAction(successor("m", "The Xebia budget was approved."), [a, b])
     state = run_census([a, b, other], [merge])
     assert state.plan.merges == []
-    assert state.report.census_refusals == 1
-    assert state.report.rejections[0].missing == ["Mark"]
-    assert state.report.rejections[0].reason == "census: would vanish from the live corpus"
+    assert state.decisions().census_refusals == 1
+    assert state.decisions().rejections[0].missing == ["Mark"]
+    assert state.decisions().rejections[0].reason == "census: would vanish from the live corpus"
     assert state.shielded == {"a", "b"}
     # The index now holds the refused merge's sources instead of its successor.
     index = state.census_index
@@ -114,8 +112,8 @@ def test_a_refused_merge_gives_its_sources_back_to_later_checks() -> None:
     second = MergeAction(successor("m2", "The trip is booked in Tripit."), [e1, e2])
     state = run_census([d1, d2, e1, e2], [first, second])
     assert state.plan.merges == [second]
-    assert state.report.census_refusals == 1
-    assert [r.missing for r in state.report.rejections] == [["Duane"]]
+    assert state.decisions().census_refusals == 1
+    assert [r.missing for r in state.decisions().rejections] == [["Duane"]]
 
 
 def test_prune_ephemeral_accounting_is_unchanged() -> None:
@@ -123,7 +121,7 @@ def test_prune_ephemeral_accounting_is_unchanged() -> None:
     said_nowhere = stored("p2", "Roberts owns PWOP Productions, 2048 units.")
     other = stored("c", "Trish posted on Eventbrite again.")
     state = run_census([said_elsewhere, said_nowhere, other], [], [said_elsewhere, said_nowhere])
-    assert state.report.ephemeral_specifics == 4
+    assert state.decisions().counts.ephemeral_specifics == 4
     assert state.plan.prunes[0].lost_specifics == []
     assert state.plan.prunes[1].lost_specifics == ["Roberts", "PWOP", "Productions", "2048"]
 
@@ -131,7 +129,7 @@ def test_prune_ephemeral_accounting_is_unchanged() -> None:
 def test_a_prune_without_specifics_needs_no_corpus_index() -> None:
     plain = stored("p", "remember to water the plants")
     state = run_census([plain, stored("c", "Trish waters them.")], [], [plain])
-    assert state.report.ephemeral_specifics == 0
+    assert state.decisions().counts.ephemeral_specifics == 0
     assert state.census_index is None
 
 
@@ -218,10 +216,10 @@ def test_census_answers_like_the_single_pass(
     kept, refusals, pruned, reference_index = eager_census(live, merges, prunes)
     state = run_census(live, merges, prunes)
     assert [m.successor.id for m in state.plan.merges] == kept
-    assert [r.missing for r in state.report.rejections] == refusals
-    assert state.report.census_refusals == len(refusals)
+    assert [r.missing for r in state.decisions().rejections] == refusals
+    assert state.decisions().census_refusals == len(refusals)
     assert [p.lost_specifics for p in state.plan.prunes] == pruned
-    assert state.report.ephemeral_specifics == sum(len(lost) for lost in pruned)
+    assert state.decisions().counts.ephemeral_specifics == sum(len(lost) for lost in pruned)
     if state.census_index is not None:  # when built, it holds what the single pass's index held at the end
         assert inventory_state(state.census_index) == inventory_state(reference_index)
 
@@ -246,15 +244,15 @@ def count_final_index_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def after_apply(monkeypatch: pytest.MonkeyPatch, action: Callable[[Cycle], None]) -> None:
+def after_apply(monkeypatch: pytest.MonkeyPatch, action: Callable[[Writes], None]) -> None:
     """Run ``action`` between apply and the report's final scan (an agent writing in between)."""
-    original = Cycle._final_state
+    original = Writes._final_state
 
-    def patched(self: Cycle, snapshot: Any) -> FinalState:
+    def patched(self: Writes, snapshot: Any) -> FinalState:
         action(self)
         return original(self, snapshot)
 
-    monkeypatch.setattr(Cycle, "_final_state", patched)
+    monkeypatch.setattr(Writes, "_final_state", patched)
 
 
 MERGE = {
@@ -315,7 +313,7 @@ def test_successor_rewritten_after_apply_is_checked_as_on_disk(tmp_path: Path, m
         tmp_path, [Seed("s1", "Allen Conway works at Xebia."), Seed("s2", "Allen Conway lives in Austin.")]
     )
 
-    def agent_rewrites(_: Cycle) -> None:
+    def agent_rewrites(_: Writes) -> None:
         made = successor_of(store)
         store.update(made, made.entry.model_copy(update={"content": "Allen Conway works at Xebia."}))
 

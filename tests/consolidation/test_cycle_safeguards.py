@@ -310,3 +310,32 @@ def test_minimum_interval_follows_the_cycle_clock(tmp_path: Path) -> None:
         options = CycleOptions(agent_dir=tmp_path, now=BASE_TIME + timedelta(hours=hours))
         outcome = asyncio.run(run_cycle(options, ScriptedProposer([{}])))
         assert outcome.report.result == expected, hours
+
+
+class FailingProposer(ScriptedProposer):
+    async def propose(self, request: Any) -> Any:
+        raise RuntimeError("model server went away")
+
+
+def test_a_failed_cycle_reports_what_the_stages_before_the_failure_did(tmp_path: Path) -> None:
+    store = write_corpus(
+        tmp_path,
+        [
+            Seed("old", "Scratch note from last year."),
+            Seed("twin1", "Trish Roberts runs PWOP Productions.", age_days=20),
+            Seed("twin2", "Trish Roberts runs PWOP Productions."),
+            Seed("other", "Allen Conway works at Xebia."),
+        ],
+    )
+    store.archive(store.require("old"), "flagged ephemeral by consolidation", now=BASE_TIME - timedelta(days=400))
+    with pytest.raises(RuntimeError, match="model server went away"):
+        cycle(tmp_path, FailingProposer([]))
+    (path,) = (tmp_path / ".dreamkeeper" / "cycles").glob("*.json")
+    report = read_report(tmp_path, path.stem)
+    assert report.result == "failed" and report.error == "RuntimeError: model server went away"
+    # Purge, snapshot and fold finished (and wrote: the folded copy is archived, and counted so); the gate
+    # counted; nothing was applied.
+    assert (report.purged, report.total, report.folded, report.archived) == (1, 3, 1, 1)
+    assert report.reviewed == 2 and report.saved == 0 and report.live_entries == 0
+    assert report.finished_at is not None
+    assert {s.id for s in store.scan().live} == {"twin1", "other"}

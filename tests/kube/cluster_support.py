@@ -232,10 +232,17 @@ class OperatorProcess:
     """`dreamkeeper operator -n NS` (no namespaces: `-A`) as a subprocess, authenticated as its ServiceAccount."""
 
     def __init__(
-        self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path, *extra_args: str
+        self,
+        cluster: ControlPlane,
+        namespaces: list[str],
+        kubeconfig: Path,
+        log_dir: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
-        self.extra_args = list(extra_args)
+        self.extra_args = list(extra_args)  # more `dreamkeeper operator` flags (e.g. --redact-logs)
+        self.env = dict(env or {})  # extra environment of the next start (e.g. a crash seam)
         self.namespaces = namespaces
         self.kubeconfig = kubeconfig
         self.log_path = log_dir / "operator.log"
@@ -256,6 +263,7 @@ class OperatorProcess:
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = "127.0.0.1,localhost"
+        env.update(self.env)
         self.starts += 1
         self.proc = ManagedProcess(f"operator-{self.starts}", argv, self.log_path, env=env, die_with_parent=True)
         self.cluster.wait_for("operator liveness", self._healthy, timeout=90)
@@ -330,6 +338,21 @@ def status_of(cluster: ControlPlane, namespace: str, name: str) -> Obj:
 
 def condition_of(status: Obj, type_: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+def release_finalizers(cluster: ControlPlane, namespace: str) -> None:
+    """Teardown of a test that stopped the operator while a Stop held its agent down (the only time a schedule
+    carries a finalizer, ``dreamkeeper.io/agent-stop``): clear it so the namespace deletion does not wait."""
+    for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
+        try:
+            items = cluster.api.get(cr_path(namespace, plural))["items"]
+        except ApiError:
+            continue
+        for item in items:
+            if item["metadata"].get("finalizers"):
+                cluster.api.patch(
+                    cr_path(namespace, plural, item["metadata"]["name"]), {"metadata": {"finalizers": None}}
+                )
 
 
 FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now tokens start cycles in the tests that use it

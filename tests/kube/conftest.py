@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.fixtures import KubeCluster
+from tests.kube.agent_support import AgentDeployment, AgentEnv, ClaimWatcher
 from tests.kube.cluster_support import (
     Env,
     OperatorProcess,
     grant_operator_rbac,
     install_admission,
     install_crds,
+    release_finalizers,
     remove_volume,
 )
 
@@ -37,4 +39,21 @@ def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]
     finally:
         operator.stop()
         remove_volume(crds, kube_namespace)
+
+
+@pytest.fixture
+def agent_env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[AgentEnv]:
+    """The spec.agent cluster tests' world (``AgentEnv``); everything it started is stopped afterwards."""
+    kubeconfig = grant_operator_rbac(crds, kube_namespace)
+    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
+    agent = AgentDeployment(crds, kube_namespace, tmp_path / "volumes")
+    watcher = ClaimWatcher(crds, kube_namespace, agent.claim)
+    try:
+        yield AgentEnv(crds, kube_namespace, operator, agent, watcher)
+    finally:
+        watcher.stop()
+        operator.stop()
+        agent.delete()
+        release_finalizers(crds, kube_namespace)
+        remove_volume(crds, kube_namespace, agent.claim)
         print(f"\noperator log: {operator.log_path}")

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic.alias_generators import to_camel
 
+from dreamkeeper.consolidation.counts import COUNTS as TABLE
 from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.kube.api import ConflictError
 from dreamkeeper.kube.metrics import OperatorMetrics
@@ -190,6 +192,46 @@ def test_a_slot_runs_once_and_its_results_are_counted_exactly_once() -> None:
     assert sample(restarted.metrics, "dreamkeeper_cycles_total", {**ident(), "result": "completed"}) == 1
     assert sample(restarted.metrics, "dreamkeeper_merges_rejected_total", ident()) == 3
     assert jobs(c) == [name]
+
+
+def test_every_count_reaches_the_places_its_row_of_the_table_names() -> None:
+    """A distinct value for every count: each reaches lastRun, totals, its metric and its Event as the table says."""
+    values = {count.name: 11 + i for i, count in enumerate(TABLE)}
+    c, clock = cluster(), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=3)
+    run(r, c)
+    name = jobs(c)[0]
+    c.finish_job(NS, name, message=report_message(**values))
+    clock.at(hours=3, minutes=5)
+    run(r, c)
+    s = status(c)
+    for count in TABLE:
+        camel = to_camel(count.name)
+        assert (s["lastRun"].get(camel) == values[count.name]) is count.in_run, count.name
+        key = count.totals_key or camel
+        assert (s["totals"].get(key) == values[count.name]) is count.summed, count.name
+    restarted = reconciler(c, clock)  # its counters are seeded from the persisted totals
+    run(restarted, c)
+    for count in TABLE:
+        if count.metric is None:
+            continue
+        family = count.metric.family
+        labels = {**ident(), **({family.label: count.metric.label_value} if family.label else {})}
+        metric = family.name + ("_total" if count.summed else "")
+        for metrics in (r.metrics, restarted.metrics):
+            assert sample(metrics, metric, labels) == values[count.name], count.name
+    messages = {e["reason"]: e["message"] for e in c.events}
+    fired = {count.event.reason: count for count in TABLE if count.event is not None}
+    for reason, count in fired.items():
+        assert count.event is not None
+        assert messages[reason] == f"cycle {name}: {values[count.name]} {count.event.what}"
+    v = values
+    assert messages["CycleCompleted"] == (
+        f"cycle {name} completed: reviewed {v['reviewed']}, withheld {v['withheld']}, archived {v['archived']} "
+        f"({v['archived_with_replacement']} with replacement, {v['ephemeral']} ephemeral), rejected {v['rejected']}, "
+        f"repaired {v['repaired']}, protected {v['protected']}, live {v['live_entries']}"
+    )
 
 
 def test_a_stale_copy_of_the_schedule_counts_nothing() -> None:

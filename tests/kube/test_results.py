@@ -144,6 +144,8 @@ def test_totals_add_each_run_and_slots() -> None:
     )  # fmt: skip
     totals = add_run(add_run(Totals(), run), run)
     assert (totals.cycles_completed, totals.reviewed, totals.archived_with_replacement) == (2, 6, 4)
-    assert (totals.archived_ephemeral, totals.merges_rejected, totals.llm_input_tokens) == (2, 8, 14)
+    assert (totals.ephemeral, totals.rejected, totals.input_tokens) == (2, 8, 14)
+    wire = totals.model_dump(by_alias=True)  # status.totals keeps its keys
+    assert (wire["archivedEphemeral"], wire["mergesRejected"], wire["llmInputTokens"]) == (2, 8, 14)
     totals = add_slots(add_slots(totals, missed=3, skipped_reason="concurrent"), skipped_reason="concurrent")
     assert totals.missed_slots == 3 and totals.skipped_slots == {"concurrent": 2}

@@ -1,6 +1,11 @@
-"""One consolidation cycle: snapshot → recover → purge → exact fold → gating → clustering → proposal →
-validation → census → journal → apply → stamp → report. The proposer is consulted once per batch and trusted
-with nothing."""
+"""One consolidation cycle, as stages that take and return values (``stages.py``):
+
+    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
+
+The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
+``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
+a dry run differs.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,15 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
+from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
 from dreamkeeper.consolidation.journal import (
@@ -26,13 +34,35 @@ from dreamkeeper.consolidation.journal import (
     incomplete_journals,
     write_journal,
 )
-from dreamkeeper.consolidation.plan import Plan
-from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, Proposer
-from dreamkeeper.consolidation.report import CycleReport, write_report
+from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
+from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
 from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
-from dreamkeeper.consolidation.validate import ValidationState, census, review_stamps, validate_replies
+from dreamkeeper.consolidation.stages import (
+    Applied,
+    CycleContext,
+    Effects,
+    Folded,
+    Gated,
+    Measured,
+    Proposed,
+    Purged,
+    Recovered,
+    ReportHead,
+    Skipped,
+    Snapshot,
+    Stages,
+    Usage,
+    Validated,
+    VocabularyLoaded,
+    compose_report,
+    live_of,
+    snapshot_of,
+)
+from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
+    UNCHECKED,
     CycleLock,
     Fingerprint,
     MalformedFile,
@@ -43,11 +73,10 @@ from dreamkeeper.memory import (
     format_timestamp,
     memory_root,
     replace_file,
+    shown_all,
     state_dir,
     utcnow,
 )
-from dreamkeeper.memory.atomic import UNCHECKED
-from dreamkeeper.memory.redaction import shown_all
 
 log = logging.getLogger(__name__)
 
@@ -139,44 +168,182 @@ class Cycle:
         self.agent_dir = options.agent_dir
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
-        self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
-        self._frozen = False
-        self.report = CycleReport(
-            cycle_id=new_cycle_id(self.now),
-            agent_dir=str(self.agent_dir),
-            proposer=proposer.name,
-            started_at=self.now,
-            result="dry-run" if options.dry_run else "completed",
+        self.cycle_id = new_cycle_id(self.now)
+        self.context = CycleContext(
+            cycle_id=self.cycle_id,
+            agent_dir=self.agent_dir,
+            store=self.store,
+            settings=self.settings,
+            now=self.now,
+            clock_given=options.now is not None,
+            stage=self._stage,
         )
+        self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
+        self.stages = Stages()
+        self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now)
+        self._frozen = False
 
     def _stage(self, name: str) -> None:
-        log.debug("cycle %s: %s", self.report.cycle_id, name)
+        log.debug("cycle %s: %s", self.cycle_id, name)
         if self.options.progress:
             self.options.progress(name)
 
     async def run(self) -> CycleOutcome:
         if not self.options.memory_root.is_dir():
             raise FileNotFoundError(f"no memory directory at {self.options.memory_root}; nothing was changed")
-        if self.options.dry_run:
+        with self.effects.hold():
             try:
-                return await self._run_locked()
-            finally:
-                self._thaw()
-                await self.proposer.aclose()
-        with CycleLock(self.agent_dir, f"dream cycle {self.report.cycle_id}"):
-            try:
-                outcome = await self._run_locked()
+                return await self._run_stages()
             except Exception as exc:
-                self.report.result = "failed"
-                self.report.error = f"{type(exc).__name__}: {exc}"
-                self.report.finished_at = utcnow()
-                log.exception("dream cycle %s failed; completed steps are journaled", self.report.cycle_id)
-                write_report(self.agent_dir, self.report)
+                failed = compose_report(
+                    self._head, self.stages, "failed", finished_at=utcnow(), error=f"{type(exc).__name__}: {exc}"
+                )
+                self.effects.record_failure(failed)
                 raise
             finally:
                 self._thaw()
                 await self.proposer.aclose()
-        return outcome
+
+    async def _run_stages(self) -> CycleOutcome:
+        s, effects = self.stages, self.effects
+        s.recovered = effects.recover()
+        if not self.options.force and (reason := effects.too_soon()) is not None:
+            return self._skipped(reason)
+        s.vocabulary = self._load_vocabulary()
+        s.purged = effects.purge()
+        s.snapshot = effects.snapshot(s.purged)
+        self._freeze()  # the snapshot lives for the whole cycle
+        s.folded = self._fold(s.snapshot)
+        s.gated = self._gate(s.folded)
+        s.proposed = await self._propose(s.gated, s.folded)
+        s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
+        s.usage = self._usage()
+        s.applied = effects.apply(s.folded, s.validated)
+        s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
+        report = compose_report(self._head, s, effects.result, finished_at=utcnow())
+        path = effects.record(report)
+        _log_summary(report)
+        return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
+
+    # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
+
+    def _skipped(self, reason: str) -> CycleOutcome:
+        log.info("memory consolidation skipped — %s", reason)
+        scan = self.store.scan()
+        live = len(scan.live)
+        counts = CycleCounts(
+            total=live, live_entries=live, archived_entries=len(scan.archived), malformed=len(scan.malformed)
+        )
+        self.stages.skipped = Skipped(reason, counts)
+        report = compose_report(self._head, self.stages, "skipped", finished_at=utcnow())
+        return CycleOutcome(report, report_path=self.effects.record(report))
+
+    def _load_vocabulary(self) -> VocabularyLoaded:
+        self._stage("vocabulary")
+        path = Path(self.settings.vocabulary_path)
+        if not path.is_absolute():
+            path = self.agent_dir / path
+        loaded = load_vocabulary(path)
+        if loaded.status != "fallback":
+            return VocabularyLoaded(loaded.vocabulary, loaded.status)
+        return VocabularyLoaded(
+            loaded.vocabulary,
+            loaded.status,
+            CycleCounts(vocabulary_fallback=1),
+            (f"vocabulary fallback: {loaded.error}",),
+        )
+
+    def _fold(self, snapshot: Snapshot) -> Folded:
+        """Exact duplicates, planned here; executed (or, in a dry run, only taken out of the corpus) by the effects."""
+        self._stage("fold")
+        folds = self._plan_folds(snapshot)
+        return self.effects.fold(snapshot, folds) if folds else Folded(snapshot.scan, snapshot.live)
+
+    def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
+        folds = plan_folds(snapshot.live, self.settings, self.now)
+        for fold in folds:
+            log.info(
+                "folded %d exact duplicate(s) [%s] into %s",
+                len(fold.copies),
+                ", ".join(c.id for c in fold.copies),
+                fold.survivor.id,
+            )
+        if folds:
+            n_copies = sum(len(f.copies) for f in folds)
+            log.info("exact-duplicate fold — %d copy(s) folded across %d group(s)", n_copies, len(folds))
+        return folds
+
+    def _gate(self, folded: Folded) -> Gated:
+        self._stage("gating")
+        live = folded.live
+        gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
+        log.info(
+            "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
+            len(gating.eligible),
+            len(live),
+            gating.withheld,
+        )
+        counts = CycleCounts(
+            reviewed=len(gating.eligible),
+            withheld=gating.withheld,
+            clusters=len(gating.clusters),
+            reopened=len(gating.reopened),
+        )
+        return Gated(gating, counts)
+
+    async def _propose(self, gated: Gated, folded: Folded) -> Proposed:
+        gating, live = gated.gating, folded.live
+        if not gated.asks:
+            log.info(
+                "%d of %d entries already reviewed and unchanged with no duplicate siblings — nothing eligible",
+                gating.withheld,
+                len(live),
+            )
+            return Proposed()
+        self._stage("proposal")
+        batches = make_batches(gating, self.settings.batch_max_entries)
+        request = ProposalRequest(
+            batches=tuple(batches),
+            total_entries=len(live),
+            withheld=gating.withheld,
+            now=self.now,
+            directive=self._directive(),
+            degraded=gating.degraded,
+        )
+        replies = await self.proposer.propose(request)
+        return Proposed(tuple(batches), tuple(replies))
+
+    async def _validate(self, gated: Gated, proposed: Proposed, folded: Folded, vocabulary: Vocabulary) -> Validated:
+        if not gated.asks:
+            return Validated(Decisions(), Plan(), vocabulary)
+        self._stage("validation")
+        state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now)
+        gating = gated.gating
+        decisions = await validate_replies(
+            proposed.batches, proposed.replies, gating, folded.live, self.proposer, state
+        )
+        stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
+        plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=list(stamps.stamps))
+        return Validated(decisions, plan, vocabulary, stamps.declined)
+
+    def _usage(self) -> Usage:
+        usage = self.proposer.usage()
+        counts = CycleCounts(
+            llm_calls=usage.calls,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            invalid_replies=usage.invalid_replies,
+            failed_calls=usage.failed_calls,
+        )
+        return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
+
+    def _directive(self) -> str | None:
+        path = self.agent_dir / DIRECTIVE_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            return None
+        return text if text.strip() else None
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()
@@ -200,216 +367,138 @@ class Cycle:
             gc.unfreeze()
             self._frozen = False
 
-    async def _run_locked(self) -> CycleOutcome:
-        report = self.report
-        if not self.options.dry_run:
-            self._stage("recover")
-            for cycle_id, tally in recover(self.agent_dir, self.options.memory_root, self.now):
-                report.notes.append(f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)")
-            if not self.options.force and self._too_soon():
-                return self._finish_skipped()
 
-        self._stage("vocabulary")
-        vocabulary = self._load_vocabulary()
+def _log_summary(report: CycleReport) -> None:
+    if any_counted(report, lambda c: c.safeguard):
+        log.info("consolidation safeguards fired — %s", sentence(report, lambda c: c.safeguard))
+    log.info(
+        "dream cycle %s %s — %s",
+        report.cycle_id,
+        "planned (dry run)" if report.result == "dry-run" else "complete",
+        sentence(report, lambda c: c.logged),
+    )
 
-        scan: ScanResult | None = None
-        purge_conflicts = 0
-        if not self.options.dry_run:
-            self._stage("purge")
-            retention = self.settings.retention
-            if retention is not None and retention > timedelta(0):
-                # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is
-                # that scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan).
-                scan = self.store.scan()
-            purge = self.store.purge(
-                retention, self.settings.floor, self.now, entries=scan.entries if scan is not None else None
+
+class Writes:
+    """The stages that write, for real: recovery, purge, the fold, apply, and the measurements after apply."""
+
+    result: CycleResult = "completed"
+
+    def __init__(self, context: CycleContext) -> None:
+        self.context = context
+        self.store = context.store
+        self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+
+    def hold(self) -> AbstractContextManager[object]:
+        return CycleLock(self.context.agent_dir, f"dream cycle {self.context.cycle_id}")
+
+    def recover(self) -> Recovered:
+        self.context.stage("recover")
+        done = recover(self.context.agent_dir, self.store.root, self.context.now)
+        return Recovered(
+            notes=tuple(
+                f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done
             )
-            report.purged = len(purge.purged)
-            report.purge_kept_above_floor = len(purge.kept_above_floor)
-            purged_ids = {e.id for e in purge.purged}
-            purge_conflicts = purge.conflicts
-        else:
-            purged_ids = set()
+        )
 
-        self._stage("snapshot")
-        if scan is None or purge_conflicts:
+    def too_soon(self) -> str | None:
+        minimum = self.context.settings.min_interval
+        last = read_ledger(self.context.agent_dir).get("lastCompletedAt")
+        if not last or minimum.total_seconds() <= 0:
+            return None
+        try:
+            age = self.context.now - datetime.fromisoformat(last)
+        except ValueError:
+            return None
+        return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
+
+    def purge(self) -> Purged:
+        settings = self.context.settings
+        self.context.stage("purge")
+        retention = settings.retention
+        scan: ScanResult | None = None
+        if retention is not None and retention > timedelta(0):
+            # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that
+            # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan).
             scan = self.store.scan()
-        elif purged_ids:
+        purge = self.store.purge(
+            retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None
+        )
+        counts = CycleCounts(purged=len(purge.purged), purge_kept_above_floor=len(purge.kept_above_floor))
+        return Purged(scan, frozenset(e.id for e in purge.purged), purge.conflicts, counts)
+
+    def snapshot(self, purged: Purged) -> Snapshot:
+        self.context.stage("snapshot")
+        scan = purged.scan
+        if scan is None or purged.conflicts:
+            scan = self.store.scan()
+        elif purged.purged_ids:
             scan = ScanResult(
-                entries=[s for s in scan.entries if s.id not in purged_ids],
+                entries=[s for s in scan.entries if s.id not in purged.purged_ids],
                 malformed=scan.malformed,
                 duplicates=scan.duplicates,
             )
-        self._freeze()
-        ids_before = {s.id for s in scan.entries} | purged_ids
-        report.total = len(scan.live)
-        report.malformed = len(scan.malformed)
-        live = _live(scan)
+        return snapshot_of(scan, purged.purged_ids)
 
-        self._stage("fold")
-        folds = plan_folds(live, self.settings, self.now)
+    def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         fold_plan = Plan(folds=folds)
-        if folds:
-            n_copies = sum(len(f.copies) for f in folds)
-            for fold in folds:
-                log.info(
-                    "folded %d exact duplicate(s) [%s] into %s",
-                    len(fold.copies),
-                    ", ".join(c.id for c in fold.copies),
-                    fold.survivor.id,
-                )
-            log.info("exact-duplicate fold — %d copy(s) folded across %d group(s)", n_copies, len(folds))
-            if self.options.dry_run:
-                report.folded = n_copies
-                leaving = fold_plan.leaving_ids()
-                live = [s for s in live if s.id not in leaving]
-            else:
-                tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
-                report.folded = tally.archived_folded
-                scan = self._reread(scan, fold_plan)
-                live = _live(scan)
+        tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
+        scan = self._reread(snapshot.scan, fold_plan)
+        n = tally.archived_folded
+        return Folded(scan, live_of(scan), tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
-        self._stage("gating")
-        gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
-        report.reviewed = len(gating.eligible)
-        report.withheld = gating.withheld
-        report.clusters = len(gating.clusters)
-        report.reopened = len(gating.reopened)
-        report.clustering_degraded = gating.degraded
-        log.info(
-            "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
-            len(gating.eligible),
-            len(live),
-            gating.withheld,
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
+        self.context.stage("apply")
+        tally = self._execute(validated.plan)
+        counts = CycleCounts(
+            saved=tally.created,
+            ephemeral=tally.ephemeral,
+            archived=tally.archived,
+            archived_with_replacement=tally.archived_merged,
+            conflicts=tally.conflicts,
         )
-        state = ValidationState(self.settings, vocabulary, report, report.cycle_id, self.now)
-        plan = state.plan
-        if len(gating.eligible) >= 2:
-            self._stage("proposal")
-            batches = make_batches(gating, self.settings.batch_max_entries)
-            request = ProposalRequest(
-                batches=tuple(batches),
-                total_entries=len(live),
-                withheld=gating.withheld,
-                now=self.now,
-                directive=self._directive(),
-                degraded=gating.degraded,
-            )
-            replies = await self.proposer.propose(request)
-            self._stage("validation")
-            await validate_replies(batches, replies, gating, live, self.proposer, state)
-            plan.stamps = review_stamps(gating, plan, state, _offered_ids(batches))
-        else:
-            log.info(
-                "%d of %d entries already reviewed and unchanged with no duplicate siblings — nothing eligible",
-                gating.withheld,
-                len(live),
-            )
-        self._account_usage()
+        return Applied(validated.plan, counts)
 
-        if self.options.dry_run:
-            report.saved = len(plan.merges)
-            report.archived = report.folded + sum(len(m.sources) for m in plan.merges) + len(plan.prunes)
-            report.archived_with_replacement = report.folded + sum(len(m.sources) for m in plan.merges)
-            report.ephemeral = len(plan.prunes)
-            report.live_entries = len(live) + len(plan.merges) - len(plan.leaving_ids())
-            report.archived_entries = len(scan.archived) + report.archived
-            report.finished_at = utcnow()
-            self._log_summary()
-            plan.folds = folds  # shown in the diff; counted above already
-            return CycleOutcome(report, plan, gating)
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        self.context.stage("report")
+        final = self._final_state(folded.scan)
+        census_index = validated.decisions.census_index
+        lost = self._measure_loss(applied.plan, final, validated.vocabulary, census_index, folded.live)
+        counts = CycleCounts(
+            hard_deletes=len(snapshot.ids_before - final.ids - snapshot.purged_ids),
+            live_entries=len(final.live),
+            archived_entries=final.archived,
+            specifics_lost=len(lost),
+        )
+        return Measured(counts, tuple(lost))
 
-        self._stage("apply")
-        tally = self._execute(plan)
-        report.saved = tally.created
-        report.ephemeral = tally.ephemeral
-        report.archived = report.folded + tally.archived
-        report.archived_with_replacement = report.folded + tally.archived_merged
-        report.conflicts += tally.conflicts
+    def record(self, report: CycleReport) -> Path:
+        if report.result == "completed":
+            # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
+            completed_at = self.context.now if self.context.clock_given else report.finished_at
+            _write_ledger(self.context.agent_dir, report, completed_at or utcnow())
+        return write_report(self.context.agent_dir, report)
 
-        self._stage("report")
-        final = self._final_state(scan)
-        ids_after = final.ids
-        report.hard_deletes = len(ids_before - ids_after - purged_ids)
-        report.live_entries = len(final.live)
-        report.archived_entries = final.archived
-        self._measure_loss(plan, final, state, live)
-        report.finished_at = utcnow()
-        # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
-        completed_at = report.finished_at if self.options.now is None else self.now
-        _write_ledger(self.agent_dir, report, completed_at or utcnow())
-        path = write_report(self.agent_dir, report)
-        self._log_summary()
-        return CycleOutcome(report, plan, gating, path)
+    def record_failure(self, report: CycleReport) -> None:
+        log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
+        write_report(self.context.agent_dir, report)
 
     # ---- helpers -------------------------------------------------------------------------------------
-
-    def _too_soon(self) -> bool:
-        last = read_ledger(self.agent_dir).get("lastCompletedAt")
-        if not last or self.settings.min_interval.total_seconds() <= 0:
-            return False
-        try:
-            age = self.now - datetime.fromisoformat(last)
-        except ValueError:
-            return False
-        if age < self.settings.min_interval:
-            self.report.skip_reason = f"last completed {age} ago, minimum interval {self.settings.min_interval}"
-            log.info("memory consolidation skipped — %s", self.report.skip_reason)
-            return True
-        return False
-
-    def _finish_skipped(self) -> CycleOutcome:
-        self.report.result = "skipped"
-        scan = self.store.scan()
-        self.report.total = self.report.live_entries = len(scan.live)
-        self.report.archived_entries = len(scan.archived)
-        self.report.malformed = len(scan.malformed)
-        self.report.finished_at = utcnow()
-        path = write_report(self.agent_dir, self.report)
-        return CycleOutcome(self.report, report_path=path)
-
-    def _load_vocabulary(self) -> Vocabulary:
-        path = Path(self.settings.vocabulary_path)
-        if not path.is_absolute():
-            path = self.agent_dir / path
-        loaded = load_vocabulary(path)
-        self.report.vocabulary_status = loaded.status
-        if loaded.status == "fallback":
-            self.report.vocabulary_fallback = 1
-            self.report.notes.append(f"vocabulary fallback: {loaded.error}")
-        return loaded.vocabulary
-
-    def _directive(self) -> str | None:
-        path = self.agent_dir / DIRECTIVE_FILE
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return None
-        return text if text.strip() else None
 
     def _execute(self, plan: Plan, suffix: str = "") -> ExecutionTally:
         if plan.is_empty:
             return ExecutionTally()
-        journal = write_journal(self.agent_dir, self.report.cycle_id + suffix, plan, self.store, self.now)
+        journal = write_journal(
+            self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
+        )
         snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
         for stored in (*leaving, *(p.target for p in plan.prunes)):
             snapshot[str(stored.path)] = stored
-        executor = Executor(self.store, journal, self.now, snapshot)
+        executor = Executor(self.store, journal, self.context.now, snapshot)
         tally = executor.run()
         self._stamped.update(executor.written)
         return tally
-
-    def _account_usage(self) -> None:
-        usage = self.proposer.usage()
-        self.report.llm_calls = usage.calls
-        self.report.input_tokens = usage.input_tokens
-        self.report.output_tokens = usage.output_tokens
-        self.report.invalid_replies = usage.invalid_replies
-        self.report.failed_calls = usage.failed_calls
-        self.report.budget_exhausted = usage.budget_exhausted
-        self.report.estimated_cost = usage.estimated_cost
-        self.report.notes.extend(usage.notes)
 
     def _reread(self, scan: ScanResult, fold_plan: Plan) -> ScanResult:
         """The snapshot after the fold: only the files the fold wrote are read again (a full rescan cost as much as
@@ -477,16 +566,23 @@ class Cycle:
             log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
         return result
 
-    def _measure_loss(self, plan: Plan, final: FinalState, state: ValidationState, live: list[StoredEntry]) -> None:
+    def _measure_loss(
+        self,
+        plan: Plan,
+        final: FinalState,
+        vocabulary: Vocabulary,
+        census_index: CoverageIndex | None,
+        live: list[StoredEntry],
+    ) -> list[str]:
         """After apply: specifics of entries this cycle archived with a replacement must still be live.
 
         Successor first: the successor's text as on disk now is a live text of the final corpus, so what its
         inventory covers the final corpus covers. The rest is looked up in an index of the final live corpus,
-        built only then; a successor that is not live (never written, or gone since) covers nothing.
+        built only then; a successor that is not live (never written, or gone since) covers nothing. The
+        vocabulary is the one the cycle checked with (loading it again could differ).
         """
         if not any(m.sources for m in plan.merges):
-            return
-        vocabulary = state.vocabulary  # the one the cycle checked with (loading it again could differ)
+            return []
         index: CoverageIndex | None = None
         lost: list[str] = []
         for merge in plan.merges:
@@ -500,40 +596,12 @@ class Cycle:
                     if (successor is not None and successor.covers(specific)) or specific.text in lost:
                         continue
                     if index is None:
-                        index = _final_index(state.census_index, plan, live, final)
+                        index = _final_index(census_index, plan, live, final)
                     if not index.covers(specific):
                         lost.append(specific.text)
-        self.report.specifics_lost = len(lost)
-        self.report.lost_specifics = lost
         if lost:
             log.error("specifics lost from the live corpus this cycle: %s", shown_all(lost))
-
-    def _log_summary(self) -> None:
-        r = self.report
-        if r.rejected or r.repaired or r.protected or r.merge_only_ignored:
-            log.info(
-                "consolidation safeguards fired — %d merge(s) rejected for dropping specifics, %d merge(s) repaired, "
-                "%d entry(s) protected from pruning, %d prune(s) of reopened duplicates ignored",
-                r.rejected,
-                r.repaired,
-                r.protected,
-                r.merge_only_ignored,
-            )
-        log.info(
-            "dream cycle %s %s — %d archived (%d with replacement, %d ephemeral), %d saved, %d folded, "
-            "%d conflicts, %d hard deletes, live %d, archived %d",
-            r.cycle_id,
-            "planned (dry run)" if r.result == "dry-run" else "complete",
-            r.archived,
-            r.archived_with_replacement,
-            r.ephemeral,
-            r.saved,
-            r.folded,
-            r.conflicts,
-            r.hard_deletes,
-            r.live_entries,
-            r.archived_entries,
-        )
+        return lost
 
 
 @dataclass
@@ -569,16 +637,8 @@ def _final_index(
     return census_index
 
 
-def _live(scan: ScanResult) -> list[StoredEntry]:
-    return [s for s in scan.entries if s.entry.is_live]
-
-
-def _offered_ids(batches: list[Batch]) -> set[str]:
-    return {i for b in batches for i in b.ids}
-
-
 async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:
     return await Cycle(options, proposer).run()
 
 
-__all__ = ["Cycle", "CycleOptions", "CycleOutcome", "census", "recover", "run_cycle"]
+__all__ = ["Cycle", "CycleOptions", "CycleOutcome", "Writes", "census", "recover", "run_cycle"]

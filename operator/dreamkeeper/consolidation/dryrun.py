@@ -1,12 +1,84 @@
-"""Render a plan as a readable diff (``dreamkeeper dream --dry-run``)."""
+"""The dry run (``dreamkeeper dream --dry-run``): the cycle's effects with nothing written, and what a person
+reads of a cycle — the plan as a diff, the report as a table."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
-from dreamkeeper.consolidation.plan import Plan
-from dreamkeeper.consolidation.report import CycleReport
+from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
+from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.report import CycleReport, CycleResult
+from dreamkeeper.consolidation.stages import (
+    Applied,
+    CycleContext,
+    Folded,
+    Measured,
+    Purged,
+    Recovered,
+    Snapshot,
+    Validated,
+    snapshot_of,
+)
+
+
+class DryRun:
+    """Every effect of a cycle, planned and counted, none performed: no lock, no recovery, no purge, no journal,
+    no ledger, no report file. The fold is planned (its copies leave the corpus the gate sees), the plan shown."""
+
+    result: CycleResult = "dry-run"
+
+    def __init__(self, context: CycleContext) -> None:
+        self.context = context
+
+    def hold(self) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def recover(self) -> Recovered:
+        return Recovered()
+
+    def too_soon(self) -> str | None:
+        return None
+
+    def purge(self) -> Purged:
+        return Purged()
+
+    def snapshot(self, purged: Purged) -> Snapshot:
+        self.context.stage("snapshot")
+        return snapshot_of(self.context.store.scan())
+
+    def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
+        leaving = Plan(folds=folds).leaving_ids()
+        n = sum(len(f.copies) for f in folds)
+        live = [s for s in snapshot.live if s.id not in leaving]
+        return Folded(snapshot.scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
+
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
+        plan = validated.plan
+        sources = sum(len(m.sources) for m in plan.merges)
+        counts = CycleCounts(
+            saved=len(plan.merges),
+            archived=sources + len(plan.prunes),
+            archived_with_replacement=sources,
+            ephemeral=len(plan.prunes),
+        )
+        return Applied(replace(plan, folds=list(folded.folds)), counts)  # the folds shown in the diff
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        plan = validated.plan  # without the folds: their copies already left `folded.live`
+        archived = folded.counts.archived + applied.counts.archived
+        live = len(folded.live) + len(plan.merges) - len(plan.leaving_ids())
+        return Measured(CycleCounts(live_entries=live, archived_entries=len(folded.scan.archived) + archived))
+
+    def record(self, report: CycleReport) -> None:
+        return None
+
+    def record_failure(self, report: CycleReport) -> None:
+        return None
 
 
 def _clip(text: str, width: int = 160) -> str:
@@ -42,3 +114,12 @@ def render_plan(plan: Plan, report: CycleReport, console: Console) -> None:
     for protection in report.protections:
         console.print(f"[magenta]protected[/magenta] {protection.id} — {escape(protection.reason)}")
     console.print(f"{len(plan.stamps)} entr(ies) would be stamped reviewed")
+
+
+def render_report(report: CycleReport, console: Console) -> None:
+    table = Table(title=f"dream cycle {report.cycle_id} — {report.result}", show_header=False)
+    if report.skip_reason:
+        table.add_row("skipped", report.skip_reason)
+    for label, value in cli_rows(report):
+        table.add_row(label, value)
+    console.print(table)

@@ -12,8 +12,7 @@ from datetime import datetime
 
 from dreamkeeper.consolidation.plan import FoldAction
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import Entry, StoredEntry, fold_key, format_timestamp
-from dreamkeeper.memory.entry import BOOKKEEPING_KEYS, FOLDED_AT, FOLDED_FROM
+from dreamkeeper.memory import BOOKKEEPING_KEYS, FOLDED_AT, FOLDED_FROM, Entry, StoredEntry, fold_key, format_timestamp
 
 
 def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: datetime) -> list[FoldAction]:

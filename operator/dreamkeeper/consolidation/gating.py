@@ -13,8 +13,16 @@ import numpy as np
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import StoredEntry, cluster_hash, review_hash
-from dreamkeeper.memory.entry import DECLINED_AT, DECLINED_CLUSTER, DECLINED_COUNT, REVIEWED_AT, REVIEWED_HASH
+from dreamkeeper.memory import (
+    DECLINED_AT,
+    DECLINED_CLUSTER,
+    DECLINED_COUNT,
+    REVIEWED_AT,
+    REVIEWED_HASH,
+    StoredEntry,
+    cluster_hash,
+    review_hash,
+)
 
 log = logging.getLogger(__name__)
 

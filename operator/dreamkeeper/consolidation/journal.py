@@ -24,6 +24,9 @@ from pydantic import BaseModel, Field
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    MUST_NOT_EXIST,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
     ConflictError,
@@ -34,11 +37,10 @@ from dreamkeeper.memory import (
     StoredEntry,
     StoreWriteError,
     format_timestamp,
+    fsync_directory,
     replace_file,
     state_dir,
 )
-from dreamkeeper.memory.atomic import MUST_NOT_EXIST, fsync_directory
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
 
 
 def _entry_path(store: MemoryStore, entry: Entry) -> Path:
-    from dreamkeeper.memory.paths import entry_path
+    from dreamkeeper.memory import entry_path
 
     return entry_path(store.root, entry.id, entry.category)
 

@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.memory import replace_file, state_dir
-from dreamkeeper.memory.atomic import UNCHECKED
+from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.memory import UNCHECKED, replace_file, state_dir
 
 CycleResult = Literal["completed", "skipped", "failed", "dry-run"]
 
@@ -32,10 +32,8 @@ class Protection(BaseModel):
     reason: str
 
 
-class CycleReport(BaseModel):
-    """Counts use RockBot's vocabulary: archived = folded + merged sources + ephemeral prunes."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+class _ReportHead(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     cycle_id: str
     agent_dir: str = ""
@@ -45,38 +43,13 @@ class CycleReport(BaseModel):
     proposer: str = "offline"
     started_at: datetime
     finished_at: datetime | None = None
-    total: int = 0
-    malformed: int = 0
-    reviewed: int = 0
-    withheld: int = 0
-    clusters: int = 0
-    reopened: int = 0
-    folded: int = 0
-    saved: int = 0
-    archived: int = 0
-    archived_with_replacement: int = 0
-    ephemeral: int = 0
-    rejected: int = 0
-    repaired: int = 0
-    protected: int = 0
-    merge_only_ignored: int = 0
-    declined: int = 0
-    conflicts: int = 0
-    hard_deletes: int = 0
-    purged: int = 0
-    purge_kept_above_floor: int = 0
-    live_entries: int = 0
-    archived_entries: int = 0
-    specifics_lost: int = 0
-    ephemeral_specifics: int = 0
-    census_refusals: int = 0
-    vocabulary_fallback: int = 0
+
+
+class CycleReport(CycleCounts, _ReportHead):
+    """Who ran, when, what it counted (``CycleCounts``), and what it refused. Composed once, from the values the
+    cycle's stages returned. (Bases in this order so the JSON opens with the head, then the counts.)"""
+
     vocabulary_status: str = "absent"
-    invalid_replies: int = 0
-    llm_calls: int = 0
-    failed_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     budget_exhausted: bool = False
     estimated_cost: float | None = None
     clustering_degraded: bool = False

@@ -8,8 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dreamkeeper.consolidation.journal import Journal, journal_dir, journal_paths
-from dreamkeeper.memory import ConflictError, MalformedFile, MemoryStore, replace_file, utcnow
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
+from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    ConflictError,
+    MalformedFile,
+    MemoryStore,
+    replace_file,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
-from dreamkeeper.consolidation.report import CycleReport, Protection, Rejection
+from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import (
     CoverageIndex,
@@ -29,15 +30,6 @@ from dreamkeeper.coverage import (
     merged_inventory,
 )
 from dreamkeeper.memory import (
-    Entry,
-    InvalidCategoryError,
-    StoredEntry,
-    cluster_hash,
-    format_timestamp,
-    review_hash,
-    validate_category,
-)
-from dreamkeeper.memory.entry import (
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -48,8 +40,16 @@ from dreamkeeper.memory.entry import (
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    Entry,
+    InvalidCategoryError,
+    StoredEntry,
+    cluster_hash,
+    format_timestamp,
+    review_hash,
+    shown,
+    shown_all,
+    validate_category,
 )
-from dreamkeeper.memory.redaction import shown, shown_all
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,44 @@ def _ids(stored: Sequence[StoredEntry]) -> str:
     return ", ".join(s.id for s in stored)
 
 
+@dataclass(frozen=True)
+class Decisions:
+    """What validation decided, returned as a value: the only way its verdicts reach the cycle."""
+
+    merges: tuple[MergeAction, ...] = ()
+    prunes: tuple[PruneAction, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    protections: tuple[Protection, ...] = ()
+    merge_only_ignored: int = 0
+    census_refusals: int = 0
+    rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
+    unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
+    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
+    # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
+    # instead of indexing the whole corpus a second time.
+    census_index: CoverageIndex | None = None
+
+    @property
+    def counts(self) -> CycleCounts:
+        return CycleCounts(
+            rejected=len(self.rejections),
+            repaired=sum(1 for m in self.merges if m.repaired),
+            protected=len(self.protections),
+            merge_only_ignored=self.merge_only_ignored,
+            census_refusals=self.census_refusals,
+            ephemeral_specifics=sum(len(p.lost_specifics) for p in self.prunes),
+        )
+
+    def leaving_ids(self) -> set[str]:
+        return {s.id for m in self.merges for s in m.sources} | {p.target.id for p in self.prunes}
+
+
 @dataclass
 class ValidationState:
+    """The working state of one validation pass; ``decisions()`` is what comes out of it."""
+
     settings: CycleSettings
     vocabulary: Vocabulary
-    report: CycleReport
     cycle_id: str
     now: datetime
     plan: Plan = field(default_factory=Plan)
@@ -80,10 +113,24 @@ class ValidationState:
     unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
     rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     repairs_used: int = 0
-    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
-    # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
-    # instead of indexing the whole corpus a second time.
+    rejections: list[Rejection] = field(default_factory=list)
+    protections: list[Protection] = field(default_factory=list)
+    merge_only_ignored: int = 0
+    census_refusals: int = 0
     census_index: CoverageIndex | None = None
+
+    def decisions(self) -> Decisions:
+        return Decisions(
+            merges=tuple(self.plan.merges),
+            prunes=tuple(self.plan.prunes),
+            rejections=tuple(self.rejections),
+            protections=tuple(self.protections),
+            merge_only_ignored=self.merge_only_ignored,
+            census_refusals=self.census_refusals,
+            rejected_clusters=dict(self.rejected_clusters),
+            unstamped=frozenset(self.unstamped),
+            census_index=self.census_index,
+        )
 
 
 async def validate_replies(
@@ -93,7 +140,8 @@ async def validate_replies(
     live: Sequence[StoredEntry],
     proposer: Proposer,
     state: ValidationState,
-) -> None:
+) -> Decisions:
+    """Every reply through the safeguards, then the census: what is left is what may be applied."""
     eligible = {s.id.lower(): s for s in gating.eligible}
     by_batch = {r.batch_index: r for r in replies}
     for batch in batches:
@@ -113,6 +161,7 @@ async def validate_replies(
         for raw_id in reply.proposal.to_delete:
             _validate_prune(raw_id, offered, gating, state)
     census(live, state)
+    return state.decisions()
 
 
 def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:
@@ -174,8 +223,6 @@ async def _validate_merge(
     successor = _successor(merge, content, sources, state)
     state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
     state.consumed.update(s.id for s in sources)
-    if repaired:
-        state.report.repaired += 1
 
 
 def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[str], reason: str, content: str) -> None:
@@ -187,8 +234,7 @@ def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[st
         shown(content),
     )
     state.shielded.update(s.id for s in sources)
-    state.report.rejected += 1
-    state.report.rejections.append(
+    state.rejections.append(
         Rejection(source_ids=[s.id for s in sources], missing=missing, reason=reason, content=content[:500])
     )
     cluster = [s.id for s in sources]
@@ -268,7 +314,7 @@ def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: Gating
         log.info("refused to prune %s — source of a rejected merge; kept", stored.id)
         return
     if stored.id in gating.merge_only:
-        state.report.merge_only_ignored += 1
+        state.merge_only_ignored += 1
         log.info("ignored prune of %s — member of a reopened duplicate cluster (merge-only)", stored.id)
         return
     floor = state.settings.floor
@@ -292,8 +338,7 @@ def _protect(state: ValidationState, stored: StoredEntry, why: str) -> None:
         why,
         shown(entry.content),
     )
-    state.report.protected += 1
-    state.report.protections.append(Protection(id=stored.id, reason=why))
+    state.protections.append(Protection(id=stored.id, reason=why))
 
 
 def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
@@ -317,12 +362,10 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
         successor = merged_inventory(merge.successor.content)
         lost = _vanishing(merge.sources, corpus, state.vocabulary, successor)
         if lost:
-            state.report.census_refusals += 1
+            state.census_refusals += 1
             corpus.refuse(merge)
             for s in merge.sources:
                 state.consumed.discard(s.id)
-            if merge.repaired:
-                state.report.repaired -= 1
             _reject(state, merge.sources, lost, "census: would vanish from the live corpus", merge.successor.content)
             continue
         kept.append(merge)
@@ -331,7 +374,6 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
         lost = _vanishing([prune.target], corpus, state.vocabulary, None)
         if lost:
             prune.lost_specifics = lost
-            state.report.ephemeral_specifics += len(lost)
             log.info(
                 "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
                 prune.target.id,
@@ -397,26 +439,33 @@ def _vanishing(
     return lost
 
 
-def review_stamps(gating: GatingResult, plan: Plan, state: ValidationState, offered_ids: set[str]) -> list[StampAction]:
+@dataclass(frozen=True)
+class ReviewStamps:
+    stamps: tuple[StampAction, ...]
+    declined: int  # clusters shown and left entirely intact
+
+
+def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[str], now: datetime) -> ReviewStamps:
     """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps."""
-    leaving = plan.leaving_ids()
-    now_text = format_timestamp(state.now)
+    leaving = decisions.leaving_ids()
+    now_text = format_timestamp(now)
     stamps: dict[str, StampAction] = {}
     by_id = {s.id: s for s in gating.eligible}
     for stored in gating.eligible:
-        if stored.id in leaving or stored.id in state.unstamped or stored.id not in offered_ids:
+        if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
             continue
         metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
         stamps[stored.id] = StampAction(stored, metadata)
-    for stored_id, rejected_ids in state.rejected_clusters.items():
+    for stored_id, rejected_ids in decisions.rejected_clusters.items():
         if stored_id in stamps:
             stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})
     # A cluster shown and left entirely intact is declined; rejections count as declines (RockBot #571).
+    declined = 0
     for cluster in gating.clusters:
         ids = list(cluster.ids)
-        if any(i in leaving or i in state.unstamped or i not in stamps for i in ids):
+        if any(i in leaving or i in decisions.unstamped or i not in stamps for i in ids):
             continue
-        state.report.declined += 1
+        declined += 1
         chash = cluster_hash(ids)
         members = [by_id[i].entry for i in ids]
         if all((m.meta(DECLINED_CLUSTER) or "").upper() == chash for m in members):
@@ -431,4 +480,4 @@ def review_stamps(gating: GatingResult, plan: Plan, state: ValidationState, offe
             count = 1
         for i in ids:
             stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
-    return list(stamps.values())
+    return ReviewStamps(tuple(stamps.values()), declined)

@@ -40,7 +40,15 @@ ANNOTATION_SCHEDULE_NAME: Final = f"{GROUP}/schedule-name"
 ANNOTATION_CLAIM_NAME: Final = f"{GROUP}/claim-name"
 # On a Job the operator stopped because its pod could never start: "<reason>: <what the kubelet said>".
 ANNOTATION_STOPPED: Final = f"{GROUP}/stopped"
-FINALIZER: Final = f"{GROUP}/finalizer"
+FINALIZER: Final = f"{GROUP}/finalizer"  # kopf's; no handler asks for it any more (removed on sight)
+# The only finalizer a schedule ever carries: while a Stop holds its agent at 0 replicas (kube/stop_hold.py).
+FINALIZER_AGENT_STOP: Final = f"{GROUP}/agent-stop"
+# On the agent's workload while a Stop holds it: the recorded replicas (the status has the same record).
+ANNOTATION_AGENT_STOP: Final = f"{GROUP}/agent-stop"
+# On a cycle Job run while the agent was stopped: the workload it stopped.
+ANNOTATION_AGENT_STOPPED: Final = f"{GROUP}/agent-stopped"
+# What `kubectl rollout restart` sets on the pod template (RestartAfter does the same).
+ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"
 
 # Container names inside a cycle Job's pod; the operator reads their termination messages by these names.
 SEED_CONTAINER: Final = "seed-vocabulary"

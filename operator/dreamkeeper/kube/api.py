@@ -29,10 +29,12 @@ from dreamkeeper.kube.objects import (
     MemoryVocabulary,
     PersistentVolumeClaim,
     Pod,
+    Workload,
 )
 
 log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
+WORKLOAD_PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 EVENT_SOURCE = "dreamkeeper-operator"
 
 
@@ -61,6 +63,8 @@ class ClusterApi(Protocol):
 
     def patch_schedule_status(self, namespace: str, name: str, patch: Body) -> Body: ...
 
+    def patch_schedule(self, namespace: str, name: str, patch: Body) -> Body: ...
+
     def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None: ...
 
     def patch_vocabulary_status(self, namespace: str, name: str, patch: Body) -> Body: ...
@@ -86,6 +90,12 @@ class ClusterApi(Protocol):
     def patch_config_map(self, namespace: str, name: str, patch: Body) -> Body: ...
 
     def create_event(self, namespace: str, body: Body) -> Body: ...
+
+    def get_workload(self, namespace: str, kind: str, name: str) -> Workload | None: ...
+
+    def patch_workload(self, namespace: str, kind: str, name: str, patch: Body) -> Workload: ...
+
+    def scale_workload(self, namespace: str, kind: str, name: str, replicas: int) -> Body: ...
 
 
 def _api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -172,6 +182,11 @@ class KubeApi:
         path = self._cr(namespace, SCHEDULE_PLURAL, name) + "/status"
         return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
+    def patch_schedule(self, namespace: str, name: str, patch: Body) -> Body:
+        """Metadata only (the finalizer of a Stop): spec belongs to the user, status to the subresource."""
+        path = self._cr(namespace, SCHEDULE_PLURAL, name)
+        return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+
     def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None:
         return cast("MemoryVocabulary | None", self._get_or_none(self._cr(namespace, VOCABULARY_PLURAL, name)))
 
@@ -222,6 +237,25 @@ class KubeApi:
 
     def create_event(self, namespace: str, body: Body) -> Body:
         return dict(self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body=body))
+
+    # ---- the agent's workload (apps/v1) ---------------------------------------------------------------------
+
+    @staticmethod
+    def _workload(namespace: str, kind: str, name: str) -> str:
+        return f"/apis/apps/v1/namespaces/{quote(namespace)}/{WORKLOAD_PLURALS[kind]}/{quote(name)}"
+
+    def get_workload(self, namespace: str, kind: str, name: str) -> Workload | None:
+        return cast("Workload | None", self._get_or_none(self._workload(namespace, kind, name)))
+
+    def patch_workload(self, namespace: str, kind: str, name: str, patch: Body) -> Workload:
+        path = self._workload(namespace, kind, name)
+        return cast(Workload, self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+
+    def scale_workload(self, namespace: str, kind: str, name: str, replicas: int) -> Body:
+        """Set the replicas through the ``scale`` subresource (what `kubectl scale` and autoscalers use)."""
+        path = self._workload(namespace, kind, name) + "/scale"
+        body = {"spec": {"replicas": replicas}}
+        return dict(self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
 
 def status_patch(new_status: Body, old_status: Body, resource_version: str | None) -> Body:

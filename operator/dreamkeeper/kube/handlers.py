@@ -2,9 +2,10 @@
 
 Why not ``kopf.daemon``: kopf puts a finalizer on every object that has a daemon (and on every object with a
 non-optional delete handler), and only a running operator removes it, so deleting a namespace, a CRD or the whole
-install hangs while the operator is down. Nothing here needs a finalizer: the loops are asyncio tasks this module
-starts on the first event of a schedule and stops on its DELETED event (or its deletionTimestamp); a restart
-lists every schedule again. kopf removes the finalizer earlier versions added, since no handler asks for it.
+install hangs while the operator is down. The loops here are asyncio tasks this module starts on the first event
+of a schedule and stops on its DELETED event; a restart lists every schedule again. kopf removes the finalizer
+earlier versions added, since no handler asks for it. The one finalizer left is a Stop's (``stop_hold.py``): a
+schedule deleted while it holds its agent at 0 replicas is released here once the agent is restored.
 
 The loop sleeps exactly until the next slot (or polls while its Job runs); a spec change, or the PVC or
 MemoryVocabulary it references appearing or changing, wakes it at once. The blocking Kubernetes calls run on a
@@ -31,6 +32,7 @@ from dreamkeeper.kube.wakeups import Wakeups
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_SECONDS = (5.0, 15.0, 60.0, 120.0)
+RELEASE_POLL_SECONDS = 2.0  # a deleted schedule's Stop: until its cycle pod is gone and the agent restored
 RETRY_SECONDS = 30.0  # a vocabulary whose render failed unexpectedly (the API server down, ...)
 
 
@@ -45,6 +47,7 @@ class OperatorState:
     wakeups: Wakeups = field(default_factory=Wakeups)
     loops: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # schedule uid -> its reconcile loop
     stops: dict[str, asyncio.Event] = field(default_factory=dict)  # schedule uid -> set to end its loop
+    releases: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # deleted mid-Stop: restoring the agent
     generations: dict[str, int] = field(default_factory=dict)  # schedule uid -> last generation seen
     visited: set[str] = field(default_factory=set)  # schedule uids with a finished first pass
 
@@ -139,10 +142,25 @@ async def _stop_loop(state: OperatorState, namespace: str, name: str, uid: str) 
         log.exception("%s/%s: forgetting the deleted schedule failed", namespace, name)
 
 
+async def _release_deleted(state: OperatorState, namespace: str, name: str, uid: str) -> None:
+    """A schedule deleted while a Stop holds its agent: end the cycle, restore the workload, drop the finalizer."""
+    while True:
+        try:
+            body = await state.call(state.api.get_schedule, namespace, name)
+            if body is None or body["metadata"].get("uid") != uid:
+                return
+            if await state.call(state.schedules.release_deleted, body):
+                return
+        except Exception:
+            state.metrics.handler_error("schedule_deleted")
+            log.exception("%s/%s: restoring the agent of the deleted schedule failed; retrying", namespace, name)
+        await asyncio.sleep(RELEASE_POLL_SECONDS)
+
+
 async def _stop_all(state: OperatorState) -> None:
     for stop in list(state.stops.values()):
         stop.set()
-    tasks = list(state.loops.values())
+    tasks = [*state.loops.values(), *state.releases.values()]
     if tasks:
         await asyncio.wait(tasks, timeout=10)
     for task in tasks:
@@ -199,8 +217,16 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     @kopf.on.event(GROUP, VERSION, SCHEDULE_PLURAL, id="schedules", registry=registry)
     async def schedule_event(type: str | None, body: Any, name: str, namespace: str | None, uid: str, **_: Any) -> None:
         assert namespace is not None, "DreamSchedule is namespaced"
-        if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        if type == "DELETED":
             await _stop_loop(state, namespace, name, uid)
+            return
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            # Only a Stop's finalizer keeps a deleted schedule here: restore its agent, then let it go.
+            await _stop_loop(state, namespace, name, uid)
+            if uid not in state.releases:
+                release = asyncio.create_task(_release_deleted(state, namespace, name, uid))
+                state.releases[uid] = release
+                release.add_done_callback(lambda _: state.releases.pop(uid, None))
             return
         if namespace in state.excluded_namespaces:
             await state.call(state.schedules.refuse_namespace, dict(body))

@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from dreamkeeper import __version__
+from dreamkeeper.consolidation import COUNTS, SUMMED, Count, Family, value_of
 from dreamkeeper.kube.models import RunSummary, Totals
 
 
@@ -33,6 +34,41 @@ class MetricDoc:
     meaning: str
 
 
+def _families(*, counters: bool) -> dict[Family, list[Count]]:
+    """The Prometheus families of the cycle counts (``consolidation/counts.py``): counters for the summed ones,
+    gauges for the corpus state after the last cycle."""
+    families: dict[Family, list[Count]] = {}
+    for count in COUNTS:
+        if count.metric is not None and (count.summed if counters else count.state):
+            families.setdefault(count.metric.family, []).append(count)
+    return families
+
+
+def _meaning(family: Family, counts: list[Count]) -> str:
+    return family.description or counts[0].description
+
+
+def _count_docs(*, counters: bool) -> list[MetricDoc]:
+    docs = []
+    for family, counts in _families(counters=counters).items():
+        values = ",".join(value for c in counts for value in _series(c))
+        labels = f"{family.label}={values}" if family.label else ""
+        name = f"{family.name}_total" if counters else family.name
+        docs.append(MetricDoc(name, "counter" if counters else "gauge", labels, _meaning(family, counts)))
+    return docs
+
+
+def _help(family: Family, counts: list[Count]) -> str:
+    text = _meaning(family, counts)
+    return text[0].upper() + text[1:] + "."
+
+
+def _series(count: Count) -> tuple[str, ...]:
+    """The count's label values after the schedule's."""
+    assert count.metric is not None
+    return () if count.metric.label_value is None else (count.metric.label_value,)
+
+
 METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "dreamkeeper_cycles_total",
@@ -40,47 +76,7 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "result=completed,skipped,failed",
         "finished cycle Jobs by outcome (skipped: engine skipped, or the agent's cycle lock was held)",
     ),
-    MetricDoc("dreamkeeper_entries_reviewed_total", "counter", "", "entries offered to the proposer"),
-    MetricDoc(
-        "dreamkeeper_entries_withheld_total", "counter", "", "entries withheld as reviewed-and-unchanged (the gate)"
-    ),
-    MetricDoc(
-        "dreamkeeper_archived_total",
-        "counter",
-        "kind=with_replacement,ephemeral",
-        "entries archived (reversible): folded/merged into a successor, or pruned with no replacement",
-    ),
-    MetricDoc(
-        "dreamkeeper_merges_rejected_total", "counter", "", "merges refused for dropping specifics (sources kept)"
-    ),
-    MetricDoc("dreamkeeper_merges_repaired_total", "counter", "", "merges repaired to restore missing specifics"),
-    MetricDoc(
-        "dreamkeeper_entries_protected_total",
-        "counter",
-        "",
-        "prunes refused by the high-value floor or protected categories",
-    ),
-    MetricDoc(
-        "dreamkeeper_conflicts_total",
-        "counter",
-        "",
-        "changes skipped because the agent wrote the entry during the cycle",
-    ),
-    MetricDoc("dreamkeeper_hard_deletes_total", "counter", "", "entries deleted without an archive (policy: always 0)"),
-    MetricDoc("dreamkeeper_purged_total", "counter", "", "archived entries purged after the retention period"),
-    MetricDoc(
-        "dreamkeeper_specifics_lost_total",
-        "counter",
-        "",
-        "specifics no live entry carries any more after a cycle (census)",
-    ),
-    MetricDoc(
-        "dreamkeeper_vocabulary_fallbacks_total",
-        "counter",
-        "",
-        "cycles that fell back to the built-in vocabulary (file malformed)",
-    ),
-    MetricDoc("dreamkeeper_llm_tokens_total", "counter", "direction=input,output", "proposer tokens"),
+    *_count_docs(counters=True),
     MetricDoc(
         "dreamkeeper_cycle_duration_seconds", "histogram", "", "wall time of counted cycles (buckets 1 s .. 2 h)"
     ),
@@ -102,8 +98,7 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "",
         "seconds from the next slot to the one after it (the cadence the no-success alert counts periods in)",
     ),
-    MetricDoc("dreamkeeper_live_entries", "gauge", "", "live entries after the last cycle"),
-    MetricDoc("dreamkeeper_archived_entries", "gauge", "", "archived entries after the last cycle"),
+    *_count_docs(counters=False),
     MetricDoc(
         "dreamkeeper_skipped_slots_total",
         "counter",
@@ -125,6 +120,25 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "1 when the volume's vocabulary file matches the MemoryVocabulary, 0 when it differs (absent: unknown)",
     ),
     MetricDoc(
+        "dreamkeeper_agent_stopped",
+        "gauge",
+        "",
+        "spec.agent Stop: 1 while the agent's workload is held at 0 replicas for a cycle (absent for other policies)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_downtime_seconds",
+        "histogram",
+        "",
+        "spec.agent Stop: from the scale-down request to the restore, per stop (buckets 5 s .. 2 h)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_stale_window_seconds",
+        "histogram",
+        "",
+        "spec.agent RestartAfter: from the start of a cycle that changed files to the agent's restart (the agent "
+        "ran on a stale index meanwhile)",
+    ),
+    MetricDoc(
         "dreamkeeper_handler_errors_total",
         "counter",
         "handler (no schedule labels)",
@@ -142,40 +156,10 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
 
 SCHEDULE_LABELS = ("dreamschedule", "dreamschedule_namespace")
 RESULTS = ("completed", "skipped", "failed")
-ARCHIVE_KINDS = ("with_replacement", "ephemeral")
-DIRECTIONS = ("input", "output")
 SKIP_REASONS = ("concurrent", "suspended", "not_ready", "name_conflict")
 HANDLERS = ("schedule", "vocabulary", "schedule_deleted", "startup")
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
-
-# (name without _total, help, field of Totals / RunSummary)
-_PLAIN_COUNTERS = (
-    ("dreamkeeper_entries_reviewed", "Entries offered to the proposer.", "reviewed", "reviewed"),
-    ("dreamkeeper_entries_withheld", "Entries withheld as reviewed-and-unchanged.", "withheld", "withheld"),
-    ("dreamkeeper_merges_rejected", "Merges refused for dropping specifics.", "merges_rejected", "rejected"),
-    ("dreamkeeper_merges_repaired", "Merges repaired to restore specifics.", "merges_repaired", "repaired"),
-    (
-        "dreamkeeper_entries_protected",
-        "Prunes refused by the floor or protected categories.",
-        "entries_protected",
-        "protected",
-    ),
-    ("dreamkeeper_conflicts", "Changes skipped: the agent wrote the entry mid-cycle.", "conflicts", "conflicts"),
-    ("dreamkeeper_hard_deletes", "Entries deleted without an archive.", "hard_deletes", "hard_deletes"),
-    ("dreamkeeper_purged", "Archived entries purged after retention.", "purged", "purged"),
-    (
-        "dreamkeeper_specifics_lost",
-        "Specifics no live entry carries after a cycle.",
-        "specifics_lost",
-        "specifics_lost",
-    ),
-    (
-        "dreamkeeper_vocabulary_fallbacks",
-        "Cycles that fell back to the built-in vocabulary.",
-        "vocabulary_fallbacks",
-        "vocabulary_fallback",
-    ),
-)
+AGENT_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 
 
 def _ts(moment: datetime) -> float:
@@ -192,13 +176,13 @@ class OperatorMetrics:
         self._lock = threading.Lock()
         r, labels = self.registry, SCHEDULE_LABELS
         self.cycles = Counter("dreamkeeper_cycles", "Finished cycle Jobs by result.", [*labels, "result"], registry=r)
-        self.archived = Counter("dreamkeeper_archived", "Entries archived, by kind.", [*labels, "kind"], registry=r)
-        self.tokens = Counter("dreamkeeper_llm_tokens", "Proposer tokens.", [*labels, "direction"], registry=r)
         self.skipped = Counter("dreamkeeper_skipped_slots", "Slots not run.", [*labels, "reason"], registry=r)
         self.missed = Counter("dreamkeeper_missed_slots", "Slots that passed unrun.", labels, registry=r)
-        self.plain = {
-            field: (Counter(name, doc, labels, registry=r), run_field)
-            for name, doc, field, run_field in _PLAIN_COUNTERS
+        # The cycle counts' families, from the table (consolidation/counts.py): counters summed, gauges set.
+        self._count_families: dict[str, Any] = {
+            family.name: kind(family.name, _help(family, counts), [*labels, *_label(family)], registry=r)
+            for kind, counters in ((Counter, True), (Gauge, False))
+            for family, counts in _families(counters=counters).items()
         }
         self.duration = Histogram(
             "dreamkeeper_cycle_duration_seconds", "Cycle wall time.", labels, buckets=DURATION_BUCKETS, registry=r
@@ -210,14 +194,23 @@ class OperatorMetrics:
         self.interval = Gauge(
             "dreamkeeper_schedule_interval_seconds", "Seconds from the next slot to the one after.", labels, registry=r
         )
-        self.live_entries = Gauge("dreamkeeper_live_entries", "Live entries after the last cycle.", labels, registry=r)
-        self.archived_entries = Gauge(
-            "dreamkeeper_archived_entries", "Archived entries after the last cycle.", labels, registry=r
-        )
         self.ready = Gauge("dreamkeeper_schedule_ready", "1 when Ready is True.", labels, registry=r)
         self.running = Gauge("dreamkeeper_cycle_running", "1 while a cycle Job is active.", labels, registry=r)
         self.vocabulary_in_sync = Gauge(
             "dreamkeeper_vocabulary_in_sync", "1 when the volume's vocabulary matches the CR.", labels, registry=r
+        )
+        self.agent_stopped = Gauge(
+            "dreamkeeper_agent_stopped", "1 while the agent's workload is held at 0 for a cycle.", labels, registry=r
+        )
+        self.agent_downtime = Histogram(
+            "dreamkeeper_agent_downtime_seconds", "Agent downtime per Stop.", labels, buckets=AGENT_BUCKETS, registry=r
+        )
+        self.agent_stale_window = Histogram(
+            "dreamkeeper_agent_stale_window_seconds",
+            "From a changing cycle's start to the agent's restart (RestartAfter).",
+            labels,
+            buckets=AGENT_BUCKETS,
+            registry=r,
         )
         self.handler_errors = Counter(
             "dreamkeeper_handler_errors", "Unexpected errors in handlers and loops.", ["handler"], registry=r
@@ -243,15 +236,10 @@ class OperatorMetrics:
         ident = (name, namespace)
         for result in RESULTS:
             self.cycles.labels(*ident, result).inc(getattr(t, f"cycles_{result}"))
-        self.archived.labels(*ident, "with_replacement").inc(t.archived_with_replacement)
-        self.archived.labels(*ident, "ephemeral").inc(t.archived_ephemeral)
-        self.tokens.labels(*ident, "input").inc(t.llm_input_tokens)
-        self.tokens.labels(*ident, "output").inc(t.llm_output_tokens)
+        self._count(ident, t)
         for reason in SKIP_REASONS:
             self.skipped.labels(*ident, reason).inc(t.skipped_slots.get(reason, 0))
         self.missed.labels(*ident).inc(t.missed_slots)
-        for field, (counter, _) in self.plain.items():
-            counter.labels(*ident).inc(getattr(t, field))
         self.duration.labels(*ident)
         self.running.labels(*ident).set(0)
         return True
@@ -260,27 +248,25 @@ class OperatorMetrics:
         with self._lock:
             self._seen.discard((namespace, name))
         ident = (name, namespace)
-        extra: list[tuple[Any, Iterable[str]]] = [
-            (self.cycles, RESULTS),
-            (self.archived, ARCHIVE_KINDS),
-            (self.tokens, DIRECTIONS),
-            (self.skipped, SKIP_REASONS),
-        ]
+        extra: list[tuple[Any, Iterable[str]]] = [(self.cycles, RESULTS), (self.skipped, SKIP_REASONS)]
         for family, values in extra:
             for value in values:
                 _remove(family, (*ident, value))
+        for count in COUNTS:
+            if count.metric is not None:
+                _remove(self._family(count), (*ident, *_series(count)))
         singles = [
             self.missed,
             self.duration,
             self.last_success,
             self.next_run,
             self.interval,
-            self.live_entries,
-            self.archived_entries,
             self.ready,
             self.running,
             self.vocabulary_in_sync,
-            *(counter for counter, _ in self.plain.values()),
+            self.agent_stopped,
+            self.agent_downtime,
+            self.agent_stale_window,
         ]
         for family in singles:
             _remove(family, ident)
@@ -291,18 +277,36 @@ class OperatorMetrics:
         """Count one finished cycle. Call only after its UID was persisted as counted."""
         ident = (name, namespace)
         self.cycles.labels(*ident, run.result).inc()
-        self.archived.labels(*ident, "with_replacement").inc(run.archived_with_replacement)
-        self.archived.labels(*ident, "ephemeral").inc(run.ephemeral)
-        self.tokens.labels(*ident, "input").inc(run.input_tokens)
-        self.tokens.labels(*ident, "output").inc(run.output_tokens)
-        for counter, run_field in self.plain.values():
-            counter.labels(*ident).inc(getattr(run, run_field))
+        self._count(ident, run)
         if run.duration_seconds is not None:
             self.duration.labels(*ident).observe(run.duration_seconds)
-        if run.live_entries is not None:
-            self.live_entries.labels(*ident).set(run.live_entries)
-        if run.archived_entries is not None:
-            self.archived_entries.labels(*ident).set(run.archived_entries)
+        self._set_states(ident, run)
+
+    def _family(self, count: Count) -> Any:
+        assert count.metric is not None
+        return self._count_families[count.metric.family.name]
+
+    def _count(self, ident: tuple[str, str], source: Totals | RunSummary) -> None:
+        """Add each summed count of ``source`` (a run, or the persisted totals) to its series."""
+        for count in SUMMED:
+            if count.metric is not None:
+                self._family(count).labels(*ident, *_series(count)).inc(value_of(source, count) or 0)
+
+    def _set_states(self, ident: tuple[str, str], run: RunSummary) -> None:
+        """The corpus after the run, where the run knows it."""
+        for count in COUNTS:
+            if count.state and count.metric is not None and (value := value_of(run, count)) is not None:
+                self._family(count).labels(*ident, *_series(count)).set(value)
+
+    def record_agent(
+        self, namespace: str, name: str, *, downtime: float | None = None, stale_window: float | None = None
+    ) -> None:
+        """A Stop ended (its downtime) or a RestartAfter restart happened (its stale window)."""
+        ident = (name, namespace)
+        if downtime is not None:
+            self.agent_downtime.labels(*ident).observe(downtime)
+        if stale_window is not None:
+            self.agent_stale_window.labels(*ident).observe(stale_window)
 
     def record_slots(self, namespace: str, name: str, *, missed: int = 0, skipped_reason: str | None = None) -> None:
         ident = (name, namespace)
@@ -321,9 +325,9 @@ class OperatorMetrics:
         next_run: datetime | None,
         last_success: datetime | None,
         vocabulary_in_sync: bool | None,
-        live_entries: int | None = None,
-        archived_entries: int | None = None,
+        last_run: RunSummary | None = None,
         interval_seconds: float | None = None,
+        agent_stopped: bool | None = None,
     ) -> None:
         ident = (name, namespace)
         self.ready.labels(*ident).set(1 if ready else 0)
@@ -342,13 +346,19 @@ class OperatorMetrics:
             _remove(self.vocabulary_in_sync, ident)
         else:
             self.vocabulary_in_sync.labels(*ident).set(1 if vocabulary_in_sync else 0)
-        if live_entries is not None:
-            self.live_entries.labels(*ident).set(live_entries)
-        if archived_entries is not None:
-            self.archived_entries.labels(*ident).set(archived_entries)
+        if last_run is not None:
+            self._set_states(ident, last_run)
+        if agent_stopped is None:
+            _remove(self.agent_stopped, ident)
+        else:
+            self.agent_stopped.labels(*ident).set(1 if agent_stopped else 0)
 
     def handler_error(self, handler: str) -> None:
         self.handler_errors.labels(handler).inc()
+
+
+def _label(family: Family) -> list[str]:
+    return [family.label] if family.label else []
 
 
 def _remove(family: Any, labels: tuple[str, ...]) -> None:

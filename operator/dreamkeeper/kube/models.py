@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 from pydantic.alias_generators import to_camel
+
+from dreamkeeper.consolidation import COUNTS
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
@@ -290,6 +292,68 @@ class CycleSecurityContext(KubeModel):
     )
 
 
+WorkloadKind = Literal["Deployment", "StatefulSet"]
+Coordination = Literal["Stop", "RestartAfter", "None"]
+
+
+class WorkloadReference(KubeModel):
+    """An apps/v1 Deployment or StatefulSet in the DreamSchedule's namespace."""
+
+    kind: WorkloadKind = Field(description="Deployment or StatefulSet (apps/v1).")
+    name: str = Field(
+        min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the workload (same namespace)."
+    )
+
+
+class AgentSpec(KubeModel):
+    """The agent's own workload, and how a cycle coordinates with it.
+
+    An agent that caches its memory (RockBot loads its index once and writes its cached copies back) must not
+    run while a cycle changes its files, or must reload them afterwards.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.scaleDownTimeoutSeconds) || !has(self.maxDowntimeSeconds) || "
+                    "self.scaleDownTimeoutSeconds < self.maxDowntimeSeconds",
+                    "agent.scaleDownTimeoutSeconds must be below agent.maxDowntimeSeconds",
+                )
+            ]
+        }
+    )
+
+    workload_ref: WorkloadReference = Field(description="The Deployment or StatefulSet running the agent.")
+    coordination: Coordination = Field(
+        default="Stop",
+        description="Stop (default): record the replicas, scale the workload to 0, wait until no pod mounts the "
+        "claim, run the cycle, restore the recorded replicas (also when the cycle fails or is deleted). "
+        "RestartAfter: run beside the agent, then restart the workload (like kubectl rollout restart) when the "
+        "cycle changed anything, so the agent reloads its memory. None: for agents that re-read their files.",
+    )
+    scale_down_timeout_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=3600,
+        description="Stop: how long to wait for the agent's pods to go after the scale-down; then the replicas "
+        "are restored and no cycle runs.",
+    )
+    max_downtime_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86400,
+        description="Stop: the longest the agent is kept down, from the scale-down request to the restore: the "
+        "cycle's activeDeadlineSeconds is cut to what is left of it.",
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_nest(self) -> AgentSpec:
+        if self.scale_down_timeout_seconds >= self.max_downtime_seconds:
+            raise ValueError("agent.scaleDownTimeoutSeconds must be below agent.maxDowntimeSeconds")
+        return self
+
+
 class DreamScheduleSpec(KubeModel):
     """When and how to consolidate one agent's memory on its PersistentVolumeClaim."""
 
@@ -329,6 +393,11 @@ class DreamScheduleSpec(KubeModel):
     vocabulary_ref: LocalObjectReference | None = Field(
         default=None,
         description="MemoryVocabulary seeded into the volume when the file is absent (never overwritten).",
+    )
+    agent: AgentSpec | None = Field(
+        default=None,
+        description="The agent's workload and how cycles coordinate with it (default policy Stop). Without it "
+        "the cycle runs beside whatever mounts the claim.",
     )
     proposer: ProposerSpec = Field(default_factory=ProposerSpec)
     safeguards: SafeguardsSpec | None = None
@@ -387,7 +456,22 @@ class VocabularyState(StatusModel):
     message: str | None = Field(default=None, max_length=1024, description="What seeding reported.")
 
 
-class RunSummary(StatusModel):
+def count_fields(*, summed: bool = False) -> dict[str, Any]:
+    """The cycle counts a Job's run carries (``summed``: those a schedule adds into its totals, under their
+    status.totals keys), as pydantic field definitions — from the one table, ``consolidation/counts.py``."""
+    fields: dict[str, Any] = {}
+    for count in COUNTS:
+        if not (count.summed if summed else count.in_run):
+            continue
+        if count.state:  # unknown (absent) when the run left no report
+            fields[count.name] = (int | None, Field(default=None, ge=0, description=count.description))
+            continue
+        alias = count.totals_key if summed else None  # None: the camelCase of the name
+        fields[count.name] = (int, Field(default=0, ge=0, alias=alias, description=count.description))
+    return fields
+
+
+class RunSummaryBase(StatusModel):
     """The last finished cycle, from its container's termination message."""
 
     job_name: str = Field(max_length=63, description="The cycle's Job.")
@@ -404,50 +488,89 @@ class RunSummary(StatusModel):
     )
     skip_reason: str | None = Field(default=None, max_length=1024, description="Why it was skipped.")
     error: str | None = Field(default=None, max_length=1024, description="Why it failed.")
-    reviewed: int = Field(default=0, ge=0, description="Entries shown to the proposer.")
-    withheld: int = Field(default=0, ge=0, description="Entries withheld as reviewed and unchanged.")
-    folded: int = Field(default=0, ge=0, description="Exact duplicates folded into a survivor.")
-    saved: int = Field(default=0, ge=0, description="Merged entries saved.")
-    archived: int = Field(default=0, ge=0, description="Entries archived (reversible until retention ends).")
-    archived_with_replacement: int = Field(default=0, ge=0, description="Archived with a successor holding them.")
-    ephemeral: int = Field(default=0, ge=0, description="Archived as ephemeral (no successor).")
-    rejected: int = Field(default=0, ge=0, description="Merges rejected for dropping specifics.")
-    repaired: int = Field(default=0, ge=0, description="Merges repaired by the proposer.")
-    protected: int = Field(default=0, ge=0, description="Prunes refused: high-value floor or protected category.")
-    conflicts: int = Field(default=0, ge=0, description="Changes skipped: the agent wrote the entry meanwhile.")
-    hard_deletes: int = Field(default=0, ge=0, description="Entries gone without an archive (must stay 0).")
-    purged: int = Field(default=0, ge=0, description="Archived entries purged after the retention period.")
-    specifics_lost: int = Field(default=0, ge=0, description="Specifics no live entry carries any more.")
-    vocabulary_fallback: int = Field(default=0, ge=0, description="1 when the built-in vocabulary was used.")
-    input_tokens: int = Field(default=0, ge=0, description="LLM input tokens.")
-    output_tokens: int = Field(default=0, ge=0, description="LLM output tokens.")
-    live_entries: int | None = Field(default=None, ge=0, description="Live entries after the cycle.")
-    archived_entries: int | None = Field(default=None, ge=0, description="Archived entries after the cycle.")
 
 
-class Totals(StatusModel):
+class AgentStop(StatusModel):
+    """A Stop in progress; the workload carries the same record in its ``dreamkeeper.io/agent-stop`` annotation."""
+
+    kind: WorkloadKind = Field(description="The stopped workload's kind.")
+    name: str = Field(max_length=253, description="The stopped workload's name.")
+    replicas: int = Field(ge=0, description="Replicas recorded before the scale-down; restored after the cycle.")
+    phase: Literal["Stopping", "CycleRunning", "Restored"] = Field(
+        description="Stopping: scaling down, waiting until no pod mounts the claim. CycleRunning: the cycle Job "
+        "exists. Restored: the replicas are back; the record is being released."
+    )
+    stopped_at: datetime = Field(description="When the stop began (the downtime bound counts from here).")
+    job_name: str = Field(max_length=63, description="The cycle Job this stop is for.")
+    trigger: Literal["schedule", "run-now"] = Field(description="What asked for the cycle.")
+    slot: datetime = Field(description="The slot (or the run-now time) of the cycle.")
+    run_now_token: str | None = Field(default=None, max_length=253, description="The runNowToken it handles.")
+    cycle_started_at: datetime | None = Field(default=None, description="When the cycle Job was created.")
+    restored_at: datetime | None = Field(default=None, description="When the replicas were restored.")
+    reason: str | None = Field(
+        default=None, max_length=128, pattern=CONDITION_REASON, description="Why the stop ended (Restored)."
+    )
+
+
+class AgentStopSummary(StatusModel):
+    """The last finished Stop."""
+
+    job_name: str = Field(max_length=63, description="The cycle Job the agent was stopped for.")
+    replicas: int = Field(ge=0, description="Replicas restored.")
+    stopped_at: datetime = Field(description="When the stop began.")
+    restored_at: datetime = Field(description="When the replicas were restored.")
+    downtime_seconds: float = Field(ge=0, description="From the scale-down request to the restore.")
+    reason: str = Field(max_length=128, pattern=CONDITION_REASON, description="CycleFinished, or why not.")
+
+
+class AgentRestart(StatusModel):
+    """RestartAfter: a restart of the agent's workload after a cycle that changed its files."""
+
+    job_name: str = Field(max_length=63, description="The cycle that changed the files.")
+    cycle_started_at: datetime | None = Field(
+        default=None, description="When that cycle started (its first write is after this)."
+    )
+    requested_at: datetime = Field(description="The kubectl.kubernetes.io/restartedAt value (once per cycle).")
+    restarted_at: datetime | None = Field(default=None, description="When the workload was patched.")
+    window_seconds: float | None = Field(
+        default=None, ge=0, description="From the cycle's start to the restart: the agent ran on a stale index."
+    )
+
+
+class AgentStatus(StatusModel):
+    """Coordination with the agent's workload (``spec.agent``)."""
+
+    stop: AgentStop | None = Field(default=None, description="The Stop in progress.")
+    last_stop: AgentStopSummary | None = Field(default=None, description="The last finished Stop.")
+    pending_restart: AgentRestart | None = Field(default=None, description="RestartAfter: a restart not done yet.")
+    last_restart: AgentRestart | None = Field(default=None, description="RestartAfter: the last restart done.")
+
+
+class TotalsBase(StatusModel):
     """Cumulative counts over every counted cycle (each Job counted exactly once, by UID)."""
 
     cycles_completed: int = Field(default=0, ge=0, description="Cycles completed.")
     cycles_skipped: int = Field(default=0, ge=0, description="Cycles skipped (too soon, lock held).")
     cycles_failed: int = Field(default=0, ge=0, description="Cycles failed.")
-    reviewed: int = Field(default=0, ge=0, description="Entries shown to the proposer.")
-    withheld: int = Field(default=0, ge=0, description="Entries withheld as reviewed and unchanged.")
-    archived_with_replacement: int = Field(default=0, ge=0, description="Archived with a successor.")
-    archived_ephemeral: int = Field(default=0, ge=0, description="Archived as ephemeral.")
-    merges_rejected: int = Field(default=0, ge=0, description="Merges rejected for dropping specifics.")
-    merges_repaired: int = Field(default=0, ge=0, description="Merges repaired.")
-    entries_protected: int = Field(default=0, ge=0, description="Prunes refused.")
-    conflicts: int = Field(default=0, ge=0, description="Changes skipped for concurrent writes.")
-    hard_deletes: int = Field(default=0, ge=0, description="Entries gone without an archive (must stay 0).")
-    purged: int = Field(default=0, ge=0, description="Archived entries purged after retention.")
-    specifics_lost: int = Field(default=0, ge=0, description="Specifics lost from the live corpus.")
-    vocabulary_fallbacks: int = Field(default=0, ge=0, description="Cycles that used the built-in vocabulary.")
-    llm_input_tokens: int = Field(default=0, ge=0, description="LLM input tokens.")
-    llm_output_tokens: int = Field(default=0, ge=0, description="LLM output tokens.")
-    missed_slots: int = Field(default=0, ge=0, description="Slots that passed without a run (operator down, deadline).")
+    missed_slots: int = Field(
+        default=0, ge=0, description="Slots that passed without a run (operator down, past the deadline)."
+    )
     skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(
         default_factory=dict, max_length=16, description="Slots skipped, by reason (suspended, concurrent, ...)."
+    )
+
+
+# The counts are fields of these models, made from the table at import; the type checker knows the bases (code
+# here reads counts through the table, by name).
+if TYPE_CHECKING:
+    RunSummary = RunSummaryBase
+    Totals = TotalsBase
+else:
+    RunSummary = create_model(
+        "RunSummary", __base__=RunSummaryBase, __module__=__name__, __doc__=RunSummaryBase.__doc__, **count_fields()
+    )
+    Totals = create_model(
+        "Totals", __base__=TotalsBase, __module__=__name__, __doc__=TotalsBase.__doc__, **count_fields(summed=True)
     )
 
 
@@ -475,6 +598,7 @@ class DreamScheduleStatus(StatusModel):
         description="Recently counted Job UIDs (never counted twice).",
     )
     vocabulary: VocabularyState | None = None
+    agent: AgentStatus | None = Field(default=None, description="Coordination with the agent's workload.")
 
 
 # ---- MemoryVocabulary -------------------------------------------------------------------------------------------

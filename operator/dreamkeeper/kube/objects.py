@@ -36,6 +36,7 @@ class ObjectMeta(TypedDict, total=False):
     labels: dict[str, str]
     annotations: dict[str, str]
     ownerReferences: list[OwnerReference]
+    finalizers: list[str]
 
 
 class KubeObject(TypedDict, total=False):
@@ -136,6 +137,25 @@ class PodSpec(TypedDict, total=False):
 class Pod(KubeObject, total=False):
     spec: PodSpec
     status: PodStatus
+
+
+# ---- apps/v1 Deployment and StatefulSet ---------------------------------------------------------------------------
+
+
+class PodTemplate(TypedDict, total=False):
+    metadata: ObjectMeta  # labels and annotations only
+    spec: PodSpec
+
+
+class WorkloadSpec(TypedDict, total=False):
+    replicas: int  # absent means 1 (the API server defaults it)
+    template: PodTemplate
+
+
+class Workload(KubeObject, total=False):
+    """A Deployment or a StatefulSet: the agent's own workload (its status is never read)."""
+
+    spec: WorkloadSpec
 
 
 # ---- the rest -----------------------------------------------------------------------------------------------------

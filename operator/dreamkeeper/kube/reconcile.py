@@ -24,10 +24,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
+from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,
@@ -44,10 +45,12 @@ from dreamkeeper.kube.conditions import (
     get_condition,
     set_condition,
 )
+from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, stop_of
 from dreamkeeper.kube.jobspec import JobDefaults, JobRequest, Trigger, VocabularySource, build_job, cycle_settings
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.models import (
     MAX_COUNTED_UIDS,
+    AgentStop,
     DreamScheduleSpec,
     DreamScheduleStatus,
     JobRef,
@@ -78,9 +81,12 @@ from dreamkeeper.kube.results import (
     outcome_of,
 )
 from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
+from dreamkeeper.kube.stop_hold import has_hold, holds_agent, with_hold, without_hold
 from dreamkeeper.kube.stuck import STUCK_REASONS, Stuck, stuck_reason
 
 log = logging.getLogger(__name__)
+
+NAME_CONFLICT = "name_conflict"  # _launch: a Job of that name exists and is not this schedule's
 
 
 class NotReadyError(Exception):
@@ -223,6 +229,9 @@ class _Pass:
     deferred_run_now: bool = False
     announced: list[tuple[str, str]] = field(default_factory=list)
     ready_before: tuple[str, str] | None = None  # (status, reason) of Ready as read: its changes post Events
+    agent_busy: bool = False  # a Stop of the agent is in progress: no other cycle starts, the pass polls
+    agent_downtime: float | None = None  # a Stop ended in this pass: seconds the agent was down
+    agent_stale_window: float | None = None  # RestartAfter restarted the agent in this pass: the stale window
 
     @property
     def namespace(self) -> str:
@@ -290,6 +299,7 @@ class ScheduleReconciler:
         self.settings = settings or ReconcileSettings()
         self.claim_locks = claim_locks or ClaimLocks()
         self.clock = clock
+        self.agents = AgentCoordinator(api)
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
 
@@ -336,14 +346,45 @@ class ScheduleReconciler:
         """Write the pass's status if it changed; False when the CR changed since it was read (409)."""
         if p.status == read:
             return True
-        patch = status_patch(p.status.wire(), raw_status, body["metadata"].get("resourceVersion"))
+        version = body["metadata"].get("resourceVersion")
         try:
-            self.api.patch_schedule_status(p.namespace, p.name, patch)
+            if holds_agent(p.status) and not has_hold(body):
+                # Before the Stop is persisted (its scale-down is a later pass's): deleting the schedule from now
+                # on restores the agent first (stop_hold.py).
+                held = self.api.patch_schedule(
+                    p.namespace, p.name, {"metadata": {"resourceVersion": version, "finalizers": with_hold(body)}}
+                )
+                version = held["metadata"].get("resourceVersion")
+            patch = status_patch(p.status.wire(), raw_status, version)
+            written = cast(DreamSchedule, self.api.patch_schedule_status(p.namespace, p.name, patch))
         except ConflictError:
             # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
             # the next pass works on the fresh copy and any Job created here is adopted by name.
             log.info("%s/%s: status changed concurrently; retrying the pass", p.namespace, p.name)
             return False
+        if not holds_agent(p.status) and has_hold(written):
+            self._drop_hold(p.namespace, p.name, written)
+        return True
+
+    def _drop_hold(self, namespace: str, name: str, body: DreamSchedule) -> None:
+        """The Stop is released: the schedule is deletable at any moment again."""
+        patch = {
+            "metadata": {"resourceVersion": body["metadata"].get("resourceVersion"), "finalizers": without_hold(body)}
+        }
+        try:
+            self.api.patch_schedule(namespace, name, patch)
+        except ApiError as exc:  # the next pass (or the deletion path) tries again
+            log.info("%s/%s: the Stop's finalizer stays for now: %s", namespace, name, exc)
+
+    def release_deleted(self, body: DreamSchedule) -> bool:
+        """A schedule being deleted while its finalizer holds it (a Stop): restore the agent, then let it go. True
+        when it is gone or released; False while its cycle is still stopping (the caller retries)."""
+        if not has_hold(body):
+            return True
+        if not self.release_agent(body):
+            return False
+        meta = body["metadata"]
+        self._drop_hold(meta["namespace"], meta["name"], body)
         return True
 
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
@@ -357,14 +398,46 @@ class ScheduleReconciler:
             name,
         )
 
+    def release_agent(self, body: DreamSchedule) -> bool:
+        """The schedule is being deleted: a Stop it holds ends now (its cycle deleted, the agent restored). True
+        when nothing is held any more; False while its cycle pod is still going (retry: the finalizer waits)."""
+        schedule = read_schedule(body)
+        status = load_status(body.get("status") or {}, f"{schedule.namespace}/{schedule.name}")
+        stop = status.agent.stop if status.agent is not None else None
+        if stop is None and schedule.spec is not None and schedule.spec.agent is not None:
+            ref = schedule.spec.agent.workload_ref  # a record only on the workload (its status write was lost)
+            workload = self.agents.workload_view(schedule.namespace, schedule.uid, ref.kind, ref.name)
+            if workload.record is not None:
+                stop = workload.record.status(ref.kind, ref.name, "Stopping")
+        if stop is None:
+            return True
+
+        def post(kind: str, reason: str, message: str) -> None:
+            try:
+                self.api.create_event(schedule.namespace, event_body(body, kind, reason, message, self.clock()))
+            except ApiError as exc:
+                log.warning("%s/%s: event %s not posted: %s", schedule.namespace, schedule.name, reason, exc)
+
+        with self.claim_locks.get(schedule.namespace, schedule.claim):
+            return self.agents.release_deleted(schedule.namespace, schedule.uid, schedule.claim, stop, post)
+
     # ---- the pass -----------------------------------------------------------------------------------------
 
     def _pass(self, p: _Pass, *, full: bool) -> float:
+        persisted_agent = p.status.agent
         active_ended = self._active_ended(p)
         due = p.schedule.due(p.status, p.now)
+        stopping = stop_of(p) is not None
         claim_jobs: list[Job] = []
-        if (full or active_ended or (due is not None and due.acts)) and p.schedule.claim:
+        if (full or active_ended or stopping or (due is not None and due.acts)) and p.schedule.claim:
             claim_jobs = self._account(p)
+        if stopping or full:
+            # A Stop in progress goes one step further before anything new is started beside it (on a full pass
+            # the workload is read too: a stop recorded on it by a pass whose status write was lost is adopted).
+            def start(stop: AgentStop, where: Placement, deadline: int) -> str | None:
+                return self._start_stopped(p, stop, where, deadline)
+
+            p.agent_busy = self.agents.step(p, p.schedule.spec, claim_jobs, start)
         if due is not None:
             self._act(p, due, claim_jobs, full=full or bool(p.counted))
             p.update(next_schedule_time=due.slots.next_slot)
@@ -372,6 +445,8 @@ class ScheduleReconciler:
             p.condition(READY, "False", problem.reason, problem.message)
             p.update(next_schedule_time=None)
         p.update(observed_generation=p.schedule.generation)
+        if self.agents.restart(p, p.schedule.spec, persisted_agent):
+            p.agent_busy = True
         self._default_conditions(p)
         return self._delay(p, due.slots if due is not None else None)
 
@@ -477,10 +552,11 @@ class ScheduleReconciler:
             p.to_annotate.append(job)
         detail = run.error or run.skip_reason
         log.info(
-            "%s/%s: Job %s finished: %s (%s)%s; archived %d, rejected %d, protected %d",
+            "%s/%s: Job %s finished: %s (%s)%s; %s",
             p.namespace, p.name, run.job_name, run.result, run.reason, f": {detail}" if detail else "",
-            run.archived, run.rejected, run.protected,
+            sentence(run, lambda c: c.said),
         )  # fmt: skip
+        self.agents.note_run(p, p.schedule.spec, run)
         self._conditions_for_run(p, outcome)
         self._events_for_run(p, run)
 
@@ -542,22 +618,12 @@ class ScheduleReconciler:
             p.event(
                 "Normal",
                 "CycleCompleted" if run.result == "completed" else "CycleSkipped",
-                f"cycle {run.job_name} {run.result}: reviewed {run.reviewed}, withheld {run.withheld}, archived "
-                f"{run.archived} ({run.archived_with_replacement} with replacement, {run.ephemeral} ephemeral), "
-                f"rejected {run.rejected}, repaired {run.repaired}, protected {run.protected}, live "
-                f"{run.live_entries}" + (f"; {run.skip_reason}" if run.skip_reason else ""),
+                f"cycle {run.job_name} {run.result}: {sentence(run, lambda c: c.said)}"
+                + (f"; {run.skip_reason}" if run.skip_reason else ""),
             )
-        fired = [
-            ("Normal", "MergesRejected", run.rejected, "merge(s) rejected for dropping specifics; sources kept"),
-            ("Normal", "EntriesProtected", run.protected, "prune(s) refused: above the high-value floor or protected"),
-            ("Warning", "Conflicts", run.conflicts, "change(s) skipped: the agent wrote the entry during the cycle"),
-            ("Warning", "SpecificsLost", run.specifics_lost, "specific(s) no live entry carries any more"),
-            ("Warning", "HardDeletes", run.hard_deletes, "entry(ies) deleted without an archive"),
-            ("Normal", "Purged", run.purged, "archived entry(ies) purged after the retention period"),
-        ]
-        for kind, reason, count, what in fired:
-            if count:
-                p.event(kind, reason, f"cycle {run.job_name}: {count} {what}")
+        for count in COUNTS:
+            if count.event is not None and (n := value_of(run, count)):
+                p.event(count.event.type, count.event.reason, f"cycle {run.job_name}: {n} {count.event.what}")
 
     # ---- starting cycles ---------------------------------------------------------------------------------------
 
@@ -566,7 +632,7 @@ class ScheduleReconciler:
         busy = _blocking_job(p, claim_jobs)
         ready = self._readiness(p, due, full=full)
         if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
-            busy = p.status.active_job.name if p.status.active_job else "run-now"
+            busy = f"Job {p.status.active_job.name}" if p.status.active_job else "a run-now cycle"
         if due.slots.past_deadline is not None:
             self._past_deadline(p, due, due.slots.past_deadline)
         elif due.slots.due is not None:
@@ -596,15 +662,22 @@ class ScheduleReconciler:
     ) -> bool:
         """Handle a new runNowToken (also when suspended). True when it started a Job."""
         name = run_now_job_name(p.name, token, p.schedule.generation or 0)
+        if self._stopping_for(p, name):
+            p.update(last_run_now_token=token)  # the agent is being stopped for this very request
+            return True
         if self._adopt(p, claim_jobs, name):
             p.update(last_run_now_token=token)  # created by a pass whose status write was lost
         elif ready.not_ready is not None:
             self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
         elif busy is not None:
-            self._announce_deferral(p, token, f"Job {busy} is active on the claim; it runs when that ends")
-        elif self._start(p, due.spec, name, "run-now", p.now, ready.vocabulary, token):
-            p.update(last_run_now_token=token)
-            return True
+            self._announce_deferral(p, token, f"{busy} is active on the claim; it runs when that ends")
+        else:
+            refused = self._launch(p, due.spec, CycleIntent(name, "run-now", p.now, token), ready.vocabulary)
+            if refused is None:
+                p.update(last_run_now_token=token)
+                return True
+            if refused != NAME_CONFLICT:
+                self._announce_deferral(p, token, refused)
         return False
 
     def _past_deadline(self, p: _Pass, due: Due, latest: datetime) -> None:
@@ -634,10 +707,15 @@ class ScheduleReconciler:
         name = scheduled_job_name(p.name, slot)
         reason: str | None = None
         # An existing Job of this slot's name was created by a pass whose status write was lost: adopted, not skipped.
-        if not self._adopt(p, claim_jobs, name):
+        if not self._adopt(p, claim_jobs, name) and not self._stopping_for(p, name):
             reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
-            if reason is None and not self._start(p, due.spec, name, "schedule", slot, ready.vocabulary, None):
-                reason = "name_conflict"
+            if reason is None:
+                refused = self._launch(p, due.spec, CycleIntent(name, "schedule", slot, None), ready.vocabulary)
+                if refused == NAME_CONFLICT:
+                    reason = "name_conflict"
+                elif refused is not None:
+                    p.event("Warning", "SlotSkipped", f"slot {slot.isoformat()} skipped: {refused}")
+                    reason = "not_ready"
         if reason is not None:
             p.skipped.append(reason)
             p.update(totals=add_slots(p.status.totals or Totals(), skipped_reason=reason))
@@ -661,7 +739,7 @@ class ScheduleReconciler:
             p.event(
                 "Warning",
                 "SlotSkipped",
-                f"slot {slot.isoformat()} skipped: Job {busy} is active on claim {spec.claim_name} "
+                f"slot {slot.isoformat()} skipped: {busy} is active on claim {spec.claim_name} "
                 "(never two cycles on one volume)",
             )
             return "concurrent"
@@ -674,6 +752,12 @@ class ScheduleReconciler:
             # Remembered as announced only once the pass is persisted and the Event posted (_after_persist).
             p.announced.append(key)
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
+
+    @staticmethod
+    def _stopping_for(p: _Pass, job_name: str) -> bool:
+        """The Stop in progress is for this cycle (recorded by a pass whose status write was lost, then adopted)."""
+        stop = stop_of(p)
+        return stop is not None and stop.job_name == job_name
 
     @staticmethod
     def _adopt(p: _Pass, claim_jobs: list[Job], job_name: str) -> bool:
@@ -689,6 +773,10 @@ class ScheduleReconciler:
         if pvc is None:
             raise NotReadyError("ClaimNotFound", f"PersistentVolumeClaim {spec.claim_name} not found")
         check_claim(pvc)
+        if spec.agent is not None:
+            workload = spec.agent.workload_ref
+            if self.api.get_workload(p.namespace, workload.kind, workload.name) is None:
+                raise NotReadyError("WorkloadNotFound", f"{workload.kind} {workload.name} (spec.agent) not found")
         ref = spec.vocabulary_ref
         if ref is None:
             return None
@@ -705,6 +793,42 @@ class ScheduleReconciler:
             )
         return VocabularySource(config_map=config_map, sha256=sha256)
 
+    def _launch(
+        self, p: _Pass, spec: DreamScheduleSpec, intent: CycleIntent, vocabulary: VocabularySource | None
+    ) -> str | None:
+        """Start the cycle; with ``spec.agent`` Stop, begin stopping the agent for it instead (the Job follows once
+        no pod mounts the claim). None when done, else why not (``NAME_CONFLICT``: a foreign Job has the name)."""
+        agent = spec.agent
+        if agent is not None and agent.coordination == "Stop":
+            refused = self.agents.begin(p, agent, intent)
+            p.agent_busy = p.agent_busy or refused is None
+            return refused
+        started = self._start(p, spec, intent.job_name, intent.trigger, intent.slot, vocabulary, intent.run_now_token)
+        return None if started else NAME_CONFLICT
+
+    def _start_stopped(self, p: _Pass, stop: AgentStop, placement: Placement, deadline: int) -> str | None:
+        """The cycle of a Stop, now that no pod mounts the claim: unpinned, its deadline within the downtime bound."""
+        spec = p.schedule.spec
+        if spec is None:
+            return "the spec is invalid"
+        try:
+            vocabulary = self._check_ready(p, spec)
+        except (NotReadyError, ClaimUnusableError) as exc:
+            return f"not ready ({exc.reason}): {exc}"
+        started = self._start(
+            p,
+            spec,
+            stop.job_name,
+            stop.trigger,
+            stop.slot,
+            vocabulary,
+            stop.run_now_token,
+            placement=placement,
+            deadline=deadline,
+            agent_stopped=f"{stop.kind}/{stop.name}",
+        )
+        return None if started else f"Job {stop.job_name} exists and is not this schedule's"
+
     def _start(
         self,
         p: _Pass,
@@ -714,12 +838,17 @@ class ScheduleReconciler:
         slot: datetime,
         vocabulary: VocabularySource | None,
         token: str | None,
+        *,
+        placement: Placement | None = None,
+        deadline: int | None = None,
+        agent_stopped: str | None = None,
     ) -> bool:
         """Create (or adopt) the Job. False when a foreign object holds the name."""
-        pods = self.api.list_pods(
-            p.namespace, selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
-        )
-        placement = placement_for(pods, spec.claim_name)
+        if placement is None:
+            pods = self.api.list_pods(
+                p.namespace, selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
+            )
+            placement = placement_for(pods, spec.claim_name)
         request = JobRequest(
             schedule_name=p.name,
             schedule_uid=p.schedule.uid,
@@ -731,6 +860,8 @@ class ScheduleReconciler:
             placement=placement,
             vocabulary=vocabulary,
             run_now_token=token,
+            agent_stopped=agent_stopped,
+            active_deadline_seconds=deadline,
         )
         try:
             job = self.api.create_job(p.namespace, build_job(request, self.defaults))
@@ -755,6 +886,7 @@ class ScheduleReconciler:
         self._announce_not_ready(p)
         for _, outcome in p.counted:
             self.metrics.record_run(p.namespace, p.name, outcome.run)
+        self.metrics.record_agent(p.namespace, p.name, downtime=p.agent_downtime, stale_window=p.agent_stale_window)
         if p.missed:
             self.metrics.record_slots(p.namespace, p.name, missed=p.missed)
         for reason in p.skipped:
@@ -790,9 +922,9 @@ class ScheduleReconciler:
             next_run=next_slot,
             last_success=p.status.last_successful_time,
             vocabulary_in_sync=None if sync is None or sync.status == "Unknown" else sync.status == "True",
-            live_entries=last.live_entries if last else None,
-            archived_entries=last.archived_entries if last else None,
+            last_run=last,
             interval_seconds=cron.period_after(next_slot) if cron is not None and next_slot is not None else None,
+            agent_stopped=_agent_stopped(p),
         )
 
     def _mark_counted(self, p: _Pass, job: Job) -> None:
@@ -824,7 +956,7 @@ class ScheduleReconciler:
 
     def _delay(self, p: _Pass, slots: SlotDecision | None) -> float:
         s = self.settings
-        if p.running or p.deferred_run_now:
+        if p.running or p.deferred_run_now or p.agent_busy:
             return s.poll_seconds
         if slots is None:  # the spec cannot be used: wait for a change (it wakes the loop)
             return s.max_sleep_seconds
@@ -853,11 +985,16 @@ def _ready_of(status: DreamScheduleStatus) -> tuple[str, str] | None:
 
 
 def _blocking_job(p: _Pass, claim_jobs: list[Job]) -> str | None:
-    """The name of a Job active on the claim (this schedule's first), or None when the claim is free."""
+    """What holds the claim ("Job <name>", this schedule's first, or the agent's Stop), or None when it is free."""
     if p.running and p.status.active_job is not None:
-        return p.status.active_job.name
+        return f"Job {p.status.active_job.name}"
     active = sorted((j for j in claim_jobs if job_active(j)), key=creation_order)
-    return active[0]["metadata"]["name"] if active else None
+    if active:
+        return f"Job {active[0]['metadata']['name']}"
+    if p.agent_busy:
+        stop = stop_of(p)
+        return f"the stop of {stop.kind} {stop.name} for cycle {stop.job_name}" if stop else "the agent's stop"
+    return None
 
 
 def _where(placement: Placement) -> str:
@@ -891,6 +1028,17 @@ def _not_rendered(status: MemoryVocabularyStatusBody) -> str:
     if ready is not None and ready.get("status") == "False":
         return f"cannot be rendered: {ready.get('reason')}: {ready.get('message')}"
     return "is not rendered yet"
+
+
+def _agent_stopped(p: _Pass) -> bool | None:
+    """The agent_stopped gauge: absent without spec.agent Stop, 1 while a Stop holds the workload down."""
+    stop = stop_of(p)
+    if stop is not None:
+        return stop.phase != "Restored"
+    spec = p.schedule.spec
+    if spec is None or spec.agent is None or spec.agent.coordination != "Stop":
+        return None
+    return False
 
 
 def _slot_count(slots: SlotDecision) -> str:

@@ -12,11 +12,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
+from dreamkeeper.consolidation import SUMMED, value_of
 from dreamkeeper.kube import (
     ANNOTATION_RUN_NOW_TOKEN,
     ANNOTATION_SLOT,
@@ -25,7 +26,7 @@ from dreamkeeper.kube import (
     LABEL_TRIGGER,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import CONDITION_REASON, RunSummary, Totals
+from dreamkeeper.kube.models import CONDITION_REASON, RunSummary, Totals, count_fields
 from dreamkeeper.kube.objects import (
     ContainerStateTerminated,
     Job,
@@ -47,7 +48,7 @@ EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_TERMINATED = (
 CONDITION_REASON_RE = re.compile(CONDITION_REASON)
 
 
-class DreamSummary(BaseModel):
+class DreamSummaryBase(BaseModel):
     """The dream container's termination message. Lenient: the failure path writes only result and error."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -59,25 +60,19 @@ class DreamSummary(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     duration_seconds: float | None = None
-    reviewed: int = 0
-    withheld: int = 0
-    folded: int = 0
-    saved: int = 0
-    archived: int = 0
-    archived_with_replacement: int = 0
-    ephemeral: int = 0
-    rejected: int = 0
-    repaired: int = 0
-    protected: int = 0
-    conflicts: int = 0
-    hard_deletes: int = 0
-    purged: int = 0
-    specifics_lost: int = 0
-    vocabulary_fallback: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    live_entries: int | None = None
-    archived_entries: int | None = None
+
+
+# Its counts: every count of the table that reaches a run (``CycleReport.summary()`` writes them all).
+if TYPE_CHECKING:
+    DreamSummary = DreamSummaryBase
+else:
+    DreamSummary = create_model(
+        "DreamSummary",
+        __base__=DreamSummaryBase,
+        __module__=__name__,
+        __doc__=DreamSummaryBase.__doc__,
+        **count_fields(),
+    )
 
 
 @dataclass(frozen=True)
@@ -369,20 +364,8 @@ def add_run(totals: Totals, run: RunSummary) -> Totals:
     """The totals after counting ``run`` once."""
     data = totals.model_dump()
     data[f"cycles_{run.result}"] += 1
-    data["reviewed"] += run.reviewed
-    data["withheld"] += run.withheld
-    data["archived_with_replacement"] += run.archived_with_replacement
-    data["archived_ephemeral"] += run.ephemeral
-    data["merges_rejected"] += run.rejected
-    data["merges_repaired"] += run.repaired
-    data["entries_protected"] += run.protected
-    data["conflicts"] += run.conflicts
-    data["hard_deletes"] += run.hard_deletes
-    data["purged"] += run.purged
-    data["specifics_lost"] += run.specifics_lost
-    data["vocabulary_fallbacks"] += run.vocabulary_fallback
-    data["llm_input_tokens"] += run.input_tokens
-    data["llm_output_tokens"] += run.output_tokens
+    for count in SUMMED:
+        data[count.name] += value_of(run, count) or 0
     return Totals.model_validate(data)
 
 

@@ -20,14 +20,7 @@ from typing import Any, Literal
 
 import openai
 
-from dreamkeeper.consolidation.proposal import (
-    Batch,
-    BatchReply,
-    Proposal,
-    ProposalRequest,
-    ProposerUsage,
-    RepairRequest,
-)
+from dreamkeeper.consolidation import Batch, BatchReply, Proposal, ProposalRequest, ProposerUsage, RepairRequest
 from dreamkeeper.proposers.config import ProposerConfig, require_api_key
 from dreamkeeper.proposers.openai_client import (
     FATAL_STATUS,

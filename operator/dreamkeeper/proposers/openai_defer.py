@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dreamkeeper.consolidation.proposal import ProposalRequest
-from dreamkeeper.memory import Entry, review_hash
-from dreamkeeper.memory.entry import REVIEWED_HASH
+from dreamkeeper.consolidation import ProposalRequest
+from dreamkeeper.memory import REVIEWED_HASH, Entry, review_hash
 from dreamkeeper.proposers.prompts import shown_groups
 
 

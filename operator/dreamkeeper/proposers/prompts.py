@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest
+from dreamkeeper.consolidation import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest
 from dreamkeeper.memory import Entry
 
 DIRECTIVE_RESOURCE = "dream_directive.md"

@@ -1,0 +1,413 @@
+"""A cycle's counts: one model, and on each of its fields the one row of the table that says where the count goes.
+
+Every place a count appears is derived from ``COUNTS`` by code: the cycle report and its JSON, the Job's
+termination summary, a DreamSchedule's ``status.lastRun`` and ``status.totals`` (``kube/models.py``), the
+Prometheus series (``kube/metrics.py``), the Events of a counted cycle (``kube/reconcile.py``), the cycle's
+closing log lines and the ``dreamkeeper dream`` table. To add a count, add a field here; its row decides how far it
+travels (``reach``) and what it shows in each place.
+
+The fields' order is the order of every derived sentence (Event, log lines); the CLI table has its own layout
+(``Row``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+# How far a count travels: the cycle's own report only; also the Job's summary and the schedule's lastRun; also
+# added into the schedule's totals (and a Prometheus counter, if it has a metric).
+Reach = Literal["report", "run", "totals"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A Prometheus family (name without ``_total``). A labelled family carries several counts, one per value."""
+
+    name: str
+    description: str = ""  # a labelled family's own; an unlabelled one is described by its count
+    label: str | None = None
+
+    def series(self, value: str) -> Metric:
+        return Metric(self, value)
+
+
+@dataclass(frozen=True)
+class Metric:
+    family: Family
+    label_value: str | None = None
+
+
+def metric(name: str) -> Metric:
+    return Metric(Family(name))
+
+
+ARCHIVED = Family(
+    "dreamkeeper_archived",
+    "entries archived (reversible): folded/merged into a successor, or pruned with no replacement",
+    label="kind",
+)
+TOKENS = Family("dreamkeeper_llm_tokens", "proposer tokens", label="direction")
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event the operator fires when a counted cycle has this count above zero."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    what: str  # "cycle <job>: <n> <what>"
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """The count in a sentence: ``text`` with ``{}`` for the number. A detail goes in parentheses after the
+    phrase before it: "archived 7 (4 with replacement, 3 ephemeral)"."""
+
+    text: str
+    detail: bool = False
+
+
+class Row(StrEnum):
+    """The rows of the ``dreamkeeper dream`` table, in order. A row shows its counts joined by " / "; details go in
+    parentheses: "78 (78 / 0)"."""
+
+    ENTRIES = "entries (live at start)"
+    REVIEWED = "reviewed / withheld"
+    FOLDED = "exact duplicates folded"
+    SAVED = "merges saved"
+    ARCHIVED = "archived (with replacement / ephemeral)"
+    REJECTED = "merges rejected / repaired"
+    PROTECTED = "entries protected from pruning"
+    CONFLICTS = "conflicts with concurrent writes"
+    HARD_DELETES = "hard deletes"
+    PURGED = "purged (retention)"
+    SPECIFICS_LOST = "specifics lost"
+    LIVE = "live / archived entries now"
+    PROPOSER = "proposer calls / tokens in / out"
+
+
+@dataclass(frozen=True)
+class Cell:
+    row: Row
+    detail: bool = False
+
+
+@dataclass(frozen=True)
+class Count:
+    """One row of the table. ``name`` is the field's (filled in by ``COUNTS``)."""
+
+    description: str
+    reach: Reach = "report"
+    state: bool = False  # the corpus after the cycle, not a tally: never summed; unknown (None) in a run without it
+    totals_key: str | None = None  # its key in status.totals, where that predates the one name (the CR's API)
+    metric: Metric | None = None  # a counter when summed, a gauge when a state
+    event: Event | None = None
+    said: Phrase | None = None  # in the Event of a counted cycle
+    logged: Phrase | None = None  # in the cycle's closing log line
+    safeguard: Phrase | None = None  # in the "safeguards fired" log line
+    cli: Cell | None = None
+    name: str = ""
+
+    @property
+    def in_run(self) -> bool:
+        """Carried by the Job's summary into status.lastRun."""
+        return self.reach != "report"
+
+    @property
+    def summed(self) -> bool:
+        """Added into status.totals."""
+        return self.reach == "totals"
+
+
+class CycleCounts(BaseModel):
+    """What one cycle counted. RockBot's vocabulary: archived = folded + merged sources + ephemeral prunes.
+
+    A stage returns the counts it knows, the rest zero; the cycle's counts are the sum of its stages' (``+``).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    total: Annotated[int, Count("live entries when the cycle started", cli=Cell(Row.ENTRIES))] = 0
+    malformed: Annotated[int, Count("entry files that could not be parsed (left untouched)")] = 0
+    reviewed: Annotated[
+        int,
+        Count(
+            "entries offered to the proposer",
+            reach="totals",
+            metric=metric("dreamkeeper_entries_reviewed"),
+            said=Phrase("reviewed {}"),
+            cli=Cell(Row.REVIEWED),
+        ),
+    ] = 0
+    withheld: Annotated[
+        int,
+        Count(
+            "entries withheld as reviewed-and-unchanged (the gate)",
+            reach="totals",
+            metric=metric("dreamkeeper_entries_withheld"),
+            said=Phrase("withheld {}"),
+            cli=Cell(Row.REVIEWED),
+        ),
+    ] = 0
+    clusters: Annotated[int, Count("near-duplicate clusters offered")] = 0
+    reopened: Annotated[int, Count("settled clusters offered again after their back-off")] = 0
+    archived: Annotated[
+        int,
+        Count(
+            "entries archived (reversible): folded, merged or pruned",
+            reach="run",
+            said=Phrase("archived {}"),
+            logged=Phrase("{} archived"),
+            cli=Cell(Row.ARCHIVED),
+        ),
+    ] = 0
+    archived_with_replacement: Annotated[
+        int,
+        Count(
+            "entries archived with a successor: folded copies and merge sources",
+            reach="totals",
+            metric=ARCHIVED.series("with_replacement"),
+            said=Phrase("{} with replacement", detail=True),
+            logged=Phrase("{} with replacement", detail=True),
+            cli=Cell(Row.ARCHIVED, detail=True),
+        ),
+    ] = 0
+    ephemeral: Annotated[
+        int,
+        Count(
+            "entries archived with no replacement (standalone prunes)",
+            reach="totals",
+            totals_key="archivedEphemeral",
+            metric=ARCHIVED.series("ephemeral"),
+            said=Phrase("{} ephemeral", detail=True),
+            logged=Phrase("{} ephemeral", detail=True),
+            cli=Cell(Row.ARCHIVED, detail=True),
+        ),
+    ] = 0
+    saved: Annotated[
+        int, Count("merged entries created", reach="run", logged=Phrase("{} saved"), cli=Cell(Row.SAVED))
+    ] = 0
+    folded: Annotated[
+        int,
+        Count(
+            "exact duplicates folded into their oldest copy",
+            reach="run",
+            logged=Phrase("{} folded"),
+            cli=Cell(Row.FOLDED),
+        ),
+    ] = 0
+    rejected: Annotated[
+        int,
+        Count(
+            "merges refused for dropping specifics (sources kept)",
+            reach="totals",
+            totals_key="mergesRejected",
+            metric=metric("dreamkeeper_merges_rejected"),
+            event=Event("Normal", "MergesRejected", "merge(s) rejected for dropping specifics; sources kept"),
+            said=Phrase("rejected {}"),
+            safeguard=Phrase("{} merge(s) rejected for dropping specifics"),
+            cli=Cell(Row.REJECTED),
+        ),
+    ] = 0
+    repaired: Annotated[
+        int,
+        Count(
+            "merges repaired to restore missing specifics",
+            reach="totals",
+            totals_key="mergesRepaired",
+            metric=metric("dreamkeeper_merges_repaired"),
+            said=Phrase("repaired {}"),
+            safeguard=Phrase("{} merge(s) repaired"),
+            cli=Cell(Row.REJECTED),
+        ),
+    ] = 0
+    protected: Annotated[
+        int,
+        Count(
+            "prunes refused by the high-value floor or protected categories",
+            reach="totals",
+            totals_key="entriesProtected",
+            metric=metric("dreamkeeper_entries_protected"),
+            event=Event("Normal", "EntriesProtected", "prune(s) refused: above the high-value floor or protected"),
+            said=Phrase("protected {}"),
+            safeguard=Phrase("{} entry(s) protected from pruning"),
+            cli=Cell(Row.PROTECTED),
+        ),
+    ] = 0
+    merge_only_ignored: Annotated[
+        int,
+        Count(
+            "prunes ignored: members of a reopened duplicate cluster (merge-only)",
+            safeguard=Phrase("{} prune(s) of reopened duplicates ignored"),
+        ),
+    ] = 0
+    declined: Annotated[int, Count("clusters shown and left intact (declined)")] = 0
+    conflicts: Annotated[
+        int,
+        Count(
+            "changes skipped because the agent wrote the entry during the cycle",
+            reach="totals",
+            metric=metric("dreamkeeper_conflicts"),
+            event=Event("Warning", "Conflicts", "change(s) skipped: the agent wrote the entry during the cycle"),
+            logged=Phrase("{} conflicts"),
+            cli=Cell(Row.CONFLICTS),
+        ),
+    ] = 0
+    hard_deletes: Annotated[
+        int,
+        Count(
+            "entries deleted without an archive (policy: always 0)",
+            reach="totals",
+            metric=metric("dreamkeeper_hard_deletes"),
+            event=Event("Warning", "HardDeletes", "entry(ies) deleted without an archive"),
+            logged=Phrase("{} hard deletes"),
+            cli=Cell(Row.HARD_DELETES),
+        ),
+    ] = 0
+    purged: Annotated[
+        int,
+        Count(
+            "archived entries purged after the retention period",
+            reach="totals",
+            metric=metric("dreamkeeper_purged"),
+            event=Event("Normal", "Purged", "archived entry(ies) purged after the retention period"),
+            cli=Cell(Row.PURGED),
+        ),
+    ] = 0
+    purge_kept_above_floor: Annotated[int, Count("archived entries past retention kept by the floor")] = 0
+    live_entries: Annotated[
+        int,
+        Count(
+            "live entries after the last cycle",
+            reach="run",
+            state=True,
+            metric=metric("dreamkeeper_live_entries"),
+            said=Phrase("live {}"),
+            logged=Phrase("live {}"),
+            cli=Cell(Row.LIVE),
+        ),
+    ] = 0
+    archived_entries: Annotated[
+        int,
+        Count(
+            "archived entries after the last cycle",
+            reach="run",
+            state=True,
+            metric=metric("dreamkeeper_archived_entries"),
+            logged=Phrase("archived {}"),
+            cli=Cell(Row.LIVE),
+        ),
+    ] = 0
+    specifics_lost: Annotated[
+        int,
+        Count(
+            "specifics no live entry carries any more after a cycle (census)",
+            reach="totals",
+            metric=metric("dreamkeeper_specifics_lost"),
+            event=Event("Warning", "SpecificsLost", "specific(s) no live entry carries any more"),
+            cli=Cell(Row.SPECIFICS_LOST),
+        ),
+    ] = 0
+    ephemeral_specifics: Annotated[int, Count("specifics that ephemeral prunes took out of the live corpus")] = 0
+    census_refusals: Annotated[int, Count("merges the corpus-wide census refused")] = 0
+    vocabulary_fallback: Annotated[
+        int,
+        Count(
+            "cycles that fell back to the built-in vocabulary (file malformed)",
+            reach="totals",
+            totals_key="vocabularyFallbacks",
+            metric=metric("dreamkeeper_vocabulary_fallbacks"),
+        ),
+    ] = 0
+    invalid_replies: Annotated[int, Count("proposer replies that could not be used")] = 0
+    llm_calls: Annotated[int, Count("requests made to the proposer's model", cli=Cell(Row.PROPOSER))] = 0
+    failed_calls: Annotated[int, Count("proposer requests that failed")] = 0
+    input_tokens: Annotated[
+        int,
+        Count(
+            "proposer input tokens",
+            reach="totals",
+            totals_key="llmInputTokens",
+            metric=TOKENS.series("input"),
+            cli=Cell(Row.PROPOSER),
+        ),
+    ] = 0
+    output_tokens: Annotated[
+        int,
+        Count(
+            "proposer output tokens",
+            reach="totals",
+            totals_key="llmOutputTokens",
+            metric=TOKENS.series("output"),
+            cli=Cell(Row.PROPOSER),
+        ),
+    ] = 0
+
+    def __add__(self, other: CycleCounts) -> CycleCounts:
+        return CycleCounts(**{c.name: getattr(self, c.name) + getattr(other, c.name) for c in COUNTS})
+
+    @staticmethod
+    def total_of(parts: Iterable[CycleCounts]) -> CycleCounts:
+        total = CycleCounts()
+        for part in parts:
+            total = total + part
+        return total
+
+
+def _table() -> tuple[Count, ...]:
+    rows = []
+    for name, info in CycleCounts.model_fields.items():
+        (spec,) = (m for m in info.metadata if isinstance(m, Count))
+        rows.append(dataclasses.replace(spec, name=name))
+    return tuple(rows)
+
+
+COUNTS: tuple[Count, ...] = _table()
+SUMMED: tuple[Count, ...] = tuple(c for c in COUNTS if c.summed)
+
+
+def value_of(source: object, count: Count) -> int | None:
+    """The count's value in anything carrying counts by name (the report, a Job's run summary, totals)."""
+    value = getattr(source, count.name)
+    return None if value is None else int(value)
+
+
+Column = Callable[[Count], Phrase | None]
+
+
+def sentence(source: object, column: Column) -> str:
+    """The counts that have a phrase in that column, in table order: "archived 7 (4 with replacement, ...), ..."."""
+    parts = [(p.text.format(value_of(source, c)), p.detail) for c in COUNTS if (p := column(c)) is not None]
+    return _joined(parts, ", ", ", ")
+
+
+def any_counted(source: object, column: Column) -> bool:
+    """Whether any count that has a phrase in that column is above zero."""
+    return any(value_of(source, c) for c in COUNTS if column(c) is not None)
+
+
+def cli_rows(source: object) -> list[tuple[str, str]]:
+    """The ``dreamkeeper dream`` table's rows: (label, value)."""
+    rows = []
+    for row in Row:
+        cells = [(str(value_of(source, c)), c.cli.detail) for c in COUNTS if c.cli is not None and c.cli.row is row]
+        rows.append((row.value, _joined(cells, " / ", " / ")))
+    return rows
+
+
+def _joined(parts: list[tuple[str, bool]], sep: str, detail_sep: str) -> str:
+    """Main parts joined by ``sep``; each run of details in parentheses after the part before it."""
+    groups: list[tuple[str, list[str]]] = []
+    for text, detail in parts:
+        if detail and groups:
+            groups[-1][1].append(text)
+        else:
+            groups.append((text, []))
+    return sep.join(head + (f" ({detail_sep.join(details)})" if details else "") for head, details in groups)

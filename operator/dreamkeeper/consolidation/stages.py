@@ -1,0 +1,333 @@
+"""The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
+
+    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
+
+Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
+report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
+failed cycle's report still says what the stages before the failure did. Everything that touches the disk goes
+through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
+
+To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages`` (in order), and one
+call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations. A stage
+that may stop the cycle (a pause marker) gives a reason, as ``too_soon`` does, and the cycle ends as skipped; one
+that narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.gating import GatingResult
+from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.proposal import Batch, BatchReply
+from dreamkeeper.consolidation.report import CycleReport, CycleResult
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.validate import Decisions
+from dreamkeeper.coverage import Vocabulary
+from dreamkeeper.memory import MemoryStore, ScanResult, StoredEntry
+
+NONE = CycleCounts()
+
+
+@dataclass(frozen=True)
+class CycleContext:
+    """What every stage may read: the cycle's identity, clock, settings and store."""
+
+    cycle_id: str
+    agent_dir: Path
+    store: MemoryStore
+    settings: CycleSettings
+    now: datetime
+    clock_given: bool  # the caller set `now` (simulations, tests): the ledger is kept on that clock
+    stage: Callable[[str], None]  # announces a stage (logs, progress)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """Journals of killed cycles, finished before anything else."""
+
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VocabularyLoaded:
+    vocabulary: Vocabulary
+    status: str
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Purged:
+    """Archived entries past retention, deleted for good (the one deleting path). ``scan`` is the scan purge read,
+    when it read one: the snapshot reuses it rather than reading the corpus twice."""
+
+    scan: ScanResult | None = None
+    purged_ids: frozenset[str] = frozenset()
+    conflicts: int = 0
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The corpus as this cycle reads it (after purge, when writing)."""
+
+    scan: ScanResult
+    live: list[StoredEntry]
+    ids_before: frozenset[str]  # every id on disk before the cycle changed anything, purged ones included
+    purged_ids: frozenset[str]
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
+    ids_before = frozenset({s.id for s in scan.entries} | purged_ids)
+    counts = counts + CycleCounts(total=len(scan.live), malformed=len(scan.malformed))
+    return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts)
+
+
+def live_of(scan: ScanResult) -> list[StoredEntry]:
+    return [s for s in scan.entries if s.entry.is_live]
+
+
+@dataclass(frozen=True)
+class Folded:
+    """The corpus after the exact-duplicate fold: executed when writing, only planned in a dry run."""
+
+    scan: ScanResult
+    live: list[StoredEntry]
+    folds: tuple[FoldAction, ...] = ()
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gated:
+    """What the gate offers the proposer: unreviewed entries, their near-duplicate clusters, reopened ones."""
+
+    gating: GatingResult
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+    @property
+    def asks(self) -> bool:
+        """Worth asking the proposer: two or more entries are eligible."""
+        return len(self.gating.eligible) >= 2
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """The proposer's replies to the gate's batches (none when it was not asked)."""
+
+    batches: tuple[Batch, ...] = ()
+    replies: tuple[BatchReply, ...] = ()
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+    @property
+    def offered_ids(self) -> set[str]:
+        return {i for b in self.batches for i in b.ids}
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What the safeguards let through, as the plan to apply (or show), and what they refused."""
+
+    decisions: Decisions
+    plan: Plan
+    vocabulary: Vocabulary  # what the verdicts were checked with: the loss check after apply uses the same
+    declined: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def counts(self) -> CycleCounts:
+        return self.decisions.counts + CycleCounts(declined=self.declined)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the proposer spent."""
+
+    counts: CycleCounts = NONE
+    budget_exhausted: bool = False
+    estimated_cost: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The plan applied (what the journal did), or in a dry run what it would do."""
+
+    plan: Plan  # as the outcome shows it
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The corpus after apply, measured (or, in a dry run, as planned)."""
+
+    counts: CycleCounts = NONE
+    lost_specifics: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Too soon after the last completed cycle: the corpus is only counted."""
+
+    reason: str
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+class StageValue(Protocol):
+    """What every stage's value carries into the report."""
+
+    @property
+    def counts(self) -> CycleCounts: ...
+
+    @property
+    def notes(self) -> tuple[str, ...]: ...
+
+
+@dataclass
+class Stages:
+    """The values the stages returned so far, in order. The report is a function of them, also when a stage
+    failed (the failed report says what the stages before it did)."""
+
+    recovered: Recovered | None = None
+    skipped: Skipped | None = None
+    vocabulary: VocabularyLoaded | None = None
+    purged: Purged | None = None
+    snapshot: Snapshot | None = None
+    folded: Folded | None = None
+    gated: Gated | None = None
+    proposed: Proposed | None = None
+    validated: Validated | None = None
+    usage: Usage | None = None
+    applied: Applied | None = None
+    measured: Measured | None = None
+
+    def done(self) -> Iterator[StageValue]:
+        for slot in fields(self):
+            value = getattr(self, slot.name)
+            if value is not None:
+                yield value
+
+
+@dataclass(frozen=True)
+class ReportHead:
+    cycle_id: str
+    agent_dir: str
+    proposer: str
+    started_at: datetime
+
+
+def compose_report(
+    head: ReportHead,
+    stages: Stages,
+    result: CycleResult,
+    *,
+    finished_at: datetime | None,
+    error: str | None = None,
+) -> CycleReport:
+    """The cycle report, from the stages' values: counts summed, notes in stage order."""
+    done = list(stages.done())
+    validated, usage, measured = stages.validated, stages.usage, stages.measured
+    return CycleReport(
+        cycle_id=head.cycle_id,
+        agent_dir=head.agent_dir,
+        proposer=head.proposer,
+        started_at=head.started_at,
+        finished_at=finished_at,
+        result=result,
+        skip_reason=stages.skipped.reason if stages.skipped else None,
+        error=error,
+        **CycleCounts.total_of(s.counts for s in done).model_dump(),
+        vocabulary_status=stages.vocabulary.status if stages.vocabulary else "absent",
+        clustering_degraded=stages.gated.gating.degraded if stages.gated else False,
+        budget_exhausted=usage.budget_exhausted if usage else False,
+        estimated_cost=usage.estimated_cost if usage else None,
+        rejections=list(validated.decisions.rejections) if validated else [],
+        protections=list(validated.decisions.protections) if validated else [],
+        lost_specifics=list(measured.lost_specifics) if measured else [],
+        notes=[n for s in done for n in s.notes],
+    )
+
+
+class Effects(Protocol):
+    """Every stage that touches the disk. ``cycle.Writes`` does; ``dryrun.DryRun`` changes nothing."""
+
+    result: CycleResult  # what a cycle that runs to the end reports
+
+    def hold(self) -> AbstractContextManager[object]:
+        """The agent's cycle lock, for the whole cycle."""
+        ...
+
+    def recover(self) -> Recovered:
+        """Finish journals a killed cycle left."""
+        ...
+
+    def too_soon(self) -> str | None:
+        """Why this cycle must not run yet (minimum interval), if so."""
+        ...
+
+    def purge(self) -> Purged:
+        """Delete archived entries past retention."""
+        ...
+
+    def snapshot(self, purged: Purged) -> Snapshot:
+        """Read the corpus (what purge left)."""
+        ...
+
+    def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
+        """The corpus once exact duplicates are folded."""
+        ...
+
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
+        """Apply the plan, or show it."""
+        ...
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        """The corpus after apply: live and archived entries, hard deletes, specifics lost."""
+        ...
+
+    def record(self, report: CycleReport) -> Path | None:
+        """Keep the finished report (and the ledger); returns the report's path."""
+        ...
+
+    def record_failure(self, report: CycleReport) -> None:
+        """Keep the report of a failed cycle."""
+        ...
+
+
+__all__ = [
+    "Applied",
+    "CycleContext",
+    "Effects",
+    "Folded",
+    "Gated",
+    "Measured",
+    "Proposed",
+    "Purged",
+    "Recovered",
+    "ReportHead",
+    "Skipped",
+    "Snapshot",
+    "Stages",
+    "Usage",
+    "Validated",
+    "VocabularyLoaded",
+    "compose_report",
+    "live_of",
+    "snapshot_of",
+]

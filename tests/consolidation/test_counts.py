@@ -1,0 +1,90 @@
+"""The table of a cycle's counts: its rows are coherent, and the texts derived from it read as they always have."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from dreamkeeper.consolidation.counts import COUNTS, CycleCounts, Row, any_counted, cli_rows, sentence
+from dreamkeeper.consolidation.report import CycleReport
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_each_row_says_something_its_consumers_can_do() -> None:
+    names = [c.name for c in COUNTS]
+    assert names == list(CycleCounts.model_fields) and len(set(names)) == len(names)
+    for count in COUNTS:
+        assert count.description, count.name
+        if count.metric is not None:  # a counter must be summed to be seeded from totals; a gauge is a state
+            assert count.summed or count.state, count.name
+            assert (count.metric.family.label is None) == (count.metric.label_value is None), count.name
+        if count.state:
+            assert count.reach == "run", count.name  # a state is carried, never summed
+        if count.totals_key is not None:
+            assert count.summed, count.name
+        if count.event is not None:
+            assert count.in_run, count.name  # the operator sees only what a run carries
+    assert {c.cli.row for c in COUNTS if c.cli is not None} == set(Row)
+
+
+def test_counts_add_field_by_field() -> None:
+    total = CycleCounts.total_of([CycleCounts(folded=2, archived=2), CycleCounts(archived=3, saved=1), CycleCounts()])
+    assert (total.folded, total.archived, total.saved, total.purged) == (2, 5, 1, 0)
+
+
+def report(**counts: int) -> CycleReport:
+    return CycleReport(cycle_id="c", started_at=T0, **counts)
+
+
+def test_the_dream_table_rows() -> None:
+    r = report(
+        total=284,
+        reviewed=193,
+        withheld=67,
+        folded=24,
+        saved=26,
+        archived=80,
+        archived_with_replacement=78,
+        ephemeral=2,
+        rejected=3,
+        repaired=1,
+        protected=4,
+        conflicts=5,
+        purged=7,
+        specifics_lost=6,
+        live_entries=232,
+        archived_entries=86,
+        llm_calls=9,
+        input_tokens=1000,
+        output_tokens=200,
+    )
+    assert cli_rows(r) == [
+        ("entries (live at start)", "284"),
+        ("reviewed / withheld", "193 / 67"),
+        ("exact duplicates folded", "24"),
+        ("merges saved", "26"),
+        ("archived (with replacement / ephemeral)", "80 (78 / 2)"),
+        ("merges rejected / repaired", "3 / 1"),
+        ("entries protected from pruning", "4"),
+        ("conflicts with concurrent writes", "5"),
+        ("hard deletes", "0"),
+        ("purged (retention)", "7"),
+        ("specifics lost", "6"),
+        ("live / archived entries now", "232 / 86"),
+        ("proposer calls / tokens in / out", "9 / 1000 / 200"),
+    ]
+
+
+def test_the_closing_log_lines() -> None:
+    r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, live_entries=232)
+    assert sentence(r, lambda c: c.logged) == (
+        "80 archived (78 with replacement, 2 ephemeral), 26 saved, 24 folded, 0 conflicts, 0 hard deletes, "
+        "live 232, archived 0"
+    )
+    assert not any_counted(r, lambda c: c.safeguard)
+    guarded = report(repaired=1)
+    assert any_counted(guarded, lambda c: c.safeguard)
+    assert sentence(guarded, lambda c: c.safeguard) == (
+        "0 merge(s) rejected for dropping specifics, 1 merge(s) repaired, 0 entry(s) protected from pruning, "
+        "0 prune(s) of reopened duplicates ignored"
+    )

@@ -23,6 +23,7 @@ from dreamkeeper.kube import (
     ANNOTATION_AGENT_STOP,
     ANNOTATION_AGENT_STOPPED,
     ANNOTATION_RESTARTED_AT,
+    FINALIZER_AGENT_STOP,
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
@@ -540,3 +541,53 @@ def test_deleting_a_schedule_that_holds_nothing_is_immediate() -> None:
     body = c.get_schedule(NS, "nightly")
     assert body is not None and reconciler(c, world).release_agent(body) is True
     assert not [call for call in c.calls if call.startswith(("scale", "patch_workload"))]
+
+
+# ---- the one finalizer: only while a Stop holds the agent (issue 17) --------------------------------------------
+
+
+def _finalizers(c: FakeCluster) -> list[str]:
+    body = c.get_schedule(NS, "nightly")
+    assert body is not None
+    return list(body["metadata"].get("finalizers") or [])
+
+
+def test_the_schedule_carries_a_finalizer_only_while_its_stop_holds_the_agent() -> None:
+    c, world = setup(replicas=2)
+    held: list[bool] = []
+    original = c.scale_workload
+
+    def scale(namespace: str, kind: str, name: str, replicas: int) -> Obj:
+        held.append(FINALIZER_AGENT_STOP in _finalizers(c))
+        return original(namespace, kind, name, replicas)
+
+    c.scale_workload = scale  # type: ignore[method-assign]
+    drive(c, world, until=_done(c))
+    assert held and all(held)  # there before the scale-down and still there at the restore
+    assert _finalizers(c) == []  # released with the Stop: deletable at any moment again
+
+
+def test_a_schedule_deleted_mid_stop_is_released_only_once_its_agent_is_back() -> None:
+    c, world = setup(replicas=2)
+    world.cycle_ticks = 100
+    r = reconciler(c, world)
+    for _ in range(4):  # recorded and scaled down
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        r.reconcile(body)
+        world.tick()
+    assert _finalizers(c) == [FINALIZER_AGENT_STOP]
+    for _ in range(20):
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        if r.release_deleted(body):
+            break
+        world.tick()
+        jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
+        for pod in c.of_kind("Pod", NS):
+            name = pod["metadata"]["name"]
+            if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
+                del c.objects[("Pod", NS, name)]
+    else:
+        raise AssertionError("never released")
+    assert deployment(c)["spec"]["replicas"] == 2 and _finalizers(c) == []

@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.api import ClusterApi, KubeApi
+from dreamkeeper.kube.api import ApiError, ClusterApi, KubeApi
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ScheduleReconciler
 from dreamkeeper.kube.vocabulary_reconciler import VocabularyConflictError, VocabularyReconciler
@@ -104,11 +104,16 @@ async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: st
             state.visited.add(uid)
             state.metrics.visited.set(len(state.visited))
             full, failures = False, 0
-        except Exception:
+        except Exception as exc:
             state.metrics.handler_error("schedule")
             delay = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
             failures += 1
-            log.exception("%s/%s: reconcile failed; retrying in %.0fs", namespace, name, delay)
+            if isinstance(exc, ApiError):
+                # The API server said no (RBAC, a namespace being deleted under the schedule): its answer is the
+                # whole story, a traceback adds nothing.
+                log.warning("%s/%s: reconcile failed: %s; retrying in %.0fs", namespace, name, exc, delay)
+            else:
+                log.exception("%s/%s: reconcile failed; retrying in %.0fs", namespace, name, delay)
         if await _sleep(wake, stopped, delay):
             full = True
 

@@ -22,6 +22,12 @@ demo: $(STAMP)
 	@$(VENV)/bin/dreamkeeper sample $(DEMO_DIR)/agent
 	@$(VENV)/bin/dreamkeeper memory stats $(DEMO_DIR)/agent
 	@$(VENV)/bin/dreamkeeper dream $(DEMO_DIR)/agent --proposer offline
+	@# The sample's backlog of near-duplicates would drop its live corpus by more than 10% (the blast-radius cap):
+	@# the first cycle holds that plan for a human. Approving it applies it, since the corpus is unchanged.
+	@held=$(DEMO_DIR)/agent/.dreamkeeper/holds/pending.json; if [ -f $$held ]; then \
+	  id=$$($(PY) -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycle_id"])' $$held); \
+	  echo "approving the held plan of cycle $$id:"; \
+	  $(VENV)/bin/dreamkeeper dream $(DEMO_DIR)/agent --proposer offline --force --approve-hold $$id; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check operator codegen tests bench

@@ -159,6 +159,12 @@ def register(app: typer.Typer) -> None:
             help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+        approve_hold: str | None = typer.Option(
+            None,
+            "--approve-hold",
+            help="Apply the plan this cycle id held over the blast-radius cap, if the corpus is unchanged "
+            "(AGENT_DIR/.dreamkeeper/holds/pending.json).",
+        ),
         shared_group: bool = typer.Option(
             False,
             "--shared-group",
@@ -216,7 +222,12 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(EXIT_USAGE) from None
         options = CycleOptions(
-            agent_dir=agent_dir, settings=settings, memory_dir=memory_dir, dry_run=dry_run, force=force
+            agent_dir=agent_dir,
+            settings=settings,
+            memory_dir=memory_dir,
+            dry_run=dry_run,
+            force=force,
+            approve_hold=approve_hold,
         )
         status = err.status("dreaming…") if err.is_terminal and not as_json else None
         stop = GracefulStop()

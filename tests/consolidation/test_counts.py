@@ -68,6 +68,7 @@ def test_the_dream_table_rows() -> None:
         ("entries protected from pruning", "4"),
         ("conflicts with concurrent writes", "5"),
         ("hard deletes", "0"),
+        ("held for approval (would leave the live corpus)", "0"),
         ("purged (retention)", "7"),
         ("specifics lost", "6"),
         ("live / archived entries now", "232 / 86"),

@@ -230,8 +230,10 @@ def test_every_count_reaches_the_places_its_row_of_the_table_names() -> None:
     assert messages["CycleCompleted"] == (
         f"cycle {name} completed: reviewed {v['reviewed']}, withheld {v['withheld']}, archived {v['archived']} "
         f"({v['archived_with_replacement']} with replacement, {v['ephemeral']} ephemeral), rejected {v['rejected']}, "
-        f"repaired {v['repaired']}, protected {v['protected']}, live {v['live_entries']}"
-    )
+        f"repaired {v['repaired']}, protected {v['protected']}, held {v['held']}, live {v['live_entries']}; plan held "
+        "for approval, over the blast-radius cap: set spec.approveHold: c-1 (and a new runNowToken) to apply it if "
+        "the corpus is unchanged"
+    )  # a held plan (issue 17): the run's reason is Held, its skip reason says how to approve
 
 
 def test_a_stale_copy_of_the_schedule_counts_nothing() -> None:

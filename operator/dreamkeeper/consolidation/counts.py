@@ -87,6 +87,7 @@ class Row(StrEnum):
     PROTECTED = "entries protected from pruning"
     CONFLICTS = "conflicts with concurrent writes"
     HARD_DELETES = "hard deletes"
+    HELD = "held for approval (would leave the live corpus)"
     PURGED = "purged (retention)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
@@ -134,7 +135,7 @@ class CycleCounts(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
-    total: Annotated[int, Count("live entries when the cycle started", cli=Cell(Row.ENTRIES))] = 0
+    total: Annotated[int, Count("live entries when the cycle started", reach="run", cli=Cell(Row.ENTRIES))] = 0
     malformed: Annotated[int, Count("entry files that could not be parsed (left untouched)")] = 0
     reviewed: Annotated[
         int,
@@ -269,6 +270,23 @@ class CycleCounts(BaseModel):
             event=Event("Warning", "HardDeletes", "entry(ies) deleted without an archive"),
             logged=Phrase("{} hard deletes"),
             cli=Cell(Row.HARD_DELETES),
+        ),
+    ] = 0
+    held: Annotated[
+        int,
+        Count(
+            "entries a plan over the blast-radius cap would have taken out of the live corpus (nothing archived; "
+            "the plan waits for approval)",
+            reach="totals",
+            metric=metric("dreamkeeper_archives_held"),
+            event=Event(
+                "Warning",
+                "ArchivesHeld",
+                "entry(ies) would leave the live corpus, over the blast-radius cap: nothing archived, the plan waits "
+                "on the volume for spec.approveHold",
+            ),
+            said=Phrase("held {}"),
+            cli=Cell(Row.HELD),
         ),
     ] = 0
     purged: Annotated[

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
@@ -40,6 +41,8 @@ from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_rep
 from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
 from dreamkeeper.consolidation.stages import (
     Applied,
+    Approved,
+    Capped,
     CycleContext,
     Effects,
     Folded,
@@ -92,6 +95,7 @@ class CycleOptions:
     force: bool = False
     now: datetime | None = None
     progress: Progress | None = None
+    approve_hold: str | None = None  # the cycle id of a held plan a human approved (blast.py)
 
     @property
     def memory_root(self) -> Path:
@@ -213,17 +217,63 @@ class Cycle:
         s.purged = effects.purge()
         s.snapshot = effects.snapshot(s.purged)
         self._freeze()  # the snapshot lives for the whole cycle
-        s.folded = self._fold(s.snapshot)
-        s.gated = self._gate(s.folded)
-        s.proposed = await self._propose(s.gated, s.folded)
-        s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
+        waiting = effects.pending_hold()
+        if waiting is not None and (outcome := self._resolve_hold(waiting, s.snapshot)) is not None:
+            return outcome
+        if s.approved is not None and s.approved.apply:
+            s.folded = Folded(s.snapshot.scan, s.snapshot.live)
+            held_plan = s.approved.held.plan(s.snapshot.live)
+            s.validated = Validated(Decisions(), held_plan, s.vocabulary.vocabulary)
+            s.capped = Capped(s.validated)
+        else:
+            s.folded = self._fold(s.snapshot)
+            s.gated = self._gate(s.folded)
+            s.proposed = await self._propose(s.gated, s.folded)
+            s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
+            s.capped = self._cap(s.folded, s.validated)
         s.usage = self._usage()
-        s.applied = effects.apply(s.folded, s.validated)
+        s.applied = effects.apply(s.folded, s.capped.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(self._head, s, effects.result, finished_at=utcnow())
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
+        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path)
+
+    # ---- the blast radius (blast.py) -----------------------------------------------------------------------
+
+    def _cap(self, folded: Folded, validated: Validated) -> Capped:
+        """A plan taking too much of the live corpus out is not applied: kept for a human, nothing archived."""
+        self._stage("blast-radius")
+        settings, plan = self.settings, validated.plan
+        drop = live_drop(plan)
+        if not exceeds(drop, len(folded.live), settings.archive_cap, settings.archive_cap_min_entries):
+            return Capped(validated)
+        held = HeldPlan.of(self.cycle_id, self.now, plan, folded.live, settings.archive_cap)
+        self.effects.keep_hold(held)
+        note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
+        log.warning("blast radius: %s", note)
+        nothing = Validated(validated.decisions, Plan(), validated.vocabulary, validated.declined)
+        return Capped(nothing, held, CycleCounts(held=drop), (note,))
+
+    def _resolve_hold(self, waiting: HeldPlan, snapshot: Snapshot) -> CycleOutcome | None:
+        """A plan waits: applied when approved and the corpus is unchanged; discarded when the corpus changed (the
+        cycle plans afresh); otherwise the cycle is skipped (no proposer is asked again for the same corpus)."""
+        changed = waiting.changed(snapshot.live)
+        if changed:
+            note = f"held plan of cycle {waiting.cycle_id} discarded: {len(changed)} entr(ies) changed since"
+            log.warning("blast radius: %s (%s)", note, ", ".join(changed[:5]))
+            self.effects.settle_hold(waiting, "stale")
+            self.stages.approved = Approved(waiting, apply=False, notes=(note,))
+            return None
+        if self.options.approve_hold == waiting.cycle_id:
+            note = f"applied the plan held by cycle {waiting.cycle_id} (approved; the corpus was unchanged)"
+            log.info("blast radius: %s", note)
+            self.stages.approved = Approved(waiting, notes=(note,))
+            self.effects.settle_hold(waiting, "applied")
+            return None
+        return self._skipped(
+            f"a plan is held for approval: {waiting.describe()}; approve it with approve_hold={waiting.cycle_id}"
+        )
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
@@ -482,6 +532,15 @@ class Writes:
     def record_failure(self, report: CycleReport) -> None:
         log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
         write_report(self.context.agent_dir, report)
+
+    def pending_hold(self) -> HeldPlan | None:
+        return read_pending(self.context.agent_dir)
+
+    def keep_hold(self, held: HeldPlan) -> None:
+        keep(self.context.agent_dir, held)
+
+    def settle_hold(self, held: HeldPlan, outcome: str) -> None:
+        settle(self.context.agent_dir, held, outcome)
 
     # ---- helpers -------------------------------------------------------------------------------------
 

@@ -108,6 +108,10 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["max_cluster_size"] = guards.max_cluster_size
         if guards.min_interval_hours is not None:
             data["min_interval_hours"] = guards.min_interval_hours
+        if guards.archive_cap is not None:
+            data["archive_cap"] = guards.archive_cap
+        if guards.archive_cap_min_entries is not None:
+            data["archive_cap_min_entries"] = guards.archive_cap_min_entries
     CycleSettings.model_validate(data)
     return data
 
@@ -207,6 +211,8 @@ def _dream_args(req: JobRequest, defaults: JobDefaults) -> list[str]:
         args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
     if defaults.redact_logs:
         args.append("--redact-logs")
+    if spec.approve_hold:
+        args += ["--approve-hold", spec.approve_hold]
     return args
 
 

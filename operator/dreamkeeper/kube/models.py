@@ -266,6 +266,20 @@ class SafeguardsSpec(KubeModel):
     min_interval_hours: float | None = Field(
         default=None, ge=0.0, le=8760.0, description="Minimum hours between completed cycles (default 6)."
     )
+    archive_cap: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="Blast radius: a plan taking more than this fraction of the live corpus out (merge sources and "
+        "prunes, minus the successors) is held for approval instead of applied (default 0.10: RockBot's audit "
+        "calls a larger live drop a loss; 1 turns the hold off).",
+    )
+    archive_cap_min_entries: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Blast radius: a plan is held only when it takes at least this many entries out (default 10).",
+    )
 
 
 class ResourceRequirementsSpec(KubeModel):
@@ -433,6 +447,14 @@ class DreamScheduleSpec(KubeModel):
         min_length=1,
         max_length=253,
         description="Set to a new value to run one cycle now (also when suspended); handled once per value.",
+    )
+    approve_hold: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="The cycle id of a plan held over the blast-radius cap (condition/Event ArchivesHeld): the next "
+        "cycle applies it if the corpus is unchanged (set a new runNowToken to run it now).",
     )
 
 

@@ -86,6 +86,10 @@ from dreamkeeper.kube.stuck import STUCK_REASONS, Stuck, stuck_reason
 
 log = logging.getLogger(__name__)
 
+# A cycle archiving more than this fraction of the live corpus gets a Warning Event ("a few percent"); the hold
+# itself is the engine's archive_cap (consolidation/blast.py, default 10%).
+MANY_ARCHIVED_FRACTION = 0.03
+
 NAME_CONFLICT = "name_conflict"  # _launch: a Job of that name exists and is not this schedule's
 
 
@@ -624,6 +628,21 @@ class ScheduleReconciler:
         for count in COUNTS:
             if count.event is not None and (n := value_of(run, count)):
                 p.event(count.event.type, count.event.reason, f"cycle {run.job_name}: {n} {count.event.what}")
+        self._blast_radius_event(p, run)
+
+    @staticmethod
+    def _blast_radius_event(p: _Pass, run: RunSummary) -> None:
+        """A cycle that archived more than a few percent of the live corpus says so as a Warning, even under the
+        cap (folds, merges with successors and prunes alike: what the agent's own audit will see)."""
+        total, archived = getattr(run, "total", 0) or 0, getattr(run, "archived", 0) or 0
+        if run.result != "completed" or not total or archived / total <= MANY_ARCHIVED_FRACTION:
+            return
+        p.event(
+            "Warning",
+            "ManyArchived",
+            f"cycle {run.job_name} archived {archived} of {total} live entries ({archived / total:.1%}, over "
+            f"{MANY_ARCHIVED_FRACTION:.0%}); every archive is reversible (dreamkeeper undo {run.cycle_id})",
+        )
 
     # ---- starting cycles ---------------------------------------------------------------------------------------
 

@@ -264,6 +264,14 @@ def _completed_without_summary(e: _Evidence) -> RunSummary | None:
     return e.run("completed", "NoSummary", error=_clip(e.dream_message))
 
 
+def _held(e: _Evidence) -> RunSummary | None:
+    # Over the blast-radius cap: the cycle completed and archived nothing of its plan, which waits for a human.
+    if not e.completed or e.summary is None or not getattr(e.summary, "held", 0):
+        return None
+    how = f"set spec.approveHold: {e.summary.cycle_id} (and a new runNowToken) to apply it if the corpus is unchanged"
+    return e.run("completed", "Held", skip_reason=f"plan held for approval, over the blast-radius cap: {how}")
+
+
 def _completed(e: _Evidence) -> RunSummary | None:
     if not e.completed or e.summary is None:
         return None
@@ -330,6 +338,7 @@ def _cycle_failed(e: _Evidence) -> RunSummary:
 
 RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _completed_without_summary,
+    _held,
     _completed,
     _stopped_by_operator,
     _seed_failed,

@@ -222,6 +222,17 @@ def make_agent(
     return volume_dir / "agent"
 
 
+def unbound_claim(cluster: ControlPlane, namespace: str, name: str = "agent-data", mode: str = "ReadWriteOnce") -> None:
+    """A PersistentVolumeClaim no volume will bind (storage class "none"): enough for what only reads the claim."""
+    cluster.api.create(
+        namespaced(namespace, "persistentvolumeclaims"),
+        {
+            "metadata": {"name": name},
+            "spec": {"accessModes": [mode], "storageClassName": "none", "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+
+
 def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-data") -> None:
     try:
         cluster.api.delete(f"/api/v1/persistentvolumes/{pv_name_of(namespace, claim)}")

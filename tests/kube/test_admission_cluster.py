@@ -18,7 +18,7 @@ import pytest
 from dreamkeeper.kube import GROUP, VERSION
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, KubeApi, Obj, namespaced
-from tests.kube.cluster_support import JOB_IMAGE, grant_edit_only, schedule_path
+from tests.kube.cluster_support import JOB_IMAGE, grant_edit_only, schedule_path, unbound_claim
 
 pytestmark = pytest.mark.cluster
 
@@ -82,11 +82,7 @@ class Tenant:
 def tenant(crds: KubeCluster, kube_namespace: str) -> Iterator[Tenant]:
     api, ns = crds.api, kube_namespace
     for claim in ("agent-data", "pgdata"):
-        api.create(
-            namespaced(ns, "persistentvolumeclaims"),
-            {"metadata": {"name": claim}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                   "resources": {"requests": {"storage": "1Gi"}}}},
-        )  # fmt: skip
+        unbound_claim(crds, ns, claim)
     api.create(
         namespaced(ns, "secrets"),
         {"metadata": {"name": "db-creds"}, "stringData": {"password": "PG-ROOT-PASSWORD-xyz"}},

@@ -267,6 +267,24 @@ def drive(
     raise AssertionError(f"not done after {ticks} ticks: {status(c).get('agent')}")
 
 
+def _passes(c: FakeCluster, world: World, r: ScheduleReconciler, n: int) -> None:
+    """``n`` reconcile passes, one per tick."""
+    for _ in range(n):
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        r.reconcile(body)
+        world.tick()
+
+
+def _collect_garbage(c: FakeCluster) -> None:
+    """The garbage collector: a deleted Job's pod goes too."""
+    jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
+    for pod in c.of_kind("Pod", NS):
+        name = pod["metadata"]["name"]
+        if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
+            del c.objects[("Pod", NS, name)]
+
+
 def released() -> Callable[[WatchedCluster], bool]:
     def check(c: WatchedCluster) -> bool:
         s = status(c)
@@ -435,11 +453,7 @@ def test_a_missing_workload_makes_the_schedule_not_ready() -> None:
 def test_a_stop_record_lost_from_the_status_is_rebuilt_from_the_workload() -> None:
     c, world = setup(replicas=1)
     r = reconciler(c, world)
-    for _ in range(4):  # recorded and scaled down
-        body = c.get_schedule(NS, "nightly")
-        assert body is not None
-        r.reconcile(body)
-        world.tick()
+    _passes(c, world, r, 4)  # recorded and scaled down
     assert deployment(c)["spec"]["replicas"] == 0
     schedule = c.objects[("DreamSchedule", NS, "nightly")]
     schedule["status"].pop("agent")  # someone reset the status
@@ -509,23 +523,15 @@ def test_deleting_the_schedule_mid_stop_ends_the_cycle_and_restores_the_agent(ti
     c, world = setup(replicas=2)
     world.cycle_ticks = 100  # the cycle would run long
     r = reconciler(c, world)
-    for _ in range(ticks):
-        body = c.get_schedule(NS, "nightly")
-        assert body is not None
-        r.reconcile(body)
-        world.tick()
+    _passes(c, world, r, ticks)
     assert (status(c).get("agent") or {}).get("stop") is not None
-    for _ in range(20):  # kopf retries the delete handler until it succeeds
+    for _ in range(20):  # the operator retries the release until it succeeds
         body = c.get_schedule(NS, "nightly")
         assert body is not None
         if reconciler(c, world).release_agent(body):
             break
         world.tick()
-        jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
-        for pod in c.of_kind("Pod", NS):  # the garbage collector follows the Job's deletion: its pod goes
-            name = pod["metadata"]["name"]
-            if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
-                del c.objects[("Pod", NS, name)]
+        _collect_garbage(c)  # the garbage collector follows the Job's deletion: its pod goes
     else:
         raise AssertionError("never released")
     assert deployment(c)["spec"]["replicas"] == 2 and c.violations == []
@@ -571,11 +577,7 @@ def test_a_schedule_deleted_mid_stop_is_released_only_once_its_agent_is_back() -
     c, world = setup(replicas=2)
     world.cycle_ticks = 100
     r = reconciler(c, world)
-    for _ in range(4):  # recorded and scaled down
-        body = c.get_schedule(NS, "nightly")
-        assert body is not None
-        r.reconcile(body)
-        world.tick()
+    _passes(c, world, r, 4)  # recorded and scaled down
     assert _finalizers(c) == [FINALIZER_AGENT_STOP]
     for _ in range(20):
         body = c.get_schedule(NS, "nightly")
@@ -583,11 +585,7 @@ def test_a_schedule_deleted_mid_stop_is_released_only_once_its_agent_is_back() -
         if r.release_deleted(body):
             break
         world.tick()
-        jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
-        for pod in c.of_kind("Pod", NS):
-            name = pod["metadata"]["name"]
-            if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
-                del c.objects[("Pod", NS, name)]
+        _collect_garbage(c)
     else:
         raise AssertionError("never released")
     assert deployment(c)["spec"]["replicas"] == 2 and _finalizers(c) == []

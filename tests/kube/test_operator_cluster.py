@@ -36,6 +36,7 @@ from tests.kube.cluster_support import (
     read_cycle_report,
     schedule_path,
     status_of,
+    unbound_claim,
     vocabulary_path,
     wait_seconds,
 )
@@ -286,17 +287,8 @@ def test_the_api_server_rejects_invalid_specs(
 
 
 def test_operator_marks_unusable_specs_not_ready_and_claim_name_is_immutable(env: Env) -> None:
-    api = env.cluster.api
-    api.create(
-        namespaced(env.ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "exclusive"}, "spec": {"accessModes": ["ReadWriteOncePod"], "storageClassName": "none",
-                                                     "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
-    api.create(
-        namespaced(env.ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                      "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
+    unbound_claim(env.cluster, env.ns, "exclusive", mode="ReadWriteOncePod")
+    unbound_claim(env.cluster, env.ns, "agent-data")
     env.operator.start()
     cases = {
         "bad-cron": ({"schedule": "61 * * * *"}, "InvalidSchedule"),
@@ -366,11 +358,7 @@ def test_cluster_scope_under_a_cluster_role(crds: KubeCluster, kube_namespace: s
         crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path
     )
     try:
-        api.create(
-            namespaced(kube_namespace, "persistentvolumeclaims"),
-            {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                          "resources": {"requests": {"storage": "1Gi"}}}},
-        )  # fmt: skip
+        unbound_claim(crds, kube_namespace, "agent-data")
         api.create(
             schedule_path(kube_namespace, ""),
             {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},

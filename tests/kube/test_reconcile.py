@@ -310,6 +310,14 @@ def test_never_two_cycles_on_one_claim_across_schedules() -> None:
     assert beta["lastScheduleTime"] == "2026-01-01T03:00:00Z"
     assert "SlotSkipped" in c.reasons()
     assert sample(r.metrics, "dreamkeeper_skipped_slots_total", {**ident("beta"), "reason": "concurrent"}) == 1
+    # The Events name what holds the claim (issue 17), for a slot and for a run-now request alike.
+    blocker = scheduled_job_name("alpha", datetime(2026, 1, 1, 3, tzinfo=UTC))
+    (skipped,) = [e["message"] for e in c.events if e["reason"] == "SlotSkipped"]
+    assert f"Job {blocker} is active on claim agent-data" in skipped
+    c.edit_spec("DreamSchedule", NS, "beta", runNowToken="now")
+    run(r, c, "beta")
+    (deferred,) = [e["message"] for e in c.events if e["reason"] == "RunNowDeferred"]
+    assert f"Job {blocker} is active on the claim" in deferred
     assert sample(r.metrics, "dreamkeeper_skipped_slots_total", {**ident("alpha"), "reason": "concurrent"}) == 0
 
 

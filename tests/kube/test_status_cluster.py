@@ -173,8 +173,9 @@ def test_job_lifecycle_is_in_the_operator_log_at_info(env: Env) -> None:
     records = [json.loads(line) for line in env.operator.log_text().splitlines() if line.startswith("{")]
     ours = {r["message"]: r["severity"] for r in records if r["message"].startswith(f"{env.ns}/logged: ")}
     text = "\n".join(ours)
-    for needle in ("created Job logged-now-", "next to pod agent-0", "finished: completed (Held): plan held for approval",
-                   "pruned Job logged-now-"):  # fmt: skip
+    needles = ("created Job logged-now-", "next to pod agent-0", "finished: completed (Held): plan held for approval",
+               "pruned Job logged-now-")  # fmt: skip
+    for needle in needles:
         assert needle in text, text
     assert {ours[m] for m in ours if "Job logged-now-" in m} == {"info"}
 

@@ -6,7 +6,7 @@ test_uninstall_cluster.py."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dreamkeeper.cli import _register, app
 from dreamkeeper.kube import ANNOTATION_STOPPED
 from dreamkeeper.kube.models import ProposerSpec
-from dreamkeeper.kube.naming import run_now_job_name, scheduled_job_name
+from dreamkeeper.kube.naming import run_now_job_name
 from dreamkeeper.kube.results import outcome_of
 from dreamkeeper.kube.slots import CronSchedule, ScheduleError
 from dreamkeeper.kube.stuck import stuck_reason
@@ -41,21 +41,6 @@ def test_an_impossible_schedule_is_ready_false_with_one_event() -> None:
     ready = condition(c, "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "ImpossibleSchedule")
     assert c.reasons().count("ImpossibleSchedule") == 1  # on the transition, not on every pass
-
-
-def test_slot_skipped_and_run_now_deferred_name_the_blocking_job() -> None:
-    c, clock = cluster(schedules=("alpha", "beta")), Clock(T0)
-    r = reconciler(c, clock)
-    clock.at(hours=3)
-    run(r, c, "alpha")
-    run(r, c, "beta")
-    blocker = scheduled_job_name("alpha", datetime(2026, 1, 1, 3, tzinfo=UTC))
-    (skipped,) = [e["message"] for e in c.events if e["reason"] == "SlotSkipped"]
-    assert f"Job {blocker} is active on claim agent-data" in skipped
-    c.edit_spec("DreamSchedule", NS, "beta", runNowToken="now")
-    run(r, c, "beta")
-    (deferred,) = [e["message"] for e in c.events if e["reason"] == "RunNowDeferred"]
-    assert f"Job {blocker} is active on the claim" in deferred
 
 
 def test_cycle_started_says_where_in_plain_words() -> None:

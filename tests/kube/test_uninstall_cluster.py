@@ -23,6 +23,7 @@ from tests.kube.cluster_support import (
     remove_volume,
     schedule_path,
     status_of,
+    unbound_claim,
     vocabulary_path,
 )
 
@@ -84,11 +85,7 @@ def test_an_upgrade_releases_the_finalizer_an_earlier_operator_left(
     """Schedules served by an earlier version carry `dreamkeeper.io/finalizer`: the new operator removes it (no
     handler asks for one any more), so the namespace deletion after the upgrade does not wait for anybody."""
     ns, api = kube_namespace, crds.api
-    api.create(
-        namespaced(ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                      "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
+    unbound_claim(crds, ns, "agent-data")
     body: dict[str, Any] = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "DreamSchedule",

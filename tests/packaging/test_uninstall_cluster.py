@@ -20,7 +20,7 @@ from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from tests.cluster.controlplane import free_port
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import namespaced
-from tests.kube.cluster_support import install_admission, install_crds
+from tests.kube.cluster_support import install_admission, install_crds, unbound_claim
 from tests.packaging import cluster_support as cs
 from tests.packaging.helm import CHART, REPO, helm
 
@@ -43,11 +43,7 @@ def session_crds(kube_cluster: KubeCluster) -> Iterator[KubeCluster]:
 def _schedule_served(cluster: KubeCluster, ns: str) -> None:
     """A vocabulary and a schedule in ``ns``, seen by the operator (Ready set, ConfigMap rendered)."""
     api = cluster.api
-    api.create(
-        namespaced(ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                      "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
+    unbound_claim(cluster, ns, "agent-data")
     api.create(
         cs.cr_path(ns, VOCABULARY_PLURAL),
         {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MemoryVocabulary", "metadata": {"name": "words"},

@@ -354,25 +354,33 @@ def test_cluster_scope_under_a_cluster_role(crds: KubeCluster, kube_namespace: s
     binding = operator_binding(name, role, OPERATOR_SA, kube_namespace)
     api.create(f"{rbac}/clusterroles", role)
     api.create(f"{rbac}/clusterrolebindings", binding)
+    # A namespace the operator is told not to serve (as kube-system is by default; the admission policy keeps
+    # schedules out of the system namespaces, so an ordinary one stands in for it here).
+    excluded = crds.create_namespace(f"{kube_namespace[:50]}-excl")
     operator = OperatorProcess(
-        crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path
-    )
+        crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path,
+        "--exclude-namespace", excluded,
+    )  # fmt: skip
     try:
-        unbound_claim(crds, kube_namespace, "agent-data")
-        api.create(
-            schedule_path(kube_namespace, ""),
-            {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},
-             "spec": {"schedule": FAR_AWAY, "claimName": "agent-data"}},
-        )  # fmt: skip
+        for ns, extra in ((kube_namespace, {}), (excluded, {"runNowToken": "go"})):
+            unbound_claim(crds, ns, "agent-data")
+            api.create(
+                schedule_path(ns, ""),
+                {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},
+                 "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **extra}},
+            )  # fmt: skip
         operator.start()
 
-        def ready() -> bool:
-            condition = condition_of(status_of(crds, kube_namespace, "wide"), "Ready")
-            return condition is not None and condition["status"] == "True"
+        def ready(ns: str, wanted: tuple[str, str]) -> bool:
+            condition = condition_of(status_of(crds, ns, "wide"), "Ready")
+            return condition is not None and (condition["status"], condition["reason"]) == wanted
 
-        eventually(crds, "Ready under cluster scope", ready, timeout=90)
+        eventually(crds, "Ready under cluster scope", lambda: ready(kube_namespace, ("True", "Scheduled")), 90)
+        eventually(crds, "excluded", lambda: ready(excluded, ("False", "NamespaceExcluded")), 90)
+        assert jobs_of(crds, excluded) == []  # its runNowToken started nothing
         assert operator.tracebacks() == [], operator.log_text()[-3000:]
     finally:
         operator.stop()
+        crds.delete_namespace(excluded)
         api.delete(f"{rbac}/clusterrolebindings/{name}")
         api.delete(f"{rbac}/clusterroles/{name}")

@@ -30,7 +30,7 @@ from dreamkeeper.consolidation import (
     run_cycle,
 )
 from dreamkeeper.coverage import load_vocabulary
-from dreamkeeper.memory import LockHeldError, MemoryStoreError, set_redaction, utcnow
+from dreamkeeper.memory import LockHeldError, MemoryStoreError, redacted_logs, utcnow
 from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
 # soft_wrap: a pod has no terminal, and a console's hard wraps at 80 columns would reach the termination message
@@ -146,7 +146,8 @@ def register(app: typer.Typer) -> None:
         offer_singletons: bool | None = typer.Option(
             None,
             "--offer-singletons/--no-offer-singletons",
-            help="openai: also show entries with no near-duplicate (RockBot's behaviour; off by default).",
+            help="openai: show new or changed entries with no near-duplicate too (RockBot's gating; the default). "
+            "--no-offer-singletons is the frugal mode: they are stamped reviewed without asking.",
         ),
         defer_below_entries: int | None = typer.Option(
             None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."
@@ -179,7 +180,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
-        set_redaction(redact_logs)
         if shared_group:
             os.umask(SHARED_UMASK)
         try:
@@ -243,7 +243,8 @@ def register(app: typer.Typer) -> None:
         started = utcnow()
         previous = signal.signal(signal.SIGTERM, stop.on_signal)
         try:
-            outcome = asyncio.run(run_cycle(options, chosen))
+            with redacted_logs(redact_logs):
+                outcome = asyncio.run(run_cycle(options, chosen))
         except CycleStopped as exc:
             err.print(f"[yellow]stopped:[/yellow] {exc}; the report is on the volume")
             _write_message(termination_message_path, _stopped_summary(agent_dir, started, str(exc)))

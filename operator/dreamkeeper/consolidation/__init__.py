@@ -5,6 +5,7 @@ The rest of dreamkeeper uses only what this module exports; the submodules are t
 
 from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, sentence, value_of
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.directives import compose
 from dreamkeeper.consolidation.dryrun import render_plan, render_report
 from dreamkeeper.consolidation.journal import incomplete_journals
 from dreamkeeper.consolidation.proposal import (
@@ -40,6 +41,7 @@ __all__ = [
     "Proposer",
     "ProposerUsage",
     "RepairRequest",
+    "compose",
     "cycles_dir",
     "incomplete_journals",
     "render_plan",

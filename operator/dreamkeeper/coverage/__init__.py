@@ -14,6 +14,7 @@ from dreamkeeper.coverage.check import (
 from dreamkeeper.coverage.index import CoverageIndex
 from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
+from dreamkeeper.coverage.text import fold
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
     VOCABULARY_FILE,
@@ -34,6 +35,7 @@ __all__ = [
     "VocabularyLoad",
     "extract_specifics",
     "find_missing_specifics",
+    "fold",
     "keep_inventory",
     "load_vocabulary",
     "merged_inventory",

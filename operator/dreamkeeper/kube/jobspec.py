@@ -112,6 +112,12 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["archive_cap"] = guards.archive_cap
         if guards.archive_cap_min_entries is not None:
             data["archive_cap_min_entries"] = guards.archive_cap_min_entries
+        if guards.decay is not None:
+            data["decay"] = guards.decay.model_dump(exclude_none=True)
+        if guards.cluster_split is not None:
+            data["cluster_split"] = guards.cluster_split
+        if guards.cluster_tokens is not None:
+            data["cluster_tokens"] = guards.cluster_tokens
     CycleSettings.model_validate(data)
     return data
 
@@ -127,6 +133,7 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
         "temperature": proposer.temperature,
         "max_output_tokens": proposer.max_output_tokens,
         "output_mode": proposer.output_mode,
+        "offer_singletons": proposer.offer_singletons,
     }
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 

@@ -219,6 +219,11 @@ class ProposerSpec(KubeModel):
         description="openai: structured output to ask for first (default json_schema); a server that rejects it "
         "is asked in the next mode.",
     )
+    offer_singletons: bool | None = Field(
+        default=None,
+        description="openai: show new or changed entries that have no near-duplicate too (default true, as "
+        "RockBot's gating); false is the frugal mode, which stamps them reviewed without asking.",
+    )
 
     @model_validator(mode="after")
     def _model_for_openai(self) -> ProposerSpec:
@@ -242,6 +247,26 @@ class FloorSpec(KubeModel):
     importance: float | None = Field(default=None, ge=0.0, le=2.0, description="Importance floor (default 0.80).")
     reinforcement: int | None = Field(
         default=None, ge=0, le=1_000_000_000, description="Reinforcement-count floor (default 5)."
+    )
+
+
+class DecaySpec(KubeModel):
+    """Importance decay, RockBot's pass: an entry not seen for graceDays loses importance with a half-life, never
+    below the floor. Unset fields keep RockBot's defaults (on, 30 days, 45 days, 0.10)."""
+
+    enabled: bool | None = Field(default=None, description="Decay importance at all (default true).")
+    grace_days: float | None = Field(
+        default=None, ge=0.0, le=36500.0, description="Days since an entry was last seen before it decays (30)."
+    )
+    half_life_days: float | None = Field(
+        default=None, ge=0.0, le=36500.0, description="Days for importance to halve (45; 0 turns decay off)."
+    )
+    floor: float | None = Field(default=None, ge=0.0, le=1.0, description="Decay never goes below (0.10).")
+    min_step: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
     )
 
 
@@ -279,6 +304,17 @@ class SafeguardsSpec(KubeModel):
         ge=1,
         le=1_000_000,
         description="Blast radius: a plan is held only when it takes at least this many entries out (default 10).",
+    )
+    decay: DecaySpec | None = None
+    cluster_split: Literal["rockbot", "neighbours"] | None = Field(
+        default=None,
+        description="How an over-large cluster is split: rockbot (fixed chunks in id order, RockBot's cluster "
+        "identities and decline stamps; default) or neighbours (each entry kept beside a near-duplicate).",
+    )
+    cluster_tokens: Literal["rockbot", "unicode"] | None = Field(
+        default=None,
+        description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
+        "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
     )
 
 

@@ -39,17 +39,18 @@ from dreamkeeper.memory.errors import (
     PathEscapeError,
     StoreWriteError,
 )
-from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     embedding_file_name,
+    entry_location,
     entry_path,
     memory_root,
     validate_category,
     validate_id,
 )
-from dreamkeeper.memory.redaction import redacting, set_redaction, shown, shown_all
+from dreamkeeper.memory.redaction import redacted_logs, redacting, set_redaction, shown, shown_all
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
@@ -102,12 +103,15 @@ __all__ = [
     "compute_stats",
     "create_exclusive",
     "embedding_file_name",
+    "entry_location",
     "entry_path",
     "entry_summary",
     "fold_key",
     "format_timestamp",
     "fsync_directory",
     "memory_root",
+    "ordinal_key",
+    "redacted_logs",
     "redacting",
     "replace_file",
     "review_hash",

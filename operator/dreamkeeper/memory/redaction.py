@@ -6,13 +6,13 @@ cluster, ``dreamkeeper dream --redact-logs`` (the operator's ``--redact-logs``) 
 ``[redacted: N chars]``: ids, categories' absence of content, counts and reasons stay. The content itself is
 still on the volume (entries, archives, the cycle report), where it always was.
 
-Log calls pass content through ``shown(...)``; the value is rendered only when a record is formatted, so the
-switch costs nothing when the message is filtered out.
+Log calls pass content through ``shown(...)`` (``shown_all`` for a list of specifics or names).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 _redacting = False
 
@@ -26,26 +26,25 @@ def redacting() -> bool:
     return _redacting
 
 
-class Shown:
-    """A piece of memory content as a log argument: itself, or its size when redaction is on."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: object) -> None:
-        self.text = "" if text is None else str(text)
-
-    def __str__(self) -> str:
-        return f"[redacted: {len(self.text)} chars]" if _redacting else self.text
-
-    def __repr__(self) -> str:
-        return "'[redacted]'" if _redacting else repr(self.text)
+@contextmanager
+def redacted_logs(on: bool) -> Iterator[None]:
+    """Redact (or not) for the duration of one cycle, then put back what was there."""
+    before = _redacting
+    set_redaction(on)
+    try:
+        yield
+    finally:
+        set_redaction(before)
 
 
-def shown(text: object) -> Shown:
-    return Shown(text)
+def shown(text: object) -> str:
+    """A piece of memory content as a log argument: itself, or its size when redacting. Decided when the log call
+    is made (a record formatted later, by a buffering handler, still says what the setting was then)."""
+    value = "" if text is None else str(text)
+    return f"[redacted: {len(value)} chars]" if _redacting else value
 
 
-def shown_all(texts: Iterable[object], separator: str = ", ") -> Shown | str:
+def shown_all(texts: Iterable[object], separator: str = ", ") -> str:
     """Several pieces (specifics, names) joined: their number when redacting."""
     items = [str(t) for t in texts]
     return f"[redacted: {len(items)} item(s)]" if _redacting else separator.join(items)

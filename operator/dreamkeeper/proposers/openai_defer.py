@@ -29,6 +29,13 @@ def _unreviewed(entry: Entry) -> bool:
     return stamp is None or stamp.upper() != review_hash(entry.content)
 
 
+def changed_at(entry: Entry) -> datetime:
+    """When an unreviewed entry started waiting, as early as its fields allow: ``updatedAt`` alone would restart the
+    wait whenever importance decay rewrites an old entry (it sets ``updatedAt = now``, as RockBot's does), and an
+    offer of old entries could then be deferred until they reach the decay floor. Earlier only sends sooner."""
+    return min(entry.updated_at or entry.created_at, entry.seen_at)
+
+
 def measure(request: ProposalRequest, singletons: bool) -> OfferLoad:
     entries = 0
     oldest: datetime | None = None
@@ -43,8 +50,7 @@ def measure(request: ProposalRequest, singletons: bool) -> OfferLoad:
                     continue
                 entries += 1
                 if _unreviewed(entry):
-                    changed = entry.updated_at or entry.created_at
-                    oldest = changed if oldest is None else min(oldest, changed)
+                    oldest = changed_at(entry) if oldest is None else min(oldest, changed_at(entry))
     return OfferLoad(entries, oldest, reopened)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from dreamkeeper.consolidation import (
     CycleOptions,
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
 EXIT_TERMINATED = 143
 SHARED_UMASK = 0o002  # files and directories the cycle creates are group-writable (the volume's fsGroup)
 
@@ -276,6 +278,9 @@ def register(app: typer.Typer) -> None:
             _print_report(report)
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
+        if report.pause_marker is not None:
+            err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
+            raise typer.Exit(EXIT_PAUSED)
 
 
 def _stopped_summary(agent_dir: Path, started: datetime, why: str) -> dict[str, Any]:

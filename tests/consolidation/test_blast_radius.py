@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.pause import PAUSE_MARKER
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import REASON_EPHEMERAL, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
@@ -123,3 +124,23 @@ def test_a_dry_run_shows_the_hold_and_keeps_nothing(tmp_path: Path) -> None:
     report = cycle(tmp_path, pruner(STORM), dry_run=True).report
     assert report.held == 12 and report.ephemeral == 0
     assert not (tmp_path / ".dreamkeeper" / "holds").exists()
+
+
+def test_the_agents_pause_marker_outranks_a_waiting_plan_and_the_approval_waits_for_its_removal(
+    tmp_path: Path,
+) -> None:
+    """RockBot's audit pausing consolidation (memory-audit/consolidation-paused.json) means a person looks first:
+    not even an approved plan is applied while the marker is there; the plan still waits, and is applied after."""
+    store = corpus(tmp_path)
+    held = cycle(tmp_path, pruner(STORM)).report
+    marker = tmp_path / PAUSE_MARKER
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"reason": "live entries dropped", "pausedAt": "2026-09-04T04:00:00+00:00"}))
+    paused = cycle(tmp_path, pruner(STORM), approve_hold=held.cycle_id).report
+    assert (paused.result, paused.paused, paused.archived, paused.held) == ("skipped", 1, 0, 0)
+    assert len(live_ids(store)) == 40
+    assert pending(tmp_path)["cycle_id"] == held.cycle_id and pending(tmp_path)["outcome"] is None
+    marker.unlink()
+    applied = cycle(tmp_path, pruner([]), approve_hold=held.cycle_id).report
+    assert (applied.result, applied.ephemeral, applied.paused) == ("completed", 12, 0)
+    assert pending(tmp_path)["outcome"] == "applied"

@@ -99,6 +99,7 @@ def test_failures_are_classified_by_their_cause() -> None:
         (job("Failed"), [pod(3, "lock held")], "skipped", "LockHeld", None),
         (job("Failed"), [pod(2, "invalid settings: x")], "failed", "InvalidSettings", "invalid settings: x"),
         (job("Failed", "DeadlineExceeded"), [pod(137, "")], "failed", "DeadlineExceeded", None),
+        (job("Failed"), [pod(143, "")], "failed", "Stopped", "SIGTERM"),  # not Paused (4), not LockHeld (3)
         (job("Failed"), [pod(0, "", seed=(1, json.dumps({"result": "failed", "path": "/d", "message": "no dir"})))],
          "failed", "VocabularySeedFailed", "no dir"),
         (job("Failed", "BackoffLimitExceeded"), [], "failed", "PodFailed", "BackoffLimitExceeded"),
@@ -110,6 +111,23 @@ def test_failures_are_classified_by_their_cause() -> None:
         assert not out.succeeded
         if error:
             assert error in (out.run.error or ""), out.run.error
+
+
+def test_the_pause_marker_is_a_skip_that_is_not_a_success_and_says_why() -> None:
+    why = "paused by the agent's memory audit (memory-audit/consolidation-paused.json: reason 'live entries dropped')"
+    message = CycleReport(cycle_id="c", started_at=T0, result="skipped", skip_reason=why, paused=1).summary_json()
+    out = outcome_of(job("Failed"), [pod(4, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("skipped", "Paused", False)
+    assert out.run.skip_reason == why and out.run.model_dump()["paused"] == 1
+    bare = outcome_of(job("Failed"), [pod(4, "")], job_name="j", job_uid="u", trigger="schedule")  # no summary
+    assert (bare.run.reason, bare.run.skip_reason) == ("Paused", "paused by the agent's pause marker")
+
+
+def test_the_first_write_reaches_the_run() -> None:
+    first = T0 + timedelta(seconds=2)
+    message = CycleReport(cycle_id="c", started_at=T0, first_write_at=first, result="completed").summary_json()
+    out = outcome_of(job("Complete"), [pod(0, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert out.run.first_write_at == first and out.run.started_at == T0
 
 
 def test_a_lock_held_exit_is_a_skip_even_when_the_container_left_a_summary() -> None:

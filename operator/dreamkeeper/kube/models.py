@@ -539,6 +539,9 @@ class RunSummaryBase(StatusModel):
     result: Literal["completed", "skipped", "failed"] = Field(description="completed, skipped or failed.")
     reason: str = Field(max_length=128, pattern=CONDITION_REASON, description="Why, in one CamelCase word.")
     started_at: datetime | None = Field(default=None, description="When the cycle started.")
+    first_write_at: datetime | None = Field(
+        default=None, description="When the cycle first wrote under memory/ (absent: it wrote nothing)."
+    )
     finished_at: datetime | None = Field(default=None, description="When it finished.")
     duration_seconds: float | None = Field(default=None, ge=0, description="How long it took.")
     cycle_id: str | None = Field(
@@ -588,10 +591,15 @@ class AgentRestart(StatusModel):
     cycle_started_at: datetime | None = Field(
         default=None, description="When that cycle started (its first write is after this)."
     )
+    first_write_at: datetime | None = Field(
+        default=None, description="When that cycle first wrote under memory/: the agent's index is stale from then."
+    )
     requested_at: datetime = Field(description="The kubectl.kubernetes.io/restartedAt value (once per cycle).")
     restarted_at: datetime | None = Field(default=None, description="When the workload was patched.")
     window_seconds: float | None = Field(
-        default=None, ge=0, description="From the cycle's start to the restart: the agent ran on a stale index."
+        default=None,
+        ge=0,
+        description="From the cycle's first write (else its start) to the restart: the agent ran on a stale index.",
     )
 
 

@@ -618,6 +618,8 @@ class ScheduleReconciler:
             p.event("Warning", "CycleFailed", f"cycle {run.job_name} failed ({run.reason}): {run.error or ''}".strip())
         elif run.reason == "LockHeld":
             p.event("Warning", "CycleSkipped", f"cycle {run.job_name} skipped: {run.skip_reason}")
+        elif run.reason == "Paused":
+            p.event("Warning", "CyclePaused", f"cycle {run.job_name} skipped: {run.skip_reason}")
         else:
             p.event(
                 "Normal",

@@ -39,12 +39,8 @@ from dreamkeeper.kube.objects import (
 )
 from dreamkeeper.kube.seed import SeedReport
 
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_TERMINATED = (
-    1,
-    2,
-    3,
-    143,
-)  # `dreamkeeper dream` exit codes (dream_command.py)
+# `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED, EXIT_TERMINATED = 1, 2, 3, 4, 143
 CONDITION_REASON_RE = re.compile(CONDITION_REASON)
 
 
@@ -58,6 +54,7 @@ class DreamSummaryBase(BaseModel):
     skip_reason: str | None = None
     error: str | None = None
     started_at: datetime | None = None
+    first_write_at: datetime | None = None
     finished_at: datetime | None = None
     duration_seconds: float | None = None
 
@@ -82,7 +79,7 @@ class JobOutcome:
 
     @property
     def succeeded(self) -> bool:
-        return self.run.result in ("completed", "skipped") and self.run.reason != "LockHeld"
+        return self.run.result in ("completed", "skipped") and self.run.reason not in ("LockHeld", "Paused")
 
 
 def _conditions(job: Job) -> dict[str, JobCondition]:
@@ -158,7 +155,16 @@ def parse_seed_message(message: str | None) -> SeedReport | None:
 def _counts(summary: DreamSummary) -> dict[str, Any]:
     """The cycle's counters, copied from its summary into the RunSummary (the one place they are carried over)."""
     return summary.model_dump(
-        exclude={"result", "error", "skip_reason", "started_at", "finished_at", "duration_seconds", "cycle_id"}
+        exclude={
+            "result",
+            "error",
+            "skip_reason",
+            "started_at",
+            "first_write_at",
+            "finished_at",
+            "duration_seconds",
+            "cycle_id",
+        }
     )
 
 
@@ -249,6 +255,7 @@ def _results(summary: DreamSummary | None, timing: dict[str, Any]) -> dict[str, 
         "skip_reason": _clip(summary.skip_reason),
         "duration_seconds": summary.duration_seconds,
         "started_at": summary.started_at or timing["started_at"],
+        "first_write_at": summary.first_write_at,
         "finished_at": summary.finished_at or timing["finished_at"],
     }
 
@@ -309,6 +316,14 @@ def _sigterm_stopped(e: _Evidence) -> RunSummary | None:
     return e.run("failed", "Stopped", error=_clip(e.error or "stopped by SIGTERM at a safe point"))
 
 
+def _paused(e: _Evidence) -> RunSummary | None:
+    """The agent's pause marker stopped the cycle before it wrote anything (exit 4, its report says why)."""
+    if e.exit_code != EXIT_PAUSED:
+        return None
+    why = e.summary.skip_reason if e.summary else None
+    return e.run("skipped", "Paused", skip_reason=_clip(why or "paused by the agent's pause marker"))
+
+
 def _deadline_exceeded(e: _Evidence) -> RunSummary | None:
     if e.failed.get("reason") != "DeadlineExceeded":
         return None
@@ -344,6 +359,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _seed_failed,
     _lock_held,
     _sigterm_stopped,
+    _paused,
     _deadline_exceeded,
     _invalid_settings,
     _never_ran,

@@ -11,6 +11,7 @@ from dreamkeeper.memory.atomic import (
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
+    CARRIED_AT,
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -21,12 +22,15 @@ from dreamkeeper.memory.entry import (
     MERGED_FROM,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
+    REASON_STALE_WRITE_BACK,
     REJECTED_AT,
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    STALE_COPY_OF,
     Entry,
     format_timestamp,
+    successor_in,
     utcnow,
 )
 from dreamkeeper.memory.errors import (
@@ -51,6 +55,7 @@ from dreamkeeper.memory.paths import (
     validate_id,
 )
 from dreamkeeper.memory.redaction import redacted_logs, redacting, set_redaction, shown, shown_all
+from dreamkeeper.memory.reversals import Reversal, note_restored, note_undone, read_reversals
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
@@ -65,6 +70,7 @@ from dreamkeeper.memory.store import (
 __all__ = [
     "ARCHIVED_BY_CYCLE",
     "BOOKKEEPING_KEYS",
+    "CARRIED_AT",
     "CREATED_BY_CYCLE",
     "DECLINED_AT",
     "DECLINED_CLUSTER",
@@ -77,10 +83,12 @@ __all__ = [
     "MUST_NOT_EXIST",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
+    "REASON_STALE_WRITE_BACK",
     "REJECTED_AT",
     "REJECTED_CLUSTER",
     "REVIEWED_AT",
     "REVIEWED_HASH",
+    "STALE_COPY_OF",
     "UNCHECKED",
     "ConflictError",
     "CycleLock",
@@ -96,6 +104,7 @@ __all__ = [
     "MemoryStoreError",
     "PathEscapeError",
     "PurgeReport",
+    "Reversal",
     "ScanResult",
     "StoreWriteError",
     "StoredEntry",
@@ -110,7 +119,10 @@ __all__ = [
     "format_timestamp",
     "fsync_directory",
     "memory_root",
+    "note_restored",
+    "note_undone",
     "ordinal_key",
+    "read_reversals",
     "redacted_logs",
     "redacting",
     "replace_file",
@@ -119,6 +131,7 @@ __all__ = [
     "shown",
     "shown_all",
     "state_dir",
+    "successor_in",
     "utcnow",
     "validate_category",
     "validate_id",

@@ -49,6 +49,10 @@ VOCABULARY_MOUNT = "/etc/dreamkeeper/vocabulary"
 TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_IMAGE = f"ghcr.io/dreamkeeper/dreamkeeper:{__version__}"
 NON_ROOT_DEFAULT = 65532  # the image's USER; used when neither the spec nor the agent pod names one
+# SIGTERM (the schedule or the Job deleted, a node drained) lets the cycle reach its next safe point: a stage
+# that writes is never cut short, and the report is written (dream_command.py). The kubelet SIGKILLs after this.
+TERMINATION_GRACE_SECONDS = 120
+NO_API_KEY = "none"  # OPENAI_API_KEY for a server that needs no key (the openai client refuses an empty one)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class JobDefaults:
     run_as_user: int = NON_ROOT_DEFAULT
     run_as_group: int = NON_ROOT_DEFAULT
     tmp_size_limit: str = "512Mi"
+    redact_logs: bool = False  # the cycle logs ids and counts only, never memory content
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,10 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["max_cluster_size"] = guards.max_cluster_size
         if guards.min_interval_hours is not None:
             data["min_interval_hours"] = guards.min_interval_hours
+        if guards.archive_cap is not None:
+            data["archive_cap"] = guards.archive_cap
+        if guards.archive_cap_min_entries is not None:
+            data["archive_cap_min_entries"] = guards.archive_cap_min_entries
         if guards.decay is not None:
             data["decay"] = guards.decay.model_dump(exclude_none=True)
         if guards.cluster_split is not None:
@@ -169,7 +178,12 @@ def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
     found = req.placement
     user = _first(wanted.run_as_user, found.run_as_user, defaults.run_as_user)
     group = _first(wanted.run_as_group, found.run_as_group, defaults.run_as_group)
-    fs_group = _first(wanted.fs_group, found.fs_group)
+    # An identity nobody copied (no spec, no agent pod: the agent is down) is not the owner of the agent's files,
+    # so it gets them through the group: the kubelet gives the volume to fsGroup, group-writable (once: policy
+    # OnRootMismatch). The cycle's own files stay group-writable too (--shared-group), for the agent and for later
+    # cycles under another uid.
+    borrowed = wanted.run_as_user is not None or found.run_as_user is not None
+    fs_group = _first(wanted.fs_group, found.fs_group, None if borrowed else group)
     security: Obj = {
         "runAsNonRoot": True,
         "runAsUser": user,
@@ -189,7 +203,7 @@ def _resources(spec: DreamScheduleSpec) -> Obj:
     return spec.resources.wire()
 
 
-def _dream_args(req: JobRequest) -> list[str]:
+def _dream_args(req: JobRequest, defaults: JobDefaults) -> list[str]:
     spec = req.spec
     args = [
         "dream",
@@ -198,9 +212,14 @@ def _dream_args(req: JobRequest) -> list[str]:
         json.dumps(dream_settings(spec), separators=(",", ":"), sort_keys=True),
         "--termination-message-path",
         TERMINATION_LOG,
+        "--shared-group",
     ]
     if req.trigger == "run-now":
         args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
+    if defaults.redact_logs:
+        args.append("--redact-logs")
+    if spec.approve_hold:
+        args += ["--approve-hold", spec.approve_hold]
     return args
 
 
@@ -215,6 +234,10 @@ def _env(req: JobRequest) -> list[Obj]:
     if req.spec.proposer.type == "openai" and ref is not None:
         # The key never appears in the Job spec, the CR or an argument: only this Secret reference.
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    elif req.spec.proposer.type == "openai":
+        # Admission allows no key only for loopback and in-cluster servers (a local llama.cpp, vLLM): the client
+        # still wants a non-empty one.
+        env.append({"name": "OPENAI_API_KEY", "value": NO_API_KEY})
     return env
 
 
@@ -256,7 +279,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     dream: Obj = {
         "name": DREAM_CONTAINER,
         "command": ["dreamkeeper"],
-        "args": _dream_args(req),
+        "args": _dream_args(req, defaults),
         "env": _env(req),
         "volumeMounts": mounts,
         **common,
@@ -298,6 +321,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
         )
     pod_spec: Obj = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": _pod_security(req, defaults),

@@ -19,7 +19,7 @@ from dreamkeeper.kube import (
     MANAGED_BY,
     VOCABULARY_KIND,
 )
-from dreamkeeper.kube.api import ClusterApi, ConflictError, status_patch
+from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, status_patch
 from dreamkeeper.kube.conditions import READY, set_condition
 from dreamkeeper.kube.models import MemoryVocabularySpec, MemoryVocabularyStatus
 from dreamkeeper.kube.naming import label_value, vocabulary_config_map_name
@@ -28,6 +28,9 @@ from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY, RenderedVocabular
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+# The API server refuses a ConfigMap whose data (keys and values) exceeds 1 MiB; the words a spec may hold can
+# render past that (4096 + 4096 words of up to 128 characters, several bytes each in UTF-8).
+CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 
 class VocabularyConflictError(RuntimeError):
@@ -96,9 +99,22 @@ class VocabularyReconciler:
         rendered = render(spec)
         desired = config_map_for(body, rendered)
         cm_name = desired["metadata"]["name"]
+        size = len(CONFIG_MAP_KEY.encode()) + len(rendered.content)
+        if size > CONFIG_MAP_LIMIT_BYTES:
+            message = (
+                f"the rendered vocabulary is {size} bytes; a ConfigMap holds at most {CONFIG_MAP_LIMIT_BYTES} "
+                f"({rendered.common_words} common, {rendered.specific_words} specific words): remove words. The "
+                "ConfigMap, if any, keeps the previous render; schedules referencing this vocabulary do not start"
+            )
+            return self._refuse(body, status, raw_status, "TooLarge", message)
         existing = self.api.get_config_map(namespace, cm_name)
         if existing is None:
-            self.api.create_config_map(namespace, desired)
+            try:
+                self.api.create_config_map(namespace, desired)
+            except ApiError as exc:
+                if exc.status == 409 or exc.status >= 500:
+                    raise
+                return self._refuse(body, status, raw_status, "ConfigMapRejected", f"ConfigMap {cm_name}: {exc}")
             log.info("%s/%s: rendered into ConfigMap %s (sha256 %s)", namespace, name, cm_name, rendered.sha256[:12])
         elif not any(ref.get("uid") == meta["uid"] for ref in existing["metadata"].get("ownerReferences") or []):
             conditions = set_condition(
@@ -142,6 +158,19 @@ class VocabularyReconciler:
         )
         self._write(namespace, name, meta, raw_status, status, new)
         return status.sha256 != rendered.sha256
+
+    def _refuse(self, body: Obj, status: MemoryVocabularyStatus, raw_status: Obj, reason: str, message: str) -> bool:
+        """Ready=False with the reason, and no render: the sha256 is cleared so no schedule seeds a stale one."""
+        meta = body["metadata"]
+        log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
+        conditions = set_condition(
+            status.conditions, READY, "False", reason, message, generation=meta.get("generation"), now=self.clock()
+        )
+        new = status.model_copy(
+            update={"conditions": conditions, "observed_generation": meta.get("generation"), "sha256": None}
+        )
+        self._write(meta["namespace"], meta["name"], meta, raw_status, status, new)
+        return status.sha256 is not None  # the render the schedules saw is gone: they re-check
 
     def _write(
         self,

@@ -37,11 +37,11 @@ from dreamkeeper.kube import (
 )
 from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
+from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
 from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
 
-Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]
 
 DATA_MOUNT = "/data"
@@ -159,7 +159,7 @@ def labels(schedule_name: str, claim_name: str, trigger: Trigger) -> dict[str, s
     }
 
 
-def _container_security() -> Obj:
+def _container_security() -> Body:
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -173,7 +173,7 @@ def _first(*values: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
 
 
-def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
+def _pod_security(req: JobRequest, defaults: JobDefaults) -> Body:
     wanted = req.spec.security_context or CycleSecurityContext()
     found = req.placement
     user = _first(wanted.run_as_user, found.run_as_user, defaults.run_as_user)
@@ -184,7 +184,7 @@ def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
     # cycles under another uid.
     borrowed = wanted.run_as_user is not None or found.run_as_user is not None
     fs_group = _first(wanted.fs_group, found.fs_group, None if borrowed else group)
-    security: Obj = {
+    security: Body = {
         "runAsNonRoot": True,
         "runAsUser": user,
         "runAsGroup": group,
@@ -197,7 +197,7 @@ def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
     return security
 
 
-def _resources(spec: DreamScheduleSpec) -> Obj:
+def _resources(spec: DreamScheduleSpec) -> Body:
     if spec.resources is None:
         return {"requests": {"cpu": "50m", "memory": "128Mi"}}
     return spec.resources.wire()
@@ -223,8 +223,8 @@ def _dream_args(req: JobRequest, defaults: JobDefaults) -> list[str]:
     return args
 
 
-def _env(req: JobRequest) -> list[Obj]:
-    env: list[Obj] = [
+def _env(req: JobRequest) -> list[Body]:
+    env: list[Body] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "TMPDIR", "value": "/tmp"},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
@@ -241,7 +241,7 @@ def _env(req: JobRequest) -> list[Obj]:
     return env
 
 
-def _affinity(placement: Placement) -> Obj | None:
+def _affinity(placement: Placement) -> Body | None:
     if placement.node_name is None:
         return None
     # matchFields on metadata.name is what DaemonSets use: it works whatever labels the node carries.
@@ -249,7 +249,7 @@ def _affinity(placement: Placement) -> Obj | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
-def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
+def build_job(req: JobRequest, defaults: JobDefaults) -> Body:
     spec = req.spec
     image = spec.image or defaults.image
     pull_policy = spec.image_pull_policy or defaults.image_pull_policy
@@ -267,7 +267,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     if req.agent_stopped is not None:
         annotations[ANNOTATION_AGENT_STOPPED] = req.agent_stopped
     mounts = [{"name": "data", "mountPath": DATA_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}]
-    common: Obj = {
+    common: Body = {
         "image": image,
         "securityContext": _container_security(),
         "terminationMessagePath": TERMINATION_LOG,
@@ -276,7 +276,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     }
     if pull_policy:
         common["imagePullPolicy"] = pull_policy
-    dream: Obj = {
+    dream: Body = {
         "name": DREAM_CONTAINER,
         "command": ["dreamkeeper"],
         "args": _dream_args(req, defaults),
@@ -284,11 +284,11 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
         "volumeMounts": mounts,
         **common,
     }
-    volumes: list[Obj] = [
+    volumes: list[Body] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": spec.claim_name}},
         {"name": "tmp", "emptyDir": {"sizeLimit": defaults.tmp_size_limit}},
     ]
-    init_containers: list[Obj] = []
+    init_containers: list[Body] = []
     if req.vocabulary is not None:
         volumes.append(
             {
@@ -319,7 +319,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
                 "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
             }
         )
-    pod_spec: Obj = {
+    pod_spec: Body = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "automountServiceAccountToken": False,

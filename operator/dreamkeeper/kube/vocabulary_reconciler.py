@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,11 +22,11 @@ from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, status_pat
 from dreamkeeper.kube.conditions import READY, set_condition
 from dreamkeeper.kube.models import MemoryVocabularySpec, MemoryVocabularyStatus
 from dreamkeeper.kube.naming import label_value, vocabulary_config_map_name
+from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY, RenderedVocabulary, render
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # The API server refuses a ConfigMap whose data (keys and values) exceeds 1 MiB; the words a spec may hold can
 # render past that (4096 + 4096 words of up to 128 characters, several bytes each in UTF-8).
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
@@ -37,7 +36,7 @@ class VocabularyConflictError(RuntimeError):
     """The MemoryVocabulary changed between read and status write; render again from a fresh copy."""
 
 
-def config_map_for(body: Obj, rendered: RenderedVocabulary) -> Obj:
+def config_map_for(body: Body, rendered: RenderedVocabulary) -> Body:
     meta = body["metadata"]
     return {
         "apiVersion": "v1",
@@ -72,7 +71,7 @@ class VocabularyReconciler:
         self.api = api
         self.clock = clock
 
-    def reconcile(self, body: Obj) -> bool:
+    def reconcile(self, body: Body) -> bool:
         """Render and publish; returns True when the rendered content (its sha256) changed."""
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
@@ -159,7 +158,7 @@ class VocabularyReconciler:
         self._write(namespace, name, meta, raw_status, status, new)
         return status.sha256 != rendered.sha256
 
-    def _refuse(self, body: Obj, status: MemoryVocabularyStatus, raw_status: Obj, reason: str, message: str) -> bool:
+    def _refuse(self, body: Body, status: MemoryVocabularyStatus, raw_status: Body, reason: str, message: str) -> bool:
         """Ready=False with the reason, and no render: the sha256 is cleared so no schedule seeds a stale one."""
         meta = body["metadata"]
         log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
@@ -176,8 +175,8 @@ class VocabularyReconciler:
         self,
         namespace: str,
         name: str,
-        meta: Obj,
-        raw_status: Obj,
+        meta: Body,
+        raw_status: Body,
         old: MemoryVocabularyStatus,
         new: MemoryVocabularyStatus,
     ) -> None:

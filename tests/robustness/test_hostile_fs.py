@@ -294,9 +294,7 @@ def test_random_hazards(warmed: None, drawn: list[Hazard]) -> None:
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=hazards)
-@example(drawn=[Hazard("deep-json", "state", 0)])
-@example(
-    drawn=[Hazard("symlink-out-dir", "root", 0), Hazard("symlink-out-dir", "root", 0)]
-)  # one place, twice  # a 100k-deep ledger.json: json raises RecursionError, not ValueError
+@example(drawn=[Hazard("deep-json", "state", 0)])  # a 100k-deep ledger.json: RecursionError, not ValueError
+@example(drawn=[Hazard("symlink-out-dir", "root", 0), Hazard("symlink-out-dir", "root", 0)])  # one place, twice
 def test_random_hazards_quick(warmed: None, drawn: list[Hazard]) -> None:
     in_fresh_base(drawn)

@@ -371,8 +371,11 @@ async def simulate(cycles: int, seed: int, initial_families: int, work: Path) ->
     rock_store, dk_store, frugal_store = stores
     for directory in (rock_dir, dk_dir, frugal_dir):
         (directory / "memory").mkdir(parents=True)
-    rock_settings = CycleSettings(min_interval_hours=0, max_cluster_size=3, batch_max_entries=1_000_000)
-    dk_settings = CycleSettings(min_interval_hours=0)
+    # No blast-radius hold: the bench measures what the proposer is shown and spends, cycle after cycle.
+    rock_settings = CycleSettings(
+        min_interval_hours=0, max_cluster_size=3, batch_max_entries=1_000_000, archive_cap=1.0
+    )
+    dk_settings = CycleSettings(min_interval_hours=0, archive_cap=1.0)
     os.environ.setdefault("OPENAI_API_KEY", "bench-local-fake-server")  # only ever sent to 127.0.0.1
     rows: list[CycleRow] = []
     all_ids: set[str] = set()

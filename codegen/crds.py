@@ -39,9 +39,9 @@ def _root_schema(spec: dict[str, Any], status: dict[str, Any], description: str)
         "description": description,
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "apiVersion": {"type": "string", "description": "dreamkeeper.io/v1alpha1."},
+            "kind": {"type": "string", "description": "The kind of the object."},
+            "metadata": {"type": "object"},  # the API server allows nothing else here, not even a description
             "spec": spec,
             "status": status,
         },
@@ -95,7 +95,9 @@ def dream_schedule_crd() -> dict[str, Any]:
     )
     columns = [
         _column("Schedule", "string", ".spec.schedule", "Cron schedule"),
+        _column("Timezone", "string", ".spec.timeZone", "IANA time zone of the schedule"),
         _column("Suspended", "boolean", ".spec.suspend", "Scheduled slots are skipped"),
+        _column("Active", "string", ".status.activeJob.name", "The cycle Job running now"),
         _column("Last Run", "date", ".status.lastRun.finishedAt", "When the last counted cycle finished"),
         _column("Result", "string", ".status.lastRun.result", "completed, skipped or failed"),
         _column("Archived", "integer", ".status.lastRun.archived", "Entries archived by the last cycle"),
@@ -103,9 +105,10 @@ def dream_schedule_crd() -> dict[str, Any]:
         _column("Protected", "integer", ".status.lastRun.protected", "Entries protected from pruning"),
         _column("Age", "date", ".metadata.creationTimestamp", "Age"),
         _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition", 1),
-        _column("Next Run", "date", ".status.nextScheduleTime", "Next scheduled slot", 1),
+        _column("Reason", "string", '.status.conditions[?(@.type=="Ready")].reason', "Why (not) ready", 1),
+        # A string, not a date: kubectl renders a future `date` as <invalid>; RFC 3339 reads as it is.
+        _column("Next Run", "string", ".status.nextScheduleTime", "Next scheduled slot (RFC 3339)", 1),
         _column("Claim", "string", ".spec.claimName", "The agent's PersistentVolumeClaim", 1),
-        _column("Active Job", "string", ".status.activeJob.name", "The cycle Job running now", 1),
     ]
     return _crd(
         kind=SCHEDULE_KIND,

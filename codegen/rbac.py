@@ -2,7 +2,9 @@
 
 Every verb here is used by the operator (see the comment on each rule); the cluster test runs the operator as a
 ServiceAccount bound to exactly these rules. kopf's namespace and CRD scanning is switched off (``runner.py``),
-so no cluster-wide discovery permissions are needed.
+so no cluster-wide discovery permissions are needed. No Secrets: the operator never reads one. What the *Jobs* it
+creates can reach is another matter (docs/operator.md, "Security model"): the admission policy
+(``admission.py``) makes sure a schedule's author could reach it too.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ def operator_rules() -> list[dict[str, Any]]:
             "verbs": ["get", "list"],
         },
         {
-            # Access modes (ReadWriteOncePod fails fast) and existence of the claim.
+            # Access modes (ReadWriteOncePod fails fast) and existence of the claim; watched so a schedule waiting
+            # for its claim (ClaimNotFound) re-checks the moment it appears.
             "apiGroups": [""],
             "resources": ["persistentvolumeclaims"],
-            "verbs": ["get"],
+            "verbs": ["get", "list", "watch"],
         },
         {
             # The rendered MemoryVocabulary the init container seeds from.

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,29 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
+from dreamkeeper.consolidation import (
+    CycleOptions,
+    CycleReport,
+    CycleSettings,
+    cycles_dir,
+    render_plan,
+    render_report,
+    run_cycle,
+)
 from dreamkeeper.coverage import load_vocabulary
-from dreamkeeper.memory import LockHeldError, MemoryStoreError, MiB, parse_json_object, read_regular_text
+from dreamkeeper.memory import (
+    LockHeldError,
+    MemoryStoreError,
+    MiB,
+    parse_json_object,
+    read_regular_text,
+    redacted_logs,
+    utcnow,
+)
 from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
+# soft_wrap: a pod has no terminal, and a console's hard wraps at 80 columns would reach the termination message
+# (and from there conditions and Events) as line breaks in the middle of a sentence.
 err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger(__name__)
 
@@ -32,14 +52,45 @@ EXIT_USAGE = 2
 EXIT_LOCKED = 3
 EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
 EXIT_TERMINATED = 143
+SHARED_UMASK = 0o002  # files and directories the cycle creates are group-writable (the volume's fsGroup)
 
 
-class Terminated(BaseException):
-    """SIGTERM (a deleted Job pod). As PID 1 without a handler the signal would be ignored until SIGKILL."""
+class CycleStopped(Exception):
+    """Raised at a stage boundary after SIGTERM. An Exception, so the cycle's failure path writes its report
+    (what the stages before did) and releases its lock, exactly as for any other failure."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
+class GracefulStop:
+    """SIGTERM (a deleted Job pod: its schedule, the Job, a drained node) stops the cycle at its next safe point.
+
+    A stage is never cut short: the signal only marks the stop, and the cycle stops when the next stage begins,
+    its report written and everything before it complete (the fold journal, the purge). Once ``apply`` has begun
+    the cycle runs to its end: what follows only measures and writes the report, and stopping halfway through a
+    plan would leave it for the next cycle's recovery. As PID 1 without a handler the signal would be ignored
+    until SIGKILL; the pod's grace period (the Job's terminationGracePeriodSeconds) bounds the wait.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.stage: str | None = None
+        self.stopped_before: str | None = None
+        self._applying = False
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if not self.requested:
+            self.requested = True
+            where = f"during {self.stage}" if self.stage else "before the cycle started"
+            then = "it finishes (apply has begun)" if self._applying else "it stops when the next stage begins"
+            log.warning("SIGTERM %s: %s", where, then)
+
+    def enter(self, stage: str) -> None:
+        """The cycle's progress hook: called as each stage begins."""
+        if self.requested and not self._applying:
+            self.stopped_before = stage
+            raise CycleStopped(f"stopped by SIGTERM before {stage}; every stage before it completed")
+        self.stage = stage
+        if stage == "apply":
+            self._applying = True
 
 
 SETTINGS_FILE_LIMIT = 1 * MiB
@@ -130,8 +181,28 @@ def register(app: typer.Typer) -> None:
             help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+        approve_hold: str | None = typer.Option(
+            None,
+            "--approve-hold",
+            help="Apply the plan this cycle id held over the blast-radius cap, if the corpus is unchanged "
+            "(AGENT_DIR/.dreamkeeper/holds/pending.json).",
+        ),
+        shared_group: bool = typer.Option(
+            False,
+            "--shared-group",
+            help="Create files and directories group-writable (umask 002): the agent and later cycles share the "
+            "volume through its group (a pod's fsGroup).",
+        ),
+        redact_logs: bool = typer.Option(
+            False,
+            "--redact-logs",
+            envvar="DREAMKEEPER_REDACT_LOGS",
+            help="Log entry ids and counts only, never memory content (for shipped logs); the volume keeps it all.",
+        ),
     ) -> None:
         """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
+        if shared_group:
+            os.umask(SHARED_UMASK)
         try:
             data = _settings_data(settings_file, settings_json)
             section = data.pop(PROPOSER_SECTION, {})
@@ -178,19 +249,32 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
         options = CycleOptions(
-            agent_dir=agent_dir, settings=settings, memory_dir=memory_dir, dry_run=dry_run, force=force
+            agent_dir=agent_dir,
+            settings=settings,
+            memory_dir=memory_dir,
+            dry_run=dry_run,
+            force=force,
+            approve_hold=approve_hold,
         )
         status = err.status("dreaming…") if err.is_terminal and not as_json else None
+        stop = GracefulStop()
+
+        def progress(stage: str) -> None:
+            stop.enter(stage)
+            if status is not None:
+                status.update(f"dreaming… {stage}")
+
+        options.progress = progress
         if status is not None:
-            options.progress = lambda stage: status.update(f"dreaming… {stage}")
             status.start()
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        started = utcnow()
+        previous = signal.signal(signal.SIGTERM, stop.on_signal)
         try:
-            outcome = asyncio.run(run_cycle(options, chosen))
-        except Terminated:
-            # Every change made so far is journaled; the next run (or `dreamkeeper recover`) finishes it.
-            err.print("[yellow]terminated:[/yellow] the cycle stopped; its journal will be finished by the next run")
-            _write_message(termination_message_path, {"result": "failed", "error": "terminated by SIGTERM"})
+            with redacted_logs(redact_logs):
+                outcome = asyncio.run(run_cycle(options, chosen))
+        except CycleStopped as exc:
+            err.print(f"[yellow]stopped:[/yellow] {exc}; the report is on the volume")
+            _write_message(termination_message_path, _stopped_summary(agent_dir, started, str(exc)))
             raise typer.Exit(EXIT_TERMINATED) from None
         except LockHeldError as exc:
             err.print(f"[yellow]skipped:[/yellow] {exc}")
@@ -238,6 +322,19 @@ def _one_message(exc: BaseException) -> str:
             message = f"{where}: {message} (got {error.get('input')!r:.80})"
         problems.append(message)
     return "; ".join(problems)
+
+
+def _stopped_summary(agent_dir: Path, started: datetime, why: str) -> dict[str, Any]:
+    """The termination message of a stopped cycle: the summary of the report it wrote (its counts), else why."""
+    reports = sorted(cycles_dir(agent_dir).glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in reports[:1]:
+        try:
+            report = CycleReport.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            break
+        if report.started_at >= started - timedelta(seconds=1) and report.result == "failed":
+            return report.summary()
+    return {"result": "failed", "error": why}
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -77,7 +77,7 @@ def test_entries_rewritten_during_a_cycle_are_never_lost(tmp_path: Path) -> None
             time.sleep(0.05)
             options = CycleOptions(
                 agent_dir=agent,
-                settings=CycleSettings(min_interval_hours=0, batch_max_entries=N, exact_fold=False),
+                settings=CycleSettings(min_interval_hours=0, batch_max_entries=N, exact_fold=False, archive_cap=1.0),
             )
             outcome = asyncio.run(run_cycle(options, ScriptedProposer(RacedScript(agent / "memory"))))
         finally:

@@ -79,6 +79,7 @@ def test_the_dream_table_rows() -> None:
         ("stale write-backs repaired (resurrected / reinforcements carried)", "3 (2 / 5)"),
         ("hard deletes", "0"),
         ("entries the agent deleted itself", "0"),
+        ("held for approval (would leave the live corpus)", "0"),
         ("purged (retention) (kept as last records)", "7 (5)"),
         ("specifics lost", "6"),
         ("live / archived entries now", "232 / 86"),

@@ -39,6 +39,7 @@ from dreamkeeper.memory import (
     MemoryStore,
     StoredEntry,
     note_restored,
+    review_hash,
 )
 from dreamkeeper.proposers import ScriptedProposer
 from tests.agents.caching_agent import Store, dotnet_time
@@ -254,6 +255,33 @@ def test_a_stamp_changed_by_hand_to_a_value_no_cycle_wrote_is_left_as_is(tmp_pat
     second = cycle(agent_dir, NOTHING, 1, similarity_threshold=0.5)
     assert second.report.stale_write_backs == 0
     assert entry(agent_dir, "c1").entry.meta(DECLINED_AT) == by_hand
+
+
+def test_a_stale_copy_of_an_entry_reviewed_before_keeps_the_new_stamps_and_its_increment(tmp_path: Path) -> None:
+    """RockBot's own entries carry a review hash already; the cycle re-stamps it unchanged (same content). A cache
+    holds that hash too: it says nothing about descending from the new stamp (the sample's 88e1f8a6d7cf lost an
+    increment beside a live agent when it did)."""
+    agent_dir = tmp_path / "agent"
+    carl = "Carl Franklin hosts the .NET Rocks podcast every week."
+    earlier = {REVIEWED_HASH: review_hash(carl), REVIEWED_AT: "2026-05-01T00:00:00.0000000+00:00"}
+    write_corpus(
+        agent_dir,
+        [
+            Seed("c1", carl, "people", metadata=earlier),
+            Seed("c2", "Carl Franklin hosts the .NET Rocks podcast each week.", "people"),
+        ],
+    )
+    agent = CachingAgent(agent_dir)
+    first = cycle(agent_dir, NOTHING, 0, similarity_threshold=0.5)
+    assert first.report.declined == 1
+    stamped = entry(agent_dir, "c1").entry
+    assert stamped.meta(REVIEWED_AT) != earlier[REVIEWED_AT] and stamped.meta(DECLINED_COUNT) == "1"
+    agent.reinforce("c1")  # its cache: the old review time, no decline stamps
+    second = cycle(agent_dir, NOTHING, 1, similarity_threshold=0.5)
+    assert second.report.stale_write_backs == 1 and second.report.reviewed == 0
+    c1 = entry(agent_dir, "c1").entry
+    assert c1.reinforcement_count == 2 and c1.meta(DECLINED_COUNT) == "1"
+    assert c1.meta(REVIEWED_AT) == stamped.meta(REVIEWED_AT)
 
 
 # ---- the fold's archives and ephemeral prunes -------------------------------------------------------------

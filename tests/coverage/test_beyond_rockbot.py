@@ -209,3 +209,10 @@ def test_a_number_ending_an_identifier_is_not_the_day_of_a_following_month() -> 
     source = "Duane filed the W-9 May 2026."
     assert find_missing_specifics([SourceText(source)], "Duane filed the W-9 in May 2026.") == []
     assert "W-9" in find_missing_specifics([SourceText(source)], "Duane filed it in May 2026.")
+
+
+def test_a_decimal_after_a_phone_is_not_part_of_it() -> None:
+    """ "+1 386-299-4605 8.33": the phone and a value, not one 14-digit phone no part of the text states alone."""
+    source = "Call Trish at +1 386-299-4605 8.33 times a week."
+    assert find_missing_specifics([SourceText(source)], "Trish: +1 386-299-4605, 8.33 times a week.") == []
+    assert "8.33" in find_missing_specifics([SourceText(source)], "Call Trish at +1 386-299-4605.")

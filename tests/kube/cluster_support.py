@@ -8,11 +8,13 @@ import os
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codegen.admission import admission_binding, admission_params, admission_policy
 from codegen.crds import all_crds
-from codegen.rbac import operator_binding, operator_role
+from codegen.rbac import aggregate_rules, operator_binding, operator_role
 from prometheus_client.parser import text_string_to_metric_families
 
 from dreamkeeper.demo.sample import copy_bundled
@@ -63,6 +65,80 @@ def install_crds(cluster: ControlPlane) -> None:
             )
 
         cluster.wait_for(f"CRD {name} established", established, timeout=60)
+
+
+ADMISSION_NAMESPACE = "dreamkeeper-admission"
+ADMISSION_NAME = "tests.schedules.dreamkeeper.io"
+EDIT_ROLE = "dreamkeeper-edit"
+SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease"]
+
+
+def _apply(cluster: ControlPlane, collection: str, body: Obj) -> None:
+    """Create, or replace what is there (the session's control plane may hold an older copy)."""
+    path = f"{collection}/{body['metadata']['name']}"
+    existing = cluster.api.get_or_none(path)
+    if existing is None:
+        cluster.api.create(collection, body)
+    else:
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+        cluster.api.request("PUT", path, body)
+
+
+def install_admission(cluster: ControlPlane) -> None:
+    """The generated ValidatingAdmissionPolicy, bound with its parameters, as the chart installs it; returns once
+    the API server enforces it (a schedule in kube-system is refused)."""
+    if cluster.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NAMESPACE}") is None:
+        cluster.create_namespace(ADMISSION_NAMESPACE)
+    params = admission_params(
+        "admission", ADMISSION_NAMESPACE, image_prefixes=[JOB_IMAGE], excluded_namespaces=SYSTEM_NAMESPACES
+    )
+    _apply(cluster, f"/api/v1/namespaces/{ADMISSION_NAMESPACE}/configmaps", params)
+    registration = "/apis/admissionregistration.k8s.io/v1"
+    _apply(cluster, f"{registration}/validatingadmissionpolicies", admission_policy(ADMISSION_NAME))
+    binding = admission_binding(ADMISSION_NAME, ADMISSION_NAME, ADMISSION_NAMESPACE, "admission")
+    _apply(cluster, f"{registration}/validatingadmissionpolicybindings", binding)
+    probe = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DreamSchedule",
+        "metadata": {"name": "admission-probe"},
+        "spec": {"schedule": "@daily", "claimName": "none"},
+    }
+
+    def enforced() -> bool:
+        try:
+            cluster.api.request("POST", schedule_path("kube-system"), probe, params={"dryRun": "All"})
+        except ApiError as exc:
+            if exc.status == 403 and "not served by the dreamkeeper operator" in exc.message:
+                return True
+            raise AssertionError(f"not (yet) the policy's answer: {exc}") from None
+        raise AssertionError("a schedule in kube-system was admitted")
+
+    cluster.wait_for("the admission policy enforced", enforced, timeout=60)
+
+
+def grant_edit_only(cluster: ControlPlane, namespace: str, user: str = "tenant") -> Obj:
+    """A ServiceAccount bound only to the chart's aggregate `dreamkeeper-edit` ClusterRole; returns a JSON client
+    authenticating as it (a real token: the admission policy's authorizer sees exactly this identity)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    _apply(
+        cluster,
+        f"{rbac}/clusterroles",
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": EDIT_ROLE},
+         "rules": aggregate_rules(edit=True)},
+    )  # fmt: skip
+    cluster.api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": user}})
+    cluster.api.create(
+        f"{rbac}/namespaces/{namespace}/rolebindings",
+        {
+            "metadata": {"name": f"{user}-{EDIT_ROLE}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EDIT_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": user, "namespace": namespace}],
+        },
+    )
+    return {
+        "user": f"system:serviceaccount:{namespace}:{user}",
+        "token": cluster.service_account_token(namespace, user),
+    }
 
 
 def grant_operator_rbac(cluster: ControlPlane, namespace: str) -> Path:
@@ -146,6 +222,17 @@ def make_agent(
     return volume_dir / "agent"
 
 
+def unbound_claim(cluster: ControlPlane, namespace: str, name: str = "agent-data", mode: str = "ReadWriteOnce") -> None:
+    """A PersistentVolumeClaim no volume will bind (storage class "none"): enough for what only reads the claim."""
+    cluster.api.create(
+        namespaced(namespace, "persistentvolumeclaims"),
+        {
+            "metadata": {"name": name},
+            "spec": {"accessModes": [mode], "storageClassName": "none", "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+
+
 def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-data") -> None:
     try:
         cluster.api.delete(f"/api/v1/persistentvolumes/{pv_name_of(namespace, claim)}")
@@ -163,10 +250,11 @@ class OperatorProcess:
         namespaces: list[str],
         kubeconfig: Path,
         log_dir: Path,
-        *,
+        *extra_args: str,
         env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.extra_args = list(extra_args)  # more `dreamkeeper operator` flags (e.g. --redact-logs)
         self.env = dict(env or {})  # extra environment of the next start (e.g. a crash seam)
         self.namespaces = namespaces
         self.kubeconfig = kubeconfig
@@ -184,7 +272,7 @@ class OperatorProcess:
             argv.append("--all-namespaces")
         argv += [
             "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port), "--bind", "127.0.0.1",
-            "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1",
+            "--kubeconfig", str(self.kubeconfig), "--job-image", JOB_IMAGE, "--poll-seconds", "1", *self.extra_args,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = "127.0.0.1,localhost"
@@ -266,7 +354,8 @@ def condition_of(status: Obj, type_: str) -> Obj | None:
 
 
 def release_finalizers(cluster: ControlPlane, namespace: str) -> None:
-    """Teardown without the operator: clear our finalizer so namespace deletion does not hang."""
+    """Teardown of a test that stopped the operator while a Stop held its agent down (the only time a schedule
+    carries a finalizer, ``dreamkeeper.io/agent-stop``): clear it so the namespace deletion does not wait."""
     for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
         try:
             items = cluster.api.get(cr_path(namespace, plural))["items"]
@@ -277,6 +366,44 @@ def release_finalizers(cluster: ControlPlane, namespace: str) -> None:
                 cluster.api.patch(
                     cr_path(namespace, plural, item["metadata"]["name"]), {"metadata": {"finalizers": None}}
                 )
+
+
+FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now tokens start cycles in the tests that use it
+
+
+@dataclass
+class Env:
+    """A test namespace with the operator's Role, and the operator (started by the test)."""
+
+    cluster: ControlPlane
+    ns: str
+    operator: OperatorProcess
+    host: Path
+
+    def schedule(self, name: str, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DreamSchedule",
+            "metadata": {"name": name},
+            "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **spec},
+        }
+        return dict(self.cluster.api.create(schedule_path(self.ns, ""), body))
+
+    def patch_spec(self, name: str, **spec: Any) -> None:
+        self.cluster.api.patch(schedule_path(self.ns, name), {"spec": spec})
+
+    def status(self, name: str) -> dict[str, Any]:
+        return status_of(self.cluster, self.ns, name)
+
+    def wait_status(self, name: str, what: str, probe: Any, timeout: float = 180.0) -> dict[str, Any]:
+        """The schedule's status once ``probe(status)`` is truthy."""
+
+        def check() -> dict[str, Any] | None:
+            status = self.status(name)
+            return status if probe(status) else None
+
+        result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
+        return result
 
 
 def read_cycle_report(agent_dir: Path, cycle_id: str) -> Obj:

@@ -10,8 +10,10 @@ import pytest
 from tests.cluster.fixtures import KubeCluster
 from tests.kube.agent_support import AgentDeployment, AgentEnv, ClaimWatcher
 from tests.kube.cluster_support import (
+    Env,
     OperatorProcess,
     grant_operator_rbac,
+    install_admission,
     install_crds,
     release_finalizers,
     remove_volume,
@@ -20,9 +22,23 @@ from tests.kube.cluster_support import (
 
 @pytest.fixture(scope="session")
 def crds(kube_cluster: KubeCluster) -> KubeCluster:
-    """The control plane with the generated CRDs installed (once per session)."""
+    """The control plane with the generated CRDs and admission policy installed (once per session)."""
     install_crds(kube_cluster)
+    install_admission(kube_cluster)
     return kube_cluster
+
+
+@pytest.fixture
+def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
+    """A namespace with the operator's Role; the operator (not started yet) logs to tmp_path/logs."""
+    kubeconfig = grant_operator_rbac(crds, kube_namespace)
+    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
+    environment = Env(crds, kube_namespace, operator, tmp_path / "volumes")
+    try:
+        yield environment
+    finally:
+        operator.stop()
+        remove_volume(crds, kube_namespace)
 
 
 @pytest.fixture

@@ -159,6 +159,10 @@ class FakeCluster:
         allowed = {k: v for k, v in patch.items() if k in ("metadata", "status")}
         return self._patch("DreamSchedule", namespace, name, allowed)
 
+    def patch_schedule(self, namespace: str, name: str, patch: Obj) -> Obj:
+        self.calls.append(f"patch_schedule {name}")
+        return self._patch("DreamSchedule", namespace, name, {k: v for k, v in patch.items() if k == "metadata"})
+
     def get_vocabulary(self, namespace: str, name: str) -> Obj | None:
         return self.get("MemoryVocabulary", namespace, name)
 

@@ -23,6 +23,7 @@ from dreamkeeper.kube import (
     ANNOTATION_AGENT_STOP,
     ANNOTATION_AGENT_STOPPED,
     ANNOTATION_RESTARTED_AT,
+    FINALIZER_AGENT_STOP,
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
@@ -266,6 +267,24 @@ def drive(
     raise AssertionError(f"not done after {ticks} ticks: {status(c).get('agent')}")
 
 
+def _passes(c: FakeCluster, world: World, r: ScheduleReconciler, n: int) -> None:
+    """``n`` reconcile passes, one per tick."""
+    for _ in range(n):
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        r.reconcile(body)
+        world.tick()
+
+
+def _collect_garbage(c: FakeCluster) -> None:
+    """The garbage collector: a deleted Job's pod goes too."""
+    jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
+    for pod in c.of_kind("Pod", NS):
+        name = pod["metadata"]["name"]
+        if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
+            del c.objects[("Pod", NS, name)]
+
+
 def released() -> Callable[[WatchedCluster], bool]:
     def check(c: WatchedCluster) -> bool:
         s = status(c)
@@ -434,11 +453,7 @@ def test_a_missing_workload_makes_the_schedule_not_ready() -> None:
 def test_a_stop_record_lost_from_the_status_is_rebuilt_from_the_workload() -> None:
     c, world = setup(replicas=1)
     r = reconciler(c, world)
-    for _ in range(4):  # recorded and scaled down
-        body = c.get_schedule(NS, "nightly")
-        assert body is not None
-        r.reconcile(body)
-        world.tick()
+    _passes(c, world, r, 4)  # recorded and scaled down
     assert deployment(c)["spec"]["replicas"] == 0
     schedule = c.objects[("DreamSchedule", NS, "nightly")]
     schedule["status"].pop("agent")  # someone reset the status
@@ -519,23 +534,15 @@ def test_deleting_the_schedule_mid_stop_ends_the_cycle_and_restores_the_agent(ti
     c, world = setup(replicas=2)
     world.cycle_ticks = 100  # the cycle would run long
     r = reconciler(c, world)
-    for _ in range(ticks):
-        body = c.get_schedule(NS, "nightly")
-        assert body is not None
-        r.reconcile(body)
-        world.tick()
+    _passes(c, world, r, ticks)
     assert (status(c).get("agent") or {}).get("stop") is not None
-    for _ in range(20):  # kopf retries the delete handler until it succeeds
+    for _ in range(20):  # the operator retries the release until it succeeds
         body = c.get_schedule(NS, "nightly")
         assert body is not None
         if reconciler(c, world).release_agent(body):
             break
         world.tick()
-        jobs = {j["metadata"]["name"] for j in c.of_kind("Job", NS)}
-        for pod in c.of_kind("Pod", NS):  # the garbage collector follows the Job's deletion: its pod goes
-            name = pod["metadata"]["name"]
-            if name.endswith("-pod") and name[: -len("-pod")] not in jobs:
-                del c.objects[("Pod", NS, name)]
+        _collect_garbage(c)  # the garbage collector follows the Job's deletion: its pod goes
     else:
         raise AssertionError("never released")
     assert deployment(c)["spec"]["replicas"] == 2 and c.violations == []
@@ -551,3 +558,45 @@ def test_deleting_a_schedule_that_holds_nothing_is_immediate() -> None:
     body = c.get_schedule(NS, "nightly")
     assert body is not None and reconciler(c, world).release_agent(body) is True
     assert not [call for call in c.calls if call.startswith(("scale", "patch_workload"))]
+
+
+# ---- the one finalizer: only while a Stop holds the agent (issue 17) --------------------------------------------
+
+
+def _finalizers(c: FakeCluster) -> list[str]:
+    body = c.get_schedule(NS, "nightly")
+    assert body is not None
+    return list(body["metadata"].get("finalizers") or [])
+
+
+def test_the_schedule_carries_a_finalizer_only_while_its_stop_holds_the_agent() -> None:
+    c, world = setup(replicas=2)
+    held: list[bool] = []
+    original = c.scale_workload
+
+    def scale(namespace: str, kind: str, name: str, replicas: int) -> Obj:
+        held.append(FINALIZER_AGENT_STOP in _finalizers(c))
+        return original(namespace, kind, name, replicas)
+
+    c.scale_workload = scale  # type: ignore[method-assign]
+    drive(c, world, until=_done(c))
+    assert held and all(held)  # there before the scale-down and still there at the restore
+    assert _finalizers(c) == []  # released with the Stop: deletable at any moment again
+
+
+def test_a_schedule_deleted_mid_stop_is_released_only_once_its_agent_is_back() -> None:
+    c, world = setup(replicas=2)
+    world.cycle_ticks = 100
+    r = reconciler(c, world)
+    _passes(c, world, r, 4)  # recorded and scaled down
+    assert _finalizers(c) == [FINALIZER_AGENT_STOP]
+    for _ in range(20):
+        body = c.get_schedule(NS, "nightly")
+        assert body is not None
+        if r.release_deleted(body):
+            break
+        world.tick()
+        _collect_garbage(c)
+    else:
+        raise AssertionError("never released")
+    assert deployment(c)["spec"]["replicas"] == 2 and _finalizers(c) == []

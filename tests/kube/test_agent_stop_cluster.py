@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_AGENT_STOPPED
+from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_AGENT_STOPPED, FINALIZER_AGENT_STOP
 from dreamkeeper.kube.coordinator import CRASH_ENV
 from tests.agents import ledger
 from tests.kube.agent_support import AgentEnv
@@ -179,3 +179,28 @@ def test_deleting_the_schedule_mid_stop_restores_a_stateful_set(agent_env: Agent
     assert jobs_of(env.cluster, env.ns) == []  # the cycle never started
     _never_two_writers(env)
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+
+
+def test_the_documented_way_out_when_the_operator_is_gone_mid_stop(agent_env: AgentEnv) -> None:
+    """Issue 17: the one finalizer a schedule ever carries is a Stop's (the agent is at 0 replicas). With the
+    operator gone at that moment, the documented pre-delete path (docs/operator.md, "Uninstall") restores the agent
+    from the workload's own record and lets the schedule go; nothing else ever waits for the operator."""
+    env = agent_env
+    agent = env.agent.create(replicas=2, interval=0.1)
+    env.operator.start()
+    env.schedule("Stop")
+    env.run_now("stranded")
+    eventually(env.cluster, "agent scaled down", lambda: agent.replicas() == 0, timeout=120)
+    path = schedule_path(env.ns, "nightly")
+    assert env.cluster.api.get(path)["metadata"]["finalizers"] == [FINALIZER_AGENT_STOP]
+    env.operator.stop(kill=True)
+    # The documented steps, as a cluster admin would run them.
+    record = json.loads(agent.annotations()[ANNOTATION_AGENT_STOP])
+    kubectl = env.cluster.kubectl
+    kubectl("scale", f"deployment/{agent.name}", "-n", env.ns, f"--replicas={record['replicas']}")
+    kubectl("annotate", f"deployment/{agent.name}", "-n", env.ns, f"{ANNOTATION_AGENT_STOP}-")
+    kubectl("patch", "dsched", "nightly", "-n", env.ns, "--type", "merge", "-p", '{"metadata":{"finalizers":null}}')
+    kubectl("delete", "dsched", "nightly", "-n", env.ns, "--timeout=60s")
+    assert env.cluster.api.get_or_none(path) is None
+    assert agent.replicas() == 2 and ANNOTATION_AGENT_STOP not in agent.annotations()
+    agent.wait_writing(2)

@@ -69,9 +69,15 @@ def test_dream_schedule_crd_shape() -> None:
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     assert version["subresources"] == {"status": {}}
     names = crd["spec"]["names"]
-    assert "ds" in names["shortNames"] and names["categories"] == ["dreamkeeper"]
+    # `ds` is daemonsets to kubectl: a short name that loses to a built-in is a trap, not a shortcut.
+    assert names["shortNames"] == ["dsched"] and names["categories"] == ["dreamkeeper"]
     columns = {c["name"]: c for c in version["additionalPrinterColumns"] if not c.get("priority")}
-    assert list(columns) == ["Schedule", "Suspended", "Last Run", "Result", "Archived", "Rejected", "Protected", "Age"]
+    assert list(columns) == [
+        "Schedule", "Timezone", "Suspended", "Active", "Last Run", "Result", "Archived", "Rejected", "Protected", "Age",
+    ]  # fmt: skip
+    wide = {c["name"]: c for c in version["additionalPrinterColumns"] if c.get("priority")}
+    # A future time in a `date` column prints as <invalid>: the next slot is a string column.
+    assert wide["Next Run"]["type"] == "string" and set(wide) == {"Ready", "Reason", "Next Run", "Claim"}
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["required"] == ["claimName", "schedule"]
     assert {"rule": "self == oldSelf", "message": "claimName is immutable"} in spec["properties"]["claimName"][
@@ -91,6 +97,26 @@ def test_dream_schedule_crd_shape() -> None:
     condition = conditions["items"]
     assert condition["required"] == ["lastTransitionTime", "message", "reason", "status", "type"]
     assert "observedGeneration" in condition["properties"]
+
+
+def _undescribed(node: dict[str, Any], path: str = "") -> list[str]:
+    missing = []
+    for name, child in (node.get("properties") or {}).items():
+        if path == "" and name == "metadata":
+            continue  # ObjectMeta: the API server describes it and refuses anything but its type here
+        if not child.get("description"):
+            missing.append(f"{path}.{name}")
+        missing += _undescribed(child, f"{path}.{name}")
+    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(node.get(key), dict):
+            missing += _undescribed(node[key], path + suffix)
+    return missing
+
+
+def test_every_crd_field_has_a_description_for_kubectl_explain() -> None:
+    for crd in (dream_schedule_crd(), memory_vocabulary_crd()):
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert _undescribed(schema) == [], crd["metadata"]["name"]
 
 
 def test_memory_vocabulary_crd_shape() -> None:
@@ -116,6 +142,7 @@ def test_rbac_is_least_privilege() -> None:
     assert verbs[("", "pods")] == {"get", "list"}
     assert verbs[("", "events")] == {"create"}
     assert verbs[("batch", "jobs")] == {"create", "get", "list", "patch", "delete"}
+    assert verbs[("", "persistentvolumeclaims")] == {"get", "list", "watch"}  # watched: ClaimNotFound clears at once
     # spec.agent: read and annotate the workload, replicas only through the scale subresource; nothing else.
     assert verbs[("apps", "deployments")] == verbs[("apps", "statefulsets")] == {"get", "patch"}
     assert verbs[("apps", "deployments/scale")] == verbs[("apps", "statefulsets/scale")] == {"patch"}
@@ -137,15 +164,6 @@ def test_every_registered_metric_is_documented_and_none_uses_a_namespace_label()
     documented = {d.name for d in METRIC_DOCS}
     assert registered == documented
     assert all(name.startswith("dreamkeeper_") for name in documented)
-
-
-def _undescribed(node: dict[str, Any], path: str) -> list[str]:
-    missing = [] if node.get("description") else [path]
-    for name, child in (node.get("properties") or {}).items():
-        missing += _undescribed(child, f"{path}.{name}")
-    if isinstance(node.get("items"), dict):
-        missing += _undescribed(node["items"], f"{path}[]")
-    return missing
 
 
 def test_every_field_of_the_agent_coordination_is_described() -> None:

@@ -20,7 +20,14 @@ from dreamkeeper.proposers.config import ProposerConfig
 SLOT = datetime(2026, 1, 1, 3, tzinfo=UTC)
 
 
-def job(spec: dict[str, Any], *, placement: Placement | None = None, vocabulary: bool = False, **kw: Any) -> Any:
+def job(
+    spec: dict[str, Any],
+    *,
+    placement: Placement | None = None,
+    vocabulary: bool = False,
+    defaults: JobDefaults | None = None,
+    **kw: Any,
+) -> Any:
     request = JobRequest(
         schedule_name="nightly",
         schedule_uid="uid-1",
@@ -33,7 +40,7 @@ def job(spec: dict[str, Any], *, placement: Placement | None = None, vocabulary:
         vocabulary=VocabularySource("words-memvocab", "a" * 64) if vocabulary else None,
         **kw,
     )
-    return build_job(request, JobDefaults(image="localhost/dreamkeeper:test"))
+    return build_job(request, defaults or JobDefaults(image="localhost/dreamkeeper:test"))
 
 
 def containers(manifest: Any) -> list[dict[str, Any]]:
@@ -109,6 +116,7 @@ def test_the_proposer_spec_reaches_the_cycle_as_its_settings_section(tmp_path: P
         "type": "openai",
         "model": "gpt-x",
         "baseURL": "https://llm.example/v1",
+        "apiKeySecretRef": {"name": "llm", "key": "api-key"},
         "tokenBudget": 50000,
         "timeoutSeconds": 45,
         "temperature": 0.2,
@@ -158,8 +166,26 @@ def test_identity_comes_from_the_spec_then_the_agent_pod_then_the_default() -> N
     explicit = job({"securityContext": {"runAsUser": 4242, "fsGroup": 7}}, placement=found)
     sc = explicit["spec"]["template"]["spec"]["securityContext"]
     assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (4242, 1001, 7)
+    # Nobody to copy (the agent is down): the image's user, given the agent's files through the group.
     default = job({})["spec"]["template"]["spec"]["securityContext"]
-    assert default["runAsUser"] == 65532 and "fsGroup" not in default
+    assert (default["runAsUser"], default["runAsGroup"], default["fsGroup"]) == (65532, 65532, 65532)
+    assert default["fsGroupChangePolicy"] == "OnRootMismatch"
+    # The agent's own identity needs no fsGroup: it owns its files already.
+    no_fs = Placement(node_name="n1", agent_pod="agent-0", run_as_user=1000, run_as_group=1000)
+    sc = job({}, placement=no_fs)["spec"]["template"]["spec"]["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"]) == (1000, 1000) and "fsGroup" not in sc
+
+
+def test_the_cycle_creates_group_writable_files_and_gets_a_grace_period_to_stop_cleanly() -> None:
+    pod = job({})["spec"]["template"]["spec"]
+    assert "--shared-group" in pod["containers"][0]["args"]
+    assert pod["terminationGracePeriodSeconds"] >= 60
+
+
+def test_redacted_logs_reach_the_cycle_only_when_the_operator_asks() -> None:
+    assert "--redact-logs" not in job({})["spec"]["template"]["spec"]["containers"][0]["args"]
+    redacting = job({}, defaults=JobDefaults(redact_logs=True))
+    assert "--redact-logs" in redacting["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_root_is_refused_by_the_spec_model() -> None:

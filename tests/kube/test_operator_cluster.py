@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,19 +24,19 @@ from dreamkeeper.kube.vocabulary_render import render
 from tests.cluster.fixtures import KubeCluster
 from tests.cluster.kubeapi import ApiError, namespaced
 from tests.kube.cluster_support import (
+    FAR_AWAY,
     OPERATOR_SA,
+    Env,
     OperatorProcess,
     condition_of,
     events_of,
     eventually,
-    grant_operator_rbac,
     jobs_of,
     make_agent,
     read_cycle_report,
-    release_finalizers,
-    remove_volume,
     schedule_path,
     status_of,
+    unbound_claim,
     vocabulary_path,
     wait_seconds,
 )
@@ -46,55 +44,6 @@ from tests.kube.cluster_support import (
 pytestmark = pytest.mark.cluster
 
 WORDS = {"extraCommonWords": ["briefing", "triage"], "alwaysSpecificWords": ["May", "Will", "Rose"]}
-FAR_AWAY = "0 3 1 1 *"  # once a year: only run-now triggers cycles in these tests
-
-
-@dataclass
-class Env:
-    cluster: KubeCluster
-    ns: str
-    operator: OperatorProcess
-    host: Path
-
-    def schedule(self, name: str, **spec: Any) -> dict[str, Any]:
-        body = {
-            "apiVersion": "dreamkeeper.io/v1alpha1",
-            "kind": "DreamSchedule",
-            "metadata": {"name": name},
-            "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **spec},
-        }
-        return self.cluster.api.create(schedule_path(self.ns, ""), body)
-
-    def patch_spec(self, name: str, **spec: Any) -> None:
-        self.cluster.api.patch(schedule_path(self.ns, name), {"spec": spec})
-
-    def status(self, name: str) -> dict[str, Any]:
-        return status_of(self.cluster, self.ns, name)
-
-    def wait_status(self, name: str, what: str, probe: Any, timeout: float = 180.0) -> dict[str, Any]:
-        """The schedule's status once ``probe(status)`` is truthy."""
-
-        def check() -> dict[str, Any] | None:
-            status = self.status(name)
-            return status if probe(status) else None
-
-        result: dict[str, Any] = eventually(self.cluster, f"{name}: {what}", check, timeout=timeout)
-        return result
-
-
-@pytest.fixture
-def env(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Env]:
-    """A namespace with the operator's Role; the operator (not started yet) logs to tmp_path/logs."""
-    kubeconfig = grant_operator_rbac(crds, kube_namespace)
-    operator = OperatorProcess(crds, [kube_namespace], kubeconfig, tmp_path / "logs")
-    environment = Env(crds, kube_namespace, operator, tmp_path / "volumes")
-    try:
-        yield environment
-    finally:
-        operator.stop()
-        release_finalizers(crds, kube_namespace)
-        remove_volume(crds, kube_namespace)
-        print(f"\noperator log: {operator.log_path}")
 
 
 def _vocabulary(env: Env) -> bytes:
@@ -141,7 +90,8 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
         "nightly",
         vocabularyRef={"name": "words"},
         runNowToken="first",
-        safeguards={"minIntervalHours": 0, "retentionDays": 90},
+        # No blast-radius hold (the sample's backlog is over the cap: tests/kube/test_blast_radius_cluster.py).
+        safeguards={"minIntervalHours": 0, "retentionDays": 90, "archiveCap": 1.0},
         activeDeadlineSeconds=600,
     )
     status = env.wait_status("nightly", "first cycle counted", lambda s: s.get("lastRun"))
@@ -284,6 +234,8 @@ def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> No
         lambda: all("RunNowDeferred" in reasons(n) for n in ("alpha", "beta")),
         timeout=120,
     )
+    deferred = [e["message"] for e in events_of(env.cluster, env.ns, "alpha") if e["reason"] == "RunNowDeferred"]
+    assert f"Job {blocker} is active on the claim" in deferred[0], deferred  # names what it waits for
     assert [j["metadata"]["name"] for j in jobs_of(env.cluster, env.ns)] == [blocker]  # nothing started
     env.cluster.api.delete(f"{jobs}/{blocker}", propagationPolicy="Background")
     most_active = 0
@@ -335,17 +287,8 @@ def test_the_api_server_rejects_invalid_specs(
 
 
 def test_operator_marks_unusable_specs_not_ready_and_claim_name_is_immutable(env: Env) -> None:
-    api = env.cluster.api
-    api.create(
-        namespaced(env.ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "exclusive"}, "spec": {"accessModes": ["ReadWriteOncePod"], "storageClassName": "none",
-                                                     "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
-    api.create(
-        namespaced(env.ns, "persistentvolumeclaims"),
-        {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                      "resources": {"requests": {"storage": "1Gi"}}}},
-    )  # fmt: skip
+    unbound_claim(env.cluster, env.ns, "exclusive", mode="ReadWriteOncePod")
+    unbound_claim(env.cluster, env.ns, "agent-data")
     env.operator.start()
     cases = {
         "bad-cron": ({"schedule": "61 * * * *"}, "InvalidSchedule"),
@@ -411,30 +354,33 @@ def test_cluster_scope_under_a_cluster_role(crds: KubeCluster, kube_namespace: s
     binding = operator_binding(name, role, OPERATOR_SA, kube_namespace)
     api.create(f"{rbac}/clusterroles", role)
     api.create(f"{rbac}/clusterrolebindings", binding)
+    # A namespace the operator is told not to serve (as kube-system is by default; the admission policy keeps
+    # schedules out of the system namespaces, so an ordinary one stands in for it here).
+    excluded = crds.create_namespace(f"{kube_namespace[:50]}-excl")
     operator = OperatorProcess(
-        crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path
-    )
+        crds, [], crds.service_account_kubeconfig(kube_namespace, OPERATOR_SA, create=True), tmp_path,
+        "--exclude-namespace", excluded,
+    )  # fmt: skip
     try:
-        api.create(
-            namespaced(kube_namespace, "persistentvolumeclaims"),
-            {"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                          "resources": {"requests": {"storage": "1Gi"}}}},
-        )  # fmt: skip
-        api.create(
-            schedule_path(kube_namespace, ""),
-            {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},
-             "spec": {"schedule": FAR_AWAY, "claimName": "agent-data"}},
-        )  # fmt: skip
+        for ns, extra in ((kube_namespace, {}), (excluded, {"runNowToken": "go"})):
+            unbound_claim(crds, ns, "agent-data")
+            api.create(
+                schedule_path(ns, ""),
+                {"apiVersion": "dreamkeeper.io/v1alpha1", "kind": "DreamSchedule", "metadata": {"name": "wide"},
+                 "spec": {"schedule": FAR_AWAY, "claimName": "agent-data", **extra}},
+            )  # fmt: skip
         operator.start()
 
-        def ready() -> bool:
-            condition = condition_of(status_of(crds, kube_namespace, "wide"), "Ready")
-            return condition is not None and condition["status"] == "True"
+        def ready(ns: str, wanted: tuple[str, str]) -> bool:
+            condition = condition_of(status_of(crds, ns, "wide"), "Ready")
+            return condition is not None and (condition["status"], condition["reason"]) == wanted
 
-        eventually(crds, "Ready under cluster scope", ready, timeout=90)
+        eventually(crds, "Ready under cluster scope", lambda: ready(kube_namespace, ("True", "Scheduled")), 90)
+        eventually(crds, "excluded", lambda: ready(excluded, ("False", "NamespaceExcluded")), 90)
+        assert jobs_of(crds, excluded) == []  # its runNowToken started nothing
         assert operator.tracebacks() == [], operator.log_text()[-3000:]
     finally:
         operator.stop()
-        release_finalizers(crds, kube_namespace)
+        crds.delete_namespace(excluded)
         api.delete(f"{rbac}/clusterrolebindings/{name}")
         api.delete(f"{rbac}/clusterroles/{name}")

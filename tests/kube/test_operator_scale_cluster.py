@@ -7,14 +7,10 @@ from pathlib import Path
 from bench.operator_scale import GOAL_RESTART_SECONDS, GOAL_RSS_MB, measure
 
 from tests.cluster.fixtures import KubeCluster
-from tests.kube.cluster_support import release_finalizers
 
 
 def test_operator_scale_quick(crds: KubeCluster, kube_namespace: str, tmp_path: Path) -> None:
-    try:
-        result = measure(crds, kube_namespace, 20, tmp_path / "logs")
-    finally:
-        release_finalizers(crds, kube_namespace)
+    result = measure(crds, kube_namespace, 20, tmp_path / "logs")
     assert result["schedules_reconciled_gauge"] == 20
     assert result["handler_errors"] == 0 and result["tracebacks_in_log"] == 0
     # The goals are for 500 schedules; 20 must be far inside them (the numbers themselves live in bench/results).

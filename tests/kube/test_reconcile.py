@@ -230,8 +230,10 @@ def test_every_count_reaches_the_places_its_row_of_the_table_names() -> None:
     assert messages["CycleCompleted"] == (
         f"cycle {name} completed: reviewed {v['reviewed']}, withheld {v['withheld']}, archived {v['archived']} "
         f"({v['archived_with_replacement']} with replacement, {v['ephemeral']} ephemeral), rejected {v['rejected']}, "
-        f"repaired {v['repaired']}, protected {v['protected']}, live {v['live_entries']}"
-    )
+        f"repaired {v['repaired']}, protected {v['protected']}, held {v['held']}, live {v['live_entries']}; plan held "
+        "for approval, over the blast-radius cap: set spec.approveHold: c-1 (and a new runNowToken) to apply it if "
+        "the corpus is unchanged"
+    )  # a held plan (issue 17): the run's reason is Held, its skip reason says how to approve
 
 
 def test_a_stale_copy_of_the_schedule_counts_nothing() -> None:
@@ -308,6 +310,14 @@ def test_never_two_cycles_on_one_claim_across_schedules() -> None:
     assert beta["lastScheduleTime"] == "2026-01-01T03:00:00Z"
     assert "SlotSkipped" in c.reasons()
     assert sample(r.metrics, "dreamkeeper_skipped_slots_total", {**ident("beta"), "reason": "concurrent"}) == 1
+    # The Events name what holds the claim (issue 17), for a slot and for a run-now request alike.
+    blocker = scheduled_job_name("alpha", datetime(2026, 1, 1, 3, tzinfo=UTC))
+    (skipped,) = [e["message"] for e in c.events if e["reason"] == "SlotSkipped"]
+    assert f"Job {blocker} is active on claim agent-data" in skipped
+    c.edit_spec("DreamSchedule", NS, "beta", runNowToken="now")
+    run(r, c, "beta")
+    (deferred,) = [e["message"] for e in c.events if e["reason"] == "RunNowDeferred"]
+    assert f"Job {blocker} is active on the claim" in deferred
     assert sample(r.metrics, "dreamkeeper_skipped_slots_total", {**ident("alpha"), "reason": "concurrent"}) == 0
 
 

@@ -99,6 +99,7 @@ def test_failures_are_classified_by_their_cause() -> None:
         (job("Failed"), [pod(3, "lock held")], "skipped", "LockHeld", None),
         (job("Failed"), [pod(2, "invalid settings: x")], "failed", "InvalidSettings", "invalid settings: x"),
         (job("Failed", "DeadlineExceeded"), [pod(137, "")], "failed", "DeadlineExceeded", None),
+        (job("Failed"), [pod(143, "")], "failed", "Stopped", "SIGTERM"),  # not Paused (4), not LockHeld (3)
         (job("Failed"), [pod(0, "", seed=(1, json.dumps({"result": "failed", "path": "/d", "message": "no dir"})))],
          "failed", "VocabularySeedFailed", "no dir"),
         (job("Failed", "BackoffLimitExceeded"), [], "failed", "PodFailed", "BackoffLimitExceeded"),

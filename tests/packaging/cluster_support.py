@@ -71,7 +71,6 @@ def install_monitoring_crds(cluster: KubeCluster) -> None:
 # One agent fixture for every cluster test: the operator's tests own it.
 make_agent = kube_support.make_agent
 cr_path = kube_support.cr_path
-release_finalizers = kube_support.release_finalizers
 pv_name_of = kube_support.pv_name_of
 remove_volume = kube_support.remove_volume
 
@@ -122,7 +121,7 @@ def wait_run(cluster: KubeCluster, namespace: str, name: str, timeout: float = 3
 
 
 def delete_schedules(cluster: KubeCluster, namespace: str, timeout: float = 60) -> None:
-    """Delete the CRs while the operator runs (it removes its finalizer), then clear any finalizer left."""
+    """Delete the CRs (nothing holds them: the operator puts no finalizer on them) and wait until they are gone."""
     for plural in (SCHEDULE_PLURAL, VOCABULARY_PLURAL):
         for item in cluster.api.get(cr_path(namespace, plural))["items"]:
             try:
@@ -130,12 +129,9 @@ def delete_schedules(cluster: KubeCluster, namespace: str, timeout: float = 60) 
             except ApiError as exc:
                 if exc.status != 404:
                     raise
-    try:
-        cluster.wait_for(
-            "schedules gone", lambda: not cluster.api.get(cr_path(namespace, SCHEDULE_PLURAL))["items"], timeout
-        )
-    finally:
-        release_finalizers(cluster, namespace)
+    cluster.wait_for(
+        "schedules gone", lambda: not cluster.api.get(cr_path(namespace, SCHEDULE_PLURAL))["items"], timeout
+    )
 
 
 def http_get(url: str, timeout: float = 5) -> str:

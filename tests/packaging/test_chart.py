@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from codegen.admission import policy_spec
 from codegen.crds import all_crds
 from codegen.observability import alerts, dashboard
 from codegen.rbac import aggregate_rules, operator_rules
@@ -48,7 +49,7 @@ def test_default_render_deployment_is_one_recreate_replica_restricted_with_liven
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Service",
-         "Deployment"]
+         "Deployment", "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     )  # fmt: skip
     deployment = one(docs, "Deployment")
     spec = deployment["spec"]
@@ -58,8 +59,14 @@ def test_default_render_deployment_is_one_recreate_replica_restricted_with_liven
     assert container["image"] == f"localhost/dreamkeeper:{_chart_version()}"
     assert container["args"][:2] == ["operator", "--all-namespaces"]
     assert "--metrics-port=8080" in container["args"] and "--health-port=8081" in container["args"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env["DREAMKEEPER_JOB_IMAGE"] == container["image"]
+    # Metrics and liveness on the pod IP (downward API), never 0.0.0.0; the system namespaces are not served.
+    assert env["DREAMKEEPER_BIND"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert not any(a.startswith("--bind") for a in container["args"])
+    excluded = [a.split("=", 1)[1] for a in container["args"] if a.startswith("--exclude-namespace")]
+    assert excluded == ["kube-system", "kube-public", "kube-node-lease"]
+    assert "--redact-logs" not in container["args"]
     probe = container["livenessProbe"]
     assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -75,9 +82,49 @@ def test_default_render_deployment_is_one_recreate_replica_restricted_with_liven
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert pod["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
     # Every namespaced object names its namespace (so the render works with kubectl apply).
+    cluster_scoped = (
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
     for doc in docs:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == "dreamkeeper-system", doc["kind"]
+
+
+def test_admission_policy_is_the_generated_spec_bound_to_its_parameters() -> None:
+    docs = template()
+    policy = one(docs, "ValidatingAdmissionPolicy")
+    assert policy["spec"] == policy_spec()
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    ref = binding["spec"]["paramRef"]
+    assert ref["parameterNotFoundAction"] == "Deny"  # no parameters: refuse, never skip the checks
+    (params,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == ref["name"]]
+    assert params["metadata"]["namespace"] == ref["namespace"] == "dreamkeeper-system"
+    assert params["data"]["allowedImagePrefixes"] == "localhost/dreamkeeper:,localhost/dreamkeeper@"
+    assert params["data"]["excludedNamespaces"] == "kube-system,kube-public,kube-node-lease"
+    assert "matchResources" not in binding["spec"]  # cluster scope: every namespace
+
+
+def test_admission_in_namespace_scope_binds_only_the_served_namespaces_and_takes_extra_images() -> None:
+    docs = template("namespaced.yaml", namespace="ops", sets=["admission.allowedImagePrefixes={registry.example/dk:}"])
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    (expression,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agents-a", "agents-b"]}
+    params = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-admission"))
+    assert params["data"]["allowedImagePrefixes"].split(",")[-1] == "registry.example/dk:"
+    assert params["data"]["excludedNamespaces"] == ""  # namespaces named explicitly are asked for
+    assert not by_kind(template(sets=["admission.enabled=false"]), "ValidatingAdmissionPolicy")
+
+
+def test_redacted_logs_and_served_system_namespaces_are_chart_values() -> None:
+    docs = template(sets=["operator.redactLogs=true", "operator.excludeNamespaces=null"])
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--redact-logs" in args
+    assert [a for a in args if a.startswith("--exclude-namespace")] == ["--exclude-namespace="]
 
 
 def test_cluster_scope_rbac_is_exactly_the_generated_rules() -> None:
@@ -157,21 +204,30 @@ def test_prometheus_rule_is_the_generated_rules_file_with_overrides() -> None:
     assert default["spec"] == alerts.rule_groups()
 
 
+def _is_dashboard(doc: Doc) -> bool:
+    return doc["metadata"]["name"].endswith("-dashboard")
+
+
+def dashboard_map(docs: list[Doc]) -> Doc:
+    (found,) = [d for d in by_kind(docs, "ConfigMap") if _is_dashboard(d)]
+    return found
+
+
 def test_dashboard_configmap_label_namespace_and_content() -> None:
-    default = one(template(), "ConfigMap")
+    default = dashboard_map(template())
     assert default["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert default["metadata"]["namespace"] == "dreamkeeper-system"
     assert json.loads(default["data"]["dreamkeeper.json"]) == dashboard.build()
-    custom = one(template("monitoring.yaml"), "ConfigMap")
+    custom = dashboard_map(template("monitoring.yaml"))
     assert custom["metadata"]["namespace"] == "monitoring"
     assert custom["metadata"]["labels"]["grafana_dashboard"] == ""
     assert custom["metadata"]["annotations"] == {"grafana_folder": "dreamkeeper"}
-    relabelled = one(template(sets=["dashboard.label.key=dashboards", "dashboard.label.value=dk"]), "ConfigMap")
+    relabelled = dashboard_map(template(sets=["dashboard.label.key=dashboards", "dashboard.label.value=dk"]))
     assert (
         relabelled["metadata"]["labels"]["dashboards"] == "dk"
         and "grafana_dashboard" not in relabelled["metadata"]["labels"]
     )
-    assert not by_kind(template(sets=["dashboard.enabled=false"]), "ConfigMap")
+    assert not [d for d in by_kind(template(sets=["dashboard.enabled=false"]), "ConfigMap") if _is_dashboard(d)]
 
 
 def test_examples_are_valid_custom_resources() -> None:

@@ -140,10 +140,12 @@ def test_memory_stats_and_dream_on_a_mounted_agent_directory(image: str, agent_v
     # Same counts, same malformed files (the sample ships some on purpose), once host paths read as mounted.
     assert inside == json.loads(host.stdout.replace(str(host_agent), "/data/agent"))
 
-    run("dream", "/data/agent", "--proposer", "offline")
+    report = json.loads(run("dream", "/data/agent", "--proposer", "offline", "--json").stdout)
     after = json.loads(run("memory", "stats", "/data/agent", "--json").stdout)
-    # A cycle archives or merges; it never removes an entry from disk.
-    assert after["entries"] >= inside["entries"]
+    # A cycle archives or merges; the only entries that leave the disk are the purged ones (archived past the
+    # retention window; the sample has some).
+    assert after["entries"] == inside["entries"] - report["purged"] + report["saved"]
+    assert report["hardDeletes"] == 0
     # Malformed files are reported and left exactly where they were.
     assert after["malformed"] == inside["malformed"]
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from dreamkeeper.consolidation.journal import incomplete_journals
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import DREAM_CONTAINER, GROUP, SCHEDULE_PLURAL, SEED_CONTAINER, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.models import MemoryVocabularySpec
@@ -33,6 +36,7 @@ from tests.cluster.runners import ContainerLaunch, ContainerStartError, PodmanRu
 from tests.kube.cluster_support import OperatorProcess, grant_operator_rbac, install_crds, read_cycle_report
 from tests.packaging import cluster_support as cs
 from tests.packaging.podman import NONROOT_UID, PodmanMissingError, build_image, podman
+from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 pytestmark = [pytest.mark.cluster, pytest.mark.podman]
 
@@ -145,8 +149,6 @@ def cycle(podman_node: KubeCluster, kube_namespace: str, project_image: str, tmp
         try:
             if operator.proc is not None:
                 cs.delete_schedules(cluster, ns)
-            else:
-                cs.release_finalizers(cluster, ns)
         finally:
             operator.stop()
             cs.remove_volume(cluster, ns)
@@ -398,3 +400,88 @@ def test_missing_podman_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatc
     )  # fmt: skip
     with pytest.raises(ContainerStartError, match="podman is not installed"):
         PodmanRunner().start(launch)
+
+
+AGENT_UID = 1000  # the agent's own uid/gid: the files on the volume are its
+
+
+def _own_as_the_agent(root: Path) -> None:
+    """The volume as an agent running as 1000:1000 leaves it: its files, 0755 directories, 0644 files, including
+    the .dreamkeeper state directory (the trial's failure: 65532 could not write there)."""
+    (root / "agent" / ".dreamkeeper").mkdir(exist_ok=True)
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, AGENT_UID, AGENT_UID, follow_symlinks=False)
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_a_cycle_with_no_agent_pod_runs_on_the_agents_files(cycle: Cycle) -> None:
+    """Issue 17 finding 4: nobody to copy an identity from (the agent is down), no securityContext in the spec.
+    The cycle runs as the image's user with an fsGroup of the same id; the kubelet (here PodmanRunner, as the
+    kubelet does) gives the volume to that group, group-writable, and the cycle's own files stay group-writable."""
+    cluster, ns = cycle.cluster, cycle.ns
+    agent_dir = cs.make_agent(cluster, ns, cycle.volumes, with_pod=False)
+    _own_as_the_agent(agent_dir.parent)
+    before = host_stats(agent_dir)
+    cycle.operator.start()
+    cluster.api.create(
+        namespaced(ns, SCHEDULE_PLURAL, group=GROUP, version=VERSION),
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DreamSchedule", "metadata": {"name": SCHEDULE},
+         "spec": {"schedule": "0 3 1 1 *", "claimName": "agent-data", "runNowToken": "alone", "image": cycle.image,
+                  "imagePullPolicy": "Never", "safeguards": {"minIntervalHours": 0, "retentionDays": 0},
+                  "activeDeadlineSeconds": 600}},
+    )  # fmt: skip
+    run = cs.wait_run(cluster, ns, SCHEDULE, timeout=600)
+    assert run["result"] == "completed", run
+    (job,) = cluster.api.get(namespaced(ns, "jobs", group="batch"))["items"]
+    security = pod_of_job(cluster, ns, job["metadata"]["name"])["spec"]["securityContext"]
+    assert (security["runAsUser"], security["runAsGroup"], security["fsGroup"]) == (NONROOT_UID,) * 3
+    assert host_stats(agent_dir)["archived"] == before["archived"] + run["archived"] and run["archived"] > 0
+    report = agent_dir / ".dreamkeeper" / "cycles" / f"{run['cycleId']}.json"
+    assert (report.stat().st_uid, report.stat().st_gid) == (NONROOT_UID, NONROOT_UID)
+    assert report.stat().st_mode & 0o020, oct(report.stat().st_mode)  # group-writable: umask 002 (--shared-group)
+    assert (agent_dir / "memory").stat().st_uid == AGENT_UID  # the agent still owns what it owned
+
+
+def test_deleting_the_schedule_mid_cycle_stops_the_cycle_cleanly(cycle: Cycle) -> None:
+    """Issue 17 finding 4: the schedule is deleted while its cycle waits for the model. The Job goes with it
+    (owner reference), the pod gets SIGTERM, and the cycle stops at its next stage boundary: its report on the
+    volume says what the fold archived, no journal is left half-applied, nothing is lost."""
+    cluster, ns = cycle.cluster, cycle.ns
+    agent_dir = cs.make_agent(cluster, ns, cycle.volumes)
+    _own_as_the_agent(agent_dir.parent)
+    before = host_stats(agent_dir)
+    in_flight = threading.Event()
+
+    def slow_model(request: RecordedRequest) -> Reply:
+        in_flight.set()
+        return Reply.json({"toSave": [], "toDelete": []}, delay=8.0)
+
+    with FakeOpenAIServer(slow_model) as server:
+        cycle.operator.start()
+        proposer = {"type": "openai", "model": "m", "baseURL": server.base_url, "allowPlainHTTP": True}
+        cluster.api.create(
+            namespaced(ns, SCHEDULE_PLURAL, group=GROUP, version=VERSION),
+            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DreamSchedule", "metadata": {"name": SCHEDULE},
+             "spec": {"schedule": "0 3 1 1 *", "claimName": "agent-data", "runNowToken": "doomed",
+                      "image": cycle.image, "imagePullPolicy": "Never", "proposer": proposer,
+                      "safeguards": {"minIntervalHours": 0, "retentionDays": 0}, "activeDeadlineSeconds": 600}},
+        )  # fmt: skip
+        cluster.wait_for("the cycle asking the model", in_flight.is_set, timeout=600)
+        cluster.api.delete(namespaced(ns, SCHEDULE_PLURAL, SCHEDULE, group=GROUP, version=VERSION))
+        cluster.wait_for(
+            "the Job and its pod gone",
+            lambda: (
+                not cluster.api.get(namespaced(ns, "pods"), labelSelector="app.kubernetes.io/component=dream-cycle")[
+                    "items"
+                ]
+            ),
+            timeout=120,
+        )
+    (report_file,) = (agent_dir / ".dreamkeeper" / "cycles").glob("*.json")
+    report = json.loads(report_file.read_text())
+    assert report["result"] == "failed" and "stopped by SIGTERM before validation" in report["error"], report
+    assert report["folded"] > 0 and report["hardDeletes"] == 0
+    assert list(incomplete_journals(agent_dir)) == []  # nothing half-applied for a recovery to finish
+    after = host_stats(agent_dir)
+    assert after["entries"] >= before["entries"] and after["archived"] == before["archived"] + report["folded"]
+    assert "nightly: deleted; its Jobs go with it" in cycle.operator.log_text()

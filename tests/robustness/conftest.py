@@ -140,7 +140,7 @@ class Killed(BaseException):
 
 
 def run_dream(agent_dir: Path, *, now: object = None, **settings: object) -> object:
-    """One offline cycle, in process."""
+    """One offline cycle, in process (no blast-radius hold: these tests are about files, and undo a whole plan)."""
     import asyncio
 
     from dreamkeeper.consolidation import CycleOptions, CycleSettings, run_cycle
@@ -148,7 +148,7 @@ def run_dream(agent_dir: Path, *, now: object = None, **settings: object) -> obj
 
     options = CycleOptions(
         agent_dir=agent_dir,
-        settings=CycleSettings(min_interval_hours=0, **settings),  # type: ignore[arg-type]
+        settings=CycleSettings(**{"min_interval_hours": 0, "archive_cap": 1.0, **settings}),  # type: ignore[arg-type]
         now=now,  # type: ignore[arg-type]
     )
     return asyncio.run(run_cycle(options, make_proposer(ProposerConfig())))

@@ -43,7 +43,9 @@ def _cycle_deleting(agent: Path, *, ours: int, theirs: int, second: bool) -> obj
             stored.path.unlink()
             deleted.append(stored.id)
 
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0), progress=progress)
+    options = CycleOptions(
+        agent_dir=agent, settings=CycleSettings(min_interval_hours=0, archive_cap=1.0), progress=progress
+    )
     outcome = asyncio.run(run_cycle(options, make_proposer(ProposerConfig())))
     assert len(deleted) == ours + theirs
     return outcome.report

@@ -7,6 +7,7 @@ from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, sent
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.directives import compose
 from dreamkeeper.consolidation.dryrun import render_plan, render_report
+from dreamkeeper.consolidation.journal import incomplete_journals
 from dreamkeeper.consolidation.proposal import (
     Batch,
     BatchReply,
@@ -19,7 +20,7 @@ from dreamkeeper.consolidation.proposal import (
     ProposerUsage,
     RepairRequest,
 )
-from dreamkeeper.consolidation.report import CycleReport
+from dreamkeeper.consolidation.report import CycleReport, cycles_dir
 from dreamkeeper.consolidation.settings import CycleSettings
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "ProposerUsage",
     "RepairRequest",
     "compose",
+    "cycles_dir",
+    "incomplete_journals",
     "render_plan",
     "render_report",
     "run_cycle",

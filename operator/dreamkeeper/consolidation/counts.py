@@ -91,6 +91,7 @@ class Row(StrEnum):
     STALE = "stale write-backs repaired (resurrected / reinforcements carried)"
     HARD_DELETES = "hard deletes"
     AGENT_DELETES = "entries the agent deleted itself"
+    HELD = "held for approval (would leave the live corpus)"
     PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
@@ -138,7 +139,7 @@ class CycleCounts(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
-    total: Annotated[int, Count("live entries when the cycle started", cli=Cell(Row.ENTRIES))] = 0
+    total: Annotated[int, Count("live entries when the cycle started", reach="run", cli=Cell(Row.ENTRIES))] = 0
     malformed: Annotated[
         int, Count("entry files that could not be parsed or read, or not be acted on safely (left untouched)")
     ] = 0
@@ -376,6 +377,23 @@ class CycleCounts(BaseModel):
     temps_removed: Annotated[int, Count("temp files of an interrupted write of ours, removed at the start")] = 0
     conflict_copies: Annotated[
         int, Count("conflict copies present: versions of the agent's a swap displaced, kept (see the notes)")
+    ] = 0
+    held: Annotated[
+        int,
+        Count(
+            "entries a plan over the blast-radius cap would have taken out of the live corpus (nothing archived; "
+            "the plan waits for approval)",
+            reach="totals",
+            metric=metric("dreamkeeper_archives_held"),
+            event=Event(
+                "Warning",
+                "ArchivesHeld",
+                "entry(ies) would leave the live corpus, over the blast-radius cap: nothing archived, the plan waits "
+                "on the volume for spec.approveHold",
+            ),
+            said=Phrase("held {}"),
+            cli=Cell(Row.HELD),
+        ),
     ] = 0
     purged: Annotated[
         int,

@@ -1,7 +1,7 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → fold → decay → gate → propose → validate
-    → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → propose
+    → validate → cap (blast radius) → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
@@ -52,6 +53,8 @@ from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_rep
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.stages import (
     Applied,
+    Approved,
+    Capped,
     CycleContext,
     Decayed,
     Effects,
@@ -92,6 +95,7 @@ from dreamkeeper.memory import (
     memory_root,
     read_state_json,
     replace_file,
+    shown_all,
     state_dir,
     sweep,
     utcnow,
@@ -111,6 +115,7 @@ class CycleOptions:
     force: bool = False
     now: datetime | None = None
     progress: Progress | None = None
+    approve_hold: str | None = None  # the cycle id of a held plan a human approved (blast.py)
 
     @property
     def memory_root(self) -> Path:
@@ -264,14 +269,27 @@ class Cycle:
         s.purged = effects.purge(s.vocabulary.vocabulary)
         s.snapshot = effects.snapshot(s.purged)
         self._freeze()  # the snapshot lives for the whole cycle
+        # The repair first: it only puts the agent's own write-backs right, and a held plan is judged against the
+        # corpus as repaired (a repair that touched what the plan read makes the plan stale, so it is planned afresh).
         s.repaired = effects.repair(s.snapshot)
-        s.folded = self._fold(s.repaired.snapshot)
-        s.decayed = self._decay(s.folded)
-        s.gated = self._gate(s.decayed)
-        s.proposed = await self._propose(s.gated, s.decayed)
-        s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
+        waiting = effects.pending_hold()
+        if waiting is not None and (outcome := self._resolve_hold(waiting, s.repaired.snapshot)) is not None:
+            return outcome
+        if s.approved is not None and s.approved.apply:
+            repaired = s.repaired.snapshot
+            s.folded = Folded(repaired.scan, repaired.live)
+            held_plan = s.approved.held.plan(repaired.live)
+            s.validated = Validated(Decisions(), held_plan, s.vocabulary.vocabulary)
+            s.capped = Capped(s.validated)
+        else:
+            s.folded = self._fold(s.repaired.snapshot)
+            s.decayed = self._decay(s.folded)
+            s.gated = self._gate(s.decayed)
+            s.proposed = await self._propose(s.gated, s.decayed)
+            s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
+            s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
-        s.applied = effects.apply(s.folded, s.validated)
+        s.applied = effects.apply(s.folded, s.capped.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(
             self._head, s, effects.result, finished_at=utcnow(), first_write_at=effects.first_write_at
@@ -292,7 +310,44 @@ class Cycle:
             )
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
+        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path)
+
+    # ---- the blast radius (blast.py) -----------------------------------------------------------------------
+
+    def _cap(self, live: list[StoredEntry], validated: Validated) -> Capped:
+        """A plan taking too much of the live corpus out is not applied: kept for a human, nothing archived.
+        ``live`` is the corpus the plan was made from (after the fold and the decay, which have written)."""
+        self._stage("blast-radius")
+        settings, plan = self.settings, validated.plan
+        drop = live_drop(plan)
+        if not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
+            return Capped(validated)
+        held = HeldPlan.of(self.cycle_id, self.now, plan, live, settings.archive_cap)
+        self.effects.keep_hold(held)
+        note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
+        log.warning("blast radius: %s", note)
+        nothing = Validated(validated.decisions, Plan(), validated.vocabulary, validated.declined)
+        return Capped(nothing, held, CycleCounts(held=drop), (note,))
+
+    def _resolve_hold(self, waiting: HeldPlan, snapshot: Snapshot) -> CycleOutcome | None:
+        """A plan waits: applied when approved and the corpus is unchanged; discarded when the corpus changed (the
+        cycle plans afresh); otherwise the cycle is skipped (no proposer is asked again for the same corpus)."""
+        changed = waiting.changed(snapshot.live)
+        if changed:
+            note = f"held plan of cycle {waiting.cycle_id} discarded: {len(changed)} entr(ies) changed since"
+            log.warning("blast radius: %s (%s)", note, ", ".join(changed[:5]))
+            self.effects.settle_hold(waiting, "stale")
+            self.stages.approved = Approved(waiting, apply=False, notes=(note,))
+            return None
+        if self.options.approve_hold == waiting.cycle_id:
+            note = f"applied the plan held by cycle {waiting.cycle_id} (approved; the corpus was unchanged)"
+            log.info("blast radius: %s", note)
+            self.stages.approved = Approved(waiting, notes=(note,))
+            self.effects.settle_hold(waiting, "applied")
+            return None
+        return self._skipped(
+            f"a plan is held for approval: {waiting.describe()}; approve it with approve_hold={waiting.cycle_id}"
+        )
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
@@ -322,7 +377,9 @@ class Cycle:
             paused=1 if paused is not None else 0,
         ) + unusable_files(scan)
         self.stages.skipped = Skipped(reason, counts, paused, notes)
-        report = compose_report(self._head, self.stages, "skipped", finished_at=utcnow())
+        report = compose_report(
+            self._head, self.stages, "skipped", finished_at=utcnow(), first_write_at=self.effects.first_write_at
+        )
         return CycleOutcome(report, report_path=self.effects.record(report))
 
     def _load_vocabulary(self) -> VocabularyLoaded:
@@ -735,6 +792,15 @@ class Writes:
         except (MemoryStoreError, OSError) as exc:  # the same full disk: the failure is reported by the caller
             log.warning("could not keep the report of failed cycle %s: %s", report.cycle_id, exc)
 
+    def pending_hold(self) -> HeldPlan | None:
+        return read_pending(self.context.agent_dir)
+
+    def keep_hold(self, held: HeldPlan) -> None:
+        keep(self.context.agent_dir, held)
+
+    def settle_hold(self, held: HeldPlan, outcome: str) -> None:
+        settle(self.context.agent_dir, held, outcome)
+
     # ---- helpers -------------------------------------------------------------------------------------
 
     def _execute(self, plan: Plan, suffix: str = "") -> ExecutionTally:
@@ -864,7 +930,7 @@ class Writes:
                     if not index.covers(specific):
                         lost.append(specific.text)
         if lost:
-            log.error("specifics lost from the live corpus this cycle: %s", ", ".join(lost))
+            log.error("specifics lost from the live corpus this cycle: %s", shown_all(lost))
         return lost
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dreamkeeper.consolidation.blast import HeldPlan, read_pending
 from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
@@ -114,6 +115,15 @@ class DryRun:
         return None
 
     def record_failure(self, report: CycleReport, error: BaseException) -> None:
+        return None
+
+    def pending_hold(self) -> HeldPlan | None:
+        return read_pending(self.context.agent_dir)  # reading only: a dry run shows what a cycle would do
+
+    def keep_hold(self, held: HeldPlan) -> None:
+        return None
+
+    def settle_hold(self, held: HeldPlan, outcome: str) -> None:
         return None
 
 

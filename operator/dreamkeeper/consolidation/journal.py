@@ -56,6 +56,7 @@ from dreamkeeper.memory import (
     open_regular,
     read_regular,
     replace_file,
+    shown,
     state_dir,
 )
 
@@ -703,7 +704,7 @@ class Executor:
                 "%s %s (its text kept): %s",
                 step.reason or "folded exact duplicates into",
                 step.id,
-                current.entry.content,
+                shown(current.entry.content),
             )
             return "done"
         if step.op == "archive":

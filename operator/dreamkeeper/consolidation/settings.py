@@ -77,6 +77,10 @@ class CycleSettings(BaseModel):
     )
     vocabulary_path: str = Field(default=VOCABULARY_FILE, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
     batch_max_entries: int = Field(default=40, ge=2, le=1_000_000)
+    # The blast radius (blast.py): a plan taking more than this fraction of the live corpus out (and at least
+    # archive_cap_min_entries) waits for a human. 0.10: RockBot's audit calls a larger live drop a loss alert.
+    archive_cap: float = Field(default=0.10, gt=0.0, le=1.0)
+    archive_cap_min_entries: int = Field(default=10, ge=1, le=MAX_PER_CYCLE)
 
     @field_validator("protected_categories")
     @classmethod

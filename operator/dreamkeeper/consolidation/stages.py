@@ -1,7 +1,7 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → fold → decay → gate → propose → validate
-    → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → propose
+    → validate → cap → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.gating import GatingResult
@@ -187,6 +188,27 @@ class Validated:
 
 
 @dataclass(frozen=True)
+class Capped:
+    """The blast radius (blast.py): the validated plan, or nothing when it is held for approval."""
+
+    validated: Validated  # what apply takes
+    held: HeldPlan | None = None
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Approved:
+    """A waiting held plan, settled: applied on approval in place of planning (the corpus it was made from is
+    unchanged), or discarded as stale (``apply`` False: the cycle plans afresh)."""
+
+    held: HeldPlan
+    apply: bool = True
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Usage:
     """What the proposer spent."""
 
@@ -250,6 +272,8 @@ class Stages:
     gated: Gated | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
+    capped: Capped | None = None
+    approved: Approved | None = None
     usage: Usage | None = None
     applied: Applied | None = None
     measured: Measured | None = None
@@ -358,9 +382,23 @@ class Effects(Protocol):
         """Keep the report of a failed cycle (never raising: the failure itself is what the caller reports)."""
         ...
 
+    def pending_hold(self) -> HeldPlan | None:
+        """The plan a cycle held for approval, if one waits."""
+        ...
+
+    def keep_hold(self, held: HeldPlan) -> None:
+        """Keep a plan over the blast-radius cap for a human to approve."""
+        ...
+
+    def settle_hold(self, held: HeldPlan, outcome: str) -> None:
+        """The waiting plan is applied or stale: no longer pending."""
+        ...
+
 
 __all__ = [
     "Applied",
+    "Approved",
+    "Capped",
     "CycleContext",
     "Decayed",
     "Effects",

@@ -49,6 +49,8 @@ from dreamkeeper.memory import (
     cluster_hash,
     format_timestamp,
     review_hash,
+    shown,
+    shown_all,
     validate_category,
 )
 
@@ -156,7 +158,9 @@ async def validate_replies(
             state.unstamped.update(batch.ids)
             if reply is not None and reply.error:
                 log.warning(
-                    "batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error
+                    "batch %d: unusable proposer reply (%s); its entries change nothing",
+                    batch.index,
+                    shown(reply.error),
                 )
             continue
         offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
@@ -176,7 +180,7 @@ def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> 
     for raw in ids:
         stored = offered.get(str(raw).strip().lower())
         if stored is None:
-            log.info("%s names %r, which was not offered this cycle; ignored", what, raw)
+            log.info("%s names %r, which was not offered this cycle; ignored", what, shown(raw))
         elif stored not in resolved:
             resolved.append(stored)
     return resolved
@@ -210,7 +214,9 @@ async def _validate_merge(
         state.shielded.update(s.id for s in sources)
         return
     if not sources:
-        log.warning("merge names no offered entry (sourceIds %s); not saved: %s", merge.source_ids, merge.content)
+        log.warning(
+            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
+        )
         return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
@@ -234,7 +240,7 @@ async def _validate_merge(
                     "repaired merge of [%s] — restored %d specific(s): %s",
                     _ids(sources),
                     len(missing),
-                    ", ".join(missing),
+                    shown_all(missing),
                 )
                 content, missing, repaired = revised, [], True
             else:
@@ -289,12 +295,12 @@ def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[st
         "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
         _ids(sources),
         reason,
-        ", ".join(missing) if missing else "-",
-        content,
+        shown_all(missing) if missing else "-",
+        shown(content),
     )
     state.shielded.update(s.id for s in sources)
-    ids, shown = [s.id for s in sources], displayable(content[:500])
-    state.rejections.append(Rejection(source_ids=ids, missing=missing, reason=reason, content=shown))
+    ids, kept = [s.id for s in sources], displayable(content[:500])
+    state.rejections.append(Rejection(source_ids=ids, missing=missing, reason=reason, content=kept))
     cluster = [s.id for s in sources]
     for s in sources:
         state.rejected_clusters[s.id] = cluster
@@ -363,7 +369,7 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
     stored = offered.get(str(raw_id).strip().lower())
     if stored is None:
-        log.info("prune names %r, which was not offered this cycle; ignored", raw_id)
+        log.info("prune names %r, which was not offered this cycle; ignored", shown(raw_id))
         return
     entry = stored.entry
     if stored.id in state.fold_targets:
@@ -401,7 +407,7 @@ def _protect(state: ValidationState, stored: StoredEntry, why: str) -> None:
         entry.importance_score,
         entry.reinforcement_count,
         why,
-        entry.content,
+        shown(entry.content),
     )
     state.protections.append(Protection(id=stored.id, reason=why))
 
@@ -443,7 +449,7 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
                 "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
                 prune.target.id,
                 len(lost),
-                ", ".join(lost),
+                shown_all(lost),
             )
     state.census_index = corpus.index
 

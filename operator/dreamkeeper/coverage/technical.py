@@ -255,13 +255,21 @@ def phones(text: str) -> list[tuple[int, int, str]]:
         taken = [(start, end) for start, end, _ in spans]  # sorted and disjoint: overlap is a bisection away
         added: list[tuple[int, int, str]] = []
         for match in pattern.finditer(text):
-            start, end = match.span()
-            digits = "".join(ch for ch in match.group() if ch.isdigit())
+            start, end = _without_a_dotted_tail(text, *match.span())
+            digits = "".join(ch for ch in text[start:end] if ch.isdigit())
             if not 7 <= len(digits) <= 15 or _overlaps(taken, start, end):
                 continue
             added.append((start, end, digits))
         spans = sorted((*spans, *added))
     return spans
+
+
+def _without_a_dotted_tail(text: str, start: int, end: int) -> tuple[int, int]:
+    """A phone whose groups went from spaces to dots ends before the dotted run: in "+1 386-299-4605 8.33" the 8.33
+    is a value of its own (a phone keeps one style: "+1.651.555.0199", "+44 20 7946 0958")."""
+    first_dot = text.find(".", start, end)
+    cut = text.rfind(" ", start, first_dot) if first_dot > 0 else -1
+    return (start, cut) if cut > start else (start, end)
 
 
 def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:

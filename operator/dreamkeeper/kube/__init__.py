@@ -15,7 +15,7 @@ CATEGORY: Final = "dreamkeeper"
 SCHEDULE_KIND: Final = "DreamSchedule"
 SCHEDULE_PLURAL: Final = "dreamschedules"
 SCHEDULE_SINGULAR: Final = "dreamschedule"
-SCHEDULE_SHORT_NAMES: Final = ("ds", "dsched")  # `ds` is also daemonsets; `dsched` is unambiguous
+SCHEDULE_SHORT_NAMES: Final = ("dsched",)  # not `ds`: kubectl resolves that to daemonsets
 
 VOCABULARY_KIND: Final = "MemoryVocabulary"
 VOCABULARY_PLURAL: Final = "memoryvocabularies"
@@ -38,7 +38,11 @@ ANNOTATION_VOCABULARY_SHA256: Final = f"{GROUP}/vocabulary-sha256"
 ANNOTATION_PINNED_TO: Final = f"{GROUP}/pinned-to"
 ANNOTATION_SCHEDULE_NAME: Final = f"{GROUP}/schedule-name"
 ANNOTATION_CLAIM_NAME: Final = f"{GROUP}/claim-name"
-FINALIZER: Final = f"{GROUP}/finalizer"
+# On a Job the operator stopped because its pod could never start: "<reason>: <what the kubelet said>".
+ANNOTATION_STOPPED: Final = f"{GROUP}/stopped"
+FINALIZER: Final = f"{GROUP}/finalizer"  # kopf's; no handler asks for it any more (removed on sight)
+# The only finalizer a schedule ever carries: while a Stop holds its agent at 0 replicas (kube/stop_hold.py).
+FINALIZER_AGENT_STOP: Final = f"{GROUP}/agent-stop"
 # On the agent's workload while a Stop holds it: the recorded replicas (the status has the same record).
 ANNOTATION_AGENT_STOP: Final = f"{GROUP}/agent-stop"
 # On a cycle Job run while the agent was stopped: the workload it stopped.

@@ -63,6 +63,8 @@ class ClusterApi(Protocol):
 
     def patch_schedule_status(self, namespace: str, name: str, patch: Body) -> Body: ...
 
+    def patch_schedule(self, namespace: str, name: str, patch: Body) -> Body: ...
+
     def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None: ...
 
     def patch_vocabulary_status(self, namespace: str, name: str, patch: Body) -> Body: ...
@@ -178,6 +180,11 @@ class KubeApi:
 
     def patch_schedule_status(self, namespace: str, name: str, patch: Body) -> Body:
         path = self._cr(namespace, SCHEDULE_PLURAL, name) + "/status"
+        return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+
+    def patch_schedule(self, namespace: str, name: str, patch: Body) -> Body:
+        """Metadata only (the finalizer of a Stop): spec belongs to the user, status to the subresource."""
+        path = self._cr(namespace, SCHEDULE_PLURAL, name)
         return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
 
     def get_vocabulary(self, namespace: str, name: str) -> MemoryVocabulary | None:

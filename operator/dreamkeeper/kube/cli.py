@@ -17,9 +17,26 @@ def register(app: typer.Typer) -> None:
             [], "--namespace", "-n", help="Serve DreamSchedules in this namespace (repeatable)."
         ),
         all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="Serve every namespace."),
+        exclude_namespace: list[str] | None = typer.Option(
+            None,
+            "--exclude-namespace",
+            help="With --all-namespaces: a namespace never served (repeatable; default kube-system, kube-public, "
+            "kube-node-lease; --exclude-namespace '' serves every one).",
+        ),
         metrics_port: int = typer.Option(8080, help="Port of the Prometheus /metrics endpoint."),
         health_port: int = typer.Option(8081, help="Port of the /healthz liveness endpoint."),
-        bind: str = typer.Option("0.0.0.0", help="Address the metrics and health endpoints listen on."),
+        bind: str = typer.Option(
+            "",
+            envvar="DREAMKEEPER_BIND",
+            help="Address the metrics and health endpoints listen on (default, and when empty: 127.0.0.1; the "
+            "chart passes the pod IP).",
+        ),
+        redact_logs: bool = typer.Option(
+            False,
+            "--redact-logs",
+            envvar="DREAMKEEPER_REDACT_LOGS",
+            help="Cycle Jobs log entry ids and counts only, never memory content (for clusters that ship logs).",
+        ),
         kubeconfig: str | None = typer.Option(
             None, help="Kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)."
         ),
@@ -38,18 +55,20 @@ def register(app: typer.Typer) -> None:
         """Run the operator: DreamSchedule and MemoryVocabulary controllers, metrics and liveness endpoints."""
         from dreamkeeper.kube.jobspec import JobDefaults
         from dreamkeeper.kube.reconcile import ReconcileSettings
-        from dreamkeeper.kube.runner import OperatorOptions, run_operator
+        from dreamkeeper.kube.runner import LOOPBACK, SYSTEM_NAMESPACES, OperatorOptions, run_operator
 
         if log_format not in ("json", "text"):
             err.print(f"[red]error:[/red] --log-format must be json or text, not {log_format!r}")
             raise typer.Exit(2)
         defaults = JobDefaults()
+        host = bind.strip() or LOOPBACK
         options = OperatorOptions(
             namespaces=list(namespace),
             all_namespaces=all_namespaces,
-            metrics_host=bind,
+            exclude_namespaces=list(SYSTEM_NAMESPACES if exclude_namespace is None else exclude_namespace),
+            metrics_host=host,
             metrics_port=metrics_port,
-            health_host=bind,
+            health_host=host,
             health_port=health_port,
             kubeconfig=kubeconfig or None,
             workers=workers,
@@ -57,7 +76,9 @@ def register(app: typer.Typer) -> None:
             log_format="json" if log_format == "json" else "text",
             verbose=verbose,
             job_defaults=JobDefaults(
-                image=job_image or defaults.image, image_pull_policy=job_image_pull_policy or None
+                image=job_image or defaults.image,
+                image_pull_policy=job_image_pull_policy or None,
+                redact_logs=redact_logs,
             ),
             reconcile=ReconcileSettings(poll_seconds=poll_seconds),
         )

@@ -1,8 +1,15 @@
-"""kopf wiring: one daemon per DreamSchedule running the reconcile loop, event handlers that wake it.
+"""kopf wiring: one reconcile loop per DreamSchedule, started and stopped by the schedule's own watch events.
 
-Why a daemon and not a timer: the loop sleeps exactly until the next slot (or polls while its Job runs) and a
-spec or vocabulary change wakes it at once. The blocking Kubernetes calls run on a bounded thread pool, never on
-the event loop; the async daemon itself costs a task, not a thread, so hundreds of schedules are cheap.
+Why not ``kopf.daemon``: kopf puts a finalizer on every object that has a daemon (and on every object with a
+non-optional delete handler), and only a running operator removes it, so deleting a namespace, a CRD or the whole
+install hangs while the operator is down. The loops here are asyncio tasks this module starts on the first event
+of a schedule and stops on its DELETED event; a restart lists every schedule again. kopf removes the finalizer
+earlier versions added, since no handler asks for it. The one finalizer left is a Stop's (``stop_hold.py``): a
+schedule deleted while it holds its agent at 0 replicas is released here once the agent is restored.
+
+The loop sleeps exactly until the next slot (or polls while its Job runs); a spec change, or the PVC or
+MemoryVocabulary it references appearing or changing, wakes it at once. The blocking Kubernetes calls run on a
+bounded thread pool, never on the event loop; a loop costs a task, not a thread, so hundreds of schedules are cheap.
 """
 
 from __future__ import annotations
@@ -16,14 +23,17 @@ from typing import Any
 import kopf
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.api import ClusterApi, KubeApi
+from dreamkeeper.kube.api import ApiError, ClusterApi, KubeApi
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ScheduleReconciler
 from dreamkeeper.kube.vocabulary_reconciler import VocabularyConflictError, VocabularyReconciler
+from dreamkeeper.kube.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_SECONDS = (5.0, 15.0, 60.0, 120.0)
+RELEASE_POLL_SECONDS = 2.0  # a deleted schedule's Stop: until its cycle pod is gone and the agent restored
+RETRY_SECONDS = 30.0  # a vocabulary whose render failed unexpectedly (the API server down, ...)
 
 
 @dataclass
@@ -33,9 +43,12 @@ class OperatorState:
     schedules: ScheduleReconciler
     vocabularies: VocabularyReconciler
     executor: ThreadPoolExecutor
-    wake_events: dict[str, asyncio.Event] = field(default_factory=dict)  # schedule uid -> event
+    excluded_namespaces: frozenset[str] = frozenset()  # --all-namespaces: never served unless asked
+    wakeups: Wakeups = field(default_factory=Wakeups)
+    loops: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # schedule uid -> its reconcile loop
+    stops: dict[str, asyncio.Event] = field(default_factory=dict)  # schedule uid -> set to end its loop
+    releases: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # deleted mid-Stop: restoring the agent
     generations: dict[str, int] = field(default_factory=dict)  # schedule uid -> last generation seen
-    names: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, name) -> uid of live schedules
     visited: set[str] = field(default_factory=set)  # schedule uids with a finished first pass
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -43,9 +56,7 @@ class OperatorState:
         return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
 
     def wake(self, uid: str) -> None:
-        event = self.wake_events.get(uid)
-        if event is not None:
-            event.set()
+        self.wakeups.wake(uid)
 
 
 def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
@@ -66,7 +77,7 @@ def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
     )
 
 
-async def _sleep(wake: asyncio.Event, stopped: Any, seconds: float) -> bool:
+async def _sleep(wake: asyncio.Event, stopped: asyncio.Event, seconds: float) -> bool:
     """Sleep until woken, stopped or ``seconds`` passed. True when woken by a change."""
     waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
     try:
@@ -77,6 +88,116 @@ async def _sleep(wake: asyncio.Event, stopped: Any, seconds: float) -> bool:
     woken = wake.is_set()
     wake.clear()
     return woken
+
+
+async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: str, stopped: asyncio.Event) -> None:
+    """Reconcile one schedule until it is deleted (or replaced under the same name) or the operator stops."""
+    wake = state.wakeups.events.setdefault(uid, asyncio.Event())
+    full, failures = True, 0
+    while not stopped.is_set():
+        try:
+            body = await state.call(state.api.get_schedule, namespace, name)
+            if body is None or body["metadata"].get("uid") != uid or body["metadata"].get("deletionTimestamp"):
+                return
+            state.generations[uid] = int(body["metadata"].get("generation") or 0)
+            delay = await state.call(state.schedules.reconcile, body, full=full)
+            state.visited.add(uid)
+            state.metrics.visited.set(len(state.visited))
+            full, failures = False, 0
+        except Exception as exc:
+            state.metrics.handler_error("schedule")
+            delay = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
+            failures += 1
+            if isinstance(exc, ApiError):
+                # The API server said no (RBAC, a namespace being deleted under the schedule): its answer is the
+                # whole story, a traceback adds nothing.
+                log.warning("%s/%s: reconcile failed: %s; retrying in %.0fs", namespace, name, exc, delay)
+            else:
+                log.exception("%s/%s: reconcile failed; retrying in %.0fs", namespace, name, delay)
+        if await _sleep(wake, stopped, delay):
+            full = True
+
+
+def _start_loop(state: OperatorState, namespace: str, name: str, uid: str) -> None:
+    stopped = asyncio.Event()
+    state.stops[uid] = stopped
+    task = asyncio.create_task(schedule_loop(state, namespace, name, uid, stopped), name=f"schedule {namespace}/{name}")
+
+    def done(_: asyncio.Task[None]) -> None:
+        if state.loops.get(uid) is task:
+            state.loops.pop(uid, None)
+            state.stops.pop(uid, None)
+
+    task.add_done_callback(done)
+    state.loops[uid] = task
+
+
+async def _stop_loop(state: OperatorState, namespace: str, name: str, uid: str) -> None:
+    stop = state.stops.get(uid)
+    if stop is not None:
+        stop.set()
+    state.wakeups.forget(uid)
+    state.visited.discard(uid)
+    state.generations.pop(uid, None)
+    state.metrics.visited.set(len(state.visited))
+    try:
+        await state.call(state.schedules.forget, namespace, name, uid)
+    except Exception:
+        state.metrics.handler_error("schedule_deleted")
+        log.exception("%s/%s: forgetting the deleted schedule failed", namespace, name)
+
+
+async def _release_deleted(state: OperatorState, namespace: str, name: str, uid: str) -> None:
+    """A schedule deleted while a Stop holds its agent: end the cycle, restore the workload, drop the finalizer."""
+    while True:
+        try:
+            body = await state.call(state.api.get_schedule, namespace, name)
+            if body is None or body["metadata"].get("uid") != uid:
+                return
+            if await state.call(state.schedules.release_deleted, body):
+                return
+        except Exception:
+            state.metrics.handler_error("schedule_deleted")
+            log.exception("%s/%s: restoring the agent of the deleted schedule failed; retrying", namespace, name)
+        await asyncio.sleep(RELEASE_POLL_SECONDS)
+
+
+async def _stop_all(state: OperatorState) -> None:
+    for stop in list(state.stops.values()):
+        stop.set()
+    tasks = [*state.loops.values(), *state.releases.values()]
+    if tasks:
+        await asyncio.wait(tasks, timeout=10)
+    for task in tasks:
+        task.cancel()
+
+
+async def render_vocabulary(state: OperatorState, namespace: str, name: str, body: Any) -> None:
+    """Render one MemoryVocabulary; a conflict re-reads it at once, another failure retries in the background."""
+    for _ in range(3):
+        try:
+            changed = await state.call(state.vocabularies.reconcile, body)
+        except VocabularyConflictError:
+            body = await state.call(state.api.get_vocabulary, namespace, name)
+            if body is None:
+                return
+            continue
+        except Exception:
+            state.metrics.handler_error("vocabulary")
+            log.exception("%s/%s: rendering the vocabulary failed; retrying in %.0fs", namespace, name, RETRY_SECONDS)
+            asyncio.get_running_loop().call_later(
+                RETRY_SECONDS, lambda: asyncio.ensure_future(_retry_vocabulary(state, namespace, name))
+            )
+            return
+        if changed:
+            state.wakeups.wake_vocabulary_users(namespace, name)
+        return
+
+
+async def _retry_vocabulary(state: OperatorState, namespace: str, name: str) -> None:
+    body = await state.call(state.api.get_vocabulary, namespace, name)
+    if body is not None and not body["metadata"].get("deletionTimestamp"):
+        await render_vocabulary(state, namespace, name, body)
 
 
 def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
@@ -93,89 +214,55 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     def schedules_probe(**_: Any) -> int:
         return len(state.visited)
 
-    @kopf.daemon(
-        GROUP,
-        VERSION,
-        SCHEDULE_PLURAL,
-        id="reconcile",
-        registry=registry,
-        cancellation_backoff=2.0,
-        cancellation_timeout=10.0,
-    )
-    async def schedule_daemon(name: str, namespace: str | None, uid: str, stopped: Any, **_: Any) -> None:
-        assert namespace is not None, "DreamSchedule is namespaced"
-        wake = state.wake_events.setdefault(uid, asyncio.Event())
-        state.names[(namespace, name)] = uid
-        full, failures = True, 0
-        try:
-            while not stopped:
-                try:
-                    body = await state.call(state.api.get_schedule, namespace, name)
-                    if body is None or body["metadata"].get("uid") != uid or body["metadata"].get("deletionTimestamp"):
-                        return
-                    state.generations[uid] = int(body["metadata"].get("generation") or 0)
-                    delay = await state.call(state.schedules.reconcile, body, full=full)
-                    state.visited.add(uid)
-                    state.metrics.visited.set(len(state.visited))
-                    full, failures = False, 0
-                except Exception:
-                    state.metrics.handler_error("schedule")
-                    delay = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
-                    failures += 1
-                    log.exception("%s/%s: reconcile failed; retrying in %.0fs", namespace, name, delay)
-                if await _sleep(wake, stopped, delay):
-                    full = True
-        finally:
-            state.wake_events.pop(uid, None)
+    @kopf.on.cleanup(registry=registry)
+    async def stop_loops(**_: Any) -> None:
+        await _stop_all(state)
 
-    @kopf.on.event(GROUP, VERSION, SCHEDULE_PLURAL, id="spec-changes", registry=registry)
-    def schedule_event(body: Any, uid: str, **_: Any) -> None:
-        # Status patches (ours) do not bump the generation; spec edits (schedule, runNowToken, ...) do.
+    # A watching handler: kopf adds no finalizer and keeps no state on the object for it.
+    @kopf.on.event(GROUP, VERSION, SCHEDULE_PLURAL, id="schedules", registry=registry)
+    async def schedule_event(type: str | None, body: Any, name: str, namespace: str | None, uid: str, **_: Any) -> None:
+        assert namespace is not None, "DreamSchedule is namespaced"
+        if type == "DELETED":
+            await _stop_loop(state, namespace, name, uid)
+            return
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            # Only a Stop's finalizer keeps a deleted schedule here: restore its agent, then let it go.
+            await _stop_loop(state, namespace, name, uid)
+            if uid not in state.releases:
+                release = asyncio.create_task(_release_deleted(state, namespace, name, uid))
+                state.releases[uid] = release
+                release.add_done_callback(lambda _: state.releases.pop(uid, None))
+            return
+        if namespace in state.excluded_namespaces:
+            await state.call(state.schedules.refuse_namespace, dict(body))
+            return
+        state.wakeups.track(uid, namespace, body.get("spec"))
         generation = int(body.get("metadata", {}).get("generation") or 0)
-        if uid in state.generations and generation != state.generations[uid]:
+        if uid not in state.loops:
+            state.generations[uid] = generation
+            _start_loop(state, namespace, name, uid)
+        elif generation != state.generations.get(uid, generation):
+            # Status patches (ours) do not bump the generation; spec edits (schedule, runNowToken, ...) do.
             state.generations[uid] = generation
             state.wake(uid)
 
-    @kopf.on.delete(GROUP, VERSION, SCHEDULE_PLURAL, id="forget", optional=True, registry=registry)
-    def schedule_deleted(name: str, namespace: str | None, uid: str, **_: Any) -> None:
-        assert namespace is not None
-        try:
-            # A schedule deleted while it holds its agent at 0 replicas restores it first; the finalizer (there
-            # for the daemon) keeps the schedule until this handler succeeds.
-            fresh = state.api.get_schedule(namespace, name)
-            released = fresh is None or fresh["metadata"].get("uid") != uid or state.schedules.release_agent(fresh)
-        except Exception:
-            state.metrics.handler_error("schedule_deleted")
-            raise
-        if not released:
-            raise kopf.TemporaryError("the agent's cycle is still stopping; restoring the agent after it", delay=2)
-        try:
-            state.schedules.forget(namespace, name, uid)
-        except Exception:
-            state.metrics.handler_error("schedule_deleted")
-            raise
-        state.visited.discard(uid)
-        state.generations.pop(uid, None)
-        state.names.pop((namespace, name), None)
-        state.metrics.visited.set(len(state.visited))
+    @kopf.on.event("", "v1", "persistentvolumeclaims", id="claims", registry=registry)
+    def claim_event(name: str, namespace: str | None, **_: Any) -> None:
+        # Created, bound, resized or deleted: a schedule waiting for it (ClaimNotFound) re-checks now.
+        if namespace is not None:
+            state.wakeups.wake_claim_users(namespace, name)
 
-    async def render_vocabulary(body: Any, name: str, namespace: str | None, **_: Any) -> None:
-        try:
-            changed = await state.call(state.vocabularies.reconcile, dict(body))
-        except VocabularyConflictError as exc:
-            raise kopf.TemporaryError(str(exc), delay=1) from None
-        except Exception as exc:
-            state.metrics.handler_error("vocabulary")
-            log.exception("%s/%s: rendering the vocabulary failed", namespace, name)
-            raise kopf.TemporaryError(f"rendering failed ({exc}); retrying", delay=30) from None
-        if changed and namespace is not None:
-            for schedule in sorted(state.schedules.vocabulary_users.get((namespace, name), set())):
-                uid = state.names.get((namespace, schedule))
-                if uid:
-                    state.wake(uid)
-
-    # Change handlers (not raw events): kopf retries them on errors and runs them once per process on resume.
-    for decorator in (kopf.on.resume, kopf.on.create, kopf.on.update):
-        decorator(GROUP, VERSION, VOCABULARY_PLURAL, id="render", registry=registry)(render_vocabulary)
+    # Watching handlers (no kopf change handlers): kopf would keep the whole last-handled spec in an annotation,
+    # and a large vocabulary (valid by the schema) does not fit the 256 KiB annotation limit. Rendering is
+    # idempotent (the status and the ConfigMap are written only when they differ), so every event may render.
+    @kopf.on.event(GROUP, VERSION, VOCABULARY_PLURAL, id="vocabularies", registry=registry)
+    async def vocabulary_event(type: str | None, body: Any, name: str, namespace: str | None, **_: Any) -> None:
+        if namespace is None:
+            return
+        if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+            # The rendered ConfigMap is owned by the CR and garbage-collected with it; its users re-check now.
+            state.wakeups.wake_vocabulary_users(namespace, name)
+            return
+        await render_vocabulary(state, namespace, name, dict(body))
 
     return registry

@@ -37,11 +37,11 @@ from dreamkeeper.kube import (
 )
 from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
+from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
 from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
 
-Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]
 
 DATA_MOUNT = "/data"
@@ -49,6 +49,10 @@ VOCABULARY_MOUNT = "/etc/dreamkeeper/vocabulary"
 TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_IMAGE = f"ghcr.io/dreamkeeper/dreamkeeper:{__version__}"
 NON_ROOT_DEFAULT = 65532  # the image's USER; used when neither the spec nor the agent pod names one
+# SIGTERM (the schedule or the Job deleted, a node drained) lets the cycle reach its next safe point: a stage
+# that writes is never cut short, and the report is written (dream_command.py). The kubelet SIGKILLs after this.
+TERMINATION_GRACE_SECONDS = 120
+NO_API_KEY = "none"  # OPENAI_API_KEY for a server that needs no key (the openai client refuses an empty one)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class JobDefaults:
     run_as_user: int = NON_ROOT_DEFAULT
     run_as_group: int = NON_ROOT_DEFAULT
     tmp_size_limit: str = "512Mi"
+    redact_logs: bool = False  # the cycle logs ids and counts only, never memory content
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,10 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["max_cluster_size"] = guards.max_cluster_size
         if guards.min_interval_hours is not None:
             data["min_interval_hours"] = guards.min_interval_hours
+        if guards.archive_cap is not None:
+            data["archive_cap"] = guards.archive_cap
+        if guards.archive_cap_min_entries is not None:
+            data["archive_cap_min_entries"] = guards.archive_cap_min_entries
         if guards.decay is not None:
             data["decay"] = guards.decay.model_dump(exclude_none=True)
         if guards.cluster_split is not None:
@@ -150,7 +159,7 @@ def labels(schedule_name: str, claim_name: str, trigger: Trigger) -> dict[str, s
     }
 
 
-def _container_security() -> Obj:
+def _container_security() -> Body:
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -164,13 +173,18 @@ def _first(*values: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
 
 
-def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
+def _pod_security(req: JobRequest, defaults: JobDefaults) -> Body:
     wanted = req.spec.security_context or CycleSecurityContext()
     found = req.placement
     user = _first(wanted.run_as_user, found.run_as_user, defaults.run_as_user)
     group = _first(wanted.run_as_group, found.run_as_group, defaults.run_as_group)
-    fs_group = _first(wanted.fs_group, found.fs_group)
-    security: Obj = {
+    # An identity nobody copied (no spec, no agent pod: the agent is down) is not the owner of the agent's files,
+    # so it gets them through the group: the kubelet gives the volume to fsGroup, group-writable (once: policy
+    # OnRootMismatch). The cycle's own files stay group-writable too (--shared-group), for the agent and for later
+    # cycles under another uid.
+    borrowed = wanted.run_as_user is not None or found.run_as_user is not None
+    fs_group = _first(wanted.fs_group, found.fs_group, None if borrowed else group)
+    security: Body = {
         "runAsNonRoot": True,
         "runAsUser": user,
         "runAsGroup": group,
@@ -183,13 +197,13 @@ def _pod_security(req: JobRequest, defaults: JobDefaults) -> Obj:
     return security
 
 
-def _resources(spec: DreamScheduleSpec) -> Obj:
+def _resources(spec: DreamScheduleSpec) -> Body:
     if spec.resources is None:
         return {"requests": {"cpu": "50m", "memory": "128Mi"}}
     return spec.resources.wire()
 
 
-def _dream_args(req: JobRequest) -> list[str]:
+def _dream_args(req: JobRequest, defaults: JobDefaults) -> list[str]:
     spec = req.spec
     args = [
         "dream",
@@ -198,14 +212,19 @@ def _dream_args(req: JobRequest) -> list[str]:
         json.dumps(dream_settings(spec), separators=(",", ":"), sort_keys=True),
         "--termination-message-path",
         TERMINATION_LOG,
+        "--shared-group",
     ]
     if req.trigger == "run-now":
         args.append("--force")  # a deliberate request: the minimum interval guards against restart storms only
+    if defaults.redact_logs:
+        args.append("--redact-logs")
+    if spec.approve_hold:
+        args += ["--approve-hold", spec.approve_hold]
     return args
 
 
-def _env(req: JobRequest) -> list[Obj]:
-    env: list[Obj] = [
+def _env(req: JobRequest) -> list[Body]:
+    env: list[Body] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "TMPDIR", "value": "/tmp"},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
@@ -215,10 +234,14 @@ def _env(req: JobRequest) -> list[Obj]:
     if req.spec.proposer.type == "openai" and ref is not None:
         # The key never appears in the Job spec, the CR or an argument: only this Secret reference.
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    elif req.spec.proposer.type == "openai":
+        # Admission allows no key only for loopback and in-cluster servers (a local llama.cpp, vLLM): the client
+        # still wants a non-empty one.
+        env.append({"name": "OPENAI_API_KEY", "value": NO_API_KEY})
     return env
 
 
-def _affinity(placement: Placement) -> Obj | None:
+def _affinity(placement: Placement) -> Body | None:
     if placement.node_name is None:
         return None
     # matchFields on metadata.name is what DaemonSets use: it works whatever labels the node carries.
@@ -226,7 +249,7 @@ def _affinity(placement: Placement) -> Obj | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
-def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
+def build_job(req: JobRequest, defaults: JobDefaults) -> Body:
     spec = req.spec
     image = spec.image or defaults.image
     pull_policy = spec.image_pull_policy or defaults.image_pull_policy
@@ -244,7 +267,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     if req.agent_stopped is not None:
         annotations[ANNOTATION_AGENT_STOPPED] = req.agent_stopped
     mounts = [{"name": "data", "mountPath": DATA_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}]
-    common: Obj = {
+    common: Body = {
         "image": image,
         "securityContext": _container_security(),
         "terminationMessagePath": TERMINATION_LOG,
@@ -253,19 +276,19 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
     }
     if pull_policy:
         common["imagePullPolicy"] = pull_policy
-    dream: Obj = {
+    dream: Body = {
         "name": DREAM_CONTAINER,
         "command": ["dreamkeeper"],
-        "args": _dream_args(req),
+        "args": _dream_args(req, defaults),
         "env": _env(req),
         "volumeMounts": mounts,
         **common,
     }
-    volumes: list[Obj] = [
+    volumes: list[Body] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": spec.claim_name}},
         {"name": "tmp", "emptyDir": {"sizeLimit": defaults.tmp_size_limit}},
     ]
-    init_containers: list[Obj] = []
+    init_containers: list[Body] = []
     if req.vocabulary is not None:
         volumes.append(
             {
@@ -296,8 +319,9 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
                 "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
             }
         )
-    pod_spec: Obj = {
+    pod_spec: Body = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": _pod_security(req, defaults),

@@ -7,6 +7,7 @@ parses a spec. ``x-kubernetes-validations`` (CEL) rules are attached with ``json
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -28,6 +29,14 @@ QUANTITY = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+# A base URL whose host is loopback or an in-cluster Service (<svc>, <svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local):
+# the only places plain http:// may go, and the only servers that may need no API key. A regex (not CEL's url()
+# or ip() libraries) so the rule compiles on every API server the chart supports. Userinfo ("a@b") cannot match.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+INTERNAL_URL = (
+    rf"^https?://(localhost|127(\.[0-9]{{1,3}}){{3}}|\[::1\]|{_LABEL}(\.{_LABEL}\.svc(\.cluster\.local)?)?)"
+    r"(:[0-9]{1,5})?(/[^@]*)?$"
+)
 
 Quantity = Annotated[
     int | str,
@@ -79,16 +88,26 @@ class SecretKeySelector(KubeModel):
 
 
 class LabelSelectorRequirement(KubeModel):
-    key: str = Field(min_length=1, max_length=317)
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=64)
+    """One label requirement: key, operator, values."""
+
+    key: str = Field(min_length=1, max_length=317, description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="How the key relates to the values: In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[Annotated[str, Field(max_length=63)]] | None = Field(
+        default=None, max_length=64, description="Values for In and NotIn (empty for Exists and DoesNotExist)."
+    )
 
 
 class LabelSelector(KubeModel):
     """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
 
-    match_labels: dict[str, Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=32)
-    match_expressions: list[LabelSelectorRequirement] | None = Field(default=None, max_length=16)
+    match_labels: dict[str, Annotated[str, Field(max_length=63)]] | None = Field(
+        default=None, max_length=32, description="Labels the pods must carry, key to value."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, max_length=16, description="Label requirements the pods must meet."
+    )
 
 
 class Condition(StatusModel):
@@ -97,24 +116,34 @@ class Condition(StatusModel):
     type: str = Field(
         max_length=316,
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        description="Ready, LastRunSucceeded or VocabularyInSync.",
     )
-    status: Literal["True", "False", "Unknown"]
-    observed_generation: int | None = Field(default=None, ge=0)
-    last_transition_time: datetime
-    reason: str = Field(min_length=1, max_length=1024, pattern=CONDITION_REASON)
-    message: str = Field(max_length=32768)
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The metadata.generation the condition was set for."
+    )
+    last_transition_time: datetime = Field(description="When the status last changed.")
+    reason: str = Field(
+        min_length=1, max_length=1024, pattern=CONDITION_REASON, description="Why, in one CamelCase word."
+    )
+    message: str = Field(max_length=32768, description="What happened, for a human.")
 
 
 Conditions = Annotated[
     list[Condition],
     Field(
         max_length=16,
+        description="The latest observations of the object's state (metav1.Condition).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     ),
 ]
 
 
 # ---- DreamSchedule ------------------------------------------------------------------------------------------------
+
+
+def _cel_internal(field: str) -> str:
+    return f"has(self.{field}) && self.{field}.matches({INTERNAL_URL!r})"
 
 
 class ProposerSpec(KubeModel):
@@ -126,6 +155,22 @@ class ProposerSpec(KubeModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel("self.type != 'openai' || has(self.model)", "proposer.model is required when type is openai"),
+                cel(
+                    "!has(self.baseURL) || !self.baseURL.startsWith('http://') || "
+                    "(has(self.allowPlainHTTP) && self.allowPlainHTTP)",
+                    "proposer.baseURL is plain http://: set proposer.allowPlainHTTP: true to send requests (and "
+                    "the API key) unencrypted; only to loopback or an in-cluster Service",
+                ),
+                cel(
+                    f"!has(self.baseURL) || !self.baseURL.startsWith('http://') || {_cel_internal('baseURL')}",
+                    "proposer.baseURL: plain http:// only to loopback or an in-cluster Service (<svc>, "
+                    "<svc>.<namespace>.svc, <svc>.<namespace>.svc.cluster.local)",
+                ),
+                cel(
+                    f"self.type != 'openai' || has(self.apiKeySecretRef) || ({_cel_internal('baseURL')})",
+                    "proposer.apiKeySecretRef is required when type is openai, unless baseURL is loopback or an "
+                    "in-cluster Service",
+                ),
             ]
         },
     )
@@ -141,11 +186,20 @@ class ProposerSpec(KubeModel):
         alias="baseURL",
         max_length=2048,
         pattern=r"^https?://\S+$",
-        description="openai: base URL of an OpenAI-compatible API (default: api.openai.com).",
+        description="openai: base URL of an OpenAI-compatible API (default: api.openai.com). Plain http:// only "
+        "with allowPlainHTTP, and only to loopback or an in-cluster Service.",
+    )
+    allow_plain_http: bool | None = Field(
+        default=None,
+        alias="allowPlainHTTP",
+        description="openai: allow an http:// baseURL (requests and the API key unencrypted). Only loopback and "
+        "in-cluster Services are accepted even then.",
     )
     api_key_secret_ref: SecretKeySelector | None = Field(
         default=None,
-        description="openai: the API key, read only from this Secret (mounted as an environment variable).",
+        description="openai: the API key, read only from this Secret (mounted as an environment variable; "
+        "the admission policy requires its author may get that Secret). Required unless baseURL is loopback or "
+        "an in-cluster Service.",
     )
     token_budget: int | None = Field(
         default=None, ge=1, le=1_000_000_000, description="openai: maximum tokens (input + output) per cycle."
@@ -175,9 +229,17 @@ class ProposerSpec(KubeModel):
 
     @model_validator(mode="after")
     def _model_for_openai(self) -> ProposerSpec:
-        # The CEL rule above, re-checked for specs that did not come through an API server.
+        # The CEL rules above, re-checked for specs that did not come through an API server.
         if self.type == "openai" and not self.model:
             raise ValueError("proposer.model is required when type is openai")
+        internal = self.base_url is not None and re.fullmatch(INTERNAL_URL, self.base_url) is not None
+        if self.base_url is not None and self.base_url.startswith("http://"):
+            if not self.allow_plain_http:
+                raise ValueError("proposer.baseURL is plain http://: set proposer.allowPlainHTTP: true")
+            if not internal:
+                raise ValueError("proposer.baseURL: plain http:// only to loopback or an in-cluster Service")
+        if self.type == "openai" and self.api_key_secret_ref is None and not internal:
+            raise ValueError("proposer.apiKeySecretRef is required when type is openai")
         return self
 
 
@@ -237,6 +299,20 @@ class SafeguardsSpec(KubeModel):
     min_interval_hours: float | None = Field(
         default=None, ge=0.0, le=8760.0, description="Minimum hours between completed cycles (default 6)."
     )
+    archive_cap: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="Blast radius: a plan taking more than this fraction of the live corpus out (merge sources and "
+        "prunes, minus the successors) is held for approval instead of applied (default 0.10: RockBot's audit "
+        "calls a larger live drop a loss; 1 turns the hold off).",
+    )
+    archive_cap_min_entries: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Blast radius: a plan is held only when it takes at least this many entries out (default 10).",
+    )
     decay: DecaySpec | None = None
     cluster_split: Literal["rockbot", "neighbours"] | None = Field(
         default=None,
@@ -253,8 +329,12 @@ class SafeguardsSpec(KubeModel):
 class ResourceRequirementsSpec(KubeModel):
     """Compute resources of the cycle's containers."""
 
-    requests: dict[str, Quantity] | None = Field(default=None, max_length=8)
-    limits: dict[str, Quantity] | None = Field(default=None, max_length=8)
+    requests: dict[str, Quantity] | None = Field(
+        default=None, max_length=8, description="Resources reserved, e.g. cpu: 100m, memory: 256Mi."
+    )
+    limits: dict[str, Quantity] | None = Field(
+        default=None, max_length=8, description="Resources the containers may not exceed, e.g. memory: 1Gi."
+    )
 
 
 class CycleSecurityContext(KubeModel):
@@ -338,8 +418,8 @@ class DreamScheduleSpec(KubeModel):
     schedule: str = Field(
         min_length=1, max_length=128, pattern=CRON, description="Cron schedule (5 fields or @daily, @hourly, ...)."
     )
-    time_zone: str | None = Field(
-        default=None,
+    time_zone: str = Field(
+        default="UTC",
         min_length=1,
         max_length=64,
         pattern=r"^[A-Za-z0-9_+\-/]+$",
@@ -380,30 +460,56 @@ class DreamScheduleSpec(KubeModel):
     proposer: ProposerSpec = Field(default_factory=ProposerSpec)
     safeguards: SafeguardsSpec | None = None
     image: str | None = Field(
-        default=None, min_length=1, max_length=512, description="Cycle image (default: the operator's setting)."
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="Cycle image (default: the operator's setting). The admission policy requires its author may "
+        "create pods in the namespace, or that the image starts with an allowed prefix.",
     )
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
-    resources: ResourceRequirementsSpec | None = None
-    security_context: CycleSecurityContext | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="Pull policy of the cycle image (default: the operator's setting)."
+    )
+    resources: ResourceRequirementsSpec | None = Field(
+        default=None, description="Compute resources of the cycle's containers (default: requests 50m CPU, 128Mi)."
+    )
+    security_context: CycleSecurityContext | None = Field(
+        default=None,
+        description="Identity of the cycle's pod (default: the agent pod's; with no agent pod, the image's user "
+        "with an fsGroup of the same id).",
+    )
     active_deadline_seconds: int = Field(
         default=3600, ge=60, le=604800, description="A cycle running longer than this is stopped and marked failed."
     )
-    successful_jobs_history_limit: int = Field(default=3, ge=0, le=100)
-    failed_jobs_history_limit: int = Field(default=1, ge=0, le=100)
+    successful_jobs_history_limit: int = Field(
+        default=3, ge=0, le=100, description="Finished, counted successful Jobs kept (the oldest are deleted)."
+    )
+    failed_jobs_history_limit: int = Field(
+        default=1, ge=0, le=100, description="Finished, counted failed Jobs kept (the oldest are deleted)."
+    )
     run_now_token: str | None = Field(
         default=None,
         min_length=1,
         max_length=253,
         description="Set to a new value to run one cycle now (also when suspended); handled once per value.",
     )
+    approve_hold: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="The cycle id of a plan held over the blast-radius cap (condition/Event ArchivesHeld): the next "
+        "cycle applies it if the corpus is unchanged (set a new runNowToken to run it now).",
+    )
 
 
 class JobRef(StatusModel):
-    name: str = Field(max_length=63)
-    uid: str = Field(max_length=64)
-    trigger: Literal["schedule", "run-now"]
-    slot: datetime
-    created_at: datetime | None = None
+    """The cycle Job running now."""
+
+    name: str = Field(max_length=63, description="The Job's name.")
+    uid: str = Field(max_length=64, description="The Job's uid.")
+    trigger: Literal["schedule", "run-now"] = Field(description="What started it: a cron slot or a runNowToken.")
+    slot: datetime = Field(description="The slot it runs for (the run-now time for a runNowToken).")
+    created_at: datetime | None = Field(default=None, description="When the Job was created.")
 
 
 class VocabularyState(StatusModel):
@@ -412,8 +518,8 @@ class VocabularyState(StatusModel):
     result: Literal["created", "already-present", "failed"] = Field(description="What seeding did.")
     sha256: str | None = Field(default=None, max_length=64, description="sha256 of the file in the volume.")
     expected_sha256: str | None = Field(default=None, max_length=64, description="sha256 the CR renders to.")
-    job_name: str | None = Field(default=None, max_length=63)
-    message: str | None = Field(default=None, max_length=1024)
+    job_name: str | None = Field(default=None, max_length=63, description="The Job whose init container said so.")
+    message: str | None = Field(default=None, max_length=1024, description="What seeding reported.")
 
 
 def count_fields(*, summed: bool = False) -> dict[str, Any]:
@@ -434,21 +540,23 @@ def count_fields(*, summed: bool = False) -> dict[str, Any]:
 class RunSummaryBase(StatusModel):
     """The last finished cycle, from its container's termination message."""
 
-    job_name: str = Field(max_length=63)
-    job_uid: str = Field(max_length=64, alias="jobUID")
-    trigger: Literal["schedule", "run-now"]
-    slot: datetime | None = None
-    result: Literal["completed", "skipped", "failed"]
-    reason: str = Field(max_length=128, pattern=CONDITION_REASON)
-    started_at: datetime | None = None
+    job_name: str = Field(max_length=63, description="The cycle's Job.")
+    job_uid: str = Field(max_length=64, alias="jobUID", description="The Job's uid (counted once).")
+    trigger: Literal["schedule", "run-now"] = Field(description="What started it: a cron slot or a runNowToken.")
+    slot: datetime | None = Field(default=None, description="The slot it ran for.")
+    result: Literal["completed", "skipped", "failed"] = Field(description="completed, skipped or failed.")
+    reason: str = Field(max_length=128, pattern=CONDITION_REASON, description="Why, in one CamelCase word.")
+    started_at: datetime | None = Field(default=None, description="When the cycle started.")
     first_write_at: datetime | None = Field(
         default=None, description="When the cycle first wrote under memory/ (absent: it wrote nothing)."
     )
-    finished_at: datetime | None = None
-    duration_seconds: float | None = Field(default=None, ge=0)
-    cycle_id: str | None = Field(default=None, max_length=128)
-    skip_reason: str | None = Field(default=None, max_length=1024)
-    error: str | None = Field(default=None, max_length=1024)
+    finished_at: datetime | None = Field(default=None, description="When it finished.")
+    duration_seconds: float | None = Field(default=None, ge=0, description="How long it took.")
+    cycle_id: str | None = Field(
+        default=None, max_length=128, description="The cycle's id: its report is .dreamkeeper/cycles/<id>.json."
+    )
+    skip_reason: str | None = Field(default=None, max_length=1024, description="Why it was skipped.")
+    error: str | None = Field(default=None, max_length=1024, description="Why it failed.")
 
 
 class AgentStop(StatusModel):
@@ -515,11 +623,15 @@ class AgentStatus(StatusModel):
 class TotalsBase(StatusModel):
     """Cumulative counts over every counted cycle (each Job counted exactly once, by UID)."""
 
-    cycles_completed: int = Field(default=0, ge=0)
-    cycles_skipped: int = Field(default=0, ge=0)
-    cycles_failed: int = Field(default=0, ge=0)
-    missed_slots: int = Field(default=0, ge=0)
-    skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
+    cycles_completed: int = Field(default=0, ge=0, description="Cycles completed.")
+    cycles_skipped: int = Field(default=0, ge=0, description="Cycles skipped (too soon, lock held).")
+    cycles_failed: int = Field(default=0, ge=0, description="Cycles failed.")
+    missed_slots: int = Field(
+        default=0, ge=0, description="Slots that passed without a run (operator down, past the deadline)."
+    )
+    skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict, max_length=16, description="Slots skipped, by reason (suspended, concurrent, ...)."
+    )
 
 
 # The counts are fields of these models, made from the table at import; the type checker knows the bases (code
@@ -540,16 +652,18 @@ MAX_COUNTED_UIDS = 32
 
 
 class DreamScheduleStatus(StatusModel):
-    observed_generation: int | None = Field(default=None, ge=0)
+    """What the operator observed and did."""
+
+    observed_generation: int | None = Field(default=None, ge=0, description="The generation last acted on.")
     conditions: Conditions | None = None
     last_schedule_time: datetime | None = Field(
         default=None, description="The latest slot acted on (run, skipped or missed); the next slot follows it."
     )
-    next_schedule_time: datetime | None = None
-    last_run_now_token: str | None = Field(default=None, max_length=253)
+    next_schedule_time: datetime | None = Field(default=None, description="The next cron slot.")
+    last_run_now_token: str | None = Field(default=None, max_length=253, description="The last runNowToken handled.")
     active_job: JobRef | None = None
     last_run: RunSummary | None = None
-    last_successful_time: datetime | None = None
+    last_successful_time: datetime | None = Field(default=None, description="When a cycle last succeeded.")
     totals: Totals | None = None
     counted_job_uids: list[Annotated[str, Field(max_length=64)]] | None = Field(
         default=None,
@@ -583,10 +697,14 @@ class MemoryVocabularySpec(KubeModel):
 
 
 class MemoryVocabularyStatus(StatusModel):
-    observed_generation: int | None = Field(default=None, ge=0)
+    """The render and whether it could be published."""
+
+    observed_generation: int | None = Field(default=None, ge=0, description="The generation last rendered.")
     conditions: Conditions | None = None
     sha256: str | None = Field(default=None, max_length=64, description="sha256 of the rendered file.")
-    config_map_name: str | None = Field(default=None, max_length=253)
-    common_words: int | None = Field(default=None, ge=0)
-    specific_words: int | None = Field(default=None, ge=0)
-    exempt_categories: int | None = Field(default=None, ge=0)
+    config_map_name: str | None = Field(default=None, max_length=253, description="The ConfigMap holding it.")
+    common_words: int | None = Field(default=None, ge=0, description="extraCommonWords after de-duplication.")
+    specific_words: int | None = Field(default=None, ge=0, description="alwaysSpecificWords after de-duplication.")
+    exempt_categories: int | None = Field(
+        default=None, ge=0, description="numericExemptCategories after de-duplication."
+    )

@@ -36,6 +36,7 @@ class ObjectMeta(TypedDict, total=False):
     labels: dict[str, str]
     annotations: dict[str, str]
     ownerReferences: list[OwnerReference]
+    finalizers: list[str]
 
 
 class KubeObject(TypedDict, total=False):
@@ -60,6 +61,7 @@ class JobStatus(TypedDict, total=False):
     startTime: str
     completionTime: str
     active: int
+    ready: int  # pods with the Ready condition (their containers run)
 
 
 class Job(KubeObject, total=False):
@@ -78,10 +80,15 @@ class ContainerStateTerminated(TypedDict, total=False):
     finishedAt: str
 
 
+class ContainerStateWaiting(TypedDict, total=False):
+    reason: str  # ContainerCreating, PodInitializing, CreateContainerConfigError, ImagePullBackOff, ...
+    message: str
+
+
 class ContainerState(TypedDict, total=False):
     terminated: ContainerStateTerminated
     running: Body
-    waiting: Body
+    waiting: ContainerStateWaiting
 
 
 class ContainerStatus(TypedDict, total=False):
@@ -174,6 +181,7 @@ class DreamSchedule(KubeObject, total=False):
 class MemoryVocabularyStatusBody(TypedDict, total=False):
     sha256: str
     configMapName: str
+    conditions: list[Body]
 
 
 class MemoryVocabulary(KubeObject, total=False):

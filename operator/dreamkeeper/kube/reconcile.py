@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -32,6 +32,7 @@ from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,
+    ANNOTATION_STOPPED,
     LABEL_CLAIM,
     LABEL_TRIGGER,
 )
@@ -62,6 +63,7 @@ from dreamkeeper.kube.objects import (
     Body,
     DreamSchedule,
     Job,
+    MemoryVocabularyStatusBody,
     annotations_of,
     creation_order,
     labels_of,
@@ -79,8 +81,14 @@ from dreamkeeper.kube.results import (
     outcome_of,
 )
 from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
+from dreamkeeper.kube.stop_hold import has_hold, holds_agent, with_hold, without_hold
+from dreamkeeper.kube.stuck import STUCK_REASONS, Stuck, stuck_reason
 
 log = logging.getLogger(__name__)
+
+# A cycle archiving more than this fraction of the live corpus gets a Warning Event ("a few percent"); the hold
+# itself is the engine's archive_cap (consolidation/blast.py, default 10%).
+MANY_ARCHIVED_FRACTION = 0.03
 
 NAME_CONFLICT = "name_conflict"  # _launch: a Job of that name exists and is not this schedule's
 
@@ -98,6 +106,8 @@ class ReconcileSettings:
     poll_seconds: float = 5.0  # while a cycle Job is active
     max_sleep_seconds: float = 300.0  # upper bound between passes (a spec change wakes the loop earlier)
     conflict_retry_seconds: float = 1.0
+    # A cycle pod waiting this long in a state that never clears (a missing Secret) is stopped (stuck.py).
+    stuck_pod_grace_seconds: float = 15.0
 
 
 class ClaimLocks:
@@ -222,6 +232,7 @@ class _Pass:
     listed: bool = False
     deferred_run_now: bool = False
     announced: list[tuple[str, str]] = field(default_factory=list)
+    ready_before: tuple[str, str] | None = None  # (status, reason) of Ready as read: its changes post Events
     agent_busy: bool = False  # a Stop of the agent is in progress: no other cycle starts, the pass polls
     agent_downtime: float | None = None  # a Stop ended in this pass: seconds the agent was down
     agent_stale_window: float | None = None  # RestartAfter restarted the agent in this pass: the stale window
@@ -295,7 +306,6 @@ class ScheduleReconciler:
         self.agents = AgentCoordinator(api)
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
-        self.vocabulary_users: dict[tuple[str, str], set[str]] = {}  # (ns, vocabulary) -> schedule names
 
     # ---- entry point --------------------------------------------------------------------------------------
 
@@ -309,29 +319,88 @@ class ScheduleReconciler:
         status = load_status(raw_status, f"{namespace}/{name}")
         self.metrics.ensure_schedule(namespace, name, status.totals)
         first = uid not in self._visited
-        p = _Pass(schedule, status, self.clock())
+        p = _Pass(schedule, status, self.clock(), ready_before=_ready_of(status))
         with self.claim_locks.get(namespace, schedule.claim):
             delay = self._pass(p, full=full or first or status.observed_generation != schedule.generation)
-            if p.status != status:
-                patch = status_patch(p.status.wire(), raw_status, body["metadata"].get("resourceVersion"))
-                try:
-                    self.api.patch_schedule_status(namespace, name, patch)
-                except ConflictError:
-                    # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
-                    # the next pass works on the fresh copy and any Job created here is adopted by name.
-                    log.info("%s/%s: status changed concurrently; retrying the pass", namespace, name)
-                    return self.settings.conflict_retry_seconds
+            if not self._persist(p, body, raw_status, status):
+                return self.settings.conflict_retry_seconds
         self._visited.add(uid)
         self._after_persist(p)
         return delay
+
+    def refuse_namespace(self, body: DreamSchedule) -> None:
+        """A schedule in a namespace the operator is told not to serve (--exclude-namespace): it says so in its
+        status (Ready=False) and nothing else happens: no Job, no ConfigMap."""
+        schedule = read_schedule(body)
+        raw_status = body.get("status") or {}
+        status = load_status(raw_status, f"{schedule.namespace}/{schedule.name}")
+        p = _Pass(schedule, status, self.clock(), ready_before=_ready_of(status))
+        p.condition(
+            READY,
+            "False",
+            "NamespaceExcluded",
+            f"the operator does not serve namespace {schedule.namespace} (--exclude-namespace); nothing is run "
+            "here unless the operator is started with this namespace named",
+        )
+        p.update(observed_generation=schedule.generation, next_schedule_time=None)
+        if self._persist(p, body, raw_status, status):
+            self._after_persist(p)
+
+    def _persist(self, p: _Pass, body: DreamSchedule, raw_status: Body, read: DreamScheduleStatus) -> bool:
+        """Write the pass's status if it changed; False when the CR changed since it was read (409)."""
+        if p.status == read:
+            return True
+        version = body["metadata"].get("resourceVersion")
+        try:
+            if holds_agent(p.status) and not has_hold(body):
+                # Before the Stop is persisted (its scale-down is a later pass's): deleting the schedule from now
+                # on restores the agent first (stop_hold.py).
+                held = self.api.patch_schedule(
+                    p.namespace, p.name, {"metadata": {"resourceVersion": version, "finalizers": with_hold(body)}}
+                )
+                version = held["metadata"].get("resourceVersion")
+            patch = status_patch(p.status.wire(), raw_status, version)
+            written = cast(DreamSchedule, self.api.patch_schedule_status(p.namespace, p.name, patch))
+        except ConflictError:
+            # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
+            # the next pass works on the fresh copy and any Job created here is adopted by name.
+            log.info("%s/%s: status changed concurrently; retrying the pass", p.namespace, p.name)
+            return False
+        if not holds_agent(p.status) and has_hold(written):
+            self._drop_hold(p.namespace, p.name, written)
+        return True
+
+    def _drop_hold(self, namespace: str, name: str, body: DreamSchedule) -> None:
+        """The Stop is released: the schedule is deletable at any moment again."""
+        patch = {
+            "metadata": {"resourceVersion": body["metadata"].get("resourceVersion"), "finalizers": without_hold(body)}
+        }
+        try:
+            self.api.patch_schedule(namespace, name, patch)
+        except ApiError as exc:  # the next pass (or the deletion path) tries again
+            log.info("%s/%s: the Stop's finalizer stays for now: %s", namespace, name, exc)
+
+    def release_deleted(self, body: DreamSchedule) -> bool:
+        """A schedule being deleted while its finalizer holds it (a Stop): restore the agent, then let it go. True
+        when it is gone or released; False while its cycle is still stopping (the caller retries)."""
+        if not has_hold(body):
+            return True
+        if not self.release_agent(body):
+            return False
+        meta = body["metadata"]
+        self._drop_hold(meta["namespace"], meta["name"], body)
+        return True
 
     def forget(self, namespace: str, name: str, uid: str | None) -> None:
         """The schedule is gone: drop its series and caches."""
         self.metrics.remove_schedule(namespace, name)
         if uid:
             self._visited.discard(uid)
-        for users in self.vocabulary_users.values():
-            users.discard(name)
+        log.info(
+            "%s/%s: deleted; its Jobs go with it (owner references), a running cycle stops at a safe point",
+            namespace,
+            name,
+        )
 
     def release_agent(self, body: DreamSchedule) -> bool:
         """The schedule is being deleted: a Stop it holds ends now (its cycle deleted, the agent restored). True
@@ -393,8 +462,33 @@ class ScheduleReconciler:
         job = self.api.get_job(p.namespace, active.name)
         if job is not None and job["metadata"].get("uid") == active.uid and job_active(job):
             p.running = True
+            self._stop_if_stuck(p, job)
             return False
         return True
+
+    def _stop_if_stuck(self, p: _Pass, job: Job) -> None:
+        """Stop an active Job whose pod can never start (stuck.py); it is counted as failed when it ends."""
+        if (job.get("status") or {}).get("ready") or ANNOTATION_STOPPED in annotations_of(job):
+            return  # its containers run (or it is being stopped already)
+        uid = job["metadata"]["uid"]
+        pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={uid}")
+        stuck = stuck_reason(pods, p.now, self.settings.stuck_pod_grace_seconds)
+        if stuck is None:
+            return
+        name = job["metadata"]["name"]
+        # The reason first (it is what the Job is counted by), then the deadline cut: the Job controller fails it
+        # at once (DeadlineExceeded) and deletes the pod, so the claim is free for the next cycle.
+        self.api.patch_job(
+            p.namespace,
+            name,
+            {
+                "metadata": {"annotations": {ANNOTATION_STOPPED: stuck.annotation()}},
+                "spec": {"activeDeadlineSeconds": 1},
+            },
+        )
+        log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, stuck.annotation())
+        p.condition(READY, "False", stuck.reason, _stuck_message(name, stuck))
+        p.event("Warning", stuck.reason, _stuck_message(name, stuck))
 
     @staticmethod
     def _default_conditions(p: _Pass) -> None:
@@ -460,6 +554,12 @@ class ScheduleReconciler:
         p.counted.append((job, outcome))
         if job is not None:
             p.to_annotate.append(job)
+        detail = run.error or run.skip_reason
+        log.info(
+            "%s/%s: Job %s finished: %s (%s)%s; %s",
+            p.namespace, p.name, run.job_name, run.result, run.reason, f": {detail}" if detail else "",
+            sentence(run, lambda c: c.said),
+        )  # fmt: skip
         self.agents.note_run(p, p.schedule.spec, run)
         self._conditions_for_run(p, outcome)
         self._events_for_run(p, run)
@@ -530,15 +630,30 @@ class ScheduleReconciler:
         for count in COUNTS:
             if count.event is not None and (n := value_of(run, count)):
                 p.event(count.event.type, count.event.reason, f"cycle {run.job_name}: {n} {count.event.what}")
+        self._blast_radius_event(p, run)
+
+    @staticmethod
+    def _blast_radius_event(p: _Pass, run: RunSummary) -> None:
+        """A cycle that archived more than a few percent of the live corpus says so as a Warning, even under the
+        cap (folds, merges with successors and prunes alike: what the agent's own audit will see)."""
+        total, archived = getattr(run, "total", 0) or 0, getattr(run, "archived", 0) or 0
+        if run.result != "completed" or not total or archived / total <= MANY_ARCHIVED_FRACTION:
+            return
+        p.event(
+            "Warning",
+            "ManyArchived",
+            f"cycle {run.job_name} archived {archived} of {total} live entries ({archived / total:.1%}, over "
+            f"{MANY_ARCHIVED_FRACTION:.0%}); every archive is reversible (dreamkeeper undo {run.cycle_id})",
+        )
 
     # ---- starting cycles ---------------------------------------------------------------------------------------
 
     def _act(self, p: _Pass, due: Due, claim_jobs: list[Job], *, full: bool) -> None:
         """Start what is due, in order: the run-now token, then the slot (or record it missed)."""
-        busy = any(job_active(j) for j in claim_jobs) or p.running or p.agent_busy
+        busy = _blocking_job(p, claim_jobs)
         ready = self._readiness(p, due, full=full)
         if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
-            busy = True
+            busy = f"Job {p.status.active_job.name}" if p.status.active_job else "a run-now cycle"
         if due.slots.past_deadline is not None:
             self._past_deadline(p, due, due.slots.past_deadline)
         elif due.slots.due is not None:
@@ -550,7 +665,8 @@ class ScheduleReconciler:
         if full or due.wants_job:
             try:
                 ready = Readiness(vocabulary=self._check_ready(p, due.spec))
-                p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
+                if due.wants_job or not _stuck_still_stands(p):
+                    p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
             except (NotReadyError, ClaimUnusableError) as exc:
                 ready = Readiness(not_ready=NotReadyError(exc.reason, str(exc)))
                 p.condition(READY, "False", exc.reason, str(exc))
@@ -562,7 +678,9 @@ class ScheduleReconciler:
             self._vocabulary_condition(p)
         return ready
 
-    def _run_now(self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: bool) -> bool:
+    def _run_now(
+        self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
+    ) -> bool:
         """Handle a new runNowToken (also when suspended). True when it started a Job."""
         name = run_now_job_name(p.name, token, p.schedule.generation or 0)
         if self._stopping_for(p, name):
@@ -572,8 +690,8 @@ class ScheduleReconciler:
             p.update(last_run_now_token=token)  # created by a pass whose status write was lost
         elif ready.not_ready is not None:
             self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
-        elif busy:
-            self._announce_deferral(p, token, "a cycle is active on the claim; it runs when that ends")
+        elif busy is not None:
+            self._announce_deferral(p, token, f"{busy} is active on the claim; it runs when that ends")
         else:
             refused = self._launch(p, due.spec, CycleIntent(name, "run-now", p.now, token), ready.vocabulary)
             if refused is None:
@@ -595,7 +713,7 @@ class ScheduleReconciler:
         )
 
     def _due_slot(
-        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: bool
+        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
     ) -> None:
         """Run the due slot once (no backlog replay), or record why it was skipped; either way it is acted on."""
         if due.slots.missed:
@@ -625,7 +743,9 @@ class ScheduleReconciler:
         p.update(last_schedule_time=slot)
 
     @staticmethod
-    def _slot_refusal(p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: bool) -> str | None:
+    def _slot_refusal(
+        p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: str | None
+    ) -> str | None:
         """Why the due slot may not start (the skipped-slot reason), or None when it may."""
         if spec.suspend:
             return "suspended"
@@ -636,11 +756,11 @@ class ScheduleReconciler:
                 f"slot {slot.isoformat()} skipped: {ready.not_ready.reason}: {ready.not_ready}",
             )
             return "not_ready"
-        if busy:
+        if busy is not None:
             p.event(
                 "Warning",
                 "SlotSkipped",
-                f"slot {slot.isoformat()} skipped: another cycle is active on claim {spec.claim_name} "
+                f"slot {slot.isoformat()} skipped: {busy} is active on claim {spec.claim_name} "
                 "(never two cycles on one volume)",
             )
             return "concurrent"
@@ -681,14 +801,13 @@ class ScheduleReconciler:
         ref = spec.vocabulary_ref
         if ref is None:
             return None
-        self.vocabulary_users.setdefault((p.namespace, ref.name), set()).add(p.name)
         vocabulary = self.api.get_vocabulary(p.namespace, ref.name)
         if vocabulary is None:
             raise NotReadyError("VocabularyNotFound", f"MemoryVocabulary {ref.name} not found")
         status = vocabulary.get("status") or {}
         sha256, config_map = status.get("sha256"), status.get("configMapName")
         if not sha256 or not config_map:
-            raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} is not rendered yet")
+            raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} {_not_rendered(status)}")
         if self.api.get_config_map(p.namespace, config_map) is None:
             raise NotReadyError(
                 "VocabularyNotRendered", f"ConfigMap {config_map} of MemoryVocabulary {ref.name} is missing"
@@ -767,13 +886,10 @@ class ScheduleReconciler:
         )
         try:
             job = self.api.create_job(p.namespace, build_job(request, self.defaults))
+            message = f"created Job {job_name} ({trigger}, slot {slot.isoformat()}), {_where(placement)}"
+            log.info("%s/%s: %s", p.namespace, p.name, message)
             # Posted now, not after the status write: the Job exists whatever happens to this pass.
-            self._post(
-                p,
-                "Normal",
-                "CycleStarted",
-                f"created Job {job_name} ({trigger}, slot {slot.isoformat()}) on {placement.description}",
-            )
+            self._post(p, "Normal", "CycleStarted", message)
         except ConflictError as exc:
             if not exc.already_exists:
                 raise
@@ -788,6 +904,7 @@ class ScheduleReconciler:
     # ---- after the status write ------------------------------------------------------------------------------
 
     def _after_persist(self, p: _Pass) -> None:
+        self._announce_not_ready(p)
         for _, outcome in p.counted:
             self.metrics.record_run(p.namespace, p.name, outcome.run)
         self.metrics.record_agent(p.namespace, p.name, downtime=p.agent_downtime, stale_window=p.agent_stale_window)
@@ -803,6 +920,15 @@ class ScheduleReconciler:
             self._mark_counted(p, job)
         if p.listed:
             self._prune(p)
+
+    @staticmethod
+    def _announce_not_ready(p: _Pass) -> None:
+        """Ready turning False (or False for a new reason) is an Event once, not one per pass."""
+        ready = get_condition(p.status.conditions, READY)
+        if ready is None or ready.status != "False" or _ready_of(p.status) == p.ready_before:
+            return
+        if not any(reason == ready.reason for _, reason, _ in p.events):
+            p.events.insert(0, ("Warning", ready.reason, ready.message))
 
     def _set_state(self, p: _Pass) -> None:
         ready = get_condition(p.status.conditions, READY)
@@ -872,6 +998,57 @@ def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
     succeeded = [j for j in finished if job_succeeded(j)]
     failed = [j for j in finished if not job_succeeded(j)]
     return succeeded[spec.successful_jobs_history_limit :] + failed[spec.failed_jobs_history_limit :]
+
+
+def _ready_of(status: DreamScheduleStatus) -> tuple[str, str] | None:
+    ready = get_condition(status.conditions, READY)
+    return None if ready is None else (ready.status, ready.reason)
+
+
+def _blocking_job(p: _Pass, claim_jobs: list[Job]) -> str | None:
+    """What holds the claim ("Job <name>", this schedule's first, or the agent's Stop), or None when it is free."""
+    if p.running and p.status.active_job is not None:
+        return f"Job {p.status.active_job.name}"
+    active = sorted((j for j in claim_jobs if job_active(j)), key=creation_order)
+    if active:
+        return f"Job {active[0]['metadata']['name']}"
+    if p.agent_busy:
+        stop = stop_of(p)
+        return f"the stop of {stop.kind} {stop.name} for cycle {stop.job_name}" if stop else "the agent's stop"
+    return None
+
+
+def _where(placement: Placement) -> str:
+    if placement.node_name is None:
+        return "not pinned to a node: no running pod mounts the claim"
+    return f"pinned to node {placement.node_name} next to pod {placement.agent_pod}"
+
+
+def _stuck_still_stands(p: _Pass) -> bool:
+    """Ready=False from a stopped Job (a missing Secret) stays until the spec changes or a cycle is tried again:
+    the claim being usable says nothing about the Secret the operator cannot read."""
+    ready = get_condition(p.status.conditions, READY)
+    return (
+        ready is not None
+        and ready.status == "False"
+        and ready.reason in STUCK_REASONS
+        and ready.observed_generation == p.schedule.generation
+    )
+
+
+def _stuck_message(job_name: str, stuck: Stuck) -> str:
+    return (
+        f"Job {job_name} stopped: its pod can never start ({stuck.message}); fix the reference (a Secret the pod "
+        "can read, an image that exists) and the next slot or a new runNowToken tries again"
+    )
+
+
+def _not_rendered(status: MemoryVocabularyStatusBody) -> str:
+    """Why a MemoryVocabulary has no render yet, from its own Ready condition when it says."""
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == READY), None)
+    if ready is not None and ready.get("status") == "False":
+        return f"cannot be rendered: {ready.get('reason')}: {ready.get('message')}"
+    return "is not rendered yet"
 
 
 def _agent_stopped(p: _Pass) -> bool | None:

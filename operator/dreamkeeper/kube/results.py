@@ -7,6 +7,7 @@ counting rule (once per Job UID) lives in one place (``reconcile.py``) and this 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,11 +20,12 @@ from dreamkeeper.consolidation import SUMMED, value_of
 from dreamkeeper.kube import (
     ANNOTATION_RUN_NOW_TOKEN,
     ANNOTATION_SLOT,
+    ANNOTATION_STOPPED,
     DREAM_CONTAINER,
     LABEL_TRIGGER,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import RunSummary, Totals, count_fields
+from dreamkeeper.kube.models import CONDITION_REASON, RunSummary, Totals, count_fields
 from dreamkeeper.kube.objects import (
     ContainerStateTerminated,
     Job,
@@ -38,7 +40,8 @@ from dreamkeeper.kube.seed import SeedReport
 from dreamkeeper.memory import loads_json
 
 # `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED = 1, 2, 3, 4
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED, EXIT_TERMINATED = 1, 2, 3, 4, 143
+CONDITION_REASON_RE = re.compile(CONDITION_REASON)
 
 
 class DreamSummaryBase(BaseModel):
@@ -115,9 +118,10 @@ def _latest_pod(pods: list[Pod]) -> Pod | None:
 
 
 def _clip(text: str | None, limit: int = 1000) -> str | None:
+    """One line for a condition or an Event: a log tail's line breaks and a console's hard wraps become spaces."""
     if text is None:
         return None
-    text = text.strip()
+    text = " ".join(text.split())
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
@@ -177,6 +181,7 @@ class _Evidence:
     """What a finished Job left behind, read once: its conditions and its latest pod's two containers."""
 
     conditions: dict[str, JobCondition]
+    stopped: str | None  # the operator's ANNOTATION_STOPPED: why it stopped a pod that could never start
     pod: Pod | None
     seed_state: ContainerStateTerminated | None
     seed: SeedReport | None
@@ -193,6 +198,7 @@ class _Evidence:
         conditions = _conditions(job)
         return cls(
             conditions=conditions,
+            stopped=annotations_of(job).get(ANNOTATION_STOPPED),
             pod=pod,
             seed_state=seed_state,
             seed=parse_seed_message(seed_state.get("message")) if seed_state else None,
@@ -265,6 +271,14 @@ def _completed_without_summary(e: _Evidence) -> RunSummary | None:
     return e.run("completed", "NoSummary", error=_clip(e.dream_message))
 
 
+def _held(e: _Evidence) -> RunSummary | None:
+    # Over the blast-radius cap: the cycle completed and archived nothing of its plan, which waits for a human.
+    if not e.completed or e.summary is None or not getattr(e.summary, "held", 0):
+        return None
+    how = f"set spec.approveHold: {e.summary.cycle_id} (and a new runNowToken) to apply it if the corpus is unchanged"
+    return e.run("completed", "Held", skip_reason=f"plan held for approval, over the blast-radius cap: {how}")
+
+
 def _completed(e: _Evidence) -> RunSummary | None:
     if not e.completed or e.summary is None:
         return None
@@ -280,10 +294,26 @@ def _seed_failed(e: _Evidence) -> RunSummary | None:
     )
 
 
+def _stopped_by_operator(e: _Evidence) -> RunSummary | None:
+    if not e.stopped:
+        return None
+    reason, _, detail = e.stopped.partition(": ")
+    if not CONDITION_REASON_RE.fullmatch(reason):
+        reason, detail = "PodNeverStarted", e.stopped
+    return e.run("failed", reason, error=_clip(f"the pod could never start, so the Job was stopped: {detail}"))
+
+
 def _lock_held(e: _Evidence) -> RunSummary | None:
     if e.exit_code != EXIT_LOCKED:
         return None
     return e.run("skipped", "LockHeld", skip_reason="another process holds the agent's cycle lock")
+
+
+def _sigterm_stopped(e: _Evidence) -> RunSummary | None:
+    # SIGTERM (the pod was deleted: its schedule, the Job, a node drain): the cycle stopped at a safe point.
+    if e.exit_code != EXIT_TERMINATED or e.failed.get("reason") == "DeadlineExceeded":
+        return None
+    return e.run("failed", "Stopped", error=_clip(e.error or "stopped by SIGTERM at a safe point"))
 
 
 def _paused(e: _Evidence) -> RunSummary | None:
@@ -323,9 +353,12 @@ def _cycle_failed(e: _Evidence) -> RunSummary:
 
 RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _completed_without_summary,
+    _held,
     _completed,
+    _stopped_by_operator,
     _seed_failed,
     _lock_held,
+    _sigterm_stopped,
     _paused,
     _deadline_exceeded,
     _invalid_settings,

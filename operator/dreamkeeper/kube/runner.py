@@ -24,14 +24,20 @@ from dreamkeeper.kube.vocabulary_reconciler import VocabularyReconciler
 
 log = logging.getLogger(__name__)
 
+# Served under --all-namespaces only when named: the cluster's own namespaces run no agents.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+LOOPBACK = "127.0.0.1"
+
 
 @dataclass
 class OperatorOptions:
     namespaces: list[str] = field(default_factory=list)
     all_namespaces: bool = False
-    metrics_host: str = "0.0.0.0"
+    exclude_namespaces: list[str] = field(default_factory=lambda: list(SYSTEM_NAMESPACES))
+    # Loopback unless told otherwise: the chart passes the pod IP (downward API), never 0.0.0.0.
+    metrics_host: str = LOOPBACK
     metrics_port: int = 8080
-    health_host: str = "0.0.0.0"
+    health_host: str = LOOPBACK
     health_port: int = 8081
     kubeconfig: str | None = None
     workers: int = 8
@@ -49,6 +55,11 @@ class OperatorOptions:
         if globs:
             # Namespace patterns need namespace list/watch permissions; the least-privilege RBAC has none.
             raise ValueError(f"namespace patterns are not supported (scanning is off): {globs}")
+
+    @property
+    def excluded(self) -> frozenset[str]:
+        """Namespaces never served: only under --all-namespaces (a namespace named with --namespace is asked for)."""
+        return frozenset(ns for ns in self.exclude_namespaces if ns) if self.all_namespaces else frozenset()
 
 
 def kopf_settings(options: OperatorOptions) -> kopf.OperatorSettings:
@@ -111,6 +122,7 @@ def build_state(options: OperatorOptions) -> OperatorState:
         schedules=ScheduleReconciler(api, metrics, options.job_defaults, settings=options.reconcile),
         vocabularies=VocabularyReconciler(api),
         executor=ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="dk-reconcile"),
+        excluded_namespaces=options.excluded,
     )
 
 
@@ -128,11 +140,17 @@ def run_operator(
     limit_malloc_arenas(options.malloc_arena_max)
     state = build_state(options)
     server, thread = start_http_server(options.metrics_port, options.metrics_host, registry=state.metrics.registry)
+    scope = f"namespaces {options.namespaces}"
+    if options.all_namespaces:
+        scope = f"all namespaces except {sorted(options.excluded)}" if options.excluded else "all namespaces"
     log.info(
-        "dreamkeeper operator: %s; metrics on :%d/metrics, liveness on :%d/healthz",
-        "all namespaces" if options.all_namespaces else f"namespaces {options.namespaces}",
+        "dreamkeeper operator: %s; metrics on %s:%d/metrics, liveness on %s:%d/healthz; cycle logs %s",
+        scope,
+        options.metrics_host,
         options.metrics_port,
+        options.health_host,
         options.health_port,
+        "redacted (ids and counts only)" if options.job_defaults.redact_logs else "with memory content",
     )
     kwargs: dict[str, Any] = {
         "registry": build_registry(state),

@@ -42,9 +42,17 @@ class CronSchedule:
         if len(expression.split()) not in (1, 5):
             raise ScheduleError("InvalidSchedule", f"{expression!r}: expected 5 cron fields or a macro like @daily")
         try:
-            croniter(expression, datetime(2000, 1, 1, tzinfo=zone))
+            probe = croniter(expression, datetime(2000, 1, 1, tzinfo=zone))
         except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
             raise ScheduleError("InvalidSchedule", f"{expression!r} is not a valid cron schedule: {exc}") from None
+        try:
+            # Valid fields can still name no date at all ("0 0 30 2 *": February 30th); croniter only finds out
+            # when asked for a slot, which every pass would then raise.
+            probe.get_next(datetime)
+        except CroniterBadDateError:
+            raise ScheduleError(
+                "ImpossibleSchedule", f"{expression!r} never fires: no date matches its day and month fields"
+            ) from None
         return cls(expression, zone)
 
     def _iter(self, start: datetime) -> croniter:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -19,22 +18,25 @@ from dreamkeeper.kube import (
     MANAGED_BY,
     VOCABULARY_KIND,
 )
-from dreamkeeper.kube.api import ClusterApi, ConflictError, status_patch
+from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, status_patch
 from dreamkeeper.kube.conditions import READY, set_condition
 from dreamkeeper.kube.models import MemoryVocabularySpec, MemoryVocabularyStatus
 from dreamkeeper.kube.naming import label_value, vocabulary_config_map_name
+from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY, RenderedVocabulary, render
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
+# The API server refuses a ConfigMap whose data (keys and values) exceeds 1 MiB; the words a spec may hold can
+# render past that (4096 + 4096 words of up to 128 characters, several bytes each in UTF-8).
+CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 
 class VocabularyConflictError(RuntimeError):
     """The MemoryVocabulary changed between read and status write; render again from a fresh copy."""
 
 
-def config_map_for(body: Obj, rendered: RenderedVocabulary) -> Obj:
+def config_map_for(body: Body, rendered: RenderedVocabulary) -> Body:
     meta = body["metadata"]
     return {
         "apiVersion": "v1",
@@ -69,7 +71,7 @@ class VocabularyReconciler:
         self.api = api
         self.clock = clock
 
-    def reconcile(self, body: Obj) -> bool:
+    def reconcile(self, body: Body) -> bool:
         """Render and publish; returns True when the rendered content (its sha256) changed."""
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
@@ -96,9 +98,22 @@ class VocabularyReconciler:
         rendered = render(spec)
         desired = config_map_for(body, rendered)
         cm_name = desired["metadata"]["name"]
+        size = len(CONFIG_MAP_KEY.encode()) + len(rendered.content)
+        if size > CONFIG_MAP_LIMIT_BYTES:
+            message = (
+                f"the rendered vocabulary is {size} bytes; a ConfigMap holds at most {CONFIG_MAP_LIMIT_BYTES} "
+                f"({rendered.common_words} common, {rendered.specific_words} specific words): remove words. The "
+                "ConfigMap, if any, keeps the previous render; schedules referencing this vocabulary do not start"
+            )
+            return self._refuse(body, status, raw_status, "TooLarge", message)
         existing = self.api.get_config_map(namespace, cm_name)
         if existing is None:
-            self.api.create_config_map(namespace, desired)
+            try:
+                self.api.create_config_map(namespace, desired)
+            except ApiError as exc:
+                if exc.status == 409 or exc.status >= 500:
+                    raise
+                return self._refuse(body, status, raw_status, "ConfigMapRejected", f"ConfigMap {cm_name}: {exc}")
             log.info("%s/%s: rendered into ConfigMap %s (sha256 %s)", namespace, name, cm_name, rendered.sha256[:12])
         elif not any(ref.get("uid") == meta["uid"] for ref in existing["metadata"].get("ownerReferences") or []):
             conditions = set_condition(
@@ -143,12 +158,25 @@ class VocabularyReconciler:
         self._write(namespace, name, meta, raw_status, status, new)
         return status.sha256 != rendered.sha256
 
+    def _refuse(self, body: Body, status: MemoryVocabularyStatus, raw_status: Body, reason: str, message: str) -> bool:
+        """Ready=False with the reason, and no render: the sha256 is cleared so no schedule seeds a stale one."""
+        meta = body["metadata"]
+        log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
+        conditions = set_condition(
+            status.conditions, READY, "False", reason, message, generation=meta.get("generation"), now=self.clock()
+        )
+        new = status.model_copy(
+            update={"conditions": conditions, "observed_generation": meta.get("generation"), "sha256": None}
+        )
+        self._write(meta["namespace"], meta["name"], meta, raw_status, status, new)
+        return status.sha256 is not None  # the render the schedules saw is gone: they re-check
+
     def _write(
         self,
         namespace: str,
         name: str,
-        meta: Obj,
-        raw_status: Obj,
+        meta: Body,
+        raw_status: Body,
         old: MemoryVocabularyStatus,
         new: MemoryVocabularyStatus,
     ) -> None:

@@ -61,6 +61,7 @@ from dreamkeeper.memory.paths import (
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.redaction import redacted_logs, redacting, set_redaction, shown, shown_all
 from dreamkeeper.memory.reversals import Reversal, note_restored, note_undone, read_reversals
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
@@ -142,8 +143,13 @@ __all__ = [
     "read_regular_text",
     "read_reversals",
     "read_state_json",
+    "redacted_logs",
+    "redacting",
     "replace_file",
     "review_hash",
+    "set_redaction",
+    "shown",
+    "shown_all",
     "state_dir",
     "successor_in",
     "sweep",

@@ -252,7 +252,8 @@ class _Temp:
 
 def _write_temp(path: Path, data: bytes) -> _Temp:
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    # A new file gets what the umask leaves of 0666: 0644 by default, group-writable under --shared-group.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         view = memoryview(data)
         while view:

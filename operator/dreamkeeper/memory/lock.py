@@ -105,7 +105,8 @@ class CycleLock:
     def acquire(self) -> CycleLock:
         ensure_state_dir(self.path.parent.parent)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            # 0666: the umask decides (002: --shared-group)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise OSError(errno.EINVAL, "not a regular file")

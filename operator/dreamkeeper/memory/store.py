@@ -54,6 +54,7 @@ from dreamkeeper.memory.paths import (
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.redaction import shown
 
 log = logging.getLogger(__name__)
 
@@ -419,7 +420,7 @@ class MemoryStore:
             result = self.update(stored, entry)
         else:
             result = StoredEntry(entry, stored.path, self.rewrite(stored, entry))
-        log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, entry.content)
+        log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, shown(entry.content))
         return result
 
     def restore(self, stored: StoredEntry) -> StoredEntry:
@@ -434,7 +435,7 @@ class MemoryStore:
             entry_summary(entry),
             stored.entry.archived_at.isoformat() if stored.entry.archived_at else "?",
             stored.entry.archive_reason,
-            entry.content,
+            shown(entry.content),
         )
         return result
 
@@ -476,7 +477,10 @@ class MemoryStore:
             if stored.id in kept:
                 report.kept_by_rule.append((entry, kept[stored.id]))
                 log.info(
-                    "purge kept archived memory entry %s — %s: %s", entry_summary(entry), kept[stored.id], entry.content
+                    "purge kept archived memory entry %s — %s: %s",
+                    entry_summary(entry),
+                    kept[stored.id],
+                    shown(entry.content),
                 )
                 continue
             if dry_run:
@@ -485,7 +489,7 @@ class MemoryStore:
                     entry_summary(entry),
                     entry.archived_at.isoformat() if entry.archived_at else "?",
                     entry.archive_reason,
-                    entry.content,
+                    shown(entry.content),
                 )
                 report.purged.append(entry)
                 continue
@@ -535,7 +539,7 @@ class MemoryStore:
             entry_summary(entry),
             entry.archived_at.isoformat() if entry.archived_at else "?",
             entry.archive_reason,
-            entry.content,
+            shown(entry.content),
         )
 
     @staticmethod

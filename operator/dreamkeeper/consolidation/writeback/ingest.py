@@ -154,8 +154,11 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
 
 
 def _stamped(index: WriteBackIndex, journal_id: str, step: Step) -> None:
-    marker = {k: v for k, v in (step.metadata or {}).items() if v is not None}
-    index.add_layer(step.id, marker.get(REVIEWED_HASH), Layer(journal_id, marker), MAX_LAYERS)
+    # The marker holds only what the stamp changed: a review hash re-stamped unchanged (the content is the same) is
+    # in every cache too, and would make a stale copy look like one that descends from the stamp.
+    metadata, previous = step.metadata or {}, step.previous
+    marker = {k: v for k, v in metadata.items() if v is not None and (previous is None or previous.get(k) != v)}
+    index.add_layer(step.id, metadata.get(REVIEWED_HASH), Layer(journal_id, marker), MAX_LAYERS)
 
 
 def _updated(index: WriteBackIndex, journal_id: str, step: Step) -> None:

@@ -42,7 +42,7 @@ from dreamkeeper.memory import (
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "writeback-index.json"
-VERSION = 1
+VERSION = 2  # 2: stamp markers hold only the values a stamp changed (an index of 1 is rebuilt from the journals)
 _H, _T = "#h", "#t"  # marker placeholders: the record's review hash, the layer's journal time
 
 

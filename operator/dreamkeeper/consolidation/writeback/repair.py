@@ -46,6 +46,7 @@ from dreamkeeper.memory import (
     StoredEntry,
     format_timestamp,
     review_hash,
+    shown,
     successor_in,
 )
 
@@ -156,7 +157,7 @@ def _classify(index: WriteBackIndex, stored: StoredEntry, record: Record) -> str
             "entry %s came back with new content (%s): a new fact, kept live and reviewed as new: %s",
             stored.id,
             "archived by a cycle" if record.archived is not None else "changed by a cycle",
-            entry.content,
+            shown(entry.content),
         )
         index.drop(stored.id)
         return "edited"
@@ -232,7 +233,7 @@ class _Planner:
                 stale.copy.id,
                 _archived(stale).journal,
                 _archived(stale).reason,
-                stale.copy.entry.content,
+                shown(stale.copy.entry.content),
             )
         n_stale = len(self.resurrected) + len(self.restores) + sum(1 for t in targets.values() if t.restored)
         stale_paths = {s.copy.path for s in self.resurrected.values()} | {s.copy.path for s in self.restores.values()}
@@ -309,7 +310,7 @@ class _Planner:
                 _archived(stale).reason,
                 layer.rc,
                 target.stored.id,
-                stale.copy.entry.content,
+                shown(stale.copy.entry.content),
             )
         return carry.rc
 

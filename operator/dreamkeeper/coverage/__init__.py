@@ -12,6 +12,7 @@ from dreamkeeper.coverage.check import (
     required_specifics,
 )
 from dreamkeeper.coverage.index import CoverageIndex
+from dreamkeeper.coverage.invention import find_invented_specifics
 from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
 from dreamkeeper.coverage.vocabulary import (
@@ -33,6 +34,7 @@ __all__ = [
     "Vocabulary",
     "VocabularyLoad",
     "extract_specifics",
+    "find_invented_specifics",
     "find_missing_specifics",
     "keep_inventory",
     "load_vocabulary",

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_PROPOSER_FAILED = 4  # the cycle ran, but no batch the proposer was asked about got a usable reply
 EXIT_TERMINATED = 143
 
 
@@ -121,7 +122,11 @@ def register(app: typer.Typer) -> None:
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
     ) -> None:
-        """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
+        """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible.
+
+        Exit codes: 0 completed (or skipped), 1 failed, 2 invalid settings, 3 another cycle holds the agent's lock,
+        4 proposer failed (the cycle ran, but no batch the model was asked about got a usable reply), 143 SIGTERM.
+        """
         try:
             data = _settings_data(settings_file, settings_json)
             section = data.pop(PROPOSER_SECTION, {})
@@ -203,6 +208,9 @@ def register(app: typer.Typer) -> None:
             _print_report(report)
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
+        if report.result == "proposer-failed":
+            err.print(f"[red]proposer failed:[/red] {report.proposer_failure}")
+            raise typer.Exit(EXIT_PROPOSER_FAILED)
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycl
 from dreamkeeper.consolidation.report import read_report
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
-from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH
+from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH, UNUSABLE_COUNT
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import OFFER_CONTRACT
@@ -126,14 +126,39 @@ def test_lossy_merge_repaired_by_the_model_is_saved(agent: Path, fake_openai: Fa
     assert (run.report.repaired, run.report.saved, run.report.archived, run.report.llm_calls) == (1, 1, 2, 2)
 
 
-def test_invented_ids_are_ignored(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+def test_finding5_a_reply_of_invented_ids_decides_nothing(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     invented = {"toDelete": ["ghost0000001", "solo9"], "toSave": [merge("Ghosts are real.", "ghost1", "ghost2")]}
     fake_openai.script(Reply.json(invented))
     run = dream(agent, fake_openai)
     assert_nothing_lost(run)
     assert run.live() == ALL_IDS
-    assert (run.report.saved, run.report.archived, run.report.invalid_replies) == (0, 0, 0)
-    assert all(run.reviewed(i) for i in ALL_IDS)  # a valid answer that changes nothing still counts as a review
+    r = run.report
+    assert (r.saved, r.archived, r.invalid_replies, r.declined) == (0, 0, 0, 0)
+    assert (r.invented_replies, r.batches_unusable, r.batches_usable) == (1, 1, 0)
+    assert r.result == "proposer-failed"  # the only batch asked got no usable reply
+    # Nothing stamped reviewed or declined: offered again, with a back-off stamp from the second time on.
+    for entry_id in ALL_IDS:
+        entry = run.store.require(entry_id).entry
+        assert entry.meta(REVIEWED_HASH) is None and entry.meta(DECLINED_CLUSTER) is None, entry_id
+        assert entry.meta(UNUSABLE_COUNT) == "1"
+
+
+def test_finding5_the_contracts_placeholder_copied_back_decides_nothing(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    # SmolLM2's reply to the sample agent, 39 clusters stamped declined from it before #18.
+    placeholder = {"toDelete": [], "toSave": [{"content": "...", "category": "...", "sourceIds": ["<id>"]}]}
+    fake_openai.script(Reply.json(placeholder))
+    run = dream(agent, fake_openai)
+    assert (run.report.invented_replies, run.report.declined) == (1, 0)
+    assert not any(run.reviewed(i) for i in ALL_IDS)
+
+
+def test_a_reply_naming_one_offered_id_is_a_decision(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json({"toDelete": ["ghost0000001"], "toSave": [merge(MILO, "milo1", "ghost")]}))
+    run = dream(agent, fake_openai)
+    assert (run.report.invented_replies, run.report.batches_usable, run.report.result) == (0, 1, "completed")
+    assert all(run.reviewed(i) for i in ALL_IDS - {"milo1"})
 
 
 @pytest.mark.parametrize(
@@ -329,9 +354,10 @@ def test_offer_singletons_shows_every_eligible_entry(agent: Path, fake_openai: F
     sent = fake_openai.completions[0].user_text
     assert offered_ids(fake_openai.completions[0]) == ALL_IDS and "Other entries:" in sent
     assert "not shown" not in sent
-    # The prune reached the engine's safeguards (the status note is archived, recoverably).
-    assert "solo2" not in run.live() and run.store.require("solo2").entry.is_archived
-    assert run.report.ephemeral == 1
+    # The prune reached the engine's safeguards: the census keeps the only live mention of Tripit and Las Vegas.
+    assert "solo2" in run.live() and run.report.prunes_refused == 1
+    assert run.report.protections[0].census == ["Tripit", "Las", "Vegas"]
+    assert run.report.ephemeral == 0 and run.reviewed("solo2")
 
 
 # ---- the rejection memo (RockBot #550's treadmill) ---------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -11,6 +12,8 @@ from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
 
 DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
+
+PruneCensus = Literal["identity", "all", "off"]
 
 
 class CycleSettings(BaseModel):
@@ -33,6 +36,11 @@ class CycleSettings(BaseModel):
     )
     vocabulary_path: str = VOCABULARY_FILE
     batch_max_entries: int = Field(default=40, ge=2)
+    # A prune that makes a specific vanish from the live corpus: refused when it is an identity specific (name,
+    # e-mail, phone, account id...; "identity"), any specific ("all"), or only counted ("off").
+    prune_census: PruneCensus = "identity"
+    # Entries whose batch got unusable replies twice in a row wait this long, doubling (backoff.py); 0 = never.
+    unusable_backoff_days: float = Field(default=1.0, ge=0.0)
 
     @field_validator("protected_categories")
     @classmethod

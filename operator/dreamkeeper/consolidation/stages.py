@@ -255,10 +255,11 @@ def compose_report(
         **CycleCounts.total_of(s.counts for s in done).model_dump(),
         vocabulary_status=stages.vocabulary.status if stages.vocabulary else "absent",
         clustering_degraded=stages.gated.gating.degraded if stages.gated else False,
+        proposer_failure=validated.decisions.batches.failure if validated else None,
         budget_exhausted=usage.budget_exhausted if usage else False,
         estimated_cost=usage.estimated_cost if usage else None,
         rejections=list(validated.decisions.rejections) if validated else [],
-        protections=list(validated.decisions.protections) if validated else [],
+        protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
         notes=[n for s in done for n in s.notes],
     )

@@ -1,8 +1,9 @@
 """Validation: turn untrusted proposer replies into a plan that only contains what the safeguards allow.
 
-Order (every step logged): resolve ids against the batch's offer → blank merges dropped, sources shielded →
-merges with no offered source not saved → coverage check with one repair try → merge arithmetic done by code →
-standalone prunes against shield, merge-only, floor and protected categories → corpus-wide specifics census.
+Order (every step logged): a reply that names no offered id decides nothing → resolve ids against the batch's
+offer → blank merges dropped, sources shielded → merges with no offered source not saved → coverage and invention
+checks with one repair try → merge arithmetic done by code → standalone prunes against shield, merge-only, floor
+and protected categories → corpus-wide specifics census (merges, then prunes).
 """
 
 from __future__ import annotations
@@ -12,20 +13,24 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
+from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
-from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
+from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import (
+    IDENTITY_KINDS,
     CoverageIndex,
     Inventory,
     SourceText,
     Specific,
     Vocabulary,
     extract_specifics,
+    find_invented_specifics,
     find_missing_specifics,
     merged_inventory,
 )
@@ -67,6 +72,47 @@ def _ids(stored: Sequence[StoredEntry]) -> str:
     return ", ".join(s.id for s in stored)
 
 
+# What became of one batch: a usable reply; the model answered and nothing could be used ("unusable"), or it
+# answered with ids none of which was offered ("invented"); the request failed or was never sent ("failed");
+# the proposer answered without its model ("unasked": nothing worth showing, or deferred).
+BatchOutcome = Literal["usable", "unusable", "invented", "failed", "unasked"]
+
+
+@dataclass(frozen=True)
+class BatchTally:
+    """How the batches the model was asked about ended; ``failure`` says why none was usable, when so."""
+
+    usable: int = 0
+    unusable: int = 0  # invented included
+    invented: int = 0
+    failed: int = 0
+
+    @property
+    def asked(self) -> int:
+        return self.usable + self.unusable + self.failed
+
+    @property
+    def failure(self) -> str | None:
+        """Why the cycle is proposer-failed: asked about at least one batch, and no reply was usable."""
+        if self.asked == 0 or self.usable:
+            return None
+        parts = []
+        if self.failed:
+            parts.append(f"{self.failed} request(s) failed or not sent")
+        if self.unusable:
+            named = f", {self.invented} naming no offered id" if self.invented else ""
+            parts.append(f"{self.unusable} unusable repl(ies){named}")
+        return f"no usable reply to any of the {self.asked} batch(es) asked ({'; '.join(parts)})"
+
+    def add(self, outcome: BatchOutcome) -> BatchTally:
+        return BatchTally(
+            usable=self.usable + (outcome == "usable"),
+            unusable=self.unusable + (outcome in ("unusable", "invented")),
+            invented=self.invented + (outcome == "invented"),
+            failed=self.failed + (outcome == "failed"),
+        )
+
+
 @dataclass(frozen=True)
 class Decisions:
     """What validation decided, returned as a value: the only way its verdicts reach the cycle."""
@@ -75,10 +121,14 @@ class Decisions:
     prunes: tuple[PruneAction, ...] = ()
     rejections: tuple[Rejection, ...] = ()
     protections: tuple[Protection, ...] = ()
+    refused_prunes: tuple[Protection, ...] = ()  # by the census: the last live mention of an identity specific
     merge_only_ignored: int = 0
     census_refusals: int = 0
+    invented_merges: int = 0  # rejections for specifics no source states
     rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
+    backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
+    batches: BatchTally = BatchTally()
     # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
     # instead of indexing the whole corpus a second time.
@@ -88,11 +138,18 @@ class Decisions:
     def counts(self) -> CycleCounts:
         return CycleCounts(
             rejected=len(self.rejections),
+            invented=self.invented_merges,
             repaired=sum(1 for m in self.merges if m.repaired),
             protected=len(self.protections),
+            prunes_refused=len(self.refused_prunes),
             merge_only_ignored=self.merge_only_ignored,
             census_refusals=self.census_refusals,
             ephemeral_specifics=sum(len(p.lost_specifics) for p in self.prunes),
+            batches_usable=self.batches.usable,
+            batches_unusable=self.batches.unusable,
+            batches_failed=self.batches.failed,
+            invented_replies=self.batches.invented,
+            backed_off=len(self.backoff),
         )
 
     def leaving_ids(self) -> set[str]:
@@ -115,8 +172,12 @@ class ValidationState:
     repairs_used: int = 0
     rejections: list[Rejection] = field(default_factory=list)
     protections: list[Protection] = field(default_factory=list)
+    refused_prunes: list[Protection] = field(default_factory=list)
     merge_only_ignored: int = 0
     census_refusals: int = 0
+    invented_merges: int = 0
+    backoff: set[str] = field(default_factory=set)
+    batches: BatchTally = field(default_factory=BatchTally)
     census_index: CoverageIndex | None = None
 
     def decisions(self) -> Decisions:
@@ -125,10 +186,14 @@ class ValidationState:
             prunes=tuple(self.plan.prunes),
             rejections=tuple(self.rejections),
             protections=tuple(self.protections),
+            refused_prunes=tuple(self.refused_prunes),
             merge_only_ignored=self.merge_only_ignored,
             census_refusals=self.census_refusals,
+            invented_merges=self.invented_merges,
             rejected_clusters=dict(self.rejected_clusters),
             unstamped=frozenset(self.unstamped),
+            backoff=frozenset(self.backoff),
+            batches=self.batches,
             census_index=self.census_index,
         )
 
@@ -146,20 +211,67 @@ async def validate_replies(
     by_batch = {r.batch_index: r for r in replies}
     for batch in batches:
         reply = by_batch.get(batch.index)
-        if reply is None or reply.proposal is None:
-            state.unstamped.update(batch.ids)
-            if reply is not None and reply.error:
-                log.warning(
-                    "batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error
-                )
-            continue
         offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
+        outcome = batch_outcome(reply, offered)
+        if outcome != "unasked":
+            state.batches = state.batches.add(outcome)
+        if reply is None or reply.proposal is None or outcome == "invented":
+            _decides_nothing(batch, reply, outcome, state)
+            continue
         for merge in reply.proposal.to_save:
             await _validate_merge(merge, offered, batch, proposer, state)
         for raw_id in reply.proposal.to_delete:
             _validate_prune(raw_id, offered, gating, state)
     census(live, state)
     return state.decisions()
+
+
+def batch_outcome(reply: BatchReply | None, offered: Mapping[str, StoredEntry]) -> BatchOutcome:
+    if reply is None:
+        return "failed"  # the proposer returned nothing for it
+    if not reply.asked:
+        return "unasked"
+    if reply.proposal is None:
+        return "unusable" if reply.fault == "reply" else "failed"
+    return "usable" if _decides(reply.proposal, offered) else "invented"
+
+
+def _decides(proposal: Proposal, offered: Mapping[str, StoredEntry]) -> bool:
+    """Whether a parsed reply is a decision about this batch (#18 finding 5: a reply of invented ids stamped all
+    39 clusters declined). "Nothing should change" (both lists empty) is one; otherwise at least one prune must
+    name an offered id, or one merge must name an offered source and carry text (SmolLM2 copied the contract's
+    ``{"content": "...", "sourceIds": ["<id>"]}`` placeholder)."""
+    if not proposal.to_save and not proposal.to_delete:
+        return True
+
+    def named(raw: object) -> bool:
+        return str(raw).strip().lower() in offered
+
+    if any(named(raw) for raw in proposal.to_delete):
+        return True
+    return any(_has_text(m.content) and any(named(raw) for raw in m.source_ids) for m in proposal.to_save)
+
+
+def _has_text(content: str) -> bool:
+    return any(ch.isalnum() for ch in content)
+
+
+def _decides_nothing(batch: Batch, reply: BatchReply | None, outcome: BatchOutcome, state: ValidationState) -> None:
+    """An unusable, failed or unasked batch: nothing applies and nothing is stamped reviewed; a reply the model
+    gave that could not be used also stamps the batch's entries for back-off (backoff.py)."""
+    state.unstamped.update(batch.ids)
+    if outcome in ("unusable", "invented"):
+        state.backoff.update(batch.ids)
+    if outcome == "invented" and reply is not None and reply.proposal is not None:
+        proposal = reply.proposal
+        named = [*proposal.to_delete, *(i for m in proposal.to_save for i in m.source_ids)]
+        log.warning(
+            "batch %d: the reply names no offered id (%s); it decides nothing and its entries are not stamped",
+            batch.index,
+            ", ".join(repr(str(i)) for i in named[:8]) or "no ids, only blank merges",
+        )
+    elif reply is not None and reply.error:
+        log.warning("batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error)
 
 
 def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:
@@ -193,45 +305,76 @@ async def _validate_merge(
         _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
         return
     texts = [SourceText(text=s.entry.content, category=s.entry.category) for s in sources]
+    shown = [_shown_about(s.entry) for s in sources]
     content = merge.content
     missing = find_missing_specifics(texts, content, state.vocabulary)
+    invented = find_invented_specifics(texts, content, state.vocabulary, shown)
     repaired = attempted = False
-    if missing and state.repairs_used < state.settings.repair_max_per_cycle:
+    if (missing or invented) and state.repairs_used < state.settings.repair_max_per_cycle:
         state.repairs_used += 1
         attempted = True
-        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing))
+        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing, invented))
         if revised and revised.strip():
             still = find_missing_specifics(texts, revised, state.vocabulary)
-            if not still:
+            still_invented = find_invented_specifics(texts, revised, state.vocabulary, shown)
+            if not still and not still_invented:
                 log.info(
-                    "repaired merge of [%s] — restored %d specific(s): %s",
+                    "repaired merge of [%s] — restored %d specific(s): %s; removed %d invented: %s",
                     _ids(sources),
                     len(missing),
-                    ", ".join(missing),
+                    ", ".join(missing) or "-",
+                    len(invented),
+                    ", ".join(invented) or "-",
                 )
-                content, missing, repaired = revised, [], True
+                content, missing, invented, repaired = revised, [], [], True
             else:
-                missing = still
+                missing, invented = still, still_invented
+    suffix = " after repair" if attempted else ""
     if missing:
-        suffix = " after repair" if attempted else ""
-        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content)
+        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
+        return
+    if invented:
+        state.invented_merges += 1
+        reason = f"states {len(invented)} specific(s) no source states{suffix}"
+        _reject(state, sources, [], reason, content, invented)
         return
     successor = _successor(merge, content, sources, state)
     state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
     state.consumed.update(s.id for s in sources)
 
 
-def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[str], reason: str, content: str) -> None:
+def _shown_about(entry: Entry) -> str:
+    """What the offer showed about a source besides its content (its header line's values): a merge may repeat
+    them without inventing anything."""
+    times = [entry.created_at.strftime("%Y-%m-%d"), entry.seen_at.strftime("%Y-%m-%d")]
+    times += [v for key in (SUBJECT_TIME, SUBJECT_TIME_START, SUBJECT_TIME_END) if (v := entry.meta(key))]
+    return " ".join([entry.category or "", *entry.tags, *times])
+
+
+def _reject(
+    state: ValidationState,
+    sources: list[StoredEntry],
+    missing: list[str],
+    reason: str,
+    content: str,
+    invented: list[str] | None = None,
+) -> None:
     log.warning(
         "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
         _ids(sources),
         reason,
-        ", ".join(missing) if missing else "-",
+        ", ".join(missing or invented or []) or "-",
         content,
     )
     state.shielded.update(s.id for s in sources)
     state.rejections.append(
-        Rejection(source_ids=[s.id for s in sources], missing=missing, reason=reason, content=content[:500])
+        Rejection(
+            source_ids=[s.id for s in sources],
+            missing=missing,
+            reason=reason,
+            content=content[:500],
+            invented=list(invented or []),
+        )
     )
     cluster = [s.id for s in sources]
     for s in sources:
@@ -366,17 +509,44 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
             continue
         kept.append(merge)
     plan.merges = kept
-    for prune in plan.prunes:
-        lost = _vanishing([prune.target], corpus, state.vocabulary, None)
-        if lost:
-            prune.lost_specifics = lost
-            log.info(
-                "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
-                prune.target.id,
-                len(lost),
-                ", ".join(lost),
-            )
+    plan.prunes = [p for p in plan.prunes if _census_prune(p, corpus, state)]
     state.census_index = corpus.index
+
+
+def _census_prune(prune: PruneAction, corpus: _CensusCorpus, state: ValidationState) -> bool:
+    """Whether a prune stands (#18 finding 6: a prune took Tomasz, his e-mail and a date out of the live corpus
+    while merges were held to the census). The specifics it would make vanish: any of the kinds
+    ``prune_census`` refuses ("identity": names, acronyms, e-mails, phones, account ids; "all"; "off": none)
+    refuses the prune (the entry stays live, stamped reviewed); the others are counted and logged."""
+    target = prune.target
+    vanishing = _vanishing_specifics([target], corpus, state.vocabulary, None)
+    refusing = [s.text for s in vanishing if _census_refuses(state.settings.prune_census, s)]
+    if refusing:
+        corpus.keep(target)
+        why = f"census: the last live mention of {len(refusing)} specific(s)"
+        log.info(
+            "refused to prune %s (%s) — %s: %s. Kept: %s",
+            target.id,
+            target.entry.category or "uncategorized",
+            why,
+            ", ".join(refusing),
+            target.entry.content,
+        )
+        state.refused_prunes.append(Protection(id=target.id, reason=why, census=refusing))
+        return False
+    if vanishing:
+        prune.lost_specifics = [s.text for s in vanishing]
+        log.info(
+            "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
+            target.id,
+            len(vanishing),
+            ", ".join(prune.lost_specifics),
+        )
+    return True
+
+
+def _census_refuses(mode: str, specific: Specific) -> bool:
+    return mode == "all" or (mode == "identity" and specific.kind in IDENTITY_KINDS)
 
 
 class _CensusCorpus:
@@ -398,6 +568,12 @@ class _CensusCorpus:
         if self.index is None:
             self.index = self._build()
         return self.index.covers(specific)
+
+    def keep(self, stored: StoredEntry) -> None:
+        """A prune is refused: its entry stays live."""
+        if self.index is None:  # not reached: a refusal follows a question only the index answers
+            self.index = self._build()
+        self.index.add(stored.entry.content)
 
     def refuse(self, merge: MergeAction) -> None:
         """The merge is refused: its successor leaves the plan, its sources stay live."""
@@ -421,18 +597,25 @@ class _CensusCorpus:
 def _vanishing(
     entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
 ) -> list[str]:
-    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order.
+    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order."""
+    return [s.text for s in _vanishing_specifics(entries, corpus, vocabulary, successor)]
+
+
+def _vanishing_specifics(
+    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
+) -> list[Specific]:
+    """`_vanishing`, as the specifics themselves (their kinds decide a prune).
 
     ``successor`` (the inventory of a live text of the plan) answers first: what it covers, the corpus covers.
     """
-    lost: list[str] = []
+    lost: dict[str, Specific] = {}
     for stored in entries:
         for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
             if successor is not None and successor.covers(specific):
                 continue
             if specific.text not in lost and not corpus.covers(specific):
-                lost.append(specific.text)
-    return lost
+                lost[specific.text] = specific
+    return list(lost.values())
 
 
 @dataclass(frozen=True)
@@ -451,7 +634,7 @@ def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[s
         if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
             continue
         metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
-        stamps[stored.id] = StampAction(stored, metadata)
+        stamps[stored.id] = StampAction(stored, metadata | backoff_cleared(stored))
     for stored_id, rejected_ids in decisions.rejected_clusters.items():
         if stored_id in stamps:
             stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})

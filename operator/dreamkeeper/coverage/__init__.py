@@ -14,7 +14,7 @@ from dreamkeeper.coverage.check import (
 from dreamkeeper.coverage.index import CoverageIndex
 from dreamkeeper.coverage.invention import find_invented_specifics
 from dreamkeeper.coverage.inventory import Inventory
-from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
+from dreamkeeper.coverage.specifics import IDENTITY_KINDS, Specific, SpecificKind, extract_specifics
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
     VOCABULARY_FILE,
@@ -25,6 +25,7 @@ from dreamkeeper.coverage.vocabulary import (
 
 __all__ = [
     "DEFAULT_VOCABULARY",
+    "IDENTITY_KINDS",
     "VOCABULARY_FILE",
     "CoverageIndex",
     "Inventory",

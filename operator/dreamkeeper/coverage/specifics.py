@@ -41,6 +41,11 @@ from dreamkeeper.coverage.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 SpecificKind = Literal[
     "name", "acronym", "number", "date", "email", "url", "host", "path", "identifier", "phone", "caseless"
 ]
+# The kinds that identify someone or something: a prune may not make one vanish from the live corpus by default
+# (``CycleSettings.prune_census``). Dates, numbers, URLs, hosts and paths are facts about them, counted instead.
+IDENTITY_KINDS: Final[frozenset[SpecificKind]] = frozenset(
+    {"name", "acronym", "caseless", "email", "phone", "identifier"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,10 @@ DECLINED_AT = "consolidationDeclinedAt"
 DECLINED_COUNT = "consolidationDeclinedCount"
 ARCHIVED_BY_CYCLE = "dreamkeeperArchivedByCycle"
 CREATED_BY_CYCLE = "dreamkeeperCreatedByCycle"
+# dreamkeeper's back-off after unusable proposer replies (consolidation/backoff.py); RockBot has no such stamp.
+UNUSABLE_HASH = "dreamkeeperUnusableHash"
+UNUSABLE_AT = "dreamkeeperUnusableAt"
+UNUSABLE_COUNT = "dreamkeeperUnusableCount"
 BOOKKEEPING_KEYS = frozenset(
     {
         MERGED_FROM,
@@ -52,6 +56,9 @@ BOOKKEEPING_KEYS = frozenset(
         DECLINED_COUNT,
         ARCHIVED_BY_CYCLE,
         CREATED_BY_CYCLE,
+        UNUSABLE_HASH,
+        UNUSABLE_AT,
+        UNUSABLE_COUNT,
     }
 )
 

@@ -36,9 +36,10 @@ OFFER_CONTRACT = (
 
 REPAIR_CONTRACT = 'Reply with one JSON object and nothing else: {"content": "<the revised merged text>"}.'
 REPAIR_DIRECTIVE = (
-    "You revise a proposed merge of memory entries that dropped specific details. Restore each missing string "
-    "verbatim, exactly as written in the sources. Keep everything the proposed text already says. Add no fact that is "
-    "not in the sources. Stay concise. " + REPAIR_CONTRACT
+    "You revise a proposed merge of memory entries that dropped specific details or stated details no source has. "
+    "Restore each missing string verbatim, exactly as written in the sources. Remove every detail listed as not in "
+    "the sources. Keep everything else the proposed text says. Add no fact that is not in the sources. "
+    "Stay concise. " + REPAIR_CONTRACT
 )
 
 
@@ -179,8 +180,12 @@ def repair_message(request: RepairRequest) -> str:
     lines = ["Proposed merged text:", INDENT + request.merge.content.replace("\n", "\n" + INDENT), ""]
     lines.append("Source entries it was built from:")
     lines += [format_entry(n, e) for n, e in enumerate(request.sources, start=1)]
-    lines += ["", "Missing — each must appear verbatim in your revision:"]
-    lines += [f"- {m}" for m in request.missing]
+    if request.missing:
+        lines += ["", "Missing — each must appear verbatim in your revision:"]
+        lines += [f"- {m}" for m in request.missing]
+    if request.invented:
+        lines += ["", "Not in any source — remove each from your revision:"]
+        lines += [f"- {m}" for m in request.invented]
     lines += ["", REPAIR_CONTRACT]
     return "\n".join(lines)
 

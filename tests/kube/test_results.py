@@ -112,6 +112,24 @@ def test_failures_are_classified_by_their_cause() -> None:
             assert error in (out.run.error or ""), out.run.error
 
 
+def test_a_cycle_whose_proposer_failed_is_its_own_outcome_not_a_success() -> None:
+    report = CycleReport(
+        cycle_id="c",
+        started_at=T0,
+        result="proposer-failed",
+        proposer_failure="no usable reply to any of the 3 batch(es) asked (3 request(s) failed or not sent)",
+        batches_failed=3,
+        folded=2,
+    )
+    out = outcome_of(job("Failed"), [pod(4, report.summary_json())], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("proposer-failed", "ProposerFailed", False)
+    assert "3 request(s) failed" in (out.run.error or "")
+    assert (out.run.batches_failed, out.run.folded) == (3, 2)  # what the cycle did still counts
+    totals = add_run(Totals(), out.run)
+    assert (totals.cycles_proposer_failed, totals.cycles_failed, totals.batches_failed) == (1, 0, 3)
+    assert totals.model_dump(by_alias=True)["cyclesProposerFailed"] == 1
+
+
 def test_a_lock_held_exit_is_a_skip_even_when_the_container_left_a_summary() -> None:
     # Exit 3 normally writes no message; a JSON one (a stale file, a future CLI) must not break the count.
     message = json.dumps({"result": "failed", "error": "x", "skipReason": "from the summary"})

@@ -270,7 +270,7 @@ class CycleCounts(BaseModel):
             reach="totals",
             metric=metric("dreamkeeper_prunes_refused"),
             event=Event("Normal", "PrunesRefused", "prune(s) refused: the last live mention of a name, contact or id"),
-            said=Phrase("refused {} prune(s)"),
+            said=Phrase("census-refused {}"),
             safeguard=Phrase("{} prune(s) refused by the census"),
             cli=Cell(Row.PROTECTED),
         ),

@@ -99,6 +99,8 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["max_cluster_size"] = guards.max_cluster_size
         if guards.min_interval_hours is not None:
             data["min_interval_hours"] = guards.min_interval_hours
+        if guards.prune_census is not None:
+            data["prune_census"] = guards.prune_census
     CycleSettings.model_validate(data)
     return data
 

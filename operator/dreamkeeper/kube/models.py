@@ -204,6 +204,12 @@ class SafeguardsSpec(KubeModel):
     min_interval_hours: float | None = Field(
         default=None, ge=0.0, le=8760.0, description="Minimum hours between completed cycles (default 6)."
     )
+    prune_census: Literal["identity", "all", "off"] | None = Field(
+        default=None,
+        description="A prune that makes a specific vanish from the live corpus is refused when it is an identity "
+        "specific: a name, acronym, e-mail, phone or account id (identity, the default), any specific (all), or "
+        "never, only counted (off).",
+    )
 
 
 class ResourceRequirementsSpec(KubeModel):
@@ -327,7 +333,7 @@ class RunSummaryBase(StatusModel):
     job_uid: str = Field(max_length=64, alias="jobUID")
     trigger: Literal["schedule", "run-now"]
     slot: datetime | None = None
-    result: Literal["completed", "skipped", "failed"]
+    result: Literal["completed", "skipped", "failed", "proposer-failed"]
     reason: str = Field(max_length=128, pattern=CONDITION_REASON)
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -343,6 +349,9 @@ class TotalsBase(StatusModel):
     cycles_completed: int = Field(default=0, ge=0)
     cycles_skipped: int = Field(default=0, ge=0)
     cycles_failed: int = Field(default=0, ge=0)
+    cycles_proposer_failed: int = Field(
+        default=0, ge=0, description="cycles that ran but got no usable reply from the proposer"
+    )
     missed_slots: int = Field(default=0, ge=0)
     skipped_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
 

@@ -37,7 +37,8 @@ from dreamkeeper.kube.objects import (
 )
 from dreamkeeper.kube.seed import SeedReport
 
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3  # `dreamkeeper dream` exit codes (proposers/cli.py)
+# `dreamkeeper dream` exit codes (dream_command.py)
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PROPOSER_FAILED = 1, 2, 3, 4
 
 
 class DreamSummaryBase(BaseModel):
@@ -49,6 +50,7 @@ class DreamSummaryBase(BaseModel):
     cycle_id: str | None = None
     skip_reason: str | None = None
     error: str | None = None
+    proposer_failure: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     duration_seconds: float | None = None
@@ -149,7 +151,16 @@ def parse_seed_message(message: str | None) -> SeedReport | None:
 def _counts(summary: DreamSummary) -> dict[str, Any]:
     """The cycle's counters, copied from its summary into the RunSummary (the one place they are carried over)."""
     return summary.model_dump(
-        exclude={"result", "error", "skip_reason", "started_at", "finished_at", "duration_seconds", "cycle_id"}
+        exclude={
+            "result",
+            "error",
+            "skip_reason",
+            "proposer_failure",
+            "started_at",
+            "finished_at",
+            "duration_seconds",
+            "cycle_id",
+        }
     )
 
 
@@ -260,6 +271,14 @@ def _completed(e: _Evidence) -> RunSummary | None:
     return e.run(result, result.capitalize())
 
 
+def _proposer_failed(e: _Evidence) -> RunSummary | None:
+    """The cycle ran to the end (its summary says so) but no batch got a usable reply: exit 4, not a crash."""
+    if e.summary is None or e.summary.result != "proposer-failed":
+        return None
+    error = e.summary.proposer_failure or e.summary.error or f"exit code {e.exit_code}"
+    return e.run("proposer-failed", "ProposerFailed", error=_clip(error))
+
+
 def _seed_failed(e: _Evidence) -> RunSummary | None:
     if e.seed_state is None or e.seed_state.get("exitCode", 0) == 0:
         return None
@@ -304,6 +323,7 @@ def _cycle_failed(e: _Evidence) -> RunSummary:
 RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _completed_without_summary,
     _completed,
+    _proposer_failed,
     _seed_failed,
     _lock_held,
     _deadline_exceeded,
@@ -334,7 +354,7 @@ def outcome_of(job: Job | None, pods: list[Pod], *, job_name: str, job_uid: str,
 def add_run(totals: Totals, run: RunSummary) -> Totals:
     """The totals after counting ``run`` once."""
     data = totals.model_dump()
-    data[f"cycles_{run.result}"] += 1
+    data[f"cycles_{run.result.replace('-', '_')}"] += 1
     for count in SUMMED:
         data[count.name] += value_of(run, count) or 0
     return Totals.model_validate(data)

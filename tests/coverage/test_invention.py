@@ -19,6 +19,8 @@ TOMASZ = [
         ("Met Tomasz Whitfield (2017-03-04) about the Tailspin renewal.", ["2017-03-04"]),
         ("Tomasz Whitfield; contact John Smith at johnsmc_johnsales.com.", ["John", "johnsmc_johnsales.com", "Smith"]),
         ("Tomasz Whitfield's phone is 612-555-9876.", ["612-555-9876"]),
+        ("Tomasz Whitfield's phone is +44 612-555-1234.", []),  # a country code added, as coverage allows
+        ("Tomasz Whitfield's phone is +1 712-555-1234.", ["+1 712-555-1234"]),
         ("Tomasz Whitfield renews for $12,500 on 2026-04-19.", ["12,500"]),
         ("Tomasz Whitfield of Contoso renews on 2026-04-19.", ["Contoso"]),
         ("Tomasz Whitfield, tomasz@tailspin.example, 2026-04-19.", ["tomasz@tailspin.example"]),
@@ -37,6 +39,7 @@ def test_finding7_specifics_no_source_states_are_invented(merged: str, invented:
         "Tomasz Whitfield (tomasz.whitfield@tailspin.example, (612) 555-1234): renewal meeting April 19, 2026.",
         "Renewal: met Tomasz Whitfield on 4/19/2026. Reach him at 6125551234 or tomasz.whitfield@tailspin.example.",
         "Meeting notes. Tomasz Whitfield discussed the Tailspin renewal on 2026-04-19.",
+        "Tomasz Whitfield, +1 612-555-1234, tomasz.whitfield@tailspin.example: Tailspin renewal, 2026-04-19.",
     ],
 )
 def test_content_preserving_restatements_invent_nothing(merged: str) -> None:

@@ -36,12 +36,15 @@ def said_by(sources: Sequence[SourceText], shown: Sequence[str] = ()) -> Invento
 def _states(specific: Specific, said: Inventory) -> bool:
     """Whether the sources state ``specific``: the coverage rule, and any spelling of a calendar date they state
     (the coverage rule refuses M/D/YYYY for an ISO date on the loss side, where ambiguity could hide a loss; here
-    the date's own reading is looked up), and a stated phone's digits run together."""
+    the date's own reading is looked up), a stated phone with a country code added or its digits run together."""
     if said.covers(specific):
         return True
     if specific.kind == "date":
         numeric = dates.numeric_date(specific.key)
         return numeric is not None and numeric.date.projection() in said.date_keys
+    if specific.kind == "phone" and specific.text.startswith("+"):
+        # "+1 612-555-1234" for a stated "612-555-1234": a country code added, as the coverage check allows.
+        return any(specific.key[n:] in said.phones for n in (1, 2, 3))
     # "6125551234" is the phone "612-555-1234" written without separators.
     return specific.kind == "number" and specific.key.isdigit() and specific.key in said.phones
 

@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, str] = {
     "clustering": "bench.clustering_bench",  # near-duplicate scan: LSH vs brute force time, memory, recall
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
+    "real-model": "bench.real_model",  # llama.cpp + PyPI models: usable replies, decisions and an independent judge
 }
 
 

@@ -248,7 +248,8 @@ def build_inventive(seed: int, count: int) -> list[Merge]:
             continue  # the sources happen to say it: not an invention
         parts = kept.split(". ")
         at = rng.randint(1, len(parts))
-        merged = ". ".join([*parts[:at], sentence.rstrip("."), *parts[at:]]) if at < len(parts) else f"{kept} {sentence}"
+        inside = ". ".join([*parts[:at], sentence.rstrip("."), *parts[at:]])
+        merged = inside if at < len(parts) else f"{kept} {sentence}"
         merges.append(Merge(sources, merged, True, f"invent-{kind}", values))
     return merges
 
@@ -534,7 +535,8 @@ def _invention_markdown(rows: dict[str, Any]) -> list[str]:
     lines += ["", "| invented | merges | coverage | invention |", "|---|---|---|---|"]
     for kind in kinds:
         cov, inv = rows["coverage"]["per_invent_type"][kind], rows["invention"]["per_invent_type"][kind]
-        lines.append(f"| {kind} | {inv['merges']} | {cov['caught']}/{cov['merges']} | {inv['caught']}/{inv['merges']} |")
+        caught = f"{cov['caught']}/{cov['merges']} | {inv['caught']}/{inv['merges']}"
+        lines.append(f"| {kind} | {inv['merges']} | {caught} |")
     causes = rows["false_rejection_causes"]
     listed = ", ".join(f"`{text}` ×{count}" for text, count in causes) if causes else "none"
     lines += ["", f"False rejections by the invention check were about: {listed}.", ""]

@@ -20,7 +20,7 @@ from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH, UNUSABLE_COUNT
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
-from dreamkeeper.proposers.prompts import OFFER_CONTRACT
+from dreamkeeper.proposers.prompts import OFFER_CONTRACT, REPLY_CONTRACT, default_directive
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
@@ -316,7 +316,21 @@ def test_finding8_the_reply_contract_ends_the_user_message(agent: Path, fake_ope
     dream(agent, fake_openai)
     (sent,) = fake_openai.completions
     assert sent.user_text.endswith(OFFER_CONTRACT)
-    assert '"toDelete"' in OFFER_CONTRACT and '"sourceIds"' in OFFER_CONTRACT
+    assert "toDelete" in OFFER_CONTRACT and "sourceIds" in OFFER_CONTRACT
+
+
+def test_the_contract_has_no_placeholder_id_to_copy() -> None:
+    # SmolLM2 and Gemma copied the old contract's "<id>" into every reply (#18, bench/results/real-model.md).
+    for text in (OFFER_CONTRACT, REPLY_CONTRACT, default_directive()):
+        assert "<id>" not in text and '"..."' not in text
+
+
+def test_an_id_written_with_the_offers_prefix_resolves(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    # Gemma 3 answered "id:78053206c63b"; "[ID:milo1]" is the offer's own notation. Only offered ids resolve.
+    fake_openai.script(Reply.json({"toDelete": [], "toSave": [merge(MILO, "ID:milo1", "[ID:milo2]")]}))
+    run = dream(agent, fake_openai)
+    assert (run.report.saved, run.report.invented_replies) == (1, 0)
+    assert not {"milo1", "milo2"} & run.live()
 
 
 def pair_merger(request: RecordedRequest) -> Reply:
@@ -332,7 +346,7 @@ def pair_merger(request: RecordedRequest) -> Reply:
 def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     # Batches of at most 2 entries: one pair, the other pair, then the two singles. Only the first fits the budget.
     fake_openai.responder = pair_merger
-    run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1200)
+    run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1600)
     assert_nothing_lost(run)
     r = run.report
     assert r.budget_exhausted and r.llm_calls == 1 and len(fake_openai.completions) == 1
@@ -343,7 +357,7 @@ def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpe
     other_pair = {"milo1", "milo2", "allen1", "allen2"} - first
     assert other_pair | {"solo1", "solo2"} <= run.live()
     assert not any(run.reviewed(i) for i in other_pair)  # not sent: still unreviewed, offered next cycle
-    assert any("token budget of 1200 reached" in n for n in r.notes)
+    assert any("token budget of 1600 reached" in n for n in r.notes)
     assert any("1 of 3 batch(es) not sent" in n for n in r.notes)
 
 

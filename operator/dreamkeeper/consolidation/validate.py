@@ -245,7 +245,7 @@ def _decides(proposal: Proposal, offered: Mapping[str, StoredEntry]) -> bool:
         return True
 
     def named(raw: object) -> bool:
-        return str(raw).strip().lower() in offered
+        return id_key(raw) in offered
 
     if any(named(raw) for raw in proposal.to_delete):
         return True
@@ -274,10 +274,19 @@ def _decides_nothing(batch: Batch, reply: BatchReply | None, outcome: BatchOutco
         log.warning("batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error)
 
 
+def id_key(raw: object) -> str:
+    """The offer's key for an id a reply names: case-insensitive, and the offer's own "[ID:…]" notation around it
+    tolerated (Gemma wrote "id:78053206c63b"). Only offered ids resolve, so this can name nothing new."""
+    text = str(raw).strip().strip("[]").strip()
+    if text[:3].lower() == "id:":
+        text = text[3:].strip()
+    return text.lower()
+
+
 def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:
     resolved: list[StoredEntry] = []
     for raw in ids:
-        stored = offered.get(str(raw).strip().lower())
+        stored = offered.get(id_key(raw))
         if stored is None:
             log.info("%s names %r, which was not offered this cycle; ignored", what, raw)
         elif stored not in resolved:
@@ -442,7 +451,7 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 
 
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
-    stored = offered.get(str(raw_id).strip().lower())
+    stored = offered.get(id_key(raw_id))
     if stored is None:
         log.info("prune names %r, which was not offered this cycle; ignored", raw_id)
         return

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import platform
 import shlex
@@ -323,7 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", default="real-model", help="results file name (default real-model)")
     parser.add_argument("--note", default="", help="a line added to the header (what main had, e.g.)")
+    parser.add_argument(
+        "--log", type=Path, default=Path(tempfile.gettempdir()) / "dk-real-model.log", help="the cycles' log (INFO)"
+    )
     args = parser.parse_args(argv)
+    logging.basicConfig(
+        filename=args.log, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+    print(f"cycle logs: {args.log}")
     models = [m for m in args.models.split(",") if m]
     variants = [v for v in args.prompts.split(",") if v]
     unknown = [m for m in models if m not in MODELS] + [v for v in variants if v not in VARIANTS]

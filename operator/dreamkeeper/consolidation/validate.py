@@ -13,13 +13,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
 
 from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
-from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposal, Proposer, RepairRequest
+from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
+from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import (
@@ -72,47 +72,6 @@ def _ids(stored: Sequence[StoredEntry]) -> str:
     return ", ".join(s.id for s in stored)
 
 
-# What became of one batch: a usable reply; the model answered and nothing could be used ("unusable"), or it
-# answered with ids none of which was offered ("invented"); the request failed or was never sent ("failed");
-# the proposer answered without its model ("unasked": nothing worth showing, or deferred).
-BatchOutcome = Literal["usable", "unusable", "invented", "failed", "unasked"]
-
-
-@dataclass(frozen=True)
-class BatchTally:
-    """How the batches the model was asked about ended; ``failure`` says why none was usable, when so."""
-
-    usable: int = 0
-    unusable: int = 0  # invented included
-    invented: int = 0
-    failed: int = 0
-
-    @property
-    def asked(self) -> int:
-        return self.usable + self.unusable + self.failed
-
-    @property
-    def failure(self) -> str | None:
-        """Why the cycle is proposer-failed: asked about at least one batch, and no reply was usable."""
-        if self.asked == 0 or self.usable:
-            return None
-        parts = []
-        if self.failed:
-            parts.append(f"{self.failed} request(s) failed or not sent")
-        if self.unusable:
-            named = f", {self.invented} naming no offered id" if self.invented else ""
-            parts.append(f"{self.unusable} unusable repl(ies){named}")
-        return f"no usable reply to any of the {self.asked} batch(es) asked ({'; '.join(parts)})"
-
-    def add(self, outcome: BatchOutcome) -> BatchTally:
-        return BatchTally(
-            usable=self.usable + (outcome == "usable"),
-            unusable=self.unusable + (outcome in ("unusable", "invented")),
-            invented=self.invented + (outcome == "invented"),
-            failed=self.failed + (outcome == "failed"),
-        )
-
-
 @dataclass(frozen=True)
 class Decisions:
     """What validation decided, returned as a value: the only way its verdicts reach the cycle."""
@@ -128,7 +87,7 @@ class Decisions:
     rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
     backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
-    batches: BatchTally = BatchTally()
+    batches: BatchTally = field(default_factory=BatchTally)
     # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
     # instead of indexing the whole corpus a second time.
@@ -226,36 +185,6 @@ async def validate_replies(
     return state.decisions()
 
 
-def batch_outcome(reply: BatchReply | None, offered: Mapping[str, StoredEntry]) -> BatchOutcome:
-    if reply is None:
-        return "failed"  # the proposer returned nothing for it
-    if not reply.asked:
-        return "unasked"
-    if reply.proposal is None:
-        return "unusable" if reply.fault == "reply" else "failed"
-    return "usable" if _decides(reply.proposal, offered) else "invented"
-
-
-def _decides(proposal: Proposal, offered: Mapping[str, StoredEntry]) -> bool:
-    """Whether a parsed reply is a decision about this batch (#18 finding 5: a reply of invented ids stamped all
-    39 clusters declined). "Nothing should change" (both lists empty) is one; otherwise at least one prune must
-    name an offered id, or one merge must name an offered source and carry text (SmolLM2 copied the contract's
-    ``{"content": "...", "sourceIds": ["<id>"]}`` placeholder)."""
-    if not proposal.to_save and not proposal.to_delete:
-        return True
-
-    def named(raw: object) -> bool:
-        return id_key(raw) in offered
-
-    if any(named(raw) for raw in proposal.to_delete):
-        return True
-    return any(_has_text(m.content) and any(named(raw) for raw in m.source_ids) for m in proposal.to_save)
-
-
-def _has_text(content: str) -> bool:
-    return any(ch.isalnum() for ch in content)
-
-
 def _decides_nothing(batch: Batch, reply: BatchReply | None, outcome: BatchOutcome, state: ValidationState) -> None:
     """An unusable, failed or unasked batch: nothing applies and nothing is stamped reviewed; a reply the model
     gave that could not be used also stamps the batch's entries for back-off (backoff.py)."""
@@ -272,15 +201,6 @@ def _decides_nothing(batch: Batch, reply: BatchReply | None, outcome: BatchOutco
         )
     elif reply is not None and reply.error:
         log.warning("batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, reply.error)
-
-
-def id_key(raw: object) -> str:
-    """The offer's key for an id a reply names: case-insensitive, and the offer's own "[ID:…]" notation around it
-    tolerated (Gemma wrote "id:78053206c63b"). Only offered ids resolve, so this can name nothing new."""
-    text = str(raw).strip().strip("[]").strip()
-    if text[:3].lower() == "id:":
-        text = text[3:].strip()
-    return text.lower()
 
 
 def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:

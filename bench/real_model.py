@@ -12,7 +12,8 @@ last mention, and refused prunes that were needed.
 ``--prompts``: ``after`` is the shipped prompt; ``before`` is the one main had before #18's part 2 (the reply
 contract with ``"<id>"`` placeholders), put back for the run to measure the change on the same engine;
 ``example`` is the shipped one with a worked example (ids of its own), tried and measured, not shipped. Sampling
-is at temperature 0 with the server's fixed seed, so a run repeats given the same requests.
+is the server's default (what a new user gets; ``--temperature`` sends one) with its fixed seed, so a run repeats
+given the same requests.
 """
 
 from __future__ import annotations
@@ -171,7 +172,15 @@ def _clusters_left(live: list[Entry], settings: CycleSettings) -> int:
     return len(clusters)
 
 
-def run_model(model: str, variant: str, cycles: int, size: int, work: Path, log: Callable[[str], None]) -> dict:
+def run_model(
+    model: str,
+    variant: str,
+    cycles: int,
+    size: int,
+    work: Path,
+    log: Callable[[str], None],
+    temperature: float | None = None,
+) -> dict:
     agent = work / f"{model}-{variant}"
     generate_sample(agent, DEFAULT_SEED, size)
     store = MemoryStore(agent / "memory")
@@ -186,7 +195,7 @@ def run_model(model: str, variant: str, cycles: int, size: int, work: Path, log:
                 type="openai",
                 model=server.model,
                 base_url=server.base_url,
-                temperature=0,
+                temperature=temperature,
                 timeout=900,  # 2 shared cores: a long offer can take minutes
                 defer_below_entries=0,  # every cycle asks: the bench measures the model, not the deferral
             )
@@ -246,7 +255,7 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         f"Command: `{report['command']}`  ",
         f"Server: llama-cpp-python {report['server']} (`python -m llama_cpp.server`, CPU, {report['threads']} "
-        f"threads, n_ctx {report['context']}, seed 1234, temperature 0), built by `make tools` "
+        f"threads, n_ctx {report['context']}, seed 1234, {report['temperature']}), built by `make tools` "
         "(tests/tools/install.d/40-llama.sh).  ",
         f"Corpus: the sample agent (`dreamkeeper sample`, seed {report['seed']}, {report['size']} entries), "
         f"{report['cycles']} cycles {CYCLE_SPACING.total_seconds() / 3600:.0f} h apart, default settings "
@@ -306,10 +315,10 @@ def _markdown(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        '`before`: the contract main had before this change (`"<id>"` placeholders, no example); `after`: the '
-        "shipped one (the shown ids listed, a worked example with ids of its own, no placeholder). Usable: a reply "
-        "that names an offered id or is the explicit no-change reply; one naming only ids that were not offered "
-        "decides nothing.",
+        '`before`: the contract main had before this change (`"<id>"` placeholders); `after`: the shipped one (no '
+        "placeholder: ids as shown after `ID:`); `example`: `after` plus a worked example with ids of its own. "
+        "Usable: a reply that names an offered id or is the explicit no-change reply; one naming only ids that were "
+        "not offered decides nothing.",
         "",
     ]
     return "\n".join(lines)
@@ -320,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated (default: every model)")
     parser.add_argument("--prompts", default=",".join(VARIANTS), help=f"comma-separated, of: {', '.join(VARIANTS)}")
     parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--temperature", type=float, default=None, help="sent with every request (default: none)")
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE, help="sample agent entries (default 300)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", default="real-model", help="results file name (default real-model)")
@@ -331,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         filename=args.log, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
-    print(f"cycle logs: {args.log}")
+    print(f"cycle logs: {args.log}", flush=True)
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
     models = [m for m in args.models.split(",") if m]
     variants = [v for v in args.prompts.split(",") if v]
     unknown = [m for m in models if m not in MODELS] + [v for v in variants if v not in VARIANTS]
@@ -344,11 +358,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dk-real-model-") as tmp:
         for model in models:
             for variant in variants:
-                runs.append(run_model(model, variant, args.cycles, args.size, Path(tmp), print))
+                runs.append(run_model(model, variant, args.cycles, args.size, Path(tmp), log, args.temperature))
     report = {
         "command": " ".join(["python -m bench real-model", shlex.join(sys.argv[2:] if argv is None else argv)]).strip(),
         "server": server_version(),
         "threads": 2,
+        "temperature": (
+            f"temperature {args.temperature:g}" if args.temperature is not None else "the server's default temperature"
+        ),
         "context": CONTEXT_TOKENS,
         "seed": DEFAULT_SEED,
         "size": args.size,

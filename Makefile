@@ -26,6 +26,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check operator codegen tests bench
 	$(VENV)/bin/ruff format --check operator codegen tests bench
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

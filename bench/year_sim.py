@@ -1,6 +1,7 @@
 """A year of adversarial dreams: the same adversary against the seed's naive applier and against dreamkeeper.
 
-    python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--name NAME] [--out DIR]
+    python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--retention-days D] [--name NAME]
+                             [--out DIR]
 
 Twice-daily cycles for a year on a growing corpus (bench/sim/world.py). Before each cycle the agent mines a few
 new facts and restatements; both arms receive exactly the same entries. Then each arm runs one consolidation
@@ -48,6 +49,7 @@ SEED_TABLE = ((0.9999, 0.93), (0.999, 0.48), (0.995, 0.03))  # the seed's per-cy
 EPHEMERAL_STATUS = "allowed prune: status note"
 EPHEMERAL_FACT = "allowed prune: below-floor fact"
 UNEXPLAINED = "lost (no allowed cause)"
+PURGED = "purged: its last record was hard-deleted"
 ALLOWED = {EPHEMERAL_STATUS, EPHEMERAL_FACT}
 # Misjudgement rates for the naive-only sweep: each is both the harm rate and the lossy-drift rate (drift rate ten
 # times it, a tenth of drifts lossy). Chosen so the measured per-cycle survival lands near the seed's three rows.
@@ -76,12 +78,13 @@ class SimConfig:
     plot: bool = True
     sweep: bool = True
     progress_every: int = 50
+    retention_days: int = 90
     argv: tuple[str, ...] = ()
 
 
-def _settings() -> CycleSettings:
+def _settings(retention_days: int = 90) -> CycleSettings:
     # Twice daily with RockBot's 6 h minimum interval; 90-day retention, so purge runs for real from day 90.
-    return CycleSettings(min_interval_hours=6, retention_days=90)
+    return CycleSettings(min_interval_hours=6, retention_days=retention_days)
 
 
 def _workdir(config: SimConfig) -> Path:
@@ -150,7 +153,7 @@ def _fractions(measure: ArmMeasure, ledger: Ledger) -> tuple[float, float]:
 
 
 def run(config: SimConfig) -> dict[str, Any]:
-    settings = _settings()
+    settings = _settings(config.retention_days)
     world = World(config.seed, config.people)
     ledger = Ledger(settings)
     adversary = Adversary(config.seed, config.rates)
@@ -159,6 +162,9 @@ def run(config: SimConfig) -> dict[str, Any]:
     workdir = _workdir(config)
     dk = DreamkeeperArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"])
     measures = {"naive": ArmMeasure("naive", ledger), "dreamkeeper": ArmMeasure("dreamkeeper", ledger)}
+    # dreamkeeper's whole store, archive included: a specific that leaves it has left for good (the purge deleted its
+    # last record). The live-corpus measure above allows ephemeral prunes; this one allows nothing.
+    store_measure = ArmMeasure("dreamkeeper-store", ledger)
     report_totals: Counter[str] = Counter()
     timings = {"naive": 0.0, "dreamkeeper": 0.0, "measure": 0.0, "mining": 0.0}
     rows: list[dict[str, Any]] = []
@@ -171,7 +177,7 @@ def run(config: SimConfig) -> dict[str, Any]:
             dk.add(mined)
         cohort = [m.id for m in initial if m.id in ledger.entry_keys]
         live0 = {m.id: m.content for m in initial}
-        for measure in measures.values():
+        for measure in (*measures.values(), store_measure):
             measure.sync(live0)
             measure.measure(-1, set(ledger.mined), lambda _: UNEXPLAINED)
         for cycle in range(config.cycles):
@@ -182,7 +188,7 @@ def run(config: SimConfig) -> dict[str, Any]:
                 ledger.record(mined, cycle)
                 naive.add(mined)
                 dk.add(mined)
-                for measure in measures.values():
+                for measure in (*measures.values(), store_measure):
                     measure.covered |= ledger.keys_of(mined.content, mined.category)
             known = set(ledger.mined)
             t1 = time.perf_counter()
@@ -194,6 +200,8 @@ def run(config: SimConfig) -> dict[str, Any]:
             measures["naive"].measure(cycle, known, _naive_explain(ledger, outcome))
             measures["dreamkeeper"].sync(arm.live)
             measures["dreamkeeper"].measure(cycle, known, _dk_explain(arm.ephemeral_texts))
+            store_measure.sync(arm.stored)
+            store_measure.measure(cycle, known, _first_cover([(PURGED, c) for c, _ in arm.purged], UNEXPLAINED))
             t4 = time.perf_counter()
             timings["mining"] += t1 - t0
             timings["naive"] += t2 - t1
@@ -211,9 +219,24 @@ def run(config: SimConfig) -> dict[str, Any]:
     timings["cpu"] = _cpu_seconds() - cpu_started
     elapsed = time.perf_counter() - started
     result = _summary(config, ledger, measures, tallies, report_totals, timings, rows, cohort, elapsed, workdir)
+    result["arms"]["dreamkeeper"]["store"] = _store_summary(store_measure, measures["dreamkeeper"])
+    result["goals"]["dreamkeeperSpecificsLeftTheStore"] = sum(store_measure.ever_lost.values())
+    result["goals"]["met"] = result["goals"]["met"] and result["goals"]["dreamkeeperSpecificsLeftTheStore"] == 0
     if config.sweep:
         result["naiveSweep"] = [naive_only(config, rate) for rate in SWEEP_RATES]
     return result
+
+
+def _store_summary(store: ArmMeasure, live: ArmMeasure) -> dict[str, Any]:
+    """What left dreamkeeper's store for good (target 0), and what only its archive still holds: the specifics the
+    last-record rule keeps from the purge (RockBot's purge deletes them once archived 90 days)."""
+    return {
+        "specificsLeftTheStore": sum(store.ever_lost.values()),
+        "leftTheStoreByCause": dict(store.ever_lost),
+        "examples": store.lost_examples,
+        "specificsOnlyInTheArchiveAtEnd": len(store.covered - live.covered),
+        "specificsMissingFromTheStoreAtEnd": len(store.known - store.covered),
+    }
 
 
 def _cpu_seconds() -> float:
@@ -223,7 +246,7 @@ def _cpu_seconds() -> float:
 
 def naive_only(config: SimConfig, rate: float) -> dict[str, Any]:
     """The naive arm alone (it is cheap) at another harm rate: the seed's table, measured rather than computed."""
-    settings = _settings()
+    settings = _settings(config.retention_days)
     world = World(config.seed, config.people)
     ledger = Ledger(settings)
     rates = Rates(**{**asdict(config.rates), "harm_rate": rate, "drift_rate": 10 * rate})
@@ -277,7 +300,11 @@ _REPORT_FIELDS = (
     "ephemeral_specifics",
     "conflicts",
     "hard_deletes",
+    "decayed",
+    "decay_left_floor",
+    "merged_into_existing",
     "purged",
+    "purge_kept_last_record",
     "specifics_lost",
     "invalid_replies",
     "llm_calls",
@@ -403,7 +430,7 @@ def _summary(
             "people": config.people,
             "initialFamilies": config.initial_families,
             "rates": asdict(config.rates),
-            "settings": _settings().model_dump(mode="json"),
+            "settings": _settings(config.retention_days).model_dump(mode="json"),
             "workdir": str(workdir),
         },
         "seconds": {"total": round(elapsed, 1), **{k: round(v, 1) for k, v in timings.items()}},
@@ -446,6 +473,9 @@ def parse(argv: Sequence[str]) -> SimConfig:
     parser.add_argument("--keep", action="store_true", help="keep the dreamkeeper arm's agent directory")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--no-sweep", action="store_true", help="skip the naive-only runs at other harm rates")
+    parser.add_argument(
+        "--retention-days", type=int, default=None, help="archive retention before purge (default 90; quick: 3)"
+    )
     args = parser.parse_args(list(argv))
     rates = Rates()
     config = SimConfig(seed=args.seed, rates=rates, out=args.out, workdir=args.workdir, keep=args.keep)
@@ -453,8 +483,11 @@ def parse(argv: Sequence[str]) -> SimConfig:
         config.cycles, config.people, config.initial_families, config.progress_every = 20, 60, 40, 0
         rates.harm_rate, rates.drift_rate = 0.05, 0.05
         config.name = "year-sim-quick"
+        config.retention_days = 3  # ten simulated days: the purge and its last-record rule run too
     if args.cycles is not None:
         config.cycles = args.cycles
+    if args.retention_days is not None:
+        config.retention_days = args.retention_days
     if args.harm_rate is not None:
         rates.harm_rate = args.harm_rate
     if args.drift_rate is not None:

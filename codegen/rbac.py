@@ -57,6 +57,19 @@ def operator_rules() -> list[dict[str, Any]]:
             "verbs": ["get", "create", "patch"],
         },
         {
+            # spec.agent: read the agent's workload (replicas, pod template identity), write and remove the Stop
+            # record annotation, and RestartAfter's pod-template restartedAt (what `kubectl rollout restart` does).
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "statefulsets"],
+            "verbs": ["get", "patch"],
+        },
+        {
+            # spec.agent Stop: replicas are changed only through the scale subresource (to 0, then back).
+            "apiGroups": ["apps"],
+            "resources": ["deployments/scale", "statefulsets/scale"],
+            "verbs": ["patch"],
+        },
+        {
             # Events for skipped slots, safeguards that fired and failed cycles (kopf posts core/v1 Events).
             "apiGroups": [""],
             "resources": ["events"],

@@ -34,6 +34,8 @@ class ArmCycle:
     live_views: dict[str, View]
     archived: int
     ephemeral_texts: list[tuple[str, str | None]] = field(default_factory=list)  # archived ephemeral this cycle
+    stored: dict[str, str] = field(default_factory=dict)  # id -> content of every entry on disk, archived ones too
+    purged: list[tuple[str, str | None]] = field(default_factory=list)  # (content, category) gone from disk this cycle
 
 
 class DreamkeeperArm:
@@ -46,11 +48,13 @@ class DreamkeeperArm:
         self.adversary = adversary
         self.tally = tally
         self._ids = random.Random(f"successor-ids-{adversary.seed}")
+        self._on_disk: dict[str, tuple[str, str | None]] = {}  # id -> (content, category) after the last cycle
 
     def _next_id(self) -> str:
         return f"{self._ids.getrandbits(48):012x}"
 
     def add(self, mined: MinedEntry) -> None:
+        self._on_disk[mined.id] = (mined.content, mined.category)
         self.store.create(
             Entry(
                 id=mined.id,
@@ -99,6 +103,9 @@ class DreamkeeperArm:
         finally:
             validate.new_entry_id = engine_ids
         scan = self.store.scan()
+        on_disk = {s.id: (s.entry.content, s.entry.category) for s in scan.entries}
+        purged = [text for entry_id, text in self._on_disk.items() if entry_id not in on_disk]
+        self._on_disk = on_disk
         live = {s.id: s.entry.content for s in scan.live}
         views = {s.id: to_view(s.entry) for s in scan.live}
         ephemeral = [
@@ -106,4 +113,5 @@ class DreamkeeperArm:
             for s in scan.archived
             if s.entry.archive_reason == REASON_EPHEMERAL and s.entry.meta(ARCHIVED_BY_CYCLE) == outcome.report.cycle_id
         ]
-        return ArmCycle(outcome, live, views, len(scan.archived), ephemeral)
+        stored = {entry_id: content for entry_id, (content, _) in on_disk.items()}
+        return ArmCycle(outcome, live, views, len(scan.archived), ephemeral, stored, purged)

@@ -102,6 +102,20 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
     for arm_name, arm in (("naive", nv), ("dreamkeeper", dk)):
         for cause, examples in arm["examples"].items():
             lines.append(f"- {arm_name}, {cause}: {', '.join(examples)}")
+    store = dk.get("store")
+    if store is not None:
+        lines += [
+            "",
+            "## The store, archive included: the purge and last records",
+            "",
+            f"- ephemeral prunes allowed: {totals.get('ephemeral', 0)}; purged after retention: "
+            f"{totals.get('purged', 0)}; kept past retention as last records: "
+            f"{totals.get('purgeKeptLastRecord', 0)} (entry-cycles: an entry kept is counted each cycle it is due)",
+            f"- specifics that left the store for good: **{store['specificsLeftTheStore']}** (goal 0)"
+            + (f" — {_counts(store['leftTheStoreByCause'])}" if store["leftTheStoreByCause"] else ""),
+            f"- specifics at the end said only by archived entries (what RockBot's purge would delete once they "
+            f"are 90 days archived): {store['specificsOnlyInTheArchiveAtEnd']}",
+        ]
     lines += [
         "",
         "## Goals",
@@ -110,6 +124,8 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
         f"- dreamkeeper specifics lost other than by an allowed ephemeral prune: "
         f"**{goals['dreamkeeperLostOutsideAllowedPrunes']}** (goal 0)",
         f"- naive specifics lost: {goals['naiveLost']} (expected > 0)",
+        f"- dreamkeeper specifics that left the store (archive included) for good: "
+        f"**{goals.get('dreamkeeperSpecificsLeftTheStore', 0)}** (goal 0)",
         f"- all met: **{goals['met']}**",
         "",
     ]

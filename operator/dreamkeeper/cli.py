@@ -51,6 +51,7 @@ def _register() -> None:
         "dreamkeeper.demo.cli",
         "dreamkeeper.coverage.cli",
         "dreamkeeper.consolidation.cli",
+        "dreamkeeper.consolidation.memory_cli",
         "dreamkeeper.dream_command",
         "dreamkeeper.kube.cli",
     ):

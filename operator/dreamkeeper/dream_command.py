@@ -18,14 +18,10 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.dryrun import render_plan, render_report
-from dreamkeeper.consolidation.report import CycleReport
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
 from dreamkeeper.memory import LockHeldError, MemoryStoreError
-from dreamkeeper.proposers.config import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig
-from dreamkeeper.proposers.factory import make_proposer
+from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
 
 err = Console(stderr=True)
 log = logging.getLogger(__name__)
@@ -108,7 +104,8 @@ def register(app: typer.Typer) -> None:
         offer_singletons: bool | None = typer.Option(
             None,
             "--offer-singletons/--no-offer-singletons",
-            help="openai: also show entries with no near-duplicate (RockBot's behaviour; off by default).",
+            help="openai: show new or changed entries with no near-duplicate too (RockBot's gating; the default). "
+            "--no-offer-singletons is the frugal mode: they are stamped reviewed without asking.",
         ),
         defer_below_entries: int | None = typer.Option(
             None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."

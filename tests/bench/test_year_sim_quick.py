@@ -26,6 +26,10 @@ def test_year_sim_quick_pipeline(tmp_path: Path) -> None:
     assert dk["destructiveProposed"] > 0
     assert dk["cycleReportTotals"]["hardDeletes"] == 0
     assert dk["cycleReportTotals"]["llmCalls"] > 0
+    # The purge ran (quick mode retains archives 3 days) and its last-record rule kept every specific in the store.
+    totals = dk["cycleReportTotals"]
+    assert totals["purged"] + totals["purgeKeptLastRecord"] > 0
+    assert goals["dreamkeeperSpecificsLeftTheStore"] == 0 == dk["store"]["specificsLeftTheStore"]
     assert (out / "year-sim-quick.md").read_text().startswith("# Year simulation")
     assert (out / "year-sim-quick-survival.png").stat().st_size > 10_000
     assert not list(tmp_path.glob("dk-year-sim-*")), "the simulation's work directory is removed"

@@ -42,7 +42,10 @@ def test_the_dream_table_rows() -> None:
         reviewed=193,
         withheld=67,
         folded=24,
+        decayed=11,
+        decay_left_floor=2,
         saved=26,
+        merged_into_existing=3,
         archived=80,
         archived_with_replacement=78,
         ephemeral=2,
@@ -51,6 +54,7 @@ def test_the_dream_table_rows() -> None:
         protected=4,
         conflicts=5,
         purged=7,
+        purge_kept_last_record=5,
         specifics_lost=6,
         live_entries=232,
         archived_entries=86,
@@ -67,13 +71,14 @@ def test_the_dream_table_rows() -> None:
         ("entries (live at start)", "284"),
         ("reviewed / withheld", "193 / 67"),
         ("exact duplicates folded", "24"),
-        ("merges saved", "26"),
+        ("importance decayed (left the high-value floor)", "11 (2)"),
+        ("merges saved (into an existing entry)", "26 (3)"),
         ("archived (with replacement / ephemeral)", "80 (78 / 2)"),
         ("merges rejected (inventing) / repaired", "3 (2) / 1"),
         ("prunes refused: floor / census", "4 / 3"),
         ("conflicts with concurrent writes", "5"),
         ("hard deletes", "0"),
-        ("purged (retention)", "7"),
+        ("purged (retention) (kept as last records)", "7 (5)"),
         ("specifics lost", "6"),
         ("live / archived entries now", "232 / 86"),
         ("proposer calls / tokens in / out", "9 / 1000 / 200"),
@@ -82,10 +87,10 @@ def test_the_dream_table_rows() -> None:
 
 
 def test_the_closing_log_lines() -> None:
-    r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, live_entries=232)
+    r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, decayed=3, live_entries=232)
     assert sentence(r, lambda c: c.logged) == (
-        "80 archived (78 with replacement, 2 ephemeral), 26 saved, 24 folded, 0 conflicts, 0 hard deletes, "
-        "live 232, archived 0"
+        "80 archived (78 with replacement, 2 ephemeral), 26 saved (0 into existing), 24 folded, "
+        "3 decayed (0 left the high-value floor), 0 conflicts, 0 hard deletes, live 232, archived 0"
     )
     assert not any_counted(r, lambda c: c.safeguard)
     guarded = report(repaired=1)

@@ -44,7 +44,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from dreamkeeper.consolidation import journal as J
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings
+    from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
     from dreamkeeper.proposers import ScriptedProposer
 
     agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
@@ -67,7 +67,9 @@ CHILD = textwrap.dedent(
 
     J.Executor._guarded = guarded
     J.Journal.record_many = record_many
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, exact_fold=False))
+    # Decay off: this is the plan's journal (test_decay.py kills the decay journal's steps).
+    settings = CycleSettings(min_interval_hours=0, exact_fold=False, decay=DecaySettings(enabled=False))
+    options = CycleOptions(agent_dir=agent, settings=settings)
     asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
     """
 )

@@ -157,8 +157,17 @@ def remove_volume(cluster: ControlPlane, namespace: str, claim: str = "agent-dat
 class OperatorProcess:
     """`dreamkeeper operator -n NS` (no namespaces: `-A`) as a subprocess, authenticated as its ServiceAccount."""
 
-    def __init__(self, cluster: ControlPlane, namespaces: list[str], kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self,
+        cluster: ControlPlane,
+        namespaces: list[str],
+        kubeconfig: Path,
+        log_dir: Path,
+        *,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.cluster = cluster
+        self.env = dict(env or {})  # extra environment of the next start (e.g. a crash seam)
         self.namespaces = namespaces
         self.kubeconfig = kubeconfig
         self.log_path = log_dir / "operator.log"
@@ -179,6 +188,7 @@ class OperatorProcess:
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["NO_PROXY"] = "127.0.0.1,localhost"
+        env.update(self.env)
         self.starts += 1
         self.proc = ManagedProcess(f"operator-{self.starts}", argv, self.log_path, env=env, die_with_parent=True)
         self.cluster.wait_for("operator liveness", self._healthy, timeout=90)

@@ -216,5 +216,34 @@ class FakeCluster:
         self.events.append(copy.deepcopy(body))
         return body
 
+    # ---- the agent's workload (apps/v1) -------------------------------------------------------------------
+
+    def get_workload(self, namespace: str, kind: str, name: str) -> Obj | None:
+        return self.get(kind, namespace, name)
+
+    def patch_workload(self, namespace: str, kind: str, name: str, patch: Obj) -> Obj:
+        self.calls.append(f"patch_workload {name}")
+        before = self.objects.get((kind, namespace, name))
+        updated = self._patch(kind, namespace, name, patch)
+        if before is not None and updated.get("spec") != before.get("spec"):
+            self._bump_generation(kind, namespace, name)
+        return updated
+
+    def scale_workload(self, namespace: str, kind: str, name: str, replicas: int) -> Obj:
+        """The scale subresource: only spec.replicas changes (the generation moves when it does)."""
+        self.calls.append(f"scale {name} {replicas}")
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            raise NotFoundError(404, "NotFound", f"{kind} {name} not found")
+        if obj.setdefault("spec", {}).get("replicas", 1) != replicas:
+            obj["spec"]["replicas"] = replicas
+            obj["metadata"]["resourceVersion"] = str(next(self._rv))
+            self._bump_generation(kind, namespace, name)
+        return {"spec": {"replicas": replicas}}
+
+    def _bump_generation(self, kind: str, namespace: str, name: str) -> None:
+        meta = self.objects[(kind, namespace, name)]["metadata"]
+        meta["generation"] = int(meta.get("generation", 1)) + 1
+
     def reasons(self) -> list[str]:
         return [e["reason"] for e in self.events]

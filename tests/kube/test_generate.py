@@ -77,8 +77,15 @@ def test_dream_schedule_crd_shape() -> None:
     assert {"rule": "self == oldSelf", "message": "claimName is immutable"} in spec["properties"]["claimName"][
         "x-kubernetes-validations"
     ]
-    for field in ("proposer", "safeguards", "securityContext", "runNowToken", "vocabularyRef", "agentSelector"):
+    for field in (
+        "proposer", "safeguards", "securityContext", "runNowToken", "vocabularyRef", "agentSelector", "agent",
+    ):  # fmt: skip
         assert field in spec["properties"], field
+    agent = spec["properties"]["agent"]
+    assert agent["properties"]["coordination"]["enum"] == ["Stop", "RestartAfter", "None"]
+    assert agent["properties"]["coordination"]["default"] == "Stop"
+    assert agent["properties"]["workloadRef"]["properties"]["kind"]["enum"] == ["Deployment", "StatefulSet"]
+    assert agent["required"] == ["workloadRef"]
     conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map" and conditions["x-kubernetes-list-map-keys"] == ["type"]
     condition = conditions["items"]
@@ -109,6 +116,11 @@ def test_rbac_is_least_privilege() -> None:
     assert verbs[("", "pods")] == {"get", "list"}
     assert verbs[("", "events")] == {"create"}
     assert verbs[("batch", "jobs")] == {"create", "get", "list", "patch", "delete"}
+    # spec.agent: read and annotate the workload, replicas only through the scale subresource; nothing else.
+    assert verbs[("apps", "deployments")] == verbs[("apps", "statefulsets")] == {"get", "patch"}
+    assert verbs[("apps", "deployments/scale")] == verbs[("apps", "statefulsets/scale")] == {"patch"}
+    assert not {r for g, r in verbs if g == "apps"} - {"deployments", "statefulsets", "deployments/scale",
+                                                       "statefulsets/scale"}  # fmt: skip
     assert ("", "secrets") not in verbs  # the API key is mounted into the pod by the kubelet, never read by us
     assert ("", "namespaces") not in verbs and ("apiextensions.k8s.io", "customresourcedefinitions") not in verbs
     assert all("*" not in rule["verbs"] and "*" not in rule["resources"] for rule in operator_rules())
@@ -125,3 +137,19 @@ def test_every_registered_metric_is_documented_and_none_uses_a_namespace_label()
     documented = {d.name for d in METRIC_DOCS}
     assert registered == documented
     assert all(name.startswith("dreamkeeper_") for name in documented)
+
+
+def _undescribed(node: dict[str, Any], path: str) -> list[str]:
+    missing = [] if node.get("description") else [path]
+    for name, child in (node.get("properties") or {}).items():
+        missing += _undescribed(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        missing += _undescribed(node["items"], f"{path}[]")
+    return missing
+
+
+def test_every_field_of_the_agent_coordination_is_described() -> None:
+    schema = dream_schedule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    missing = _undescribed(schema["spec"]["properties"]["agent"], "spec.agent")
+    missing += _undescribed(schema["status"]["properties"]["agent"], "status.agent")
+    assert missing == []

@@ -417,11 +417,23 @@ def test_operator_marks_unusable_specs_not_ready_and_claim_name_is_immutable(env
 def test_the_operator_service_account_has_least_privilege(env: Env) -> None:
     subject = f"system:serviceaccount:{env.ns}:{OPERATOR_SA}"
 
-    def can(verb: str, resource: str) -> bool:
-        result = env.cluster.kubectl("auth", "can-i", verb, resource, "-n", env.ns, f"--as={subject}", check=False)
+    def can(verb: str, resource: str, subresource: str = "") -> bool:
+        extra = [f"--subresource={subresource}"] if subresource else []
+        result = env.cluster.kubectl(
+            "auth", "can-i", verb, resource, *extra, "-n", env.ns, f"--as={subject}", check=False
+        )
         return result.stdout.strip() == "yes"
 
     assert can("create", "jobs.batch") and can("patch", "dreamschedules.dreamkeeper.io")
+    # spec.agent: read and annotate the agent's workload, change its replicas only through the scale subresource.
+    for kind in ("deployments.apps", "statefulsets.apps"):
+        assert can("get", kind) and can("patch", kind)
+        assert not can("update", kind) and not can("delete", kind) and not can("create", kind)
+        assert not can("list", kind) and not can("watch", kind)
+    assert can("patch", "deployments.apps", subresource="scale")
+    assert can("patch", "statefulsets.apps", subresource="scale")
+    assert not can("update", "deployments.apps", subresource="scale")
+    assert not can("patch", "replicasets.apps") and not can("patch", "daemonsets.apps")
     assert not can("get", "secrets")
     assert not can("create", "pods")
     assert not can("delete", "dreamschedules.dreamkeeper.io")

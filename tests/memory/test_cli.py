@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dreamkeeper.consolidation.memory_cli import register as register_list_and_purge
 from dreamkeeper.demo.sample import BUNDLED_SAMPLE
 from dreamkeeper.memory import CycleLock, MemoryStore
 from dreamkeeper.memory.cli import register
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 def app() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
     register(app)
+    register_list_and_purge(app)  # `memory list|purge` need the last-record rule (the consolidation layer)
     return app
 
 
@@ -154,7 +156,11 @@ def test_purge_is_a_dry_run_unless_yes(app: typer.Typer, agent: Path) -> None:
     for entry_id in real["keptAboveFloor"]:
         assert store.require(entry_id).entry.is_archived
     floor = run_json(app, "memory", "purge", agent, "--floor-importance", "1.0", "--floor-reinforcement", "1000")
-    assert {e["id"] for e in floor["purged"]} == set(real["keptAboveFloor"])
+    # Without the floor, each of those would go unless it is the last record of a specific (then kept, and why).
+    kept = {k["id"]: k["reason"] for k in floor["keptLastRecord"]}
+    still_archived = set(real["keptAboveFloor"]) | {k["id"] for k in real["keptLastRecord"]}
+    assert {e["id"] for e in floor["purged"]} | set(kept) == still_archived
+    assert kept and all(reason.startswith("last record of ") for reason in kept.values())
 
 
 def test_json_output_is_clean_when_run_as_a_process(agent: Path) -> None:

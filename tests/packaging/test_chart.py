@@ -181,6 +181,7 @@ def test_examples_are_valid_custom_resources() -> None:
     MemoryVocabularySpec.model_validate(vocabulary["spec"])
     spec = DreamScheduleSpec.model_validate(schedule["spec"])
     assert spec.vocabulary_ref is not None and spec.vocabulary_ref.name == vocabulary["metadata"]["name"]
+    assert spec.agent is not None and spec.agent.coordination == "Stop"
     assert schedule["metadata"]["namespace"] == vocabulary["metadata"]["namespace"] == "agents"
     assert not by_kind(template(), "DreamSchedule")
 
@@ -238,6 +239,10 @@ def test_manifest_examples_are_valid() -> None:
     assert schedule.claim_name == one(docs, "PersistentVolumeClaim")["metadata"]["name"]
     assert schedule.vocabulary_ref is not None
     assert schedule.vocabulary_ref.name == one(docs, "MemoryVocabulary")["metadata"]["name"]
+    assert schedule.agent is not None and (schedule.agent.workload_ref.kind, schedule.agent.coordination) == (
+        "Deployment",
+        "Stop",
+    )
     MemoryVocabularySpec.model_validate(one(docs, "MemoryVocabulary")["spec"])
 
 

@@ -82,7 +82,7 @@ def offered_ids(request: RecordedRequest) -> set[str]:
 
 def test_good_proposals_are_applied_and_accounted(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.json(GOOD, prompt_tokens=812, completion_tokens=96))
-    run = dream(agent, fake_openai)
+    run = dream(agent, fake_openai, offer_singletons=False)  # the frugal mode
     assert_nothing_lost(run)
     r = run.report
     assert (r.saved, r.archived, r.archived_with_replacement, r.rejected, r.invalid_replies) == (2, 4, 4, 0, 0)
@@ -344,7 +344,8 @@ def pair_merger(request: RecordedRequest) -> Reply:
 
 
 def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    # Batches of at most 2 entries: one pair, the other pair, then the two singles. Only the first fits the budget.
+    # Batches of at most 2 entries: one pair, the other pair, then the two singles. Only the first fits the budget
+    # (the singles are shown too: the default offers lone entries).
     fake_openai.responder = pair_merger
     run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1600)
     assert_nothing_lost(run)
@@ -358,12 +359,12 @@ def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpe
     assert other_pair | {"solo1", "solo2"} <= run.live()
     assert not any(run.reviewed(i) for i in other_pair)  # not sent: still unreviewed, offered next cycle
     assert any("token budget of 1600 reached" in n for n in r.notes)
-    assert any("1 of 3 batch(es) not sent" in n for n in r.notes)
+    assert any("2 of 3 batch(es) not sent" in n for n in r.notes)
 
 
 def test_offer_singletons_shows_every_eligible_entry(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.json({"toDelete": ["solo2"], "toSave": []}))
-    run = dream(agent, fake_openai, offer_singletons=True)
+    run = dream(agent, fake_openai)  # the default
     assert_nothing_lost(run)
     sent = fake_openai.completions[0].user_text
     assert offered_ids(fake_openai.completions[0]) == ALL_IDS and "Other entries:" in sent

@@ -78,7 +78,7 @@ def test_one_request_per_batch_with_strict_schema_and_exact_token_accounting(fak
         Reply.json({"toDelete": [], "toSave": [merge]}, prompt_tokens=321, completion_tokens=45),
         Reply.json(EMPTY, prompt_tokens=100, completion_tokens=7),
     )
-    p = proposer(fake_openai)
+    p = proposer(fake_openai, offer_singletons=False)  # the frugal mode: a batch of lone entries is not sent
     replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
     assert [r.batch_index for r in replies] == [0, 1, 2]
     assert replies[0].proposal is not None and replies[0].proposal.to_save[0].source_ids == ["a", "b"]
@@ -428,6 +428,17 @@ def test_missing_model_is_explained(openai_env: None) -> None:
         make_proposer(ProposerConfig.model_validate({"type": "openai", "base_url": "http://127.0.0.1:9/v1"}))
 
 
+def test_by_default_a_batch_of_lone_entries_is_sent_too(fake_openai: FakeOpenAIServer) -> None:
+    """RockBot's gating (and the seed's): every new or changed entry reaches the model, lone ones included."""
+    fake_openai.responder = lambda _r: Reply.json(EMPTY, prompt_tokens=100, completion_tokens=7)
+    p = proposer(fake_openai)
+    replies = run_propose(p, request(batch(0, "a", "b"), batch(2, "e")))
+    assert [r.proposal for r in replies] == [Proposal(), Proposal()]
+    sent = fake_openai.completions
+    assert len(sent) == 2 and "[ID:e]" in sent[1].user_text and "Other entries:" in sent[1].user_text
+    assert all("not shown" not in r.user_text for r in sent)
+
+
 def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: FakeOpenAIServer) -> None:
     # The responder only answers once three requests are in flight together: sequential sending would time out.
     arrived = threading.Barrier(3, timeout=20)
@@ -450,7 +461,7 @@ def test_concurrent_requests_share_one_budget_and_keep_batch_order(fake_openai: 
 
 
 def test_small_fresh_offer_is_deferred_without_a_request(fake_openai: FakeOpenAIServer) -> None:
-    p = proposer(fake_openai, defer_below_entries=8, defer_max_hours=24)
+    p = proposer(fake_openai, defer_below_entries=8, defer_max_hours=24, offer_singletons=False)
     replies = run_propose(p, request(batch(0, "a", "b"), batch(1, "c", "d"), batch(2, "e")))
     assert fake_openai.completions == []
     # Batches with something to show get neither a proposal nor an error (unstamped, offered again, no warning);

@@ -1,1 +1,51 @@
-"""Consolidation engine: gating, clustering, proposals, safeguards, journal, report."""
+"""The consolidation engine: one cycle (snapshot, fold, gating, proposal, validation, apply), its counts and report.
+
+The rest of dreamkeeper uses only what this module exports; the submodules are the engine's own.
+"""
+
+from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, sentence, value_of
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.directives import compose
+from dreamkeeper.consolidation.dryrun import render_plan, render_report
+from dreamkeeper.consolidation.proposal import (
+    Batch,
+    BatchReply,
+    MergeProposal,
+    OfferedEntry,
+    OfferGroup,
+    Proposal,
+    ProposalRequest,
+    Proposer,
+    ProposerUsage,
+    RepairRequest,
+    ReplyFault,
+)
+from dreamkeeper.consolidation.report import CycleReport
+from dreamkeeper.consolidation.settings import CycleSettings
+
+__all__ = [
+    "COUNTS",
+    "SUMMED",
+    "Batch",
+    "BatchReply",
+    "Count",
+    "CycleOptions",
+    "CycleReport",
+    "CycleSettings",
+    "Family",
+    "MergeProposal",
+    "OfferGroup",
+    "OfferedEntry",
+    "Proposal",
+    "ProposalRequest",
+    "Proposer",
+    "ProposerUsage",
+    "RepairRequest",
+    "ReplyFault",
+    "compose",
+    "render_plan",
+    "render_report",
+    "run_cycle",
+    "sentence",
+    "value_of",
+]

@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(
                 f"undid {cycle_id}: {len(result.restored)} restored, {len(result.archived)} successor(s) archived, "
-                f"{len(result.reverted)} fold(s) reverted, {len(result.conflicts)} conflict(s)"
+                f"{len(result.reverted)} rewrite(s) reverted (folds, decays), {len(result.conflicts)} conflict(s)"
             )
         if result.conflicts:
             raise typer.Exit(1)

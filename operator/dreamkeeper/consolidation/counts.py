@@ -87,13 +87,14 @@ class Row(StrEnum):
     ENTRIES = "entries (live at start)"
     REVIEWED = "reviewed / withheld"
     FOLDED = "exact duplicates folded"
-    SAVED = "merges saved"
+    DECAYED = "importance decayed (left the high-value floor)"
+    SAVED = "merges saved (into an existing entry)"
     ARCHIVED = "archived (with replacement / ephemeral)"
     REJECTED = "merges rejected (inventing) / repaired"
     PROTECTED = "prunes refused: floor / census"
     CONFLICTS = "conflicts with concurrent writes"
     HARD_DELETES = "hard deletes"
-    PURGED = "purged (retention)"
+    PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
     PROPOSER = "proposer calls / tokens in / out"
@@ -202,7 +203,21 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     saved: Annotated[
-        int, Count("merged entries created", reach="run", logged=Phrase("{} saved"), cli=Cell(Row.SAVED))
+        int,
+        Count(
+            "merges saved: successors created, and merges folded into an identical live entry",
+            reach="run",
+            logged=Phrase("{} saved"),
+            cli=Cell(Row.SAVED),
+        ),
+    ] = 0
+    merged_into_existing: Annotated[
+        int,
+        Count(
+            "merges whose text equals a live entry's, folded into it at once (no new entry)",
+            logged=Phrase("{} into existing", detail=True),
+            cli=Cell(Row.SAVED, detail=True),
+        ),
     ] = 0
     folded: Annotated[
         int,
@@ -211,6 +226,24 @@ class CycleCounts(BaseModel):
             reach="run",
             logged=Phrase("{} folded"),
             cli=Cell(Row.FOLDED),
+        ),
+    ] = 0
+    decayed: Annotated[
+        int,
+        Count(
+            "entries whose importance decayed (RockBot's decay pass; importance and updatedAt written)",
+            reach="run",
+            logged=Phrase("{} decayed"),
+            cli=Cell(Row.DECAYED),
+        ),
+    ] = 0
+    decay_left_floor: Annotated[
+        int,
+        Count(
+            "entries decay took below the high-value floor (protected from pruning for the rest of that cycle)",
+            reach="run",
+            logged=Phrase("{} left the high-value floor", detail=True),
+            cli=Cell(Row.DECAYED, detail=True),
         ),
     ] = 0
     rejected: Annotated[
@@ -316,6 +349,14 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     purge_kept_above_floor: Annotated[int, Count("archived entries past retention kept by the floor")] = 0
+    purge_kept_last_record: Annotated[
+        int,
+        Count(
+            "archived entries past retention kept as the last record of a specific no live entry says",
+            reach="totals",
+            cli=Cell(Row.PURGED, detail=True),
+        ),
+    ] = 0
     live_entries: Annotated[
         int,
         Count(

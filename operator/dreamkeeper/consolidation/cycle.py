@@ -1,6 +1,6 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
+    (recover) → vocabulary → (purge) → snapshot → fold → decay → gate → propose → validate → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -24,10 +24,13 @@ import numpy as np
 
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
+from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
+from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
 from dreamkeeper.consolidation.journal import (
+    DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
     ExecutionTally,
     Executor,
@@ -37,11 +40,14 @@ from dreamkeeper.consolidation.journal import (
 )
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
+from dreamkeeper.consolidation.purge import LastRecords
+from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
-from dreamkeeper.consolidation.settings import DIRECTIVE_FILE, CycleSettings
+from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.stages import (
     Applied,
     CycleContext,
+    Decayed,
     Effects,
     Folded,
     Gated,
@@ -63,6 +69,7 @@ from dreamkeeper.consolidation.stages import (
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
+    UNCHECKED,
     CycleLock,
     Fingerprint,
     MalformedFile,
@@ -76,7 +83,6 @@ from dreamkeeper.memory import (
     state_dir,
     utcnow,
 )
-from dreamkeeper.memory.atomic import UNCHECKED
 
 log = logging.getLogger(__name__)
 
@@ -210,13 +216,14 @@ class Cycle:
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
         s.vocabulary = self._load_vocabulary()
-        s.purged = effects.purge()
+        s.purged = effects.purge(s.vocabulary.vocabulary)
         s.snapshot = effects.snapshot(s.purged)
         self._freeze()  # the snapshot lives for the whole cycle
         s.folded = self._fold(s.snapshot)
-        s.gated = self._gate(s.folded)
-        s.proposed = await self._propose(s.gated, s.folded)
-        s.validated = await self._validate(s.gated, s.proposed, s.folded, s.vocabulary.vocabulary)
+        s.decayed = self._decay(s.folded)
+        s.gated = self._gate(s.decayed)
+        s.proposed = await self._propose(s.gated, s.decayed)
+        s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
@@ -237,7 +244,7 @@ class Cycle:
 
     def _skipped(self, reason: str) -> CycleOutcome:
         log.info("memory consolidation skipped — %s", reason)
-        scan = self.store.scan()
+        scan = screened(self.store.scan(), self.store.root)
         live = len(scan.live)
         counts = CycleCounts(
             total=live, live_entries=live, archived_entries=len(scan.archived), malformed=len(scan.malformed)
@@ -281,9 +288,23 @@ class Cycle:
             log.info("exact-duplicate fold — %d copy(s) folded across %d group(s)", n_copies, len(folds))
         return folds
 
-    def _gate(self, folded: Folded) -> Gated:
+    def _decay(self, folded: Folded) -> Decayed:
+        """Importance decay, planned here and written (or, in a dry run, only shown) by the effects."""
+        self._stage("decay")
+        plan = plan_decay(folded.live, self.settings.decay, self.settings.floor, self.now)
+        if not plan.actions:
+            return Decayed(folded.live)
+        decayed = self.effects.decay(folded, plan)
+        log.info(
+            "importance decay pass — %d entries decayed (%d left the high-value floor)",
+            decayed.counts.decayed,
+            decayed.counts.decay_left_floor,
+        )
+        return decayed
+
+    def _gate(self, decayed: Decayed) -> Gated:
         self._stage("gating")
-        live = folded.live
+        live = decayed.live
         gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
@@ -300,8 +321,8 @@ class Cycle:
         )
         return Gated(gating, counts)
 
-    async def _propose(self, gated: Gated, folded: Folded) -> Proposed:
-        gating, live = gated.gating, folded.live
+    async def _propose(self, gated: Gated, decayed: Decayed) -> Proposed:
+        gating, live = gated.gating, decayed.live
         if not gated.asks:
             log.info(
                 "%d of %d entries already reviewed and unchanged with no duplicate siblings — nothing eligible",
@@ -311,25 +332,28 @@ class Cycle:
             return Proposed()
         self._stage("proposal")
         batches = make_batches(gating, self.settings.batch_max_entries)
+        directives = load_directives(self.agent_dir)  # re-read every cycle, as RockBot does
         request = ProposalRequest(
             batches=tuple(batches),
             total_entries=len(live),
             withheld=gating.withheld,
             now=self.now,
-            directive=self._directive(),
+            directive=directives.dream,
             degraded=gating.degraded,
+            memory_rules=directives.memory_rules,
+            feedback=load_feedback(self.agent_dir, self.now),
         )
         replies = await self.proposer.propose(request)
         return Proposed(tuple(batches), tuple(replies))
 
-    async def _validate(self, gated: Gated, proposed: Proposed, folded: Folded, vocabulary: Vocabulary) -> Validated:
+    async def _validate(self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary) -> Validated:
         if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
-        state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now)
+        state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor)
         gating = gated.gating
         decisions = await validate_replies(
-            proposed.batches, proposed.replies, gating, folded.live, self.proposer, state
+            proposed.batches, proposed.replies, gating, decayed.live, self.proposer, state
         )
         stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
         backoff = backoff_stamps(gating.eligible, decisions.backoff, self.now)
@@ -346,14 +370,6 @@ class Cycle:
             failed_calls=usage.failed_calls,
         )
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
-
-    def _directive(self) -> str | None:
-        path = self.agent_dir / DIRECTIVE_FILE
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return None
-        return text if text.strip() else None
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()
@@ -426,26 +442,32 @@ class Writes:
             return None
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
-    def purge(self) -> Purged:
+    def purge(self, vocabulary: Vocabulary) -> Purged:
         settings = self.context.settings
         self.context.stage("purge")
         retention = settings.retention
         scan: ScanResult | None = None
         if retention is not None and retention > timedelta(0):
             # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that
-            # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan).
-            scan = self.store.scan()
+            # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened
+            # first: purge never deletes a file the engine could not read safely.
+            scan = screened(self.store.scan(), self.store.root)
+        keep = LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
         purge = self.store.purge(
-            retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None
+            retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None, keep=keep
         )
-        counts = CycleCounts(purged=len(purge.purged), purge_kept_above_floor=len(purge.kept_above_floor))
+        counts = CycleCounts(
+            purged=len(purge.purged),
+            purge_kept_above_floor=len(purge.kept_above_floor),
+            purge_kept_last_record=len(purge.kept_by_rule),
+        )
         return Purged(scan, frozenset(e.id for e in purge.purged), purge.conflicts, counts)
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
         scan = purged.scan
         if scan is None or purged.conflicts:
-            scan = self.store.scan()
+            scan = screened(self.store.scan(), self.store.root)
         elif purged.purged_ids:
             scan = ScanResult(
                 entries=[s for s in scan.entries if s.id not in purged.purged_ids],
@@ -461,11 +483,29 @@ class Writes:
         n = tally.archived_folded
         return Folded(scan, live_of(scan), tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
+    def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
+        decay_plan = Plan(decays=list(plan.actions))
+        executor = self._executor(decay_plan, DECAY_JOURNAL_SUFFIX)
+        tally = executor.run() if executor is not None else ExecutionTally()
+        self._stamped.update(executor.written if executor is not None else {})
+        # The entries as written, with the fingerprints of what was written: later writes this cycle (review stamps)
+        # are guarded by them. An entry the agent changed meanwhile keeps its snapshot and conflicts again later.
+        written = {}
+        for action in plan.actions:
+            fingerprint = executor.written.get(str(action.target.path)) if executor is not None else None
+            if fingerprint is not None:
+                written[action.target.id] = StoredEntry(action.updated, action.target.path, fingerprint)
+        live = [written.get(s.id, s) for s in folded.live]
+        left = frozenset(i for i in plan.left_floor if i in written)
+        counts = CycleCounts(decayed=len(written), decay_left_floor=len(left), conflicts=tally.conflicts)
+        return Decayed(live, tuple(a for a in plan.actions if a.target.id in written), left, counts)
+
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")
         tally = self._execute(validated.plan)
         counts = CycleCounts(
-            saved=tally.created,
+            saved=tally.created + tally.updated,
+            merged_into_existing=tally.updated,
             ephemeral=tally.ephemeral,
             archived=tally.archived,
             archived_with_replacement=tally.archived_merged,
@@ -500,19 +540,25 @@ class Writes:
     # ---- helpers -------------------------------------------------------------------------------------
 
     def _execute(self, plan: Plan, suffix: str = "") -> ExecutionTally:
-        if plan.is_empty:
+        executor = self._executor(plan, suffix)
+        if executor is None:
             return ExecutionTally()
+        tally = executor.run()
+        self._stamped.update(executor.written)
+        return tally
+
+    def _executor(self, plan: Plan, suffix: str) -> Executor | None:
+        """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
+        if plan.is_empty:
+            return None
         journal = write_journal(
             self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
         )
         snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
-        for stored in (*leaving, *(p.target for p in plan.prunes)):
+        for stored in (*leaving, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
             snapshot[str(stored.path)] = stored
-        executor = Executor(self.store, journal, self.context.now, snapshot)
-        tally = executor.run()
-        self._stamped.update(executor.written)
-        return tally
+        return Executor(self.store, journal, self.context.now, snapshot)
 
     def _reread(self, scan: ScanResult, fold_plan: Plan) -> ScanResult:
         """The snapshot after the fold: only the files the fold wrote are read again (a full rescan cost as much as

@@ -11,11 +11,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
-from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
+from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.stages import (
     Applied,
     CycleContext,
+    Decayed,
     Folded,
     Measured,
     Purged,
@@ -24,6 +27,8 @@ from dreamkeeper.consolidation.stages import (
     Validated,
     snapshot_of,
 )
+from dreamkeeper.coverage import Vocabulary
+from dreamkeeper.memory import StoredEntry
 
 
 class DryRun:
@@ -34,6 +39,7 @@ class DryRun:
 
     def __init__(self, context: CycleContext) -> None:
         self.context = context
+        self._decays: tuple[DecayAction, ...] = ()
 
     def hold(self) -> AbstractContextManager[object]:
         return nullcontext()
@@ -44,12 +50,13 @@ class DryRun:
     def too_soon(self) -> str | None:
         return None
 
-    def purge(self) -> Purged:
+    def purge(self, vocabulary: Vocabulary) -> Purged:
         return Purged()
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
-        return snapshot_of(self.context.store.scan())
+        store = self.context.store
+        return snapshot_of(screened(store.scan(), store.root))
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         leaving = Plan(folds=folds).leaving_ids()
@@ -57,21 +64,31 @@ class DryRun:
         live = [s for s in snapshot.live if s.id not in leaving]
         return Folded(snapshot.scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
+    def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
+        updated = {a.target.id: StoredEntry(a.updated, a.target.path, a.target.fingerprint) for a in plan.actions}
+        live = [updated.get(s.id, s) for s in folded.live]
+        counts = CycleCounts(decayed=len(plan.actions), decay_left_floor=len(plan.left_floor))
+        self._decays = plan.actions
+        return Decayed(live, plan.actions, plan.left_floor, counts)
+
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         plan = validated.plan
         sources = sum(len(m.sources) for m in plan.merges)
         counts = CycleCounts(
             saved=len(plan.merges),
+            merged_into_existing=sum(1 for m in plan.merges if m.into is not None),
             archived=sources + len(plan.prunes),
             archived_with_replacement=sources,
             ephemeral=len(plan.prunes),
         )
-        return Applied(replace(plan, folds=list(folded.folds)), counts)  # the folds shown in the diff
+        # The folds and decays, done by earlier stages, are shown in the diff too.
+        return Applied(replace(plan, folds=list(folded.folds), decays=list(self._decays)), counts)
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
         plan = validated.plan  # without the folds: their copies already left `folded.live`
         archived = folded.counts.archived + applied.counts.archived
-        live = len(folded.live) + len(plan.merges) - len(plan.leaving_ids())
+        created = sum(1 for m in plan.merges if m.into is None)
+        live = len(folded.live) + created - len(plan.leaving_ids())
         return Measured(CycleCounts(live_entries=live, archived_entries=len(folded.scan.archived) + archived))
 
     def record(self, report: CycleReport) -> None:
@@ -97,10 +114,14 @@ def render_plan(plan: Plan, report: CycleReport, console: Console) -> None:
         console.print(f"[cyan]fold[/cyan] {len(fold.copies)} exact duplicate(s) into {fold.survivor.id}")
         for copy in fold.copies:
             console.print(f"  [red]- {copy.id}[/red] {_clip(copy.entry.content)}")
+    for decay in plan.decays:
+        before, after = decay.target.entry.importance_score, decay.updated.importance_score
+        console.print(f"[blue]decay[/blue] {decay.target.id} importance {before:.2f} → {after:.2f}")
     for merge in plan.merges:
         tag = " (repaired)" if merge.repaired else ""
         category = escape(f"[{merge.successor.category or 'uncategorized'}]")
-        console.print(f"[cyan]merge[/cyan]{tag} → new {merge.successor.id} {category}")
+        where = "into existing" if merge.into is not None else "new"
+        console.print(f"[cyan]merge[/cyan]{tag} → {where} {merge.successor.id} {category}")
         for source in merge.sources:
             console.print(f"  [red]- {source.id}[/red] {_clip(source.entry.content)}")
         console.print(f"  [green]+ {merge.successor.id}[/green] {_clip(merge.successor.content)}")

@@ -6,16 +6,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
+from dreamkeeper.consolidation.declines import days, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import StoredEntry, cluster_hash, review_hash
-from dreamkeeper.memory.entry import DECLINED_AT, DECLINED_CLUSTER, DECLINED_COUNT, REVIEWED_AT, REVIEWED_HASH
+from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
 
 log = logging.getLogger(__name__)
 
@@ -45,42 +45,11 @@ class GatingResult:
         return {s.id for s in self.eligible}
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed: datetime = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else None
-
-
 def reopen_time(members: Sequence[StoredEntry], settings: CycleSettings) -> datetime | None:
     """When a settled cluster is offered again (RockBot #571): declines back off 7 → 14 → 28 → 56 days."""
-    interval = timedelta(days=settings.reopen_interval_days)
-    if interval <= timedelta(0):
-        return None
-    ids = [m.id for m in members]
-    expected = cluster_hash(ids)
-    stamps = [m.entry.meta(DECLINED_CLUSTER) for m in members]
-    if all(s is not None and s.upper() == expected for s in stamps):
-        declined = [_parse_time(m.entry.meta(DECLINED_AT)) for m in members]
-        counts = []
-        for m in members:
-            try:
-                counts.append(max(1, int(m.entry.meta(DECLINED_COUNT) or "1")))
-            except ValueError:
-                counts.append(1)
-        latest = max((d for d in declined if d is not None), default=None)
-        if latest is not None:
-            factor = 1 << (min(counts) - 1)
-            wait = min(interval * factor, timedelta(days=settings.reopen_max_interval_days))
-            return latest + wait
-    reviewed = [_parse_time(m.entry.meta(REVIEWED_AT)) for m in members]
-    latest_review = max((r for r in reviewed if r is not None), default=None)
-    if latest_review is None:
-        return datetime.min.replace(tzinfo=members[0].entry.created_at.tzinfo)
-    return latest_review + interval
+    return reopen_at(
+        [m.entry for m in members], days(settings.reopen_interval_days), days(settings.reopen_max_interval_days)
+    )
 
 
 def select_candidates(
@@ -107,6 +76,8 @@ def select_candidates(
             threshold=settings.similarity_threshold,
             max_cluster_size=settings.max_cluster_size,
             same_top_level_category=settings.same_category_clusters,
+            tokens=settings.cluster_tokens,
+            split=settings.cluster_split,
         )
     except Exception as exc:  # any failure narrows the offer, never widens it
         log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)

@@ -24,6 +24,9 @@ from pydantic import BaseModel, Field
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    MUST_NOT_EXIST,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
     ConflictError,
@@ -34,17 +37,18 @@ from dreamkeeper.memory import (
     StoredEntry,
     StoreWriteError,
     format_timestamp,
+    fsync_directory,
     replace_file,
     state_dir,
 )
-from dreamkeeper.memory.atomic import MUST_NOT_EXIST, fsync_directory
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
 
 log = logging.getLogger(__name__)
 
 FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
+DECAY_JOURNAL_SUFFIX = "-decay"  # importance decay's journal: <cycle id>-decay.jsonl
 
-Op = Literal["create", "update", "archive", "stamp"]
+Op = Literal["create", "update", "archive", "stamp", "decay"]
+DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
 
 
@@ -90,6 +94,7 @@ class ExecutionTally:
     archived_folded: int = 0
     ephemeral: int = 0
     stamped: int = 0
+    decayed: int = 0
     conflicts: int = 0
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
@@ -104,12 +109,16 @@ def journal_path(agent_dir: Path, cycle_id: str) -> Path:
 
 
 def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
-    """A cycle's journals in the order they were written: its exact-duplicate fold, then its plan."""
-    return [journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX), journal_path(agent_dir, cycle_id)]
+    """A cycle's journals in the order they were written: its exact-duplicate fold, its decay, then its plan."""
+    return [
+        journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX),
+        journal_path(agent_dir, cycle_id + DECAY_JOURNAL_SUFFIX),
+        journal_path(agent_dir, cycle_id),
+    ]
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
-    """Folds, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
+    """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
     steps: list[Step] = []
     group = 0
     for fold in plan.folds:
@@ -127,12 +136,41 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
         )
         for copy in fold.copies:
             steps.append(_archive_step(copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
+    for decay in plan.decays:
+        group += 1
+        steps.append(
+            Step(
+                op="decay",
+                id=decay.target.id,
+                path=str(decay.target.path),
+                group=group,
+                expected=FingerprintModel.of(decay.target.fingerprint),
+                before=decay_values(decay.target.entry),
+                after=decay_values(decay.updated),
+            )
+        )
     for merge in plan.merges:
         group += 1
-        path = _entry_path(store, merge.successor)
-        steps.append(
-            Step(op="create", id=merge.successor.id, path=str(path), group=group, after=merge.successor.to_json_obj())
-        )
+        if merge.into is not None:
+            into = merge.into
+            steps.append(
+                Step(
+                    op="update",
+                    id=into.id,
+                    path=str(into.path),
+                    group=group,
+                    expected=FingerprintModel.of(into.fingerprint),
+                    before=into.entry.to_json_obj(),
+                    after=merge.successor.to_json_obj(),
+                )
+            )
+        else:
+            path = _entry_path(store, merge.successor)
+            steps.append(
+                Step(
+                    op="create", id=merge.successor.id, path=str(path), group=group, after=merge.successor.to_json_obj()
+                )
+            )
         for source in merge.sources:
             steps.append(_archive_step(source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
     for prune in plan.prunes:
@@ -153,8 +191,43 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
     return steps
 
 
+def decay_values(entry: Entry) -> dict[str, Any]:
+    """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
+    puts back exactly what was there)."""
+    obj = entry.to_json_obj()
+    spelled = {key.lower(): key for key in obj}
+    return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
+
+
+def put_decay_values(obj: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry's JSON object with a decay step's values written into it, under the file's own key spelling."""
+    out = dict(obj)
+    spelled = {key.lower(): key for key in out}
+    for name in DECAY_FIELDS:
+        out[spelled.get(name.lower(), name)] = values.get(name)
+    return out
+
+
+def with_decay_values(entry: Entry, values: Mapping[str, Any]) -> Entry:
+    """``entry`` with a decay step's importance and updatedAt (as recorded in the journal)."""
+    updated = values.get("updatedAt")
+    return entry.evolve(
+        importance_score=float(values["importanceScore"]),
+        updated_at=None if updated is None else datetime.fromisoformat(str(updated)),
+    )
+
+
+def has_decay_values(entry: Entry, values: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` carries exactly these importance and updatedAt values."""
+    try:
+        wanted = with_decay_values(entry, values)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return entry.importance_score == wanted.importance_score and entry.updated_at == wanted.updated_at
+
+
 def _entry_path(store: MemoryStore, entry: Entry) -> Path:
-    from dreamkeeper.memory.paths import entry_path
+    from dreamkeeper.memory import entry_path
 
     return entry_path(store.root, entry.id, entry.category)
 
@@ -326,8 +399,10 @@ class Executor:
                 if previous != "done" and step.op in ("create", "update"):
                     self.tally.failed_groups.add(step.group)
                 continue
-            if step.op == "stamp":
-                self._stamps.append((index, self._guarded(step, self._stamp), None))
+            if step.op in ("stamp", "decay"):
+                # Both are metadata-like rewrites of one file each, idempotent and fingerprint-guarded: batched.
+                run = self._stamp if step.op == "stamp" else self._decay
+                self._stamps.append((index, self._guarded(step, run), None))
                 if len(self._stamps) >= STAMP_BATCH:
                     self._flush_stamps()
                 continue
@@ -356,6 +431,12 @@ class Executor:
             log.error("could not write %s: %s", step.id, exc)
             self.tally.errors.append(str(exc))
             return "failed"
+        except Exception as exc:
+            # One entry the store cannot write (a path it refuses, text UTF-8 cannot hold, ...) fails its own step
+            # (and its group's archives), never the cycle; the file is left as it was.
+            log.error("could not apply %s to %s, left as it is: %s: %s", step.op, step.id, type(exc).__name__, exc)
+            self.tally.errors.append(f"{step.op} {step.id}: {type(exc).__name__}: {exc}")
+            return "failed"
 
     def _snapshot_or_read(self, step: Step) -> StoredEntry | None:
         """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
@@ -378,6 +459,22 @@ class Executor:
         self._stamp_dirs.add(stored.path.parent)
         self.written[step.path] = fingerprint
         self.tally.stamped += 1
+        return "done"
+
+    def _decay(self, step: Step) -> str:
+        assert step.expected is not None and step.after is not None
+        stored = self._snapshot_or_read(step)
+        if stored is None:
+            raise ConflictError(Path(step.path), "the entry disappeared")
+        if stored.fingerprint != step.expected.to_fingerprint():
+            if has_decay_values(stored.entry, step.after):
+                return "done"  # written before a crash, journal line lost
+            raise ConflictError(Path(step.path), "changed since the snapshot (the agent wrote to it)")
+        updated = with_decay_values(stored.entry, step.after)
+        fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
+        self._stamp_dirs.add(stored.path.parent)
+        self.written[step.path] = fingerprint
+        self.tally.decayed += 1
         return "done"
 
     def _flush_stamps(self) -> None:
@@ -433,7 +530,7 @@ class Executor:
                 return "done"
             replace_file(path, _dump(step.after), step.expected.to_fingerprint())
             self.tally.updated += 1
-            log.info("folded exact duplicates into %s", step.id)
+            log.info("folded into %s (its text kept): %s", step.id, current.entry.content)
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
@@ -457,6 +554,8 @@ class Executor:
             return "done"
         if step.op == "stamp":
             return self._stamp(step)
+        if step.op == "decay":
+            return self._decay(step)
         raise ValueError(f"unknown journal op {step.op}")
 
 

@@ -18,12 +18,16 @@ class FoldAction:
 
 @dataclass
 class MergeAction:
-    """A coverage-checked merge: ``successor`` is created first; only then are ``sources`` archived."""
+    """A coverage-checked merge: ``successor`` is created first; only then are ``sources`` archived.
+
+    With ``into`` set, the merge restated that live entry verbatim and is folded into it at once: ``successor`` is
+    what ``into`` becomes (same id and text, the merge's counters and provenance added), written over it."""
 
     successor: Entry
     sources: list[StoredEntry]
     repaired: bool = False
     batch_index: int = 0
+    into: StoredEntry | None = None
 
 
 @dataclass
@@ -32,6 +36,14 @@ class PruneAction:
 
     target: StoredEntry
     lost_specifics: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DecayAction:
+    """Importance decay: ``target`` rewritten as ``updated`` (importance and updatedAt only)."""
+
+    target: StoredEntry
+    updated: Entry
 
 
 @dataclass
@@ -48,10 +60,11 @@ class Plan:
     merges: list[MergeAction] = field(default_factory=list)
     prunes: list[PruneAction] = field(default_factory=list)
     stamps: list[StampAction] = field(default_factory=list)
+    decays: list[DecayAction] = field(default_factory=list)
 
     @property
     def is_empty(self) -> bool:
-        return not (self.folds or self.merges or self.prunes or self.stamps)
+        return not (self.folds or self.merges or self.prunes or self.stamps or self.decays)
 
     def leaving_ids(self) -> set[str]:
         ids = {c.id for f in self.folds for c in f.copies}

@@ -12,6 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from dreamkeeper.consolidation.directives import FeedbackSignal
 from dreamkeeper.memory import Entry
 
 
@@ -101,8 +102,10 @@ class ProposalRequest:
     total_entries: int
     withheld: int
     now: datetime
-    directive: str | None = None
+    directive: str | None = None  # the profile's dream.md (None: the proposer's built-in directive)
     degraded: bool = False  # clustering failed: every entry looks lone
+    memory_rules: str | None = None  # the profile's memory-rules.md, put before the directive as RockBot does
+    feedback: tuple[FeedbackSignal, ...] = ()  # the agent's feedback signals of the last 7 days (oldest 50)
 
 
 # Why a batch has no proposal: the model answered and the answer cannot be used ("reply": unparseable, cut off,

@@ -11,8 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from dreamkeeper.consolidation.counts import CycleCounts
-from dreamkeeper.memory import replace_file, state_dir
-from dreamkeeper.memory.atomic import UNCHECKED
+from dreamkeeper.memory import UNCHECKED, replace_file, state_dir
 
 # "proposer-failed": the cycle ran to the end, but the proposer was asked about at least one batch and none got a
 # usable reply (requests failed, or every answer was unusable); nothing the model should have decided was decided.

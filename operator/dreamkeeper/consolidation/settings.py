@@ -11,7 +11,31 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import HighValueFloor
 
-DIRECTIVE_FILE = "dream.md"  # the agent's own consolidation directive, in the agent directory
+
+class DecaySettings(BaseModel):
+    """Importance decay, RockBot's pass (DreamService ``RunImportanceDecayPassAsync``, DreamOptions defaults,
+    MarimerLLC/rockbot@05346ff0): an entry not seen for ``grace_days`` loses importance with a half-life of
+    ``half_life_days``, never below ``floor``. ``enabled=False`` (or a half-life of 0, RockBot's off) stops it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    grace_days: float = Field(default=30.0, ge=0.0, le=36500.0)
+    half_life_days: float = Field(default=45.0, ge=0.0, le=36500.0)
+    floor: float = Field(default=0.10, ge=0.0, le=1.0)
+    # An entry is rewritten only once its importance has fallen by this much since its last write (or it reaches
+    # the decay floor, or leaves the high-value floor). RockBot rewrites every decaying entry on every pass (about
+    # two thirds of a mature corpus, twice a day); decay is anchored on updatedAt, so waiting changes no value,
+    # only when it is written. 0.01 is the precision the model is shown (importance=0.00). 0: RockBot's cadence.
+    min_step: float = Field(default=0.01, ge=0.0, le=1.0)
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.half_life_days > 0
+
+
+ClusterTokens = Literal["rockbot", "unicode"]
+ClusterSplit = Literal["rockbot", "neighbours"]
 
 PruneCensus = Literal["identity", "all", "off"]
 
@@ -20,8 +44,13 @@ class CycleSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     similarity_threshold: float = Field(default=0.88, gt=0.0, le=1.0)
-    max_cluster_size: int = Field(default=8, ge=0, le=64)
+    # RockBot's ConsolidationMaxClusterSize (3), split and tokens by default: its cluster identities, so decline
+    # stamps written by either engine stay meaningful to the other (docs/rockbot.md).
+    max_cluster_size: int = Field(default=3, ge=0, le=64)
+    cluster_split: ClusterSplit = "rockbot"
+    cluster_tokens: ClusterTokens = "rockbot"
     same_category_clusters: bool = False
+    decay: DecaySettings = Field(default_factory=DecaySettings)
     floor: HighValueFloor = Field(default_factory=HighValueFloor)
     protected_categories: list[str] = Field(default_factory=lambda: ["user-preferences/**"])
     retention_days: int = Field(default=90, ge=0)

@@ -1,6 +1,6 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (recover) → vocabulary → (purge) → snapshot → fold → gate → propose → validate → apply | plan → measure
+    (recover) → vocabulary → (purge) → snapshot → fold → decay → gate → propose → validate → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Protocol
 
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.gating import GatingResult
-from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.proposal import Batch, BatchReply
+from dreamkeeper.consolidation.quarantine import malformed_notes
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.validate import Decisions
@@ -89,9 +91,10 @@ class Snapshot:
 
 
 def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
+    """The snapshot of a scan already screened (``quarantine.screened``): malformed files are named in the notes."""
     ids_before = frozenset({s.id for s in scan.entries} | purged_ids)
     counts = counts + CycleCounts(total=len(scan.live), malformed=len(scan.malformed))
-    return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts)
+    return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts, malformed_notes(scan.malformed))
 
 
 def live_of(scan: ScanResult) -> list[StoredEntry]:
@@ -105,6 +108,18 @@ class Folded:
     scan: ScanResult
     live: list[StoredEntry]
     folds: tuple[FoldAction, ...] = ()
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decayed:
+    """The corpus after importance decay (RockBot's pass, before gating): what was lowered, which entries that took
+    below the high-value floor (still protected from pruning this cycle), and the live entries as written."""
+
+    live: list[StoredEntry]
+    decays: tuple[DecayAction, ...] = ()
+    left_floor: frozenset[str] = frozenset()
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
 
@@ -210,6 +225,7 @@ class Stages:
     purged: Purged | None = None
     snapshot: Snapshot | None = None
     folded: Folded | None = None
+    decayed: Decayed | None = None
     gated: Gated | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
@@ -282,8 +298,8 @@ class Effects(Protocol):
         """Why this cycle must not run yet (minimum interval), if so."""
         ...
 
-    def purge(self) -> Purged:
-        """Delete archived entries past retention."""
+    def purge(self, vocabulary: Vocabulary) -> Purged:
+        """Delete archived entries past retention (never a last record: ``purge.LastRecords``)."""
         ...
 
     def snapshot(self, purged: Purged) -> Snapshot:
@@ -292,6 +308,10 @@ class Effects(Protocol):
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         """The corpus once exact duplicates are folded."""
+        ...
+
+    def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
+        """The corpus once importance has decayed."""
         ...
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
@@ -314,6 +334,7 @@ class Effects(Protocol):
 __all__ = [
     "Applied",
     "CycleContext",
+    "Decayed",
     "Effects",
     "Folded",
     "Gated",

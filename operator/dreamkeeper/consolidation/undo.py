@@ -1,4 +1,5 @@
-"""Reverse a whole cycle: restore what it archived, archive what it created, put folded survivors back."""
+"""Reverse a whole cycle: restore what it archived, archive what it created, put folded survivors back, and put
+decayed importance (and updatedAt) back."""
 
 from __future__ import annotations
 
@@ -7,9 +8,22 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dreamkeeper.consolidation.journal import Journal, journal_dir, journal_paths
-from dreamkeeper.memory import ConflictError, MalformedFile, MemoryStore, replace_file, utcnow
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, CREATED_BY_CYCLE
+from dreamkeeper.consolidation.journal import (
+    Journal,
+    has_decay_values,
+    journal_dir,
+    journal_paths,
+    put_decay_values,
+)
+from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    ConflictError,
+    MalformedFile,
+    MemoryStore,
+    replace_file,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +66,14 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
                     if current.entry.meta(CREATED_BY_CYCLE) == cycle_id and current.entry.is_live:
                         store.archive(current, f"undone cycle {cycle_id}", utcnow(), f"undo-{cycle_id}")
                         result.archived.append(step.id)
+                elif step.op == "decay" and step.before is not None and step.after is not None:
+                    if has_decay_values(current.entry, step.after):
+                        restored = put_decay_values(current.entry.to_json_obj(), step.before)
+                        data = (json.dumps(restored, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+                        replace_file(target, data, current.fingerprint)
+                        result.reverted.append(step.id)
+                    else:
+                        raise ConflictError(target, "importance or updatedAt changed after the cycle decayed it")
                 elif step.op == "update" and step.before is not None and step.after is not None:
                     if current.entry.to_json_obj() == step.after:
                         data = (json.dumps(step.before, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -63,7 +85,7 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
                 log.warning("undo of %s: %s", step.id, exc)
                 result.conflicts.append(step.id)
     log.info(
-        "undid cycle %s — %d restored, %d successor(s) archived, %d fold(s) reverted, %d conflict(s)",
+        "undid cycle %s — %d restored, %d successor(s) archived, %d rewrite(s) reverted, %d conflict(s)",
         cycle_id,
         len(result.restored),
         len(result.archived),

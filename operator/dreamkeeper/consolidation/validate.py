@@ -16,9 +16,12 @@ from datetime import datetime
 
 from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.declines import next_decline_count
+from dreamkeeper.consolidation.fold import LiveTexts, fold_merge_into, reinforcement_sum
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
+from dreamkeeper.consolidation.quarantine import displayable, unencodable
 from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -35,15 +38,6 @@ from dreamkeeper.coverage import (
     merged_inventory,
 )
 from dreamkeeper.memory import (
-    Entry,
-    InvalidCategoryError,
-    StoredEntry,
-    cluster_hash,
-    format_timestamp,
-    review_hash,
-    validate_category,
-)
-from dreamkeeper.memory.entry import (
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -54,6 +48,13 @@ from dreamkeeper.memory.entry import (
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    Entry,
+    InvalidCategoryError,
+    StoredEntry,
+    cluster_hash,
+    format_timestamp,
+    review_hash,
+    validate_category,
 )
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class ValidationState:
     vocabulary: Vocabulary
     cycle_id: str
     now: datetime
+    left_floor: frozenset[str] = frozenset()  # ids decay took below the high-value floor this cycle: still protected
     plan: Plan = field(default_factory=Plan)
     shielded: set[str] = field(default_factory=set)  # sources of rejected/blank merges: never pruned
     consumed: set[str] = field(default_factory=set)  # sources of accepted merges
@@ -138,6 +140,8 @@ class ValidationState:
     backoff: set[str] = field(default_factory=set)
     batches: BatchTally = field(default_factory=BatchTally)
     census_index: CoverageIndex | None = None
+    live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
+    fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
 
     def decisions(self) -> Decisions:
         return Decisions(
@@ -168,6 +172,8 @@ async def validate_replies(
     """Every reply through the safeguards, then the census: what is left is what may be applied."""
     eligible = {s.id.lower(): s for s in gating.eligible}
     by_batch = {r.batch_index: r for r in replies}
+    if state.live_texts is None:
+        state.live_texts = LiveTexts(live, state.settings)
     for batch in batches:
         reply = by_batch.get(batch.index)
         offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
@@ -178,9 +184,12 @@ async def validate_replies(
             _decides_nothing(batch, reply, outcome, state)
             continue
         for merge in reply.proposal.to_save:
-            await _validate_merge(merge, offered, batch, proposer, state)
+            await _isolated_merge(merge, offered, batch, proposer, state)
         for raw_id in reply.proposal.to_delete:
-            _validate_prune(raw_id, offered, gating, state)
+            try:
+                _validate_prune(raw_id, offered, gating, state)
+            except Exception as exc:  # one prune that cannot be checked is refused, never the cycle
+                log.error("refused prune of %r: it could not be checked (%s: %s)", raw_id, type(exc).__name__, exc)
     census(live, state)
     return state.decisions()
 
@@ -214,6 +223,21 @@ def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> 
     return resolved
 
 
+async def _isolated_merge(
+    merge: MergeProposal,
+    offered: dict[str, StoredEntry],
+    batch: Batch,
+    proposer: Proposer,
+    state: ValidationState,
+) -> None:
+    """``_validate_merge``, with a failure to check one merge rejecting that merge alone (sources kept)."""
+    try:
+        await _validate_merge(merge, offered, batch, proposer, state)
+    except Exception as exc:
+        sources = [s for raw in merge.source_ids if (s := offered.get(id_key(raw))) is not None]
+        _reject(state, sources, [], f"could not be checked ({type(exc).__name__}: {exc})", merge.content)
+
+
 async def _validate_merge(
     merge: MergeProposal,
     offered: dict[str, StoredEntry],
@@ -229,7 +253,10 @@ async def _validate_merge(
     if not sources:
         log.warning("merge names no offered entry (sourceIds %s); not saved: %s", merge.source_ids, merge.content)
         return
-    overlap = [s for s in sources if s.id in state.consumed]
+    if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
+        _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
+        return
+    overlap = [s for s in sources if s.id in state.consumed or s.id in state.fold_targets]
     if overlap:
         _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
         return
@@ -243,7 +270,7 @@ async def _validate_merge(
         state.repairs_used += 1
         attempted = True
         revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing, invented))
-        if revised and revised.strip():
+        if revised and revised.strip() and not unencodable(revised):
             still = find_missing_specifics(texts, revised, state.vocabulary)
             still_invented = find_invented_specifics(texts, revised, state.vocabulary, shown)
             if not still and not still_invented:
@@ -268,8 +295,44 @@ async def _validate_merge(
         _reject(state, sources, [], reason, content, invented)
         return
     successor = _successor(merge, content, sources, state)
-    state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
     state.consumed.update(s.id for s in sources)
+    if _fold_into_live(MergeAction(successor, sources, repaired, batch.index), state):
+        return
+    state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
+
+
+def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
+    """A merge whose text equals a live entry's (outside its own sources and what is already leaving) is folded
+    into that entry at once (RockBot's ``FindExactDuplicateAsync`` + ``FoldMergeIntoExisting``, DreamService.cs
+    @05346ff0): no second copy is created for the next cycle's fold. A second merge into the same entry adds to the
+    first. Returns whether it was folded."""
+    if state.live_texts is None:
+        return False
+    successor, sources = merge.successor, merge.sources
+    leaving = {i.lower() for i in state.consumed} | {p.target.id.lower() for p in state.plan.prunes}
+    target = state.live_texts.find(successor, leaving)
+    if target is None:
+        return False
+    ids = [s.id for s in sources]
+    earlier = state.fold_targets.get(target.id)
+    if earlier is not None:
+        earlier.successor = fold_merge_into(earlier.successor, successor, ids, state.now)
+        earlier.sources.extend(sources)
+        earlier.repaired |= merge.repaired
+    else:
+        folded = fold_merge_into(target.entry, successor, ids, state.now)
+        action = MergeAction(folded, sources, merge.repaired, merge.batch_index, into=target)
+        state.plan.merges.append(action)
+        state.fold_targets[target.id] = action
+    log.info(
+        "merge of [%s] folded into existing %s — identical text (%s, reinforced=%dx): %s",
+        _ids(sources),
+        target.id,
+        target.entry.category or "uncategorized",
+        state.fold_targets[target.id].successor.reinforcement_count,
+        target.entry.content,
+    )
+    return True
 
 
 def _shown_about(entry: Entry) -> str:
@@ -296,14 +359,9 @@ def _reject(
         content,
     )
     state.shielded.update(s.id for s in sources)
+    ids, shown = [s.id for s in sources], displayable(content[:500])
     state.rejections.append(
-        Rejection(
-            source_ids=[s.id for s in sources],
-            missing=missing,
-            reason=reason,
-            content=content[:500],
-            invented=list(invented or []),
-        )
+        Rejection(source_ids=ids, missing=missing, reason=reason, content=shown, invented=list(invented or []))
     )
     cluster = [s.id for s in sources]
     for s in sources:
@@ -364,7 +422,7 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
         created_at=min(e.created_at for e in entries),
         updated_at=state.now,
         last_seen_at=max(e.seen_at for e in entries),
-        reinforcement_count=sum(max(1, e.reinforcement_count) for e in entries),
+        reinforcement_count=reinforcement_sum(entries),
         importance_score=importance,
         metadata=metadata,
     )
@@ -376,6 +434,9 @@ def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: Gating
         log.info("prune names %r, which was not offered this cycle; ignored", raw_id)
         return
     entry = stored.entry
+    if stored.id in state.fold_targets:
+        log.info("ignored prune of %s — a merge in this pass was folded into it", stored.id)
+        return
     if stored.id in state.consumed or any(p.target.id == stored.id for p in state.plan.prunes):
         return  # already leaving as a merge source (RockBot's prompt lists sources in toDelete too)
     if stored.id in state.shielded:
@@ -388,6 +449,10 @@ def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: Gating
     floor = state.settings.floor
     if floor.protects(entry):
         _protect(state, stored, f"above the high-value floor ({floor.describe(entry)})")
+        return
+    if stored.id in state.left_floor:
+        # RockBot's prune check reads the snapshot from before its decay pass: protected for the rest of this cycle.
+        _protect(state, stored, f"decayed below the high-value floor this cycle ({floor.describe(entry)})")
         return
     if state.settings.is_protected_category(entry.category):
         _protect(state, stored, f"protected category {entry.category}")
@@ -556,6 +621,9 @@ class ReviewStamps:
 def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[str], now: datetime) -> ReviewStamps:
     """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps."""
     leaving = decisions.leaving_ids()
+    # A fold target is rewritten by its merge (its stamp still matches its unchanged text) and its cluster is not
+    # declined: something was merged into it (RockBot's foldTargets).
+    leaving |= {m.into.id for m in decisions.merges if m.into is not None}
     now_text = format_timestamp(now)
     stamps: dict[str, StampAction] = {}
     by_id = {s.id: s for s in gating.eligible}
@@ -575,17 +643,7 @@ def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[s
             continue
         declined += 1
         chash = cluster_hash(ids)
-        members = [by_id[i].entry for i in ids]
-        if all((m.meta(DECLINED_CLUSTER) or "").upper() == chash for m in members):
-            counts = []
-            for m in members:
-                try:
-                    counts.append(int(m.meta(DECLINED_COUNT) or "0"))
-                except ValueError:
-                    counts.append(0)
-            count = min(counts) + 1
-        else:
-            count = 1
+        count = next_decline_count([by_id[i].entry for i in ids])
         for i in ids:
             stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
     return ReviewStamps(tuple(stamps.values()), declined)

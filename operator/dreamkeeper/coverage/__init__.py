@@ -15,6 +15,7 @@ from dreamkeeper.coverage.index import CoverageIndex
 from dreamkeeper.coverage.invention import find_invented_specifics
 from dreamkeeper.coverage.inventory import Inventory
 from dreamkeeper.coverage.specifics import IDENTITY_KINDS, Specific, SpecificKind, extract_specifics
+from dreamkeeper.coverage.text import fold
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
     VOCABULARY_FILE,
@@ -37,6 +38,7 @@ __all__ = [
     "extract_specifics",
     "find_invented_specifics",
     "find_missing_specifics",
+    "fold",
     "keep_inventory",
     "load_vocabulary",
     "merged_inventory",

@@ -8,9 +8,8 @@ import typer
 from rich.markup import escape
 
 from dreamkeeper.demo.sample import DEFAULT_SEED, DEFAULT_SIZE, SampleExistsError, copy_bundled, generate_sample
-from dreamkeeper.memory import MemoryStore, memory_root
+from dreamkeeper.memory import MemoryStore, compute_stats, memory_root
 from dreamkeeper.memory.cli import JSON_OPT, Failure, emit_json, expected_errors, out
-from dreamkeeper.memory.stats import compute_stats
 
 
 def register(app: typer.Typer) -> None:

@@ -39,6 +39,12 @@ ANNOTATION_PINNED_TO: Final = f"{GROUP}/pinned-to"
 ANNOTATION_SCHEDULE_NAME: Final = f"{GROUP}/schedule-name"
 ANNOTATION_CLAIM_NAME: Final = f"{GROUP}/claim-name"
 FINALIZER: Final = f"{GROUP}/finalizer"
+# On the agent's workload while a Stop holds it: the recorded replicas (the status has the same record).
+ANNOTATION_AGENT_STOP: Final = f"{GROUP}/agent-stop"
+# On a cycle Job run while the agent was stopped: the workload it stopped.
+ANNOTATION_AGENT_STOPPED: Final = f"{GROUP}/agent-stopped"
+# What `kubectl rollout restart` sets on the pod template (RestartAfter does the same).
+ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"
 
 # Container names inside a cycle Job's pod; the operator reads their termination messages by these names.
 SEED_CONTAINER: Final = "seed-vocabulary"

@@ -29,10 +29,12 @@ from dreamkeeper.kube.objects import (
     MemoryVocabulary,
     PersistentVolumeClaim,
     Pod,
+    Workload,
 )
 
 log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
+WORKLOAD_PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 EVENT_SOURCE = "dreamkeeper-operator"
 
 
@@ -86,6 +88,12 @@ class ClusterApi(Protocol):
     def patch_config_map(self, namespace: str, name: str, patch: Body) -> Body: ...
 
     def create_event(self, namespace: str, body: Body) -> Body: ...
+
+    def get_workload(self, namespace: str, kind: str, name: str) -> Workload | None: ...
+
+    def patch_workload(self, namespace: str, kind: str, name: str, patch: Body) -> Workload: ...
+
+    def scale_workload(self, namespace: str, kind: str, name: str, replicas: int) -> Body: ...
 
 
 def _api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -222,6 +230,25 @@ class KubeApi:
 
     def create_event(self, namespace: str, body: Body) -> Body:
         return dict(self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body=body))
+
+    # ---- the agent's workload (apps/v1) ---------------------------------------------------------------------
+
+    @staticmethod
+    def _workload(namespace: str, kind: str, name: str) -> str:
+        return f"/apis/apps/v1/namespaces/{quote(namespace)}/{WORKLOAD_PLURALS[kind]}/{quote(name)}"
+
+    def get_workload(self, namespace: str, kind: str, name: str) -> Workload | None:
+        return cast("Workload | None", self._get_or_none(self._workload(namespace, kind, name)))
+
+    def patch_workload(self, namespace: str, kind: str, name: str, patch: Body) -> Workload:
+        path = self._workload(namespace, kind, name)
+        return cast(Workload, self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+
+    def scale_workload(self, namespace: str, kind: str, name: str, replicas: int) -> Body:
+        """Set the replicas through the ``scale`` subresource (what `kubectl scale` and autoscalers use)."""
+        path = self._workload(namespace, kind, name) + "/scale"
+        body = {"spec": {"replicas": replicas}}
+        return dict(self.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
 
 def status_patch(new_status: Body, old_status: Body, resource_version: str | None) -> Body:

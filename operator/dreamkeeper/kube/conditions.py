@@ -12,6 +12,7 @@ Status = Literal["True", "False", "Unknown"]
 READY = "Ready"
 LAST_RUN_SUCCEEDED = "LastRunSucceeded"
 VOCABULARY_IN_SYNC = "VocabularyInSync"
+AGENT_STOPPED = "AgentStopped"  # spec.agent with Stop: True while the agent's workload is held at 0
 
 
 def set_condition(

@@ -140,6 +140,16 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     def schedule_deleted(name: str, namespace: str | None, uid: str, **_: Any) -> None:
         assert namespace is not None
         try:
+            # A schedule deleted while it holds its agent at 0 replicas restores it first; the finalizer (there
+            # for the daemon) keeps the schedule until this handler succeeds.
+            fresh = state.api.get_schedule(namespace, name)
+            released = fresh is None or fresh["metadata"].get("uid") != uid or state.schedules.release_agent(fresh)
+        except Exception:
+            state.metrics.handler_error("schedule_deleted")
+            raise
+        if not released:
+            raise kopf.TemporaryError("the agent's cycle is still stopping; restoring the agent after it", delay=2)
+        try:
             state.schedules.forget(namespace, name, uid)
         except Exception:
             state.metrics.handler_error("schedule_deleted")

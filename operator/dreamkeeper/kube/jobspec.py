@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation import CycleSettings
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.kube import (
+    ANNOTATION_AGENT_STOPPED,
     ANNOTATION_CLAIM_NAME,
     ANNOTATION_PINNED_TO,
     ANNOTATION_RUN_NOW_TOKEN,
@@ -38,7 +39,7 @@ from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, Pro
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
-from dreamkeeper.proposers.config import PROPOSER_SECTION, ProposerConfig
+from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
 
 Obj = dict[str, Any]
 Trigger = Literal["schedule", "run-now"]
@@ -79,6 +80,9 @@ class JobRequest:
     placement: Placement
     vocabulary: VocabularySource | None = None
     run_now_token: str | None = None
+    # Stop: the agent's workload this cycle stopped, and the deadline cut to what is left of maxDowntimeSeconds.
+    agent_stopped: str | None = None
+    active_deadline_seconds: int | None = None
 
 
 def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
@@ -101,6 +105,12 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["min_interval_hours"] = guards.min_interval_hours
         if guards.prune_census is not None:
             data["prune_census"] = guards.prune_census
+        if guards.decay is not None:
+            data["decay"] = guards.decay.model_dump(exclude_none=True)
+        if guards.cluster_split is not None:
+            data["cluster_split"] = guards.cluster_split
+        if guards.cluster_tokens is not None:
+            data["cluster_tokens"] = guards.cluster_tokens
     CycleSettings.model_validate(data)
     return data
 
@@ -116,6 +126,7 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
         "temperature": proposer.temperature,
         "max_output_tokens": proposer.max_output_tokens,
         "output_mode": proposer.output_mode,
+        "offer_singletons": proposer.offer_singletons,
     }
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 
@@ -232,6 +243,8 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
         annotations[ANNOTATION_RUN_NOW_TOKEN] = req.run_now_token
     if req.vocabulary is not None:
         annotations[ANNOTATION_VOCABULARY_SHA256] = req.vocabulary.sha256
+    if req.agent_stopped is not None:
+        annotations[ANNOTATION_AGENT_STOPPED] = req.agent_stopped
     mounts = [{"name": "data", "mountPath": DATA_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}]
     common: Obj = {
         "image": image,
@@ -323,7 +336,7 @@ def build_job(req: JobRequest, defaults: JobDefaults) -> Obj:
             "backoffLimit": 0,
             "completions": 1,
             "parallelism": 1,
-            "activeDeadlineSeconds": spec.active_deadline_seconds,
+            "activeDeadlineSeconds": req.active_deadline_seconds or spec.active_deadline_seconds,
             "template": {"metadata": {"labels": job_labels, "annotations": annotations}, "spec": pod_spec},
         },
     }

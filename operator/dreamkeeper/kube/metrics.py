@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, value_of
+from dreamkeeper.consolidation import COUNTS, SUMMED, Count, Family, value_of
 from dreamkeeper.kube.models import RunSummary, Totals
 
 
@@ -121,6 +121,25 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "1 when the volume's vocabulary file matches the MemoryVocabulary, 0 when it differs (absent: unknown)",
     ),
     MetricDoc(
+        "dreamkeeper_agent_stopped",
+        "gauge",
+        "",
+        "spec.agent Stop: 1 while the agent's workload is held at 0 replicas for a cycle (absent for other policies)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_downtime_seconds",
+        "histogram",
+        "",
+        "spec.agent Stop: from the scale-down request to the restore, per stop (buckets 5 s .. 2 h)",
+    ),
+    MetricDoc(
+        "dreamkeeper_agent_stale_window_seconds",
+        "histogram",
+        "",
+        "spec.agent RestartAfter: from the start of a cycle that changed files to the agent's restart (the agent "
+        "ran on a stale index meanwhile)",
+    ),
+    MetricDoc(
         "dreamkeeper_handler_errors_total",
         "counter",
         "handler (no schedule labels)",
@@ -141,6 +160,7 @@ RESULTS = ("completed", "skipped", "failed", "proposer-failed")
 SKIP_REASONS = ("concurrent", "suspended", "not_ready", "name_conflict")
 HANDLERS = ("schedule", "vocabulary", "schedule_deleted", "startup")
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+AGENT_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 
 
 def _ts(moment: datetime) -> float:
@@ -179,6 +199,19 @@ class OperatorMetrics:
         self.running = Gauge("dreamkeeper_cycle_running", "1 while a cycle Job is active.", labels, registry=r)
         self.vocabulary_in_sync = Gauge(
             "dreamkeeper_vocabulary_in_sync", "1 when the volume's vocabulary matches the CR.", labels, registry=r
+        )
+        self.agent_stopped = Gauge(
+            "dreamkeeper_agent_stopped", "1 while the agent's workload is held at 0 for a cycle.", labels, registry=r
+        )
+        self.agent_downtime = Histogram(
+            "dreamkeeper_agent_downtime_seconds", "Agent downtime per Stop.", labels, buckets=AGENT_BUCKETS, registry=r
+        )
+        self.agent_stale_window = Histogram(
+            "dreamkeeper_agent_stale_window_seconds",
+            "From a changing cycle's start to the agent's restart (RestartAfter).",
+            labels,
+            buckets=AGENT_BUCKETS,
+            registry=r,
         )
         self.handler_errors = Counter(
             "dreamkeeper_handler_errors", "Unexpected errors in handlers and loops.", ["handler"], registry=r
@@ -232,6 +265,9 @@ class OperatorMetrics:
             self.ready,
             self.running,
             self.vocabulary_in_sync,
+            self.agent_stopped,
+            self.agent_downtime,
+            self.agent_stale_window,
         ]
         for family in singles:
             _remove(family, ident)
@@ -263,6 +299,16 @@ class OperatorMetrics:
             if count.state and count.metric is not None and (value := value_of(run, count)) is not None:
                 self._family(count).labels(*ident, *_series(count)).set(value)
 
+    def record_agent(
+        self, namespace: str, name: str, *, downtime: float | None = None, stale_window: float | None = None
+    ) -> None:
+        """A Stop ended (its downtime) or a RestartAfter restart happened (its stale window)."""
+        ident = (name, namespace)
+        if downtime is not None:
+            self.agent_downtime.labels(*ident).observe(downtime)
+        if stale_window is not None:
+            self.agent_stale_window.labels(*ident).observe(stale_window)
+
     def record_slots(self, namespace: str, name: str, *, missed: int = 0, skipped_reason: str | None = None) -> None:
         ident = (name, namespace)
         if missed:
@@ -282,6 +328,7 @@ class OperatorMetrics:
         vocabulary_in_sync: bool | None,
         last_run: RunSummary | None = None,
         interval_seconds: float | None = None,
+        agent_stopped: bool | None = None,
     ) -> None:
         ident = (name, namespace)
         self.ready.labels(*ident).set(1 if ready else 0)
@@ -302,6 +349,10 @@ class OperatorMetrics:
             self.vocabulary_in_sync.labels(*ident).set(1 if vocabulary_in_sync else 0)
         if last_run is not None:
             self._set_states(ident, last_run)
+        if agent_stopped is None:
+            _remove(self.agent_stopped, ident)
+        else:
+            self.agent_stopped.labels(*ident).set(1 if agent_stopped else 0)
 
     def handler_error(self, handler: str) -> None:
         self.handler_errors.labels(handler).inc()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.consolidation.counts import COUNTS
+from dreamkeeper.consolidation import COUNTS
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
@@ -165,6 +165,11 @@ class ProposerSpec(KubeModel):
         description="openai: structured output to ask for first (default json_schema); a server that rejects it "
         "is asked in the next mode.",
     )
+    offer_singletons: bool | None = Field(
+        default=None,
+        description="openai: show new or changed entries that have no near-duplicate too (default true, as "
+        "RockBot's gating); false is the frugal mode, which stamps them reviewed without asking.",
+    )
 
     @model_validator(mode="after")
     def _model_for_openai(self) -> ProposerSpec:
@@ -180,6 +185,26 @@ class FloorSpec(KubeModel):
     importance: float | None = Field(default=None, ge=0.0, le=2.0, description="Importance floor (default 0.80).")
     reinforcement: int | None = Field(
         default=None, ge=0, le=1_000_000_000, description="Reinforcement-count floor (default 5)."
+    )
+
+
+class DecaySpec(KubeModel):
+    """Importance decay, RockBot's pass: an entry not seen for graceDays loses importance with a half-life, never
+    below the floor. Unset fields keep RockBot's defaults (on, 30 days, 45 days, 0.10)."""
+
+    enabled: bool | None = Field(default=None, description="Decay importance at all (default true).")
+    grace_days: float | None = Field(
+        default=None, ge=0.0, le=36500.0, description="Days since an entry was last seen before it decays (30)."
+    )
+    half_life_days: float | None = Field(
+        default=None, ge=0.0, le=36500.0, description="Days for importance to halve (45; 0 turns decay off)."
+    )
+    floor: float | None = Field(default=None, ge=0.0, le=1.0, description="Decay never goes below (0.10).")
+    min_step: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
     )
 
 
@@ -210,6 +235,17 @@ class SafeguardsSpec(KubeModel):
         "specific: a name, acronym, e-mail, phone or account id (identity, the default), any specific (all), or "
         "never, only counted (off).",
     )
+    decay: DecaySpec | None = None
+    cluster_split: Literal["rockbot", "neighbours"] | None = Field(
+        default=None,
+        description="How an over-large cluster is split: rockbot (fixed chunks in id order, RockBot's cluster "
+        "identities and decline stamps; default) or neighbours (each entry kept beside a near-duplicate).",
+    )
+    cluster_tokens: Literal["rockbot", "unicode"] | None = Field(
+        default=None,
+        description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
+        "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
+    )
 
 
 class ResourceRequirementsSpec(KubeModel):
@@ -230,6 +266,68 @@ class CycleSecurityContext(KubeModel):
     fs_group: int | None = Field(
         default=None, ge=0, le=2147483647, description="Supplemental group owning the agent's files (the agent's)."
     )
+
+
+WorkloadKind = Literal["Deployment", "StatefulSet"]
+Coordination = Literal["Stop", "RestartAfter", "None"]
+
+
+class WorkloadReference(KubeModel):
+    """An apps/v1 Deployment or StatefulSet in the DreamSchedule's namespace."""
+
+    kind: WorkloadKind = Field(description="Deployment or StatefulSet (apps/v1).")
+    name: str = Field(
+        min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the workload (same namespace)."
+    )
+
+
+class AgentSpec(KubeModel):
+    """The agent's own workload, and how a cycle coordinates with it.
+
+    An agent that caches its memory (RockBot loads its index once and writes its cached copies back) must not
+    run while a cycle changes its files, or must reload them afterwards.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.scaleDownTimeoutSeconds) || !has(self.maxDowntimeSeconds) || "
+                    "self.scaleDownTimeoutSeconds < self.maxDowntimeSeconds",
+                    "agent.scaleDownTimeoutSeconds must be below agent.maxDowntimeSeconds",
+                )
+            ]
+        }
+    )
+
+    workload_ref: WorkloadReference = Field(description="The Deployment or StatefulSet running the agent.")
+    coordination: Coordination = Field(
+        default="Stop",
+        description="Stop (default): record the replicas, scale the workload to 0, wait until no pod mounts the "
+        "claim, run the cycle, restore the recorded replicas (also when the cycle fails or is deleted). "
+        "RestartAfter: run beside the agent, then restart the workload (like kubectl rollout restart) when the "
+        "cycle changed anything, so the agent reloads its memory. None: for agents that re-read their files.",
+    )
+    scale_down_timeout_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=3600,
+        description="Stop: how long to wait for the agent's pods to go after the scale-down; then the replicas "
+        "are restored and no cycle runs.",
+    )
+    max_downtime_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86400,
+        description="Stop: the longest the agent is kept down, from the scale-down request to the restore: the "
+        "cycle's activeDeadlineSeconds is cut to what is left of it.",
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_nest(self) -> AgentSpec:
+        if self.scale_down_timeout_seconds >= self.max_downtime_seconds:
+            raise ValueError("agent.scaleDownTimeoutSeconds must be below agent.maxDowntimeSeconds")
+        return self
 
 
 class DreamScheduleSpec(KubeModel):
@@ -271,6 +369,11 @@ class DreamScheduleSpec(KubeModel):
     vocabulary_ref: LocalObjectReference | None = Field(
         default=None,
         description="MemoryVocabulary seeded into the volume when the file is absent (never overwritten).",
+    )
+    agent: AgentSpec | None = Field(
+        default=None,
+        description="The agent's workload and how cycles coordinate with it (default policy Stop). Without it "
+        "the cycle runs beside whatever mounts the claim.",
     )
     proposer: ProposerSpec = Field(default_factory=ProposerSpec)
     safeguards: SafeguardsSpec | None = None
@@ -343,6 +446,62 @@ class RunSummaryBase(StatusModel):
     error: str | None = Field(default=None, max_length=1024)
 
 
+class AgentStop(StatusModel):
+    """A Stop in progress; the workload carries the same record in its ``dreamkeeper.io/agent-stop`` annotation."""
+
+    kind: WorkloadKind = Field(description="The stopped workload's kind.")
+    name: str = Field(max_length=253, description="The stopped workload's name.")
+    replicas: int = Field(ge=0, description="Replicas recorded before the scale-down; restored after the cycle.")
+    phase: Literal["Stopping", "CycleRunning", "Restored"] = Field(
+        description="Stopping: scaling down, waiting until no pod mounts the claim. CycleRunning: the cycle Job "
+        "exists. Restored: the replicas are back; the record is being released."
+    )
+    stopped_at: datetime = Field(description="When the stop began (the downtime bound counts from here).")
+    job_name: str = Field(max_length=63, description="The cycle Job this stop is for.")
+    trigger: Literal["schedule", "run-now"] = Field(description="What asked for the cycle.")
+    slot: datetime = Field(description="The slot (or the run-now time) of the cycle.")
+    run_now_token: str | None = Field(default=None, max_length=253, description="The runNowToken it handles.")
+    cycle_started_at: datetime | None = Field(default=None, description="When the cycle Job was created.")
+    restored_at: datetime | None = Field(default=None, description="When the replicas were restored.")
+    reason: str | None = Field(
+        default=None, max_length=128, pattern=CONDITION_REASON, description="Why the stop ended (Restored)."
+    )
+
+
+class AgentStopSummary(StatusModel):
+    """The last finished Stop."""
+
+    job_name: str = Field(max_length=63, description="The cycle Job the agent was stopped for.")
+    replicas: int = Field(ge=0, description="Replicas restored.")
+    stopped_at: datetime = Field(description="When the stop began.")
+    restored_at: datetime = Field(description="When the replicas were restored.")
+    downtime_seconds: float = Field(ge=0, description="From the scale-down request to the restore.")
+    reason: str = Field(max_length=128, pattern=CONDITION_REASON, description="CycleFinished, or why not.")
+
+
+class AgentRestart(StatusModel):
+    """RestartAfter: a restart of the agent's workload after a cycle that changed its files."""
+
+    job_name: str = Field(max_length=63, description="The cycle that changed the files.")
+    cycle_started_at: datetime | None = Field(
+        default=None, description="When that cycle started (its first write is after this)."
+    )
+    requested_at: datetime = Field(description="The kubectl.kubernetes.io/restartedAt value (once per cycle).")
+    restarted_at: datetime | None = Field(default=None, description="When the workload was patched.")
+    window_seconds: float | None = Field(
+        default=None, ge=0, description="From the cycle's start to the restart: the agent ran on a stale index."
+    )
+
+
+class AgentStatus(StatusModel):
+    """Coordination with the agent's workload (``spec.agent``)."""
+
+    stop: AgentStop | None = Field(default=None, description="The Stop in progress.")
+    last_stop: AgentStopSummary | None = Field(default=None, description="The last finished Stop.")
+    pending_restart: AgentRestart | None = Field(default=None, description="RestartAfter: a restart not done yet.")
+    last_restart: AgentRestart | None = Field(default=None, description="RestartAfter: the last restart done.")
+
+
 class TotalsBase(StatusModel):
     """Cumulative counts over every counted cycle (each Job counted exactly once, by UID)."""
 
@@ -392,6 +551,7 @@ class DreamScheduleStatus(StatusModel):
         description="Recently counted Job UIDs (never counted twice).",
     )
     vocabulary: VocabularyState | None = None
+    agent: AgentStatus | None = Field(default=None, description="Coordination with the agent's workload.")
 
 
 # ---- MemoryVocabulary -------------------------------------------------------------------------------------------

@@ -132,6 +132,25 @@ class Pod(KubeObject, total=False):
     status: PodStatus
 
 
+# ---- apps/v1 Deployment and StatefulSet ---------------------------------------------------------------------------
+
+
+class PodTemplate(TypedDict, total=False):
+    metadata: ObjectMeta  # labels and annotations only
+    spec: PodSpec
+
+
+class WorkloadSpec(TypedDict, total=False):
+    replicas: int  # absent means 1 (the API server defaults it)
+    template: PodTemplate
+
+
+class Workload(KubeObject, total=False):
+    """A Deployment or a StatefulSet: the agent's own workload (its status is never read)."""
+
+    spec: WorkloadSpec
+
+
 # ---- the rest -----------------------------------------------------------------------------------------------------
 
 

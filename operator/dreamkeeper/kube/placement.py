@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dreamkeeper.kube import LABEL_MANAGED_BY, MANAGED_BY
-from dreamkeeper.kube.objects import Body, PersistentVolumeClaim, Pod, creation_order, labels_of
+from dreamkeeper.kube.objects import Body, PersistentVolumeClaim, Pod, PodSpec, creation_order, labels_of
 
 
 class ClaimUnusableError(ValueError):
@@ -35,6 +35,8 @@ class Placement:
     @property
     def description(self) -> str:
         if self.node_name is None:
+            if self.agent_pod is not None:
+                return f"unpinned ({self.agent_pod} is stopped)"
             return "unpinned (no running pod mounts the claim)"
         return f"node {self.node_name} (pod {self.agent_pod})"
 
@@ -106,6 +108,21 @@ def placement_for(pods: list[Pod], claim_name: str) -> Placement:
         node_name=pod["spec"]["nodeName"],
         tolerations=list(pod["spec"].get("tolerations") or []),
         agent_pod=pod["metadata"]["name"],
+        run_as_user=user,
+        run_as_group=group,
+        fs_group=fs_group,
+    )
+
+
+def unpinned_placement(template: PodSpec | None, workload: str) -> Placement:
+    """Stop: the agent is down, so nothing pins the cycle; its identity and tolerations come from the workload's
+    pod template (the pods that would mount the claim), and the scheduler follows the volume's node affinity."""
+    if not template:
+        return Placement()
+    user, group, fs_group = _identity({"metadata": {}, "spec": template})
+    return Placement(
+        tolerations=list(template.get("tolerations") or []),
+        agent_pod=workload,
         run_as_user=user,
         run_as_group=group,
         fs_group=fs_group,

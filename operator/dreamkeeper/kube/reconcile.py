@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dreamkeeper.consolidation.counts import COUNTS, sentence, value_of
+from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
     ANNOTATION_SLOT,
@@ -44,10 +44,12 @@ from dreamkeeper.kube.conditions import (
     get_condition,
     set_condition,
 )
+from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, stop_of
 from dreamkeeper.kube.jobspec import JobDefaults, JobRequest, Trigger, VocabularySource, build_job, cycle_settings
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.models import (
     MAX_COUNTED_UIDS,
+    AgentStop,
     DreamScheduleSpec,
     DreamScheduleStatus,
     JobRef,
@@ -66,7 +68,7 @@ from dreamkeeper.kube.objects import (
     owned_by,
     parse_time,
 )
-from dreamkeeper.kube.placement import ClaimUnusableError, check_claim, placement_for, selector_string
+from dreamkeeper.kube.placement import ClaimUnusableError, Placement, check_claim, placement_for, selector_string
 from dreamkeeper.kube.results import (
     JobOutcome,
     add_run,
@@ -79,6 +81,8 @@ from dreamkeeper.kube.results import (
 from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
 
 log = logging.getLogger(__name__)
+
+NAME_CONFLICT = "name_conflict"  # _launch: a Job of that name exists and is not this schedule's
 
 
 class NotReadyError(Exception):
@@ -218,6 +222,9 @@ class _Pass:
     listed: bool = False
     deferred_run_now: bool = False
     announced: list[tuple[str, str]] = field(default_factory=list)
+    agent_busy: bool = False  # a Stop of the agent is in progress: no other cycle starts, the pass polls
+    agent_downtime: float | None = None  # a Stop ended in this pass: seconds the agent was down
+    agent_stale_window: float | None = None  # RestartAfter restarted the agent in this pass: the stale window
 
     @property
     def namespace(self) -> str:
@@ -285,6 +292,7 @@ class ScheduleReconciler:
         self.settings = settings or ReconcileSettings()
         self.claim_locks = claim_locks or ClaimLocks()
         self.clock = clock
+        self.agents = AgentCoordinator(api)
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
         self.vocabulary_users: dict[tuple[str, str], set[str]] = {}  # (ns, vocabulary) -> schedule names
@@ -325,14 +333,46 @@ class ScheduleReconciler:
         for users in self.vocabulary_users.values():
             users.discard(name)
 
+    def release_agent(self, body: DreamSchedule) -> bool:
+        """The schedule is being deleted: a Stop it holds ends now (its cycle deleted, the agent restored). True
+        when nothing is held any more; False while its cycle pod is still going (retry: the finalizer waits)."""
+        schedule = read_schedule(body)
+        status = load_status(body.get("status") or {}, f"{schedule.namespace}/{schedule.name}")
+        stop = status.agent.stop if status.agent is not None else None
+        if stop is None and schedule.spec is not None and schedule.spec.agent is not None:
+            ref = schedule.spec.agent.workload_ref  # a record only on the workload (its status write was lost)
+            workload = self.agents.workload_view(schedule.namespace, schedule.uid, ref.kind, ref.name)
+            if workload.record is not None:
+                stop = workload.record.status(ref.kind, ref.name, "Stopping")
+        if stop is None:
+            return True
+
+        def post(kind: str, reason: str, message: str) -> None:
+            try:
+                self.api.create_event(schedule.namespace, event_body(body, kind, reason, message, self.clock()))
+            except ApiError as exc:
+                log.warning("%s/%s: event %s not posted: %s", schedule.namespace, schedule.name, reason, exc)
+
+        with self.claim_locks.get(schedule.namespace, schedule.claim):
+            return self.agents.release_deleted(schedule.namespace, schedule.uid, schedule.claim, stop, post)
+
     # ---- the pass -----------------------------------------------------------------------------------------
 
     def _pass(self, p: _Pass, *, full: bool) -> float:
+        persisted_agent = p.status.agent
         active_ended = self._active_ended(p)
         due = p.schedule.due(p.status, p.now)
+        stopping = stop_of(p) is not None
         claim_jobs: list[Job] = []
-        if (full or active_ended or (due is not None and due.acts)) and p.schedule.claim:
+        if (full or active_ended or stopping or (due is not None and due.acts)) and p.schedule.claim:
             claim_jobs = self._account(p)
+        if stopping or full:
+            # A Stop in progress goes one step further before anything new is started beside it (on a full pass
+            # the workload is read too: a stop recorded on it by a pass whose status write was lost is adopted).
+            def start(stop: AgentStop, where: Placement, deadline: int) -> str | None:
+                return self._start_stopped(p, stop, where, deadline)
+
+            p.agent_busy = self.agents.step(p, p.schedule.spec, claim_jobs, start)
         if due is not None:
             self._act(p, due, claim_jobs, full=full or bool(p.counted))
             p.update(next_schedule_time=due.slots.next_slot)
@@ -340,6 +380,8 @@ class ScheduleReconciler:
             p.condition(READY, "False", problem.reason, problem.message)
             p.update(next_schedule_time=None)
         p.update(observed_generation=p.schedule.generation)
+        if self.agents.restart(p, p.schedule.spec, persisted_agent):
+            p.agent_busy = True
         self._default_conditions(p)
         return self._delay(p, due.slots if due is not None else None)
 
@@ -418,6 +460,7 @@ class ScheduleReconciler:
         p.counted.append((job, outcome))
         if job is not None:
             p.to_annotate.append(job)
+        self.agents.note_run(p, p.schedule.spec, run)
         self._conditions_for_run(p, outcome)
         self._events_for_run(p, run)
 
@@ -496,7 +539,7 @@ class ScheduleReconciler:
 
     def _act(self, p: _Pass, due: Due, claim_jobs: list[Job], *, full: bool) -> None:
         """Start what is due, in order: the run-now token, then the slot (or record it missed)."""
-        busy = any(job_active(j) for j in claim_jobs) or p.running
+        busy = any(job_active(j) for j in claim_jobs) or p.running or p.agent_busy
         ready = self._readiness(p, due, full=full)
         if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
             busy = True
@@ -526,15 +569,22 @@ class ScheduleReconciler:
     def _run_now(self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: bool) -> bool:
         """Handle a new runNowToken (also when suspended). True when it started a Job."""
         name = run_now_job_name(p.name, token, p.schedule.generation or 0)
+        if self._stopping_for(p, name):
+            p.update(last_run_now_token=token)  # the agent is being stopped for this very request
+            return True
         if self._adopt(p, claim_jobs, name):
             p.update(last_run_now_token=token)  # created by a pass whose status write was lost
         elif ready.not_ready is not None:
             self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
         elif busy:
             self._announce_deferral(p, token, "a cycle is active on the claim; it runs when that ends")
-        elif self._start(p, due.spec, name, "run-now", p.now, ready.vocabulary, token):
-            p.update(last_run_now_token=token)
-            return True
+        else:
+            refused = self._launch(p, due.spec, CycleIntent(name, "run-now", p.now, token), ready.vocabulary)
+            if refused is None:
+                p.update(last_run_now_token=token)
+                return True
+            if refused != NAME_CONFLICT:
+                self._announce_deferral(p, token, refused)
         return False
 
     def _past_deadline(self, p: _Pass, due: Due, latest: datetime) -> None:
@@ -564,10 +614,15 @@ class ScheduleReconciler:
         name = scheduled_job_name(p.name, slot)
         reason: str | None = None
         # An existing Job of this slot's name was created by a pass whose status write was lost: adopted, not skipped.
-        if not self._adopt(p, claim_jobs, name):
+        if not self._adopt(p, claim_jobs, name) and not self._stopping_for(p, name):
             reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
-            if reason is None and not self._start(p, due.spec, name, "schedule", slot, ready.vocabulary, None):
-                reason = "name_conflict"
+            if reason is None:
+                refused = self._launch(p, due.spec, CycleIntent(name, "schedule", slot, None), ready.vocabulary)
+                if refused == NAME_CONFLICT:
+                    reason = "name_conflict"
+                elif refused is not None:
+                    p.event("Warning", "SlotSkipped", f"slot {slot.isoformat()} skipped: {refused}")
+                    reason = "not_ready"
         if reason is not None:
             p.skipped.append(reason)
             p.update(totals=add_slots(p.status.totals or Totals(), skipped_reason=reason))
@@ -604,6 +659,12 @@ class ScheduleReconciler:
             p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
 
     @staticmethod
+    def _stopping_for(p: _Pass, job_name: str) -> bool:
+        """The Stop in progress is for this cycle (recorded by a pass whose status write was lost, then adopted)."""
+        stop = stop_of(p)
+        return stop is not None and stop.job_name == job_name
+
+    @staticmethod
     def _adopt(p: _Pass, claim_jobs: list[Job], job_name: str) -> bool:
         """True when this schedule's Job of that deterministic name exists (active or finished)."""
         for job in claim_jobs:
@@ -617,6 +678,10 @@ class ScheduleReconciler:
         if pvc is None:
             raise NotReadyError("ClaimNotFound", f"PersistentVolumeClaim {spec.claim_name} not found")
         check_claim(pvc)
+        if spec.agent is not None:
+            workload = spec.agent.workload_ref
+            if self.api.get_workload(p.namespace, workload.kind, workload.name) is None:
+                raise NotReadyError("WorkloadNotFound", f"{workload.kind} {workload.name} (spec.agent) not found")
         ref = spec.vocabulary_ref
         if ref is None:
             return None
@@ -634,6 +699,42 @@ class ScheduleReconciler:
             )
         return VocabularySource(config_map=config_map, sha256=sha256)
 
+    def _launch(
+        self, p: _Pass, spec: DreamScheduleSpec, intent: CycleIntent, vocabulary: VocabularySource | None
+    ) -> str | None:
+        """Start the cycle; with ``spec.agent`` Stop, begin stopping the agent for it instead (the Job follows once
+        no pod mounts the claim). None when done, else why not (``NAME_CONFLICT``: a foreign Job has the name)."""
+        agent = spec.agent
+        if agent is not None and agent.coordination == "Stop":
+            refused = self.agents.begin(p, agent, intent)
+            p.agent_busy = p.agent_busy or refused is None
+            return refused
+        started = self._start(p, spec, intent.job_name, intent.trigger, intent.slot, vocabulary, intent.run_now_token)
+        return None if started else NAME_CONFLICT
+
+    def _start_stopped(self, p: _Pass, stop: AgentStop, placement: Placement, deadline: int) -> str | None:
+        """The cycle of a Stop, now that no pod mounts the claim: unpinned, its deadline within the downtime bound."""
+        spec = p.schedule.spec
+        if spec is None:
+            return "the spec is invalid"
+        try:
+            vocabulary = self._check_ready(p, spec)
+        except (NotReadyError, ClaimUnusableError) as exc:
+            return f"not ready ({exc.reason}): {exc}"
+        started = self._start(
+            p,
+            spec,
+            stop.job_name,
+            stop.trigger,
+            stop.slot,
+            vocabulary,
+            stop.run_now_token,
+            placement=placement,
+            deadline=deadline,
+            agent_stopped=f"{stop.kind}/{stop.name}",
+        )
+        return None if started else f"Job {stop.job_name} exists and is not this schedule's"
+
     def _start(
         self,
         p: _Pass,
@@ -643,12 +744,17 @@ class ScheduleReconciler:
         slot: datetime,
         vocabulary: VocabularySource | None,
         token: str | None,
+        *,
+        placement: Placement | None = None,
+        deadline: int | None = None,
+        agent_stopped: str | None = None,
     ) -> bool:
         """Create (or adopt) the Job. False when a foreign object holds the name."""
-        pods = self.api.list_pods(
-            p.namespace, selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
-        )
-        placement = placement_for(pods, spec.claim_name)
+        if placement is None:
+            pods = self.api.list_pods(
+                p.namespace, selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
+            )
+            placement = placement_for(pods, spec.claim_name)
         request = JobRequest(
             schedule_name=p.name,
             schedule_uid=p.schedule.uid,
@@ -660,6 +766,8 @@ class ScheduleReconciler:
             placement=placement,
             vocabulary=vocabulary,
             run_now_token=token,
+            agent_stopped=agent_stopped,
+            active_deadline_seconds=deadline,
         )
         try:
             job = self.api.create_job(p.namespace, build_job(request, self.defaults))
@@ -686,6 +794,7 @@ class ScheduleReconciler:
     def _after_persist(self, p: _Pass) -> None:
         for _, outcome in p.counted:
             self.metrics.record_run(p.namespace, p.name, outcome.run)
+        self.metrics.record_agent(p.namespace, p.name, downtime=p.agent_downtime, stale_window=p.agent_stale_window)
         if p.missed:
             self.metrics.record_slots(p.namespace, p.name, missed=p.missed)
         for reason in p.skipped:
@@ -714,6 +823,7 @@ class ScheduleReconciler:
             vocabulary_in_sync=None if sync is None or sync.status == "Unknown" else sync.status == "True",
             last_run=last,
             interval_seconds=cron.period_after(next_slot) if cron is not None and next_slot is not None else None,
+            agent_stopped=_agent_stopped(p),
         )
 
     def _mark_counted(self, p: _Pass, job: Job) -> None:
@@ -745,7 +855,7 @@ class ScheduleReconciler:
 
     def _delay(self, p: _Pass, slots: SlotDecision | None) -> float:
         s = self.settings
-        if p.running or p.deferred_run_now:
+        if p.running or p.deferred_run_now or p.agent_busy:
             return s.poll_seconds
         if slots is None:  # the spec cannot be used: wait for a change (it wakes the loop)
             return s.max_sleep_seconds
@@ -766,6 +876,17 @@ def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
     succeeded = [j for j in finished if job_succeeded(j)]
     failed = [j for j in finished if not job_succeeded(j)]
     return succeeded[spec.successful_jobs_history_limit :] + failed[spec.failed_jobs_history_limit :]
+
+
+def _agent_stopped(p: _Pass) -> bool | None:
+    """The agent_stopped gauge: absent without spec.agent Stop, 1 while a Stop holds the workload down."""
+    stop = stop_of(p)
+    if stop is not None:
+        return stop.phase != "Restored"
+    spec = p.schedule.spec
+    if spec is None or spec.agent is None or spec.agent.coordination != "Stop":
+        return None
+    return False
 
 
 def _slot_count(slots: SlotDecision) -> str:

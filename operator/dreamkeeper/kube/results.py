@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.consolidation.counts import SUMMED, value_of
+from dreamkeeper.consolidation import SUMMED, value_of
 from dreamkeeper.kube import (
     ANNOTATION_RUN_NOW_TOKEN,
     ANNOTATION_SLOT,

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.memory.atomic import fsync_directory
+from dreamkeeper.memory import fsync_directory
 
 SeedResult = Literal["created", "already-present", "failed"]
 # Filesystems without hard links (some SMB/CSI drivers) refuse link(); O_EXCL still never clobbers.

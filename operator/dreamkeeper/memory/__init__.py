@@ -1,9 +1,30 @@
 """Memory store: RockBot-compatible entry files, archive tier, durable atomic writes, locking, restore, purge."""
 
-from dreamkeeper.memory.atomic import Fingerprint, create_exclusive, replace_file
+from dreamkeeper.memory.atomic import (
+    MUST_NOT_EXIST,
+    UNCHECKED,
+    Fingerprint,
+    create_exclusive,
+    fsync_directory,
+    replace_file,
+)
 from dreamkeeper.memory.entry import (
+    ARCHIVED_BY_CYCLE,
+    BOOKKEEPING_KEYS,
+    CREATED_BY_CYCLE,
+    DECLINED_AT,
+    DECLINED_CLUSTER,
+    DECLINED_COUNT,
+    FOLDED_AT,
+    FOLDED_FROM,
+    MERGED_AT,
+    MERGED_FROM,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
+    REJECTED_AT,
+    REJECTED_CLUSTER,
+    REVIEWED_AT,
+    REVIEWED_HASH,
     Entry,
     format_timestamp,
     utcnow,
@@ -18,15 +39,18 @@ from dreamkeeper.memory.errors import (
     PathEscapeError,
     StoreWriteError,
 )
-from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, review_hash
+from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.lock import CycleLock, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     embedding_file_name,
+    entry_location,
+    entry_path,
     memory_root,
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
     MalformedFile,
@@ -38,9 +62,25 @@ from dreamkeeper.memory.store import (
 )
 
 __all__ = [
+    "ARCHIVED_BY_CYCLE",
+    "BOOKKEEPING_KEYS",
+    "CREATED_BY_CYCLE",
+    "DECLINED_AT",
+    "DECLINED_CLUSTER",
+    "DECLINED_COUNT",
     "EMBEDDINGS_DIR",
+    "FOLDED_AT",
+    "FOLDED_FROM",
+    "MERGED_AT",
+    "MERGED_FROM",
+    "MUST_NOT_EXIST",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
+    "REJECTED_AT",
+    "REJECTED_CLUSTER",
+    "REVIEWED_AT",
+    "REVIEWED_HASH",
+    "UNCHECKED",
     "ConflictError",
     "CycleLock",
     "Entry",
@@ -59,12 +99,17 @@ __all__ = [
     "StoreWriteError",
     "StoredEntry",
     "cluster_hash",
+    "compute_stats",
     "create_exclusive",
     "embedding_file_name",
+    "entry_location",
+    "entry_path",
     "entry_summary",
     "fold_key",
     "format_timestamp",
+    "fsync_directory",
     "memory_root",
+    "ordinal_key",
     "replace_file",
     "review_hash",
     "state_dir",

@@ -1,4 +1,4 @@
-"""`dreamkeeper memory stats|list|show|restore|purge`.
+"""`dreamkeeper memory stats|show|restore` (`list` and `purge`: consolidation/memory_cli.py).
 
 Exit codes: 0 ok, 1 the operation failed (lock held, conflict, entry missing), 2 bad usage (bad id, missing
 directory). Expected failures print one clear line on stderr, never a traceback. ``--json`` output goes to stdout
@@ -11,7 +11,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,12 @@ from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
 from dreamkeeper.memory.lock import CycleLock
 from dreamkeeper.memory.paths import memory_root, validate_id
 from dreamkeeper.memory.stats import compute_stats
-from dreamkeeper.memory.store import HighValueFloor, MemoryStore, StoredEntry, entry_summary
+from dreamkeeper.memory.store import MemoryStore, StoredEntry, entry_summary
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+MEMORY_GROUP = "memory"
 AGENT_DIR_ARG = typer.Argument(..., help="The agent's data directory (memory at AGENT_DIR/memory).")
 MEMORY_DIR_OPT = typer.Option(None, "--memory-dir", help="Memory directory, if not AGENT_DIR/memory.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON on stdout instead of a table.")
@@ -115,13 +115,21 @@ def _in_scope(entry: Entry, scope: Scope) -> bool:
 
 
 def register(app: typer.Typer) -> None:
+    """``memory stats|show|restore``. ``list`` and ``purge`` need the purge's last-record rule, which needs the
+    coverage package: they are registered by ``consolidation/memory_cli.py`` into the same group."""
     memory = typer.Typer(help="Inspect and maintain an agent's memory store.", no_args_is_help=True)
-    app.add_typer(memory, name="memory")
+    app.add_typer(memory, name=MEMORY_GROUP)
     memory.command("stats")(stats_command)
-    memory.command("list")(list_command)
     memory.command("show")(show_command)
     memory.command("restore")(restore_command)
-    memory.command("purge")(purge_command)
+
+
+def memory_group(app: typer.Typer) -> typer.Typer:
+    """The ``memory`` command group ``register`` added to ``app`` (for commands registered from higher layers)."""
+    for info in app.registered_groups:
+        if info.name == MEMORY_GROUP and info.typer_instance is not None:
+            return info.typer_instance
+    raise LookupError("the memory commands are not registered on this app")
 
 
 def stats_command(
@@ -162,55 +170,6 @@ def stats_command(
     out.print(table)
     for bad in stats.malformed:
         out.print(f"[yellow]malformed (left untouched):[/yellow] {escape(bad.path)}: {escape(bad.error)}")
-
-
-def list_command(
-    agent_dir: Path = AGENT_DIR_ARG,
-    memory_dir: Path | None = MEMORY_DIR_OPT,
-    live: bool = typer.Option(False, "--live", help="Live entries only (the default)."),
-    archived: bool = typer.Option(False, "--archived", help="Archived entries only."),
-    all_entries: bool = typer.Option(False, "--all", help="Live, archived and superseded entries."),
-    category: str | None = typer.Option(None, "--category", help="Only this category and its subcategories."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many entries."),
-    as_json: bool = JSON_OPT,
-) -> None:
-    """List entries in store order (category folders, then id)."""
-    with expected_errors():
-        if live + archived + all_entries > 1:
-            raise UsageError("give at most one of --live, --archived, --all")
-        scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
-        store = open_store(agent_dir, memory_dir)
-        rows: list[StoredEntry] = []
-        for stored in store.scan().entries:
-            if _in_scope(stored.entry, scope) and _in_category(stored.entry, category):
-                rows.append(stored)
-                if limit is not None and len(rows) >= limit:
-                    break
-    if as_json:
-        emit_json([_listing(stored) for stored in rows])
-        return
-    table = Table(title=f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} ({scope.value})")
-    table.add_column("id", no_wrap=True)
-    table.add_column("category", overflow="fold", max_width=28)
-    table.add_column("imp", justify="right", no_wrap=True)
-    table.add_column("reinf", justify="right", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("content", no_wrap=True)
-    # Rich shrinks columns badly around one long no-wrap cell; cut the content to what is left of the width.
-    category_width = min(28, max((len(s.entry.category or "-") for s in rows), default=1))
-    budget = max(16, out.width - category_width - 50)
-    for stored in rows:
-        entry = stored.entry
-        state = "archived" if entry.is_archived else "superseded" if entry.superseded_by else "live"
-        table.add_row(
-            entry.id,
-            escape(entry.category or "-"),
-            f"{entry.importance_score:.2f}",
-            str(entry.reinforcement_count),
-            state,
-            escape(_clip(entry.content, budget)),
-        )
-    out.print(table)
 
 
 def show_command(
@@ -293,51 +252,4 @@ def restore_command(
                 )
     if failed:
         err.print(f"{failed} of {len(entry_ids)} not restored")
-        raise typer.Exit(1)
-
-
-def purge_command(
-    agent_dir: Path = AGENT_DIR_ARG,
-    memory_dir: Path | None = MEMORY_DIR_OPT,
-    retention_days: int = typer.Option(90, "--retention-days", min=0, help="Archived longer than this; 0 = forever."),
-    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="Never purge at or above."),
-    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="Never purge at or above."),
-    yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
-    as_json: bool = JSON_OPT,
-) -> None:
-    """Hard-delete entries archived longer than the retention, except high-value ones. A dry run unless --yes."""
-    with expected_errors():
-        store = open_store(agent_dir, memory_dir)
-        floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
-        retention = timedelta(days=retention_days)
-        if yes:
-            with CycleLock(agent_dir, "purge"):
-                report = store.purge(retention, floor)
-        else:
-            report = store.purge(retention, floor, dry_run=True)
-    if as_json:
-        emit_json(
-            {
-                "dryRun": report.dry_run,
-                "retentionDays": retention_days,
-                "purged": [entry.to_json_obj() for entry in report.purged],
-                "keptAboveFloor": [entry.id for entry in report.kept_above_floor],
-                "notDue": report.not_due,
-                "conflicts": report.conflicts,
-            }
-        )
-    elif retention_days == 0:
-        out.print("retention 0: archived entries are kept forever; nothing purged")
-    else:
-        verb = "would purge" if report.dry_run else "purged"
-        for entry in report.purged:
-            out.print(f"{verb} {escape(entry_summary(entry))}: {escape(entry.content)}", soft_wrap=True)
-        out.print(
-            f"{verb} {len(report.purged)}; kept {len(report.kept_above_floor)} above the high-value floor, "
-            f"{report.not_due} archived less than {retention_days} days ago"
-            + (f", {report.conflicts} changed meanwhile (kept)" if report.conflicts else "")
-        )
-        if report.dry_run and report.purged:
-            out.print("dry run: nothing was deleted; re-run with --yes to purge")
-    if report.conflicts:
         raise typer.Exit(1)

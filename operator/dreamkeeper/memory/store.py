@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -100,9 +100,15 @@ class ScanResult:
 class PurgeReport:
     purged: list[Entry] = field(default_factory=list)
     kept_above_floor: list[Entry] = field(default_factory=list)
+    kept_by_rule: list[tuple[Entry, str]] = field(default_factory=list)  # kept by the caller's rule, and why
     not_due: int = 0
     conflicts: int = 0
     dry_run: bool = False
+
+
+# A purge's extra rule, from a layer above the store (the last-record rule needs the coverage package): given the
+# entries that are due and below the floor, the ids to keep after all, each with the reason.
+KeepRule = Callable[[Sequence[StoredEntry]], Mapping[str, str]]
 
 
 def entry_summary(entry: Entry) -> str:
@@ -370,10 +376,12 @@ class MemoryStore:
         now: datetime | None = None,
         dry_run: bool = False,
         entries: list[StoredEntry] | None = None,
+        keep: KeepRule | None = None,
     ) -> PurgeReport:
         """Hard-delete entries archived longer than ``retention`` — the only deleting path in dreamkeeper.
 
-        ``retention`` None or zero keeps everything forever. Entries above the high-value floor are never purged.
+        ``retention`` None or zero keeps everything forever. Entries above the high-value floor are never purged,
+        nor those ``keep`` names (asked once, with every entry that would otherwise go).
         """
         report = PurgeReport(dry_run=dry_run)
         if retention is None or retention <= timedelta(0):
@@ -381,6 +389,7 @@ class MemoryStore:
         now = now or utcnow()
         cutoff = now - retention
         candidates = entries if entries is not None else self.scan().entries
+        due: list[StoredEntry] = []
         for stored in candidates:
             entry = stored.entry
             if entry.archived_at is None:
@@ -391,11 +400,21 @@ class MemoryStore:
             if floor.protects(entry):
                 report.kept_above_floor.append(entry)
                 continue
+            due.append(stored)
+        kept = keep(due) if keep is not None and due else {}
+        for stored in due:
+            entry = stored.entry
+            if stored.id in kept:
+                report.kept_by_rule.append((entry, kept[stored.id]))
+                log.info(
+                    "purge kept archived memory entry %s — %s: %s", entry_summary(entry), kept[stored.id], entry.content
+                )
+                continue
             if dry_run:
                 log.info(
                     "dry run: would purge archived memory entry %s — archived %s (%s): %s",
                     entry_summary(entry),
-                    entry.archived_at.isoformat(),
+                    entry.archived_at.isoformat() if entry.archived_at else "?",
                     entry.archive_reason,
                     entry.content,
                 )
@@ -410,9 +429,11 @@ class MemoryStore:
             report.purged.append(entry)
         if not dry_run:
             log.info(
-                "archive purge — %d purged, %d kept above the high-value floor (archived over %d days ago)",
+                "archive purge — %d purged, %d kept above the high-value floor, %d kept as last records "
+                "(archived over %d days ago)",
                 len(report.purged),
                 len(report.kept_above_floor),
+                len(report.kept_by_rule),
                 retention.days,
             )
         return report

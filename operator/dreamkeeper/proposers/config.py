@@ -92,9 +92,11 @@ class ProposerConfig(BaseModel):
     token_budget: int | None = Field(default=None, ge=1, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
     output_mode: OutputMode = "json_schema"
-    # Lone entries (no near-duplicate) can only be pruned, the one action we trust least; not asking about them
-    # is also most of the saving over RockBot. True restores RockBot's behaviour of showing every eligible entry.
-    offer_singletons: bool = False
+    # Every new or changed entry is shown, as RockBot's gating does (the seed: eligible = new or changed since its
+    # last review, or in a near-duplicate cluster): noise can be pruned and wording cleaned only if it is seen.
+    # False is the frugal mode: entries with no near-duplicate are stamped reviewed without asking (about half the
+    # tokens; bench/results/llm-tokens.md).
+    offer_singletons: bool = True
     # A small offer waits (unreviewed, so offered again) until it has this many entries or its oldest change is
     # defer_max_hours old: the system directive is paid once for several cycles' worth. 0 sends every cycle.
     defer_below_entries: int = Field(default=8, ge=0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dreamkeeper.consolidation.proposal import Proposer
+from dreamkeeper.consolidation import Proposer
 from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.proposers.config import ProposerConfig
 

@@ -7,14 +7,7 @@ proposes a standalone prune.
 
 from __future__ import annotations
 
-from dreamkeeper.consolidation.proposal import (
-    BatchReply,
-    MergeProposal,
-    Proposal,
-    ProposalRequest,
-    ProposerUsage,
-    RepairRequest,
-)
+from dreamkeeper.consolidation import BatchReply, MergeProposal, Proposal, ProposalRequest, ProposerUsage, RepairRequest
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, SourceText, Vocabulary, keep_inventory, missing_from
 from dreamkeeper.memory import Entry
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import openai
 
-from dreamkeeper.consolidation.proposal import (
+from dreamkeeper.consolidation import (
     Batch,
     BatchReply,
     Proposal,
@@ -129,7 +129,7 @@ class OpenAIProposer:
             self._note(deferred)
             log.info("openai proposer: %s", deferred)
             return [self._deferred(batch, singletons) for batch in request.batches]
-        system = system_prompt(request.directive)
+        system = system_prompt(request.directive, request.memory_rules)
         gate = asyncio.Semaphore(self.config.concurrency)
 
         async def one(batch: Batch) -> tuple[BatchReply, bool]:

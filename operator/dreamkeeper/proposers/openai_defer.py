@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dreamkeeper.consolidation.proposal import ProposalRequest
-from dreamkeeper.memory import Entry, review_hash
-from dreamkeeper.memory.entry import REVIEWED_HASH
+from dreamkeeper.consolidation import ProposalRequest
+from dreamkeeper.memory import REVIEWED_HASH, Entry, review_hash
 from dreamkeeper.proposers.prompts import shown_groups
 
 
@@ -28,6 +27,13 @@ class OfferLoad:
 def _unreviewed(entry: Entry) -> bool:
     stamp = entry.meta(REVIEWED_HASH)
     return stamp is None or stamp.upper() != review_hash(entry.content)
+
+
+def changed_at(entry: Entry) -> datetime:
+    """When an unreviewed entry started waiting, as early as its fields allow: ``updatedAt`` alone would restart the
+    wait whenever importance decay rewrites an old entry (it sets ``updatedAt = now``, as RockBot's does), and an
+    offer of old entries could then be deferred until they reach the decay floor. Earlier only sends sooner."""
+    return min(entry.updated_at or entry.created_at, entry.seen_at)
 
 
 def measure(request: ProposalRequest, singletons: bool) -> OfferLoad:
@@ -44,8 +50,7 @@ def measure(request: ProposalRequest, singletons: bool) -> OfferLoad:
                     continue
                 entries += 1
                 if _unreviewed(entry):
-                    changed = entry.updated_at or entry.created_at
-                    oldest = changed if oldest is None else min(oldest, changed)
+                    oldest = changed_at(entry) if oldest is None else min(oldest, changed_at(entry))
     return OfferLoad(entries, oldest, reopened)
 
 

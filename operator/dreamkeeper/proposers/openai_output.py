@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dreamkeeper.consolidation.proposal import Batch, Proposal
+from dreamkeeper.consolidation import Batch, Proposal
 from dreamkeeper.proposers.prompts import OUTPUT_MODES, OutputMode, response_format, shown_groups
 
 REPLY_TEXT_FACTOR = 1.5  # output tokens per token of shown content

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dreamkeeper.consolidation.proposal import Proposal
+from dreamkeeper.consolidation import Proposal
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.I)

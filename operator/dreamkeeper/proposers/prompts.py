@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest
+from dreamkeeper.consolidation import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest, compose
 from dreamkeeper.memory import Entry
 
 DIRECTIVE_RESOURCE = "dream_directive.md"
@@ -62,12 +62,15 @@ def default_directive() -> str:
     return resources.files("dreamkeeper.proposers").joinpath(DIRECTIVE_RESOURCE).read_text(encoding="utf-8")
 
 
-def system_prompt(directive: str | None) -> str:
-    """The agent's own ``dream.md`` when it has one, else the shipped default."""
+def system_prompt(directive: str | None, memory_rules: str | None = None) -> str:
+    """The agent's own ``dream.md`` when it has one, else the shipped default; its ``memory-rules.md`` before it,
+    as RockBot composes them (``LoadDirectives``, DreamService.cs @05346ff0)."""
     if directive is None or not directive.strip():
-        return default_directive().strip()
-    text = directive.strip()
-    return text if "toSave" in text else text + REPLY_CONTRACT
+        text = default_directive().strip()
+    else:
+        text = directive.strip()
+        text = text if "toSave" in text else text + REPLY_CONTRACT
+    return compose(memory_rules, text)
 
 
 def _day(entry: Entry, which: Literal["first", "last"]) -> str:
@@ -125,6 +128,8 @@ def offer_header(
     )
 
 
+FEEDBACK_HEADING = "Recent feedback signals (last 7 days):"
+
 REOPENED_NOTE = (
     "Some near-duplicates below were left separate on an earlier pass and are offered again (marked [merge-only]): "
     "merge them if they state the same fact, otherwise leave them as they are."
@@ -162,6 +167,9 @@ def user_message(batch: Batch, request: ProposalRequest, singletons: bool = True
     ]
     if any(g.reopened for g in groups):
         lines += ["", REOPENED_NOTE]
+    if request.feedback:
+        # RockBot's block, after the header and before the entries (DreamService.cs @05346ff0, ~80k).
+        lines += ["", FEEDBACK_HEADING, *(signal.line() for signal in request.feedback)]
     by_id: dict[str, OfferedEntry] = {o.entry.id: o for o in batch.entries}
     number = 0
     singles_started = False

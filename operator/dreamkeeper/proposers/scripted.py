@@ -5,14 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dreamkeeper.consolidation.proposal import (
-    Batch,
-    BatchReply,
-    Proposal,
-    ProposalRequest,
-    ProposerUsage,
-    RepairRequest,
-)
+from dreamkeeper.consolidation import Batch, BatchReply, Proposal, ProposalRequest, ProposerUsage, RepairRequest
 
 Script = Callable[[Batch, ProposalRequest], Proposal | dict[str, Any] | str | None]
 RepairScript = Callable[[RepairRequest], str | None]

@@ -4,8 +4,10 @@ One entry point, :func:`find_clusters`. A pair of entries is compared with **cos
 a usable embedding of the same dimension, otherwise with **Jaccard** similarity over RockBot's content tokens;
 one pair never mixes the two scales (:mod:`.similarity`). Pairs at or above the threshold are edges of a
 single-link graph (:mod:`.scan`); its components of two or more entries are the clusters (:mod:`.assembly`),
-split into chunks that keep every entry next to one of its near-duplicates and hold at most ``max_cluster_size``
-entries, unless an entry would otherwise be stranded (:mod:`.splitting`).
+split into chunks of at most ``max_cluster_size`` entries (:mod:`.splitting`): RockBot's fixed chunks in id order,
+or chunks that keep every entry next to one of its near-duplicates. The Jaccard tokens are RockBot's ASCII ones or
+Unicode-aware ones (``tokens``); the engine defaults to RockBot's on both counts, so its cluster identities are
+RockBot's.
 
 RockBot compared every pair (quadratic, and it capped the snapshot at 1000 entries). Here candidate pairs come
 from locality-sensitive hashing (:mod:`.candidates`, :mod:`.buckets`) and every candidate is verified with the

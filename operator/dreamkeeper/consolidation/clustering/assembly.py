@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from dreamkeeper.consolidation.clustering.graph import Graph
-from dreamkeeper.consolidation.clustering.model import JACCARD, MEASURE_CODES, Cluster
-from dreamkeeper.consolidation.clustering.splitting import Adjacency, split_component
+from dreamkeeper.consolidation.clustering.model import JACCARD, MEASURE_CODES, Cluster, Split
+from dreamkeeper.consolidation.clustering.splitting import Adjacency, rockbot_chunks, split_component
 from dreamkeeper.consolidation.clustering.stats import ClusteringStats
 
 
-def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats) -> list[Cluster]:
+def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split: Split = "neighbours") -> list[Cluster]:
     """The clusters of ``graph``, sorted by first id; counts components, clusters and oversize chunks."""
     components = _components(graph)
     stats.components = len(components)
@@ -20,6 +20,8 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats) -> lis
         members = {node: graph.members(node) for node in adjacency}
         if sum(len(entries) for entries in members.values()) <= max_cluster_size:
             chunks = [sorted(entry for entries in members.values() for entry in entries)]
+        elif split == "rockbot":
+            chunks = rockbot_chunks(members, max_cluster_size)
         else:
             chunks = split_component(adjacency, members, max_cluster_size)
         node_of = {entry: node for node, entries in members.items() for entry in entries}
@@ -77,5 +79,8 @@ def _cluster_of(chunk: list[int], node_of: dict[int, int], adjacency: Adjacency,
             if edge is not None:
                 weights.append(edge[0])
                 measures.add(edge[1])
+    if not weights:
+        # A fixed RockBot chunk can hold entries linked only through members of other chunks.
+        return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=0.0, measure="linked")
     kind = MEASURE_CODES[measures.pop()] if len(measures) == 1 else "mixed"
     return Cluster(ids=tuple(sorted(ids[k] for k in chunk)), min_similarity=min(weights), measure=kind)

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dreamkeeper.consolidation.clustering.model import ClusteringError, ClusterItem, F32Array, IntArray, U64Array
-from dreamkeeper.consolidation.clustering.similarity import token_list, usable_vector
+from dreamkeeper.consolidation.clustering.model import (
+    ClusteringError,
+    ClusterItem,
+    F32Array,
+    IntArray,
+    Tokens,
+    U64Array,
+)
+from dreamkeeper.consolidation.clustering.similarity import tokenizer, usable_vector
 from dreamkeeper.consolidation.clustering.stats import ClusteringStats
 
 logger = logging.getLogger(__name__)
@@ -53,13 +60,13 @@ class Corpus:
         return len(self.token_hashes)
 
 
-def prepare(items: Sequence[ClusterItem], stats: ClusteringStats) -> Corpus:
+def prepare(items: Sequence[ClusterItem], stats: ClusteringStats, tokens: Tokens = "unicode") -> Corpus:
     """The corpus of ``items`` (checked, in id order); counts empty token sets and usable embeddings."""
     ordered = _checked_in_id_order(items)
     vectors, dims = _usable_vectors(ordered, stats)
     # Tokens only matter for Jaccard pairs; a corpus embedded throughout with one model has none.
     if len(ordered) and (dims.min() < 0 or dims.min() != dims.max()):
-        token_ids, counts, hashes = _numbered_tokens(ordered)
+        token_ids, counts, hashes = _numbered_tokens(ordered, tokens)
     else:
         token_ids, counts, hashes = np.empty(0, np.int64), np.zeros(len(ordered), np.int64), np.empty(0, np.uint64)
     corpus = Corpus(
@@ -110,13 +117,14 @@ def _usable_vectors(
     return vectors, dims
 
 
-def _numbered_tokens(ordered: Sequence[ClusterItem]) -> tuple[IntArray, IntArray, U64Array]:
+def _numbered_tokens(ordered: Sequence[ClusterItem], tokens: Tokens) -> tuple[IntArray, IntArray, U64Array]:
     """Each entry's distinct token numbers (ascending, concatenated), how many each has, and a 64-bit content
     hash per vocabulary number.
 
     Tokens become vocabulary numbers a batch of entries at a time, so beyond a batch only one string per distinct
     token is held.
     """
+    token_list = tokenizer(tokens)
     vocabulary: dict[str, int] = {}
     numbered: list[IntArray] = []
     sized: list[IntArray] = []
@@ -138,7 +146,10 @@ def _numbered_tokens(ordered: Sequence[ClusterItem]) -> tuple[IntArray, IntArray
     del numbered
     counts: IntArray = np.concatenate(sized)
     hashes = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") for token in vocabulary),
+        (
+            int.from_bytes(hashlib.blake2b(token.encode(errors="surrogatepass"), digest_size=8).digest(), "little")
+            for token in vocabulary
+        ),
         dtype=np.uint64,
         count=len(vocabulary),
     )

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from dreamkeeper.consolidation.clustering.assembly import assemble
-from dreamkeeper.consolidation.clustering.model import Cluster, ClusteringError, ClusterItem, Strategy
+from dreamkeeper.consolidation.clustering.model import Cluster, ClusteringError, ClusterItem, Split, Strategy, Tokens
 from dreamkeeper.consolidation.clustering.scan import edge_graph
 from dreamkeeper.consolidation.clustering.stats import ClusteringStats
 
@@ -25,11 +25,15 @@ def find_clusters(
     strategy: Strategy = "auto",
     seed: int | None = None,
     stats: ClusteringStats | None = None,
+    tokens: Tokens = "unicode",
+    split: Split = "neighbours",
 ) -> list[Cluster]:
     """Near-duplicate clusters of ``items``, sorted by first id.
 
     Single-link over every pair with similarity >= ``threshold``; components larger than ``max_cluster_size``
-    are split by :func:`.splitting.split_component`; ``max_cluster_size < 2`` disables clustering. With
+    are split by :func:`.splitting.split_component` (``split="neighbours"``) or, as RockBot does, into fixed chunks
+    in id order (``split="rockbot"``, :func:`.splitting.rockbot_chunks`); ``max_cluster_size < 2`` disables
+    clustering. ``tokens`` chooses the Jaccard tokens: Unicode-aware, or RockBot's ASCII ones. With
     ``same_top_level_category`` only entries whose first category segment matches (case-insensitively; None
     only with None) are linked. ``strategy`` forces brute force or LSH (tests, benchmarks); ``seed`` overrides
     the corpus-derived hash seed. A fresh ``stats`` passed in is filled with how the scan went.
@@ -38,6 +42,8 @@ def find_clusters(
     stops the scan itself (bad items, resource exhaustion, internal failure).
     """
     threshold = _checked_options(threshold, strategy)
+    if tokens not in ("rockbot", "unicode") or split not in ("rockbot", "neighbours"):
+        raise ValueError(f"clustering tokens must be rockbot or unicode, split rockbot or neighbours: {tokens}/{split}")
     if not isinstance(max_cluster_size, int) or isinstance(max_cluster_size, bool):
         raise ValueError(f"max_cluster_size must be an integer, got {max_cluster_size!r}")
     filled = ClusteringStats() if stats is None else stats
@@ -53,8 +59,9 @@ def find_clusters(
             strategy=strategy,
             seed=seed,
             stats=filled,
+            tokens=tokens,
         )
-        return assemble(graph, max_cluster_size, filled)
+        return assemble(graph, max_cluster_size, filled, split)
 
     return _guarded(run, filled)
 

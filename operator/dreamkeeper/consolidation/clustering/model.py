@@ -11,6 +11,10 @@ import numpy.typing as npt
 
 Measure = Literal["cosine", "jaccard"]
 Strategy = Literal["auto", "brute", "lsh"]
+# Jaccard tokens: RockBot's ASCII ones ("rockbot", its cluster identities) or Unicode-aware ones ("unicode").
+Tokens = Literal["rockbot", "unicode"]
+# Splitting an over-large component: RockBot's fixed id-order chunks ("rockbot") or neighbour-keeping ("neighbours").
+Split = Literal["rockbot", "neighbours"]
 
 MEASURE_CODES: tuple[Measure, Measure] = ("cosine", "jaccard")
 COSINE, JACCARD = 0, 1  # measure codes in the edge arrays (index into MEASURE_CODES)

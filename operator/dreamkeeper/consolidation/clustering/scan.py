@@ -12,7 +12,7 @@ from dreamkeeper.consolidation.clustering.corpus import prepare
 from dreamkeeper.consolidation.clustering.cosine import scan_cosine
 from dreamkeeper.consolidation.clustering.graph import Edges, Graph
 from dreamkeeper.consolidation.clustering.jaccard import scan_jaccard
-from dreamkeeper.consolidation.clustering.model import ClusterItem, Strategy
+from dreamkeeper.consolidation.clustering.model import ClusterItem, Strategy, Tokens
 from dreamkeeper.consolidation.clustering.stats import ClusteringStats
 
 
@@ -24,13 +24,14 @@ def edge_graph(
     strategy: Strategy,
     seed: int | None,
     stats: ClusteringStats,
+    tokens: Tokens = "unicode",
 ) -> Graph:
     """Every accepted edge between nodes (see :class:`.graph.Graph`), per scope group and measure.
 
     Options as :func:`.find.find_clusters` takes them, already checked; ``stats`` is filled in.
     """
     scoped = same_top_level_category
-    corpus = prepare(items, stats)
+    corpus = prepare(items, stats, tokens)
     if seed is None:
         seed = corpus.seed
     edges = Edges()

@@ -8,16 +8,20 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
-from dreamkeeper.consolidation.clustering.model import ClusteringError, ClusterItem, F64Array
+from dreamkeeper.consolidation.clustering.model import ClusteringError, ClusterItem, F64Array, Tokens
 
 # Runs of Unicode letters/digits/apostrophes longer than 3: that is [^\W_] or "'", but a single class repeats in
 # sre's fast loop (2x faster than the alternation), so underscores are turned into spaces first.
 _TOKEN_RE = re.compile(r"[\w']{4,}")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+# RockBot's tokens (FileMemoryStore ``Tokenize``, MarimerLLC/rockbot@8a7e360e): runs of ASCII [a-z0-9'] in the
+# lower-cased text, longer than 3 characters. "Kraków" gives "krak"; a typographic apostrophe splits a word.
+_ROCKBOT_TOKEN_RE = re.compile(r"[a-z0-9']{4,}")
 
 
 def jaccard_tokens(text: str) -> frozenset[str]:
@@ -29,6 +33,20 @@ def jaccard_tokens(text: str) -> frozenset[str]:
     return frozenset(token_list(text))
 
 
+def rockbot_token_list(text: str) -> list[str]:
+    """RockBot's Jaccard tokens, exactly: what its near-duplicate clusters (and so its cluster hashes) are built on."""
+    if not text.isascii():
+        # ToLowerInvariant maps one character to one (simple case mapping); Python's lower() turns U+0130 into
+        # "i" + a combining dot, which would end the token where .NET continues it.
+        text = text.replace("\u0130", "i")
+    found: list[str] = _ROCKBOT_TOKEN_RE.findall(text.lower())
+    return found
+
+
+def tokenizer(tokens: Tokens) -> Callable[[str], list[str]]:
+    return rockbot_token_list if tokens == "rockbot" else token_list
+
+
 def token_list(text: str) -> list[str]:
     # A greedy {4,} run never starts mid-run (a shorter run fails at its first char), so this is exactly the
     # maximal runs longer than 3 chars, found in C rather than filtered in Python.
@@ -38,14 +56,15 @@ def token_list(text: str) -> list[str]:
     return tokens
 
 
-def similarity(a: ClusterItem, b: ClusterItem) -> tuple[float, str]:
+def similarity(a: ClusterItem, b: ClusterItem, tokens: Tokens = "unicode") -> tuple[float, str]:
     """Similarity of one pair and its measure: cosine when both have same-dimension usable embeddings."""
     va, vb = usable_vector(a), usable_vector(b)
     if va is not None and vb is not None and va.shape == vb.shape:
         rows_a = va.astype(np.float64)[None, :]
         rows_b = vb.astype(np.float64)[None, :]
         return float(cosine_rows(rows_a, rows_b)[0]), "cosine"
-    return _jaccard(jaccard_tokens(a.content), jaccard_tokens(b.content)), "jaccard"
+    split = tokenizer(tokens)
+    return _jaccard(frozenset(split(a.content)), frozenset(split(b.content))), "jaccard"
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -1,6 +1,12 @@
-"""Splitting an over-large component into chunks of at most ``max_cluster_size`` entries that keep every entry
-next to one of its near-duplicates: a greedy grows the chunks, then each entry it stranded joins the chunk of its
-strongest neighbour, so no entry is offered to a proposer without a duplicate beside it."""
+"""Splitting an over-large component into chunks of at most ``max_cluster_size`` entries, two ways.
+
+* ``rockbot`` (the engine's default): RockBot's fixed chunks in id order, so cluster identities — and the decline
+  stamps keyed on them — are the same in both engines (:func:`rockbot_chunks`).
+* ``neighbours``: chunks that keep every entry next to one of its near-duplicates: a greedy grows the chunks, then
+  each entry it stranded joins the chunk of its strongest neighbour, so no entry is offered to a proposer without a
+  duplicate beside it (:func:`split_component`). Better offers for a corpus dreamkeeper alone consolidates; its
+  clusters (and decline stamps) mean nothing to RockBot's dream.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,16 @@ def strength_units(weight: float) -> int:
 
 
 _FULL_STRENGTH = strength_units(1.0)
+
+
+def rockbot_chunks(members: dict[int, list[int]], max_size: int) -> list[list[int]]:
+    """RockBot's split (FileMemoryStore ``FindNearDuplicateClustersAsync``, MarimerLLC/rockbot@8a7e360e): the
+    component's entries in id order, cut into consecutive chunks of ``max_size``; a chunk of one (only the last can
+    be) is dropped. Each chunk is its own cluster for offering, hashing and decline stamps, so splitting the same way
+    is what lets a decline stamp written by one engine be read by the other. Entry indices follow id order."""
+    ordered = sorted(entry for entries in members.values() for entry in entries)
+    chunks = [ordered[start : start + max_size] for start in range(0, len(ordered), max_size)]
+    return [chunk for chunk in chunks if len(chunk) >= 2]
 
 
 def split_component(adjacency: Adjacency, members: dict[int, list[int]], max_size: int) -> list[list[int]]:

@@ -1,0 +1,98 @@
+"""Importance decay, as RockBot's consolidation pass does it (``RunImportanceDecayPassAsync``, DreamService.cs,
+MarimerLLC/rockbot@05346ff0; vectors from ImportanceDecayTests.cs @20512da1).
+
+For each live entry, after the exact-duplicate fold and before gating:
+
+    days since seen   = now - lastSeenAt                   (grace runs from the last sighting)
+    skip if           days since seen < grace, or importance <= floor
+    elapsed           = min(days since seen - grace, max(0, now - (updatedAt or createdAt)))
+    skip if           elapsed <= 0
+    importance        = max(floor, importance * 0.5 ** (elapsed / half-life))      in float32, as RockBot
+    write             importance and updatedAt = now, only if it went down (by ``min_step`` at least, below)
+
+``updatedAt = now`` is the anchor that makes it calendar-time invariant (one pass over 10 days equals twenty over
+half a day each), and what RockBot writes too: a corpus can move between the two engines without decaying twice.
+Nothing else changes, so review stamps (content fingerprints) stay valid. Writes go through the journal like every
+other cycle write, each one guarded by the fingerprint read at snapshot, and ``undo`` puts importance and updatedAt
+back. An entry that decay takes below the high-value floor is counted, and stays protected from pruning for the
+rest of that cycle (RockBot's prune check reads the pre-decay snapshot too).
+
+RockBot writes every decaying entry on every pass. dreamkeeper writes one once it has fallen by ``min_step`` (0.01)
+since its last write, or when it reaches the decay floor or leaves the high-value floor: the anchor (updatedAt)
+stays until then, so the value written is the one RockBot's passes would have reached, minus float32 rounding —
+several times fewer writes (and fsyncs) a cycle on a mature corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from dreamkeeper.consolidation.plan import DecayAction
+from dreamkeeper.consolidation.settings import DecaySettings
+from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
+
+_DAY = timedelta(days=1)
+
+
+def float32(value: float) -> float:
+    """``value`` as the float32 RockBot holds, written with the fewest digits that read back as that float32."""
+    return float(str(np.float32(value)))
+
+
+def decayed_importance(entry: Entry, settings: DecaySettings, now: datetime) -> float | None:
+    """The importance decay gives ``entry`` now, or None when it keeps its own (RockBot's skips, in its order)."""
+    if not settings.active:
+        return None
+    with np.errstate(over="ignore"):  # beyond float32 (never screened in): inf, which never decays
+        floor = np.float32(settings.floor)
+        importance = np.float32(entry.importance_score)
+    since_seen = (now - entry.seen_at) / _DAY
+    if since_seen < settings.grace_days:
+        return None
+    if not importance > floor:  # also NaN-safe: a float32 overflow to inf decays to inf, i.e. no change below
+        return None
+    last_touch = entry.updated_at or entry.created_at
+    since_touch = max(0.0, (now - last_touch) / _DAY)
+    elapsed = min(since_seen - settings.grace_days, since_touch)
+    if elapsed <= 0:
+        return None
+    factor = np.float32(0.5 ** (elapsed / float(np.float32(settings.half_life_days))))
+    lowered = max(floor, np.float32(importance * factor))
+    if not lowered < importance:
+        return None
+    return float32(float(lowered))
+
+
+@dataclass(frozen=True)
+class DecayPlan:
+    actions: tuple[DecayAction, ...] = ()
+    left_floor: frozenset[str] = frozenset()  # ids the high-value floor protected before decay and not after
+
+
+def plan_decay(live: Sequence[StoredEntry], settings: DecaySettings, floor: HighValueFloor, now: datetime) -> DecayPlan:
+    """What decay changes in ``live`` this cycle."""
+    if not settings.active:
+        return DecayPlan()
+    actions: list[DecayAction] = []
+    left: set[str] = set()
+    for stored in live:
+        entry = stored.entry
+        importance = decayed_importance(entry, settings, now)
+        if importance is None:
+            continue
+        updated = entry.evolve(importance_score=importance, updated_at=now)
+        leaves_floor = floor.protects(entry) and not floor.protects(updated)
+        at_floor = importance <= float32(settings.floor)
+        if entry.importance_score - importance < settings.min_step and not (leaves_floor or at_floor):
+            continue  # not yet worth a write: the anchor stays, so the next cycle decays from it exactly
+        actions.append(DecayAction(stored, updated))
+        if leaves_floor:
+            left.add(stored.id)
+    return DecayPlan(tuple(actions), frozenset(left))
+
+
+__all__ = ["DecayPlan", "decayed_importance", "float32", "plan_decay"]

@@ -1,0 +1,180 @@
+"""`dreamkeeper memory list|purge`: the memory commands that need the purge's last-record rule.
+
+They sit in the ``memory`` group with ``stats|show|restore`` (``memory/cli.py``), but live at this layer because the
+rule needs the coverage package (memory ← coverage ← consolidation). ``purge`` deletes exactly what a cycle's purge
+would: past retention, below the high-value floor, and not the last record of any specific. ``list --archived`` says
+for each archived entry what the purge would do with it now, and why.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
+from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.coverage import VOCABULARY_FILE
+from dreamkeeper.memory import CycleLock, HighValueFloor, PurgeReport, StoredEntry, entry_summary, utcnow
+from dreamkeeper.memory.cli import (
+    AGENT_DIR_ARG,
+    JSON_OPT,
+    MEMORY_DIR_OPT,
+    Scope,
+    UsageError,
+    _clip,
+    _in_category,
+    _in_scope,
+    _listing,
+    emit_json,
+    expected_errors,
+    memory_group,
+    open_store,
+    out,
+)
+
+RETENTION_OPT = typer.Option(90, "--retention-days", min=0, help="Archived longer than this; 0 = forever.")
+VOCABULARY_OPT = typer.Option(
+    VOCABULARY_FILE, "--vocabulary", help="Coverage vocabulary, relative to AGENT_DIR (the cycle's default)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    memory = memory_group(app)
+    memory.command("list")(list_command)
+    memory.command("purge")(purge_command)
+
+
+def list_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    live: bool = typer.Option(False, "--live", help="Live entries only (the default)."),
+    archived: bool = typer.Option(False, "--archived", help="Archived entries only, with what purge would do."),
+    all_entries: bool = typer.Option(False, "--all", help="Live, archived and superseded entries."),
+    category: str | None = typer.Option(None, "--category", help="Only this category and its subcategories."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many entries."),
+    retention_days: int = RETENTION_OPT,
+    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="The purge's floor."),
+    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="The purge's floor."),
+    vocabulary: str = VOCABULARY_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """List entries in store order (category folders, then id); archived ones with the purge's verdict."""
+    with expected_errors():
+        if live + archived + all_entries > 1:
+            raise UsageError("give at most one of --live, --archived, --all")
+        scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
+        store = open_store(agent_dir, memory_dir)
+        scan = store.scan()
+        rows: list[StoredEntry] = []
+        for stored in scan.entries:
+            if _in_scope(stored.entry, scope) and _in_category(stored.entry, category):
+                rows.append(stored)
+                if limit is not None and len(rows) >= limit:
+                    break
+        verdicts: dict[str, tuple[str, str]] = {}
+        if any(s.entry.is_archived for s in rows):
+            rule = LastRecords.of((s.entry for s in scan.entries), agent_vocabulary(agent_dir, vocabulary))
+            floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
+            now = utcnow()
+            for stored in rows:
+                if stored.entry.is_archived:
+                    verdicts[stored.id] = archived_state(stored.entry, retention_days, floor, rule, now)
+    if as_json:
+        listed = []
+        for stored in rows:
+            row = _listing(stored)
+            if stored.id in verdicts:
+                row["purge"], row["purgeReason"] = verdicts[stored.id]
+            listed.append(row)
+        emit_json(listed)
+        return
+    table = Table(title=f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} ({scope.value})")
+    table.add_column("id", no_wrap=True)
+    table.add_column("category", overflow="fold", max_width=28)
+    table.add_column("imp", justify="right", no_wrap=True)
+    table.add_column("reinf", justify="right", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    if verdicts:
+        table.add_column("purge", overflow="fold", max_width=40)
+    table.add_column("content", no_wrap=True)
+    # Rich shrinks columns badly around one long no-wrap cell; cut the content to what is left of the width.
+    category_width = min(28, max((len(s.entry.category or "-") for s in rows), default=1))
+    budget = max(16, out.width - category_width - 50 - (40 if verdicts else 0))
+    for stored in rows:
+        entry = stored.entry
+        state = "archived" if entry.is_archived else "superseded" if entry.superseded_by else "live"
+        cells = [entry.id, escape(entry.category or "-"), f"{entry.importance_score:.2f}"]
+        cells += [str(entry.reinforcement_count), state]
+        if verdicts:
+            verdict = verdicts.get(stored.id)
+            cells.append(escape(f"{verdict[0]}: {verdict[1]}" if verdict else ""))
+        cells.append(escape(_clip(entry.content, budget)))
+        table.add_row(*cells)
+    out.print(table)
+
+
+def purge_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+    retention_days: int = RETENTION_OPT,
+    floor_importance: float = typer.Option(0.8, "--floor-importance", min=0.0, help="Never purge at or above."),
+    floor_reinforcement: int = typer.Option(5, "--floor-reinforcement", min=0, help="Never purge at or above."),
+    vocabulary: str = VOCABULARY_OPT,
+    yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Hard-delete entries archived longer than the retention, except high-value ones and last records (an entry
+    holding a specific no live entry says). A dry run unless --yes."""
+    with expected_errors():
+        store = open_store(agent_dir, memory_dir)
+        floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
+        retention = timedelta(days=retention_days)
+        words = agent_vocabulary(agent_dir, vocabulary)
+
+        def run(dry_run: bool) -> PurgeReport:
+            entries = screened(store.scan(), store.root).entries  # never a file the engine would not act on
+            rule = LastRecords.of((s.entry for s in entries), words)
+            return store.purge(retention, floor, dry_run=dry_run, entries=entries, keep=rule.keep)
+
+        if yes:
+            with CycleLock(agent_dir, "purge"):
+                report = run(dry_run=False)
+        else:
+            report = run(dry_run=True)
+    if as_json:
+        emit_json(
+            {
+                "dryRun": report.dry_run,
+                "retentionDays": retention_days,
+                "purged": [entry.to_json_obj() for entry in report.purged],
+                "keptAboveFloor": [entry.id for entry in report.kept_above_floor],
+                "keptLastRecord": [{"id": entry.id, "reason": why} for entry, why in report.kept_by_rule],
+                "notDue": report.not_due,
+                "conflicts": report.conflicts,
+            }
+        )
+    elif retention_days == 0:
+        out.print("retention 0: archived entries are kept forever; nothing purged")
+    else:
+        verb = "would purge" if report.dry_run else "purged"
+        for entry in report.purged:
+            out.print(f"{verb} {escape(entry_summary(entry))}: {escape(entry.content)}", soft_wrap=True)
+        for entry, why in report.kept_by_rule:
+            out.print(f"kept {escape(entry_summary(entry))}: {escape(why)}", soft_wrap=True)
+        out.print(
+            f"{verb} {len(report.purged)}; kept {len(report.kept_above_floor)} above the high-value floor, "
+            f"{len(report.kept_by_rule)} as last records, "
+            f"{report.not_due} archived less than {retention_days} days ago"
+            + (f", {report.conflicts} changed meanwhile (kept)" if report.conflicts else "")
+        )
+        if report.dry_run and report.purged:
+            out.print("dry run: nothing was deleted; re-run with --yes to purge")
+    if report.conflicts:
+        raise typer.Exit(1)
+
+
+__all__ = ["list_command", "purge_command", "register"]

@@ -1,0 +1,375 @@
+"""Coordination with the agent's own workload, decided from persisted state only: what one pass must do.
+
+Why it exists: RockBot loads its memory index once per process and never re-reads it; every later save of an
+entry writes the whole cached object back (MarimerLLC/rockbot ``src/RockBot.Host/FileMemoryStore.cs`` @8a7e360e
+``EnsureIndexAsync``/``SaveAsync``, ``MemoryDeduplicator.cs`` @8a7e360e ``Reinforce``). A cycle that changes files
+under a running agent is undone by the agent's next write of the same entry. So a DreamSchedule names the agent's
+Deployment or StatefulSet and a policy (``spec.agent``):
+
+* ``Stop``: record the replicas, scale to 0, wait until no pod mounts the claim, run the cycle, restore.
+* ``RestartAfter``: run beside the agent, then restart it (``kubectl rollout restart``) if the cycle changed files.
+* ``None``: the agent re-reads its files.
+
+A Stop is a state machine whose state is written twice, on the workload (annotation ``dreamkeeper.io/agent-stop``)
+and in ``status.agent.stop``, **before** anything is scaled. Each pass reads both, the workload, the pods mounting
+the claim and the claim's Jobs, and ``decide_stop`` (a pure function of those, like ``slots.decide``) returns the
+one step to take. The rules it enforces:
+
+* the scale-down happens only once the record is in the status the pass read (so it is persisted);
+* the cycle Job is created only when no pod mounts the claim;
+* the replicas are restored only when no cycle Job is active on the claim and no cycle pod still mounts it, and
+  whatever ended the cycle (completed, failed, deadline exceeded, Job deleted) or stopped it from starting
+  (scale-down timed out, the downtime budget used up, not ready);
+* restoring is idempotent (the recorded count is set only while the workload is still at 0), and the record is
+  released afterwards: the annotation first, then the status record. An operator killed between any two API
+  calls therefore restores the agent exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from dreamkeeper.kube import ANNOTATION_AGENT_STOP, LABEL_MANAGED_BY, MANAGED_BY
+from dreamkeeper.kube.models import AgentSpec, AgentStop, RunSummary
+from dreamkeeper.kube.objects import Job, Pod, PodSpec, Workload, annotations_of, labels_of, owned_by, parse_time
+from dreamkeeper.kube.placement import mounts_claim
+from dreamkeeper.kube.results import job_active
+
+# After maxDowntimeSeconds the Job's own deadline has stopped the cycle; this much later the operator deletes the
+# Job itself (a backstop: a Job whose deadline cannot fire, e.g. its pod never leaves Pending on a lost node).
+DELETE_GRACE_SECONDS = 60
+MIN_CYCLE_SECONDS = 60  # the least time worth starting a cycle with (the CRD's activeDeadlineSeconds minimum)
+
+
+def stop_limits(agent: AgentSpec | None) -> AgentSpec:
+    """The spec's bounds; its defaults when ``spec.agent`` was removed while a stop was in progress."""
+    if agent is not None:
+        return agent
+    return AgentSpec.model_validate({"workloadRef": {"kind": "Deployment", "name": "unset"}})
+
+
+# ---- the record on the workload --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """``dreamkeeper.io/agent-stop`` on the workload: enough to rebuild ``status.agent.stop`` from it alone."""
+
+    schedule_uid: str
+    schedule: str  # namespace/name, for people reading the annotation
+    job_name: str
+    replicas: int
+    stopped_at: datetime
+    trigger: Literal["schedule", "run-now"]
+    slot: datetime
+    run_now_token: str | None = None
+
+    def annotation(self) -> str:
+        return json.dumps(
+            {
+                "scheduleUID": self.schedule_uid,
+                "schedule": self.schedule,
+                "job": self.job_name,
+                "replicas": self.replicas,
+                "stoppedAt": _stamp(self.stopped_at),
+                "trigger": self.trigger,
+                "slot": _stamp(self.slot),
+                "runNowToken": self.run_now_token,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def parse(cls, value: str | None) -> StopRecord | None:
+        """None when absent or unreadable (a hand edit): the status record, if any, still decides."""
+        if not value:
+            return None
+        try:
+            data = json.loads(value)
+            stopped, slot = parse_time(data["stoppedAt"]), parse_time(data["slot"])
+            replicas = data["replicas"]
+            if stopped is None or slot is None or not isinstance(replicas, int) or replicas < 0:
+                return None
+            trigger: Literal["schedule", "run-now"] = "run-now" if data.get("trigger") == "run-now" else "schedule"
+            token = data.get("runNowToken")
+            return cls(
+                schedule_uid=str(data["scheduleUID"]),
+                schedule=str(data.get("schedule") or ""),
+                job_name=str(data["job"]),
+                replicas=replicas,
+                stopped_at=stopped,
+                trigger=trigger,
+                slot=slot,
+                run_now_token=str(token) if token is not None else None,
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def status(self, kind: str, name: str, phase: Literal["Stopping", "CycleRunning"]) -> AgentStop:
+        return AgentStop.model_validate(
+            {
+                "kind": kind,
+                "name": name,
+                "replicas": self.replicas,
+                "phase": phase,
+                "stopped_at": self.stopped_at,
+                "job_name": self.job_name,
+                "trigger": self.trigger,
+                "slot": self.slot,
+                "run_now_token": self.run_now_token,
+            }
+        )
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# ---- what a pass reads ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """The agent's workload as one pass read it."""
+
+    kind: str
+    name: str
+    found: bool
+    replicas: int = 0  # spec.replicas (an absent field is 1, as the API server defaults it)
+    resource_version: str | None = None
+    record: StopRecord | None = None  # this schedule's stop record
+    holder: str | None = None  # another schedule holding the workload (its annotation), or "unreadable"
+    template: PodSpec | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+    @classmethod
+    def of(cls, workload: Workload | None, kind: str, name: str, schedule_uid: str) -> WorkloadView:
+        if workload is None:
+            return cls(kind, name, found=False)
+        spec = workload.get("spec") or {}
+        raw = annotations_of(workload).get(ANNOTATION_AGENT_STOP)
+        record = StopRecord.parse(raw)
+        holder: str | None = None
+        if raw and record is None:
+            holder = "unreadable"
+        elif record is not None and record.schedule_uid != schedule_uid:
+            holder, record = record.schedule or record.schedule_uid, None
+        replicas = spec.get("replicas")
+        return cls(
+            kind,
+            name,
+            found=True,
+            replicas=1 if replicas is None else int(replicas),
+            resource_version=workload["metadata"].get("resourceVersion"),
+            record=record,
+            holder=holder,
+            template=(spec.get("template") or {}).get("spec") or {},
+        )
+
+
+JobState = Literal["absent", "active", "finished"]
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """Who uses the claim now: pods that mount it (not finished) and the state of the stop's own Job."""
+
+    agent_pods: tuple[str, ...] = ()  # any pod that is not a dreamkeeper cycle pod
+    cycle_pods: tuple[str, ...] = ()  # dreamkeeper cycle pods, of any schedule
+    job: JobState = "absent"
+    job_uid: str | None = None
+    other_jobs_active: tuple[str, ...] = ()  # active cycle Jobs on the claim besides the stop's own
+
+    @classmethod
+    def of(cls, pods: list[Pod], jobs: list[Job], claim: str, job_name: str | None, schedule_uid: str) -> ClaimView:
+        users = [
+            p
+            for p in pods
+            if mounts_claim(p, claim) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        cycle = tuple(sorted(p["metadata"]["name"] for p in users if labels_of(p).get(LABEL_MANAGED_BY) == MANAGED_BY))
+        agents = tuple(sorted(p["metadata"]["name"] for p in users if labels_of(p).get(LABEL_MANAGED_BY) != MANAGED_BY))
+        own = next(
+            (j for j in jobs if j["metadata"]["name"] == job_name and owned_by(j, schedule_uid)),
+            None,
+        )
+        state: JobState = "absent" if own is None else "active" if job_active(own) else "finished"
+        others = tuple(sorted(j["metadata"]["name"] for j in jobs if j is not own and job_active(j)))
+        return cls(agents, cycle, state, own["metadata"]["uid"] if own else None, others)
+
+
+# ---- the decision ------------------------------------------------------------------------------------------------
+
+Step = Literal["none", "adopt", "scale-down", "wait", "start-cycle", "delete-cycle", "restore", "release"]
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """The one step a pass takes for a Stop. ``reason``/``message`` become the AgentStopped condition's."""
+
+    step: Step
+    reason: str = ""
+    message: str = ""
+    adopted: AgentStop | None = None  # adopt: the status record rebuilt from the annotation
+    scale: bool = False  # restore: set the recorded replicas (False: the workload is gone or was rescaled)
+    deadline_seconds: int | None = None  # start-cycle: the Job's activeDeadlineSeconds
+
+
+def decide_stop(
+    stop: AgentStop | None,
+    workload: WorkloadView,
+    claim: ClaimView,
+    limits: AgentSpec,
+    active_deadline_seconds: int,
+    now: datetime,
+) -> StopDecision:
+    """The next step of the stop recorded in ``stop`` (the status) and ``workload.record`` (the annotation)."""
+    if stop is None:
+        if workload.record is None:
+            return StopDecision("none")
+        # Written on the workload by a pass whose status write was lost (or a status reset by hand): the
+        # annotation alone rebuilds the record; nothing is scaled until the status holds it too.
+        phase: Literal["Stopping", "CycleRunning"] = "Stopping" if claim.job == "absent" else "CycleRunning"
+        return StopDecision(
+            "adopt",
+            "Recorded",
+            f"stop record of {workload.ref} adopted from its annotation",
+            adopted=workload.record.status(workload.kind, workload.name, phase),
+        )
+    if stop.phase == "Restored":
+        return StopDecision("release", "Restored", f"{workload.ref} restored; releasing the stop record")
+    elapsed = (now - stop.stopped_at).total_seconds()
+    if stop.phase == "Stopping":
+        return _stopping(stop, workload, claim, limits, active_deadline_seconds, elapsed)
+    return _cycle_running(stop, workload, claim, limits, elapsed)
+
+
+def _stopping(
+    stop: AgentStop,
+    workload: WorkloadView,
+    claim: ClaimView,
+    limits: AgentSpec,
+    active_deadline_seconds: int,
+    elapsed: float,
+) -> StopDecision:
+    if claim.job != "absent":
+        # Created by a pass whose status write was lost: the cycle is running (or ran); never restore beside it.
+        return StopDecision(
+            "adopt", "CycleRunning", f"cycle Job {stop.job_name} exists", adopted=_with(stop, phase="CycleRunning")
+        )
+    if stop.reason:  # the cycle could not be started (said when it was tried): no Job exists, restore
+        return _restore(stop, workload, stop.reason, f"cycle {stop.job_name} not started")
+    timeout = limits.scale_down_timeout_seconds
+    if elapsed > timeout:
+        who = ", ".join(claim.agent_pods + claim.cycle_pods + claim.other_jobs_active) or "the workload"
+        reason = "ClaimBusy" if claim.other_jobs_active and not claim.agent_pods else "ScaleDownTimedOut"
+        return _restore(stop, workload, reason, f"still in use after {timeout} s ({who}); cycle not run")
+    if workload.found and workload.replicas > 0:
+        return StopDecision("scale-down", "ScalingDown", f"scaling {workload.ref} from {workload.replicas} to 0")
+    if claim.agent_pods or claim.cycle_pods:
+        pods = ", ".join(claim.agent_pods + claim.cycle_pods)
+        return StopDecision("wait", "WaitingForPods", f"waiting for {pods} to stop ({elapsed:.0f} s of {timeout} s)")
+    if claim.other_jobs_active:
+        jobs = ", ".join(claim.other_jobs_active)
+        return StopDecision("wait", "ClaimBusy", f"waiting for cycle {jobs} on the claim to end")
+    budget = int(limits.max_downtime_seconds - elapsed)
+    if budget < MIN_CYCLE_SECONDS:
+        return _restore(stop, workload, "DowntimeExhausted", f"only {budget} s of maxDowntimeSeconds left")
+    return StopDecision(
+        "start-cycle",
+        "CycleRunning",
+        f"no pod mounts the claim: starting cycle {stop.job_name}",
+        deadline_seconds=min(active_deadline_seconds, budget),
+    )
+
+
+def _cycle_running(
+    stop: AgentStop, workload: WorkloadView, claim: ClaimView, limits: AgentSpec, elapsed: float
+) -> StopDecision:
+    if claim.job == "active":
+        if elapsed > limits.max_downtime_seconds + DELETE_GRACE_SECONDS:
+            return StopDecision(
+                "delete-cycle", "DowntimeExceeded", f"cycle {stop.job_name} outlived maxDowntimeSeconds: deleting it"
+            )
+        return StopDecision("wait", "CycleRunning", f"cycle {stop.job_name} running ({elapsed:.0f} s down)")
+    if claim.cycle_pods or claim.other_jobs_active:
+        # The Job ended (or was deleted) but a cycle pod is still terminating: it may still write.
+        busy = ", ".join(claim.cycle_pods + claim.other_jobs_active)
+        return StopDecision("wait", "WaitingForCycle", f"waiting for {busy} to stop before restoring")
+    if claim.job == "finished":
+        return _restore(stop, workload, "CycleFinished", f"cycle {stop.job_name} finished")
+    return _restore(stop, workload, "CycleLost", f"cycle {stop.job_name} is gone (deleted)")
+
+
+def _restore(stop: AgentStop, workload: WorkloadView, reason: str, why: str) -> StopDecision:
+    if not workload.found:
+        return StopDecision("restore", reason, f"{why}; {workload.ref} is gone, nothing to restore")
+    if workload.replicas == 0:
+        return StopDecision(
+            "restore", reason, f"{why}; restoring {workload.ref} to {stop.replicas} replica(s)", scale=True
+        )
+    # Not at 0: restored by a pass whose status write was lost (replicas == recorded), or rescaled by someone
+    # during the stop. Either way it is not scaled again: a restore happens exactly once.
+    done = "already restored" if workload.replicas == stop.replicas else f"rescaled to {workload.replicas} meanwhile"
+    return StopDecision("restore", reason, f"{why}; {workload.ref} {done}, left as it is")
+
+
+def _with(stop: AgentStop, **changes: object) -> AgentStop:
+    return stop.model_copy(update=changes)
+
+
+def downtime_seconds(stop: AgentStop, restored_at: datetime) -> float:
+    return max(0.0, (restored_at - stop.stopped_at).total_seconds())
+
+
+# ---- RestartAfter ------------------------------------------------------------------------------------------------
+
+# Failures that happen before the cycle touches a file: nothing to reload.
+_FAILED_BEFORE_WRITING = frozenset({"VocabularySeedFailed", "InvalidSettings", "PodFailed"})
+# Counts that mean files under memory/ were written (stamps go with `reviewed`: reviewed entries are stamped).
+_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts")
+
+
+def cycle_changed_files(run: RunSummary) -> bool:
+    """Whether the agent must reload after ``run`` (RestartAfter). When the run cannot say (it failed after it
+    may have begun writing, or left no summary), yes: a needless restart costs seconds, a stale cache costs
+    the agent's writes."""
+    if run.result == "skipped":
+        return False
+    if run.result == "failed":
+        return run.reason not in _FAILED_BEFORE_WRITING
+    if run.reason == "NoSummary":
+        return True
+    counts = run.model_dump()
+    return any(int(counts.get(name) or 0) > 0 for name in _WRITE_COUNTS)
+
+
+def stale_window_seconds(cycle_started_at: datetime | None, restarted_at: datetime) -> float | None:
+    if cycle_started_at is None:
+        return None
+    return max(0.0, (restarted_at - cycle_started_at).total_seconds())
+
+
+def restart_value(requested_at: datetime) -> str:
+    """The restartedAt annotation value: fixed per restart, so patching it twice rolls the workload once."""
+    return (requested_at - timedelta(microseconds=requested_at.microsecond)).isoformat().replace("+00:00", "Z")
+
+
+__all__ = [
+    "ClaimView",
+    "StopDecision",
+    "StopRecord",
+    "WorkloadView",
+    "cycle_changed_files",
+    "decide_stop",
+    "downtime_seconds",
+    "restart_value",
+    "stale_window_seconds",
+    "stop_limits",
+]

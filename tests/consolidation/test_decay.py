@@ -137,7 +137,9 @@ def test_an_entry_decay_takes_below_the_floor_is_not_pruned_in_that_cycle(tmp_pa
         stored = MemoryStore(root).require(entry_id)
         MemoryStore(root).update(stored, stored.entry.with_meta(**{REVIEWED_HASH: None}))
     later = run(tmp_path, [prune], now=NOW + timedelta(hours=12)).report
-    assert later.decay_left_floor == 0 and later.ephemeral == 1
+    # No longer protected by the floor: the prune reaches the census, which keeps the only live mention of Milo (#18).
+    assert later.decay_left_floor == 0 and later.ephemeral == 0 and later.prunes_refused == 1
+    assert [p.census for p in later.protections] == [["Milo", "Rocky", "Sheltie"]]
 
 
 def test_undo_puts_importance_and_updated_at_back_exactly(agent: Path) -> None:

@@ -20,8 +20,7 @@ from datetime import datetime, timedelta
 
 from dreamkeeper.consolidation.plan import StampAction
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import StoredEntry, format_timestamp, review_hash
-from dreamkeeper.memory.entry import UNUSABLE_AT, UNUSABLE_COUNT, UNUSABLE_HASH
+from dreamkeeper.memory import UNUSABLE_AT, UNUSABLE_COUNT, UNUSABLE_HASH, StoredEntry, format_timestamp, review_hash
 
 MAX_DOUBLINGS = 16  # a count read from disk may be anything: the shift is clamped, never overflows
 

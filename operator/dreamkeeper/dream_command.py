@@ -17,6 +17,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, render_plan, render_report, run_cycle
 from dreamkeeper.coverage import load_vocabulary
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
-EXIT_PROPOSER_FAILED = 4  # the cycle ran, but no batch the proposer was asked about got a usable reply
+EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
+EXIT_PROPOSER_FAILED = 5  # the cycle ran, but no batch the proposer was asked about got a usable reply
 EXIT_TERMINATED = 143
 
 
@@ -206,8 +208,11 @@ def register(app: typer.Typer) -> None:
         if report.result == "failed":
             raise typer.Exit(EXIT_FAILED)
         if report.result == "proposer-failed":
-            err.print(f"[red]proposer failed:[/red] {report.proposer_failure}")
+            err.print(f"[red]proposer failed:[/red] {escape(report.proposer_failure or '')}")
             raise typer.Exit(EXIT_PROPOSER_FAILED)
+        if report.pause_marker is not None:
+            err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
+            raise typer.Exit(EXIT_PAUSED)
 
 
 def _write_message(path: Path | None, data: dict[str, Any]) -> None:

@@ -7,7 +7,8 @@ What the tests ask of a corpus after cycles ran while the agent wrote (issue 14,
 * ``CorpusCheck``, against the corpus as it was before the agent started (``snapshot``):
   * ``resurrected``: entries a cycle archived (its journal says so) that are live again;
   * ``lost``: agent writes that are neither live (same content, reinforcement and lastSeenAt at least what the
-    agent wrote), nor carried into a live successor (following "merged into" archives), nor kept in an archive;
+    agent wrote), nor carried into a live successor (following "merged into" archives, and a stale copy's
+    "stale write-back; merged into"), nor kept in an archive;
   * ``reinforcement``: live entries whose reinforcementCount differs from the truth: the count before the test,
     plus every increment the agent really made, plus what merges and folds carried in from their sources
     (each source once).
@@ -22,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dreamkeeper.memory import REASON_MERGED_INTO, MemoryStore, StoredEntry
+from dreamkeeper.memory import MemoryStore, StoredEntry, successor_in
 
 Record = dict[str, Any]
 
@@ -179,9 +180,9 @@ def check_corpus(agent_dir: Path, before: Snapshot, records: list[Record]) -> Co
     )
 
     sources: dict[str, list[str]] = defaultdict(list)
-    for entry_id, reason in archives.items():
-        if reason.startswith(REASON_MERGED_INTO):
-            sources[reason[len(REASON_MERGED_INTO) :]].append(entry_id)
+    for entry_id, reason in archives.items():  # the last archive of each id (a stale copy's names the live end)
+        if (successor := successor_in(reason)) is not None:
+            sources[successor].append(entry_id)
     agent_writes = writes(records)
     increments = Counter(w["id"] for w in agent_writes if w["delta"])
     created = {w["id"] for w in agent_writes if w["op"] == "create"}
@@ -244,12 +245,12 @@ def _preserved(entry_id: str, w: Record, final: dict[str, StoredEntry], archives
     hops, current = 0, entry_id
     while hops < 32:
         reason = archives.get(current, final[current].entry.archive_reason if current in final else "") or ""
-        if not reason.startswith(REASON_MERGED_INTO):
+        successor = successor_in(reason)
+        if successor is None:
             archived = final.get(current)
             if archived is not None and current == entry_id and archived.entry.reinforcement_count >= w["rc"]:
                 return None  # pruned (or archived) with the agent's write in the archived copy
             return f"archived ({reason or 'no reason'}) without the write"
-        successor = reason[len(REASON_MERGED_INTO) :]
         target = final.get(successor)
         if target is None:
             return f"its successor {successor} is gone"

@@ -53,6 +53,9 @@ def test_the_dream_table_rows() -> None:
         repaired=1,
         protected=4,
         conflicts=5,
+        stale_write_backs=3,
+        resurrected=2,
+        reinforcements_carried=5,
         purged=7,
         purge_kept_last_record=5,
         specifics_lost=6,
@@ -77,6 +80,7 @@ def test_the_dream_table_rows() -> None:
         ("merges rejected (inventing) / repaired", "3 (2) / 1"),
         ("prunes refused: floor / census", "4 / 3"),
         ("conflicts with concurrent writes", "5"),
+        ("stale write-backs repaired (resurrected / reinforcements carried)", "3 (2 / 5)"),
         ("hard deletes", "0"),
         ("purged (retention) (kept as last records)", "7 (5)"),
         ("specifics lost", "6"),
@@ -90,13 +94,14 @@ def test_the_closing_log_lines() -> None:
     r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, decayed=3, live_entries=232)
     assert sentence(r, lambda c: c.logged) == (
         "80 archived (78 with replacement, 2 ephemeral), 26 saved (0 into existing), 24 folded, "
-        "3 decayed (0 left the high-value floor), 0 conflicts, 0 hard deletes, live 232, archived 0"
+        "3 decayed (0 left the high-value floor), 0 conflicts, 0 stale write-backs, 0 hard deletes, "
+        "live 232, archived 0"
     )
     assert not any_counted(r, lambda c: c.safeguard)
     guarded = report(repaired=1)
     assert any_counted(guarded, lambda c: c.safeguard)
     assert sentence(guarded, lambda c: c.safeguard) == (
         "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 entry(s) protected from pruning, "
-        "0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, "
+        "0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired, "
         "0 repl(ies) naming no offered id decided nothing"
     )

@@ -482,6 +482,17 @@ def test_restart_after_a_cycle_that_changed_files_exactly_once(crash_after: int 
     assert deployment(c)["metadata"]["generation"] == generation + 1
 
 
+def test_the_stale_window_runs_from_the_cycles_first_write_not_its_start() -> None:
+    c, world = setup(replicas=1, coordination="RestartAfter")
+    first_write = T0 + timedelta(seconds=4)
+    world.outcome = lambda w, job: w.c.finish_job(NS, job, message=report(archived=1, first_write_at=first_write))
+    drive(c, world, until=_restarted(c))
+    restart = status(c)["agent"]["lastRestart"]
+    restarted = datetime.fromisoformat(restart["restartedAt"].replace("Z", "+00:00"))
+    assert restart["firstWriteAt"] and restart["windowSeconds"] == (restarted - first_write).total_seconds()
+    assert "since its first write" in " ".join(e["message"] for e in c.events if e["reason"] == "AgentRestarted")
+
+
 def test_no_restart_after_a_cycle_that_changed_nothing() -> None:
     c, world = setup(replicas=1, coordination="RestartAfter")
     world.outcome = lambda w, job: w.c.finish_job(NS, job, message=report())

@@ -278,6 +278,8 @@ def run(result: str = "completed", reason: str = "Completed", **counts: int) -> 
         (run(), False),  # nothing eligible, nothing written
         (run("skipped", "Skipped"), False),
         (run("skipped", "LockHeld"), False),
+        (run("skipped", "Paused"), False),  # the pause marker: nothing written, nothing to reload
+        (run(staleWriteBacks=2), True),  # only stale copies repaired: written all the same
         (run("failed", "CycleFailed"), True),  # it may have applied part of its journal
         (run("failed", "DeadlineExceeded"), True),
         (run("failed", "JobLost"), True),
@@ -291,7 +293,7 @@ def test_a_restart_follows_every_run_that_may_have_changed_files(summary: RunSum
     assert cycle_changed_files(summary) is changed
 
 
-def test_the_restart_value_is_fixed_per_restart_and_the_window_is_measured_from_the_cycle_start() -> None:
+def test_the_restart_value_is_fixed_per_restart_and_the_window_is_measured_from_when_it_went_stale() -> None:
     requested = T0 + timedelta(seconds=3, microseconds=250_000)
     assert restart_value(requested) == "2026-03-01T04:00:03Z" == restart_value(requested)
     assert stale_window_seconds(T0, requested) == 3.25

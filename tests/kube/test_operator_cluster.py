@@ -220,7 +220,7 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
 
 
 def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: Env) -> None:
-    """#18 item 3 end to end: the cycle's pod really runs against a closed port, exits 4, and the operator says so
+    """#18 item 3 end to end: the cycle's pod really runs against a closed port, exits 5, and the operator says so
     (not "completed")."""
     api = env.cluster.api
     agent_dir = make_agent(env.cluster, env.ns, env.host)
@@ -249,7 +249,7 @@ def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: En
     report = read_cycle_report(agent_dir, run["cycleId"])
     assert report["result"] == "proposer-failed" and report["hardDeletes"] == 0
     (job,) = jobs_of(env.cluster, env.ns)
-    assert any(c["type"] == "Failed" for c in job["status"]["conditions"])  # exit 4: the Job failed
+    assert any(c["type"] == "Failed" for c in job["status"]["conditions"])  # exit 5: the Job failed
     events = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "ProposerFailed"]
     assert events and events[0]["type"] == "Warning" and "no usable reply" in events[0]["message"]
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}

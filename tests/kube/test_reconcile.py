@@ -523,6 +523,30 @@ def test_lock_held_is_a_skip_not_a_success() -> None:
     assert condition(c, "LastRunSucceeded")["status"] == "False"
 
 
+def test_the_agents_pause_marker_is_a_warning_skip_on_the_schedule() -> None:
+    c, clock = cluster(), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=3)
+    run(r, c)
+    why = "paused by the agent's memory audit (memory-audit/consolidation-paused.json: reason 'test')"
+    c.finish_job(
+        NS,
+        jobs(c)[0],
+        succeeded=False,
+        exit_code=4,
+        message=report_message(result="skipped", skip_reason=why, paused=1),
+    )
+    run(r, c)
+    s = status(c)
+    assert s["totals"]["cyclesSkipped"] == 1 and s["totals"]["paused"] == 1 and "lastSuccessfulTime" not in s
+    assert s["lastRun"]["reason"] == "Paused" and s["lastRun"]["skipReason"] == why
+    succeeded = condition(c, "LastRunSucceeded")
+    assert (succeeded["status"], succeeded["reason"]) == ("False", "Paused") and why in succeeded["message"]
+    (event,) = [e for e in c.events if e["reason"] == "CyclePaused"]
+    assert event["type"] == "Warning" and why in event["message"]
+    assert sample(r.metrics, "dreamkeeper_paused_cycles_total", ident()) == 1
+
+
 def start_hourly_slot(r: ScheduleReconciler, c: FakeCluster, clock: Clock, hour: int) -> str:
     """Run the pass at ``hour`` (the Job is created then); returns the Job's name."""
     clock.at(hours=hour)

@@ -121,13 +121,32 @@ def test_a_cycle_whose_proposer_failed_is_its_own_outcome_not_a_success() -> Non
         batches_failed=3,
         folded=2,
     )
-    out = outcome_of(job("Failed"), [pod(4, report.summary_json())], job_name="j", job_uid="u", trigger="schedule")
+    out = outcome_of(job("Failed"), [pod(5, report.summary_json())], job_name="j", job_uid="u", trigger="schedule")
     assert (out.run.result, out.run.reason, out.succeeded) == ("proposer-failed", "ProposerFailed", False)
     assert "3 request(s) failed" in (out.run.error or "")
     assert (out.run.batches_failed, out.run.folded) == (3, 2)  # what the cycle did still counts
     totals = add_run(Totals(), out.run)
     assert (totals.cycles_proposer_failed, totals.cycles_failed, totals.batches_failed) == (1, 0, 3)
     assert totals.model_dump(by_alias=True)["cyclesProposerFailed"] == 1
+    bare = outcome_of(job("Failed"), [pod(5, "")], job_name="j", job_uid="u", trigger="schedule")  # no summary
+    assert (bare.run.result, bare.run.reason) == ("proposer-failed", "ProposerFailed")
+
+
+def test_the_pause_marker_is_a_skip_that_is_not_a_success_and_says_why() -> None:
+    why = "paused by the agent's memory audit (memory-audit/consolidation-paused.json: reason 'live entries dropped')"
+    message = CycleReport(cycle_id="c", started_at=T0, result="skipped", skip_reason=why, paused=1).summary_json()
+    out = outcome_of(job("Failed"), [pod(4, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("skipped", "Paused", False)
+    assert out.run.skip_reason == why and out.run.model_dump()["paused"] == 1
+    bare = outcome_of(job("Failed"), [pod(4, "")], job_name="j", job_uid="u", trigger="schedule")  # no summary
+    assert (bare.run.reason, bare.run.skip_reason) == ("Paused", "paused by the agent's pause marker")
+
+
+def test_the_first_write_reaches_the_run() -> None:
+    first = T0 + timedelta(seconds=2)
+    message = CycleReport(cycle_id="c", started_at=T0, first_write_at=first, result="completed").summary_json()
+    out = outcome_of(job("Complete"), [pod(0, message)], job_name="j", job_uid="u", trigger="schedule")
+    assert out.run.first_write_at == first and out.run.started_at == T0
 
 
 def test_a_lock_held_exit_is_a_skip_even_when_the_container_left_a_summary() -> None:

@@ -224,7 +224,6 @@ def test_consolidation_runs_normally_without_a_marker(tmp_path: Path) -> None:
     assert report.llm_calls > 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 3 (h14-agent): honour RockBot's pause marker")
 def test_consolidation_skips_while_the_pause_marker_exists(tmp_path: Path) -> None:
     vector = one("hooks", "ConsolidationSkipsEntirelyWhileThePauseMarkerExists")
     marker = tmp_path / "memory-audit" / "consolidation-paused.json"

@@ -203,7 +203,6 @@ def test_fold_cycle(vector: dict[str, Any], tmp_path: Path) -> None:
         assert needle not in proposer.prompts[0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 3 (h14-agent): honour RockBot's pause marker")
 def test_the_pause_marker_stops_the_fold(tmp_path: Path) -> None:
     vector = one("fold", "ThePauseMarkerStopsTheFold")
     inputs = vector["inputs"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dreamkeeper.dream_command import EXIT_PROPOSER_FAILED
 from dreamkeeper.memory import MemoryStore
 from tests.consolidation.corpus import entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
@@ -69,7 +70,7 @@ def test_finding1_a_dead_endpoint_is_proposer_failed_exit_4_and_changes_nothing(
         "0",
         "--json",
     )
-    assert done.returncode == 4, done.stderr  # EXIT_PROPOSER_FAILED: not "completed, exit 0"
+    assert done.returncode == EXIT_PROPOSER_FAILED == 5, done.stderr  # not "completed, exit 0"
     report = json.loads(done.stdout)
     assert report["result"] == "proposer-failed" and "1 request(s) failed" in report["proposerFailure"]
     assert (report["llmCalls"], report["saved"], report["archived"], report["batchesFailed"]) == (1, 0, 0, 1)
@@ -109,7 +110,7 @@ def test_finding4_the_timeout_from_the_settings_reaches_the_client(agent: Path, 
     fake_openai.script(Reply.json(GOOD, delay=30))
     proposer = {"type": "openai", "model": "m", "base_url": fake_openai.base_url, "timeout": 0.5, "max_retries": 0}
     done = dreamkeeper(agent, "--settings-json", json.dumps({"proposer": proposer}), "--json")
-    assert done.returncode == 4, done.stderr  # the one request timed out: proposer-failed
+    assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr  # the one request timed out: proposer-failed
     report = json.loads(done.stdout)
     assert report["llmCalls"] == 1 and any("timed out" in n for n in report["notes"])
 

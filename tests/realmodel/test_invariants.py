@@ -21,6 +21,7 @@ from bench.realmodel_judge import Lexicon, invented, last_mentions
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.dream_command import EXIT_PROPOSER_FAILED
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, REVIEWED_HASH, UNUSABLE_COUNT
 from dreamkeeper.proposers import openai_output
@@ -126,7 +127,7 @@ def test_a_failed_server_is_proposer_failed_exit_4(tmp_path: Path) -> None:
         "--max-retries", "1", "--timeout", "10", "--offer-singletons", "--defer-below-entries", "0",
         "--min-interval-hours", "0", "--json",
     )  # fmt: skip
-    assert done.returncode == 4, done.stderr
+    assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr
     report = json.loads(done.stdout)
     assert report["result"] == "proposer-failed" and report["batchesFailed"] >= 1 and report["batchesUsable"] == 0
     assert live_texts(tmp_path / "agent").keys() == {s.id for s in SEEDS}

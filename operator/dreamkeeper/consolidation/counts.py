@@ -93,6 +93,7 @@ class Row(StrEnum):
     REJECTED = "merges rejected (inventing) / repaired"
     PROTECTED = "prunes refused: floor / census"
     CONFLICTS = "conflicts with concurrent writes"
+    STALE = "stale write-backs repaired (resurrected / reinforcements carried)"
     HARD_DELETES = "hard deletes"
     PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
@@ -325,6 +326,50 @@ class CycleCounts(BaseModel):
             event=Event("Warning", "Conflicts", "change(s) skipped: the agent wrote the entry during the cycle"),
             logged=Phrase("{} conflicts"),
             cli=Cell(Row.CONFLICTS),
+        ),
+    ] = 0
+    stale_write_backs: Annotated[
+        int,
+        Count(
+            "stale copies an agent wrote back over earlier cycles' changes, repaired (consolidation/writeback)",
+            reach="totals",
+            metric=metric("dreamkeeper_stale_write_backs"),
+            event=Event(
+                "Warning",
+                "StaleWriteBacks",
+                "stale write-back(s) repaired: the agent wrote cached copies back over earlier cycles' changes",
+            ),
+            logged=Phrase("{} stale write-backs"),
+            safeguard=Phrase("{} stale write-back(s) repaired"),
+            cli=Cell(Row.STALE),
+        ),
+    ] = 0
+    resurrected: Annotated[
+        int,
+        Count(
+            "archived entries an agent's stale copy made live again, archived again (of the stale write-backs)",
+            reach="totals",
+            metric=metric("dreamkeeper_resurrected"),
+            cli=Cell(Row.STALE, detail=True),
+        ),
+    ] = 0
+    reinforcements_carried: Annotated[
+        int,
+        Count(
+            "reinforcement increments of stale copies carried into their successors (each counted once)",
+            reach="run",
+            cli=Cell(Row.STALE, detail=True),
+        ),
+    ] = 0
+    stale_edits: Annotated[
+        int, Count("copies written back with changed content: kept live as new facts, reviewed as new")
+    ] = 0
+    paused: Annotated[
+        int,
+        Count(
+            "cycles skipped because the agent's pause marker (memory-audit/consolidation-paused.json) was present",
+            reach="totals",
+            metric=metric("dreamkeeper_paused_cycles"),
         ),
     ] = 0
     hard_deletes: Annotated[

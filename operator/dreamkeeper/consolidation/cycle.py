@@ -1,6 +1,7 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (recover) → vocabulary → (purge) → snapshot → fold → decay → gate → propose → validate → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → fold → decay → gate → propose → validate
+    → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -16,7 +17,7 @@ import os
 import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,12 +33,15 @@ from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
+    WRITEBACK_JOURNAL_SUFFIX,
     ExecutionTally,
     Executor,
     Journal,
     incomplete_journals,
     write_journal,
+    write_journal_steps,
 )
+from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
 from dreamkeeper.consolidation.purge import LastRecords
@@ -55,6 +59,7 @@ from dreamkeeper.consolidation.stages import (
     Proposed,
     Purged,
     Recovered,
+    Repaired,
     ReportHead,
     Skipped,
     Snapshot,
@@ -67,6 +72,7 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
 )
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
+from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (
     UNCHECKED,
@@ -202,7 +208,12 @@ class Cycle:
                 return await self._run_stages()
             except Exception as exc:
                 failed = compose_report(
-                    self._head, self.stages, "failed", finished_at=utcnow(), error=f"{type(exc).__name__}: {exc}"
+                    self._head,
+                    self.stages,
+                    "failed",
+                    finished_at=utcnow(),
+                    error=f"{type(exc).__name__}: {exc}",
+                    first_write_at=self.effects.first_write_at,
                 )
                 self.effects.record_failure(failed)
                 raise
@@ -212,6 +223,8 @@ class Cycle:
 
     async def _run_stages(self) -> CycleOutcome:
         s, effects = self.stages, self.effects
+        if (marker := read_pause_marker(self.agent_dir)) is not None:
+            return self._paused(marker)
         s.recovered = effects.recover()
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
@@ -219,7 +232,8 @@ class Cycle:
         s.purged = effects.purge(s.vocabulary.vocabulary)
         s.snapshot = effects.snapshot(s.purged)
         self._freeze()  # the snapshot lives for the whole cycle
-        s.folded = self._fold(s.snapshot)
+        s.repaired = effects.repair(s.snapshot)
+        s.folded = self._fold(s.repaired.snapshot)
         s.decayed = self._decay(s.folded)
         s.gated = self._gate(s.decayed)
         s.proposed = await self._propose(s.gated, s.decayed)
@@ -227,7 +241,9 @@ class Cycle:
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
-        report = compose_report(self._head, s, self._result(s.validated), finished_at=utcnow())
+        report = compose_report(
+            self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
+        )
         path = effects.record(report)
         _log_summary(report)
         return CycleOutcome(report, s.applied.plan, s.gated.gating, path)
@@ -242,14 +258,33 @@ class Cycle:
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
-    def _skipped(self, reason: str) -> CycleOutcome:
+    def _paused(self, marker: PauseMarker) -> CycleOutcome:
+        """The agent's memory audit paused consolidation: nothing is written under memory/, not even recovery.
+
+        The marker means entries vanished and a person has to look; the files are left exactly as the audit saw
+        them. A cycle interrupted earlier stays half-applied, which loses nothing (successors are created before
+        their sources are archived): it is finished by the first cycle after the marker is removed, or by
+        ``dreamkeeper recover`` run by hand."""
+        log.warning("memory consolidation %s", marker.describe())
+        notes = tuple(
+            f"journal {path.name} of an interrupted cycle left unfinished while paused (finished by the next cycle "
+            "after the marker is removed, or by `dreamkeeper recover`)"
+            for path in incomplete_journals(self.agent_dir)
+        )
+        return self._skipped(marker.describe(), paused=marker, notes=notes)
+
+    def _skipped(self, reason: str, *, paused: PauseMarker | None = None, notes: tuple[str, ...] = ()) -> CycleOutcome:
         log.info("memory consolidation skipped — %s", reason)
         scan = screened(self.store.scan(), self.store.root)
         live = len(scan.live)
         counts = CycleCounts(
-            total=live, live_entries=live, archived_entries=len(scan.archived), malformed=len(scan.malformed)
+            total=live,
+            live_entries=live,
+            archived_entries=len(scan.archived),
+            malformed=len(scan.malformed),
+            paused=1 if paused is not None else 0,
         )
-        self.stages.skipped = Skipped(reason, counts)
+        self.stages.skipped = Skipped(reason, counts, paused, notes)
         report = compose_report(self._head, self.stages, "skipped", finished_at=utcnow())
         return CycleOutcome(report, report_path=self.effects.record(report))
 
@@ -394,6 +429,36 @@ class Cycle:
             self._frozen = False
 
 
+def _counted_copies(journal: Journal | None) -> set[Path]:
+    """The fold copies of every group whose survivor update is done (the survivor counts them)."""
+    if journal is None:
+        return set()
+    steps = journal.header.steps
+    done = {s.group for n, s in enumerate(steps) if s.op == "update" and journal.outcomes.get(n) == "done"}
+    return {Path(s.path) for s in steps if s.op == "archive" and s.group in done}
+
+
+def repair_counts(plan: RepairPlan, journal: Journal) -> CycleCounts:
+    """What a stale write-back repair did, from its journal's outcomes (a conflict leaves a copy to the next)."""
+    stale = resurrected = carried = 0
+    for number, step in enumerate(journal.header.steps):
+        if journal.outcomes.get(number) != "done":
+            continue
+        repair = (step.baseline or {}).get("repair")
+        if step.op == "archive" and step.kind == "stale":
+            resurrected += 1
+        if repair in ("restore", "carry+restore"):
+            stale += 1
+        if repair in ("carry", "carry+restore"):
+            carried += int(((step.baseline or {}).get("layer") or {}).get("changes", {}).get("rc", 0))
+    return CycleCounts(
+        stale_write_backs=stale + resurrected,
+        resurrected=resurrected,
+        reinforcements_carried=carried,
+        stale_edits=plan.edited,
+    )
+
+
 def _log_summary(report: CycleReport) -> None:
     if any_counted(report, lambda c: c.safeguard):
         log.info("consolidation safeguards fired — %s", sentence(report, lambda c: c.safeguard))
@@ -417,13 +482,22 @@ class Writes:
     def __init__(self, context: CycleContext) -> None:
         self.context = context
         self.store = context.store
+        self.first_write_at: datetime | None = None
         self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+        self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
+
+    def _writing(self, at: datetime | None = None) -> None:
+        """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
+        if self.first_write_at is None:
+            self.first_write_at = at or utcnow()
 
     def hold(self) -> AbstractContextManager[object]:
         return CycleLock(self.context.agent_dir, f"dream cycle {self.context.cycle_id}")
 
     def recover(self) -> Recovered:
         self.context.stage("recover")
+        if next(incomplete_journals(self.context.agent_dir), None) is not None:
+            self._writing()
         done = recover(self.context.agent_dir, self.store.root, self.context.now)
         return Recovered(
             notes=tuple(
@@ -453,6 +527,7 @@ class Writes:
             # first: purge never deletes a file the engine could not read safely.
             scan = screened(self.store.scan(), self.store.root)
         keep = LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
+        started = utcnow()
         purge = self.store.purge(
             retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None, keep=keep
         )
@@ -461,6 +536,8 @@ class Writes:
             purge_kept_above_floor=len(purge.kept_above_floor),
             purge_kept_last_record=len(purge.kept_by_rule),
         )
+        if purge.purged or purge.conflicts:
+            self._writing(started)
         return Purged(scan, frozenset(e.id for e in purge.purged), purge.conflicts, counts)
 
     def snapshot(self, purged: Purged) -> Snapshot:
@@ -476,12 +553,67 @@ class Writes:
             )
         return snapshot_of(scan, purged.purged_ids)
 
+    def repair(self, snapshot: Snapshot) -> Repaired:
+        self.context.stage("repair")
+        since = self._window_start()
+        index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
+        try:
+            if not plan.steps:
+                return Repaired(snapshot, CycleCounts(stale_edits=plan.edited), plan.notes)
+            journal_id = self.context.cycle_id + WRITEBACK_JOURNAL_SUFFIX
+            steps = list(plan.steps)
+            journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
+            self._journals[journal_id] = journal
+            self._writing()
+            tally = Executor(self.store, journal, self.context.now).run()
+            scan = self._reread(snapshot.scan, plan.touched)
+            # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
+            # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted
+            # twice.
+            held = {s.path for s in live_of(scan) if s.path in plan.stale_paths and index.quick(s.id, s.entry) is False}
+            live = [s for s in live_of(scan) if s.path not in held]
+            counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
+            return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
+        finally:
+            # Saved now, and let go: a corpus's worth of records is not held through the rest of the cycle (a
+            # cycle that writes loads it again at its end to fold its journals in).
+            index.expire(since)
+            self._save_index(index)
+
+    def _window_start(self) -> datetime:
+        return window_start(self.context.settings.retention, self.context.now)
+
+    def _update_index(self) -> None:
+        """Fold this cycle's journals into the write-back index (complete ones: a failed cycle's are finished by
+        recovery, and folded in by the next cycle)."""
+        if not self._journals:
+            return
+        try:
+            index = WriteBackIndex.load(self.context.agent_dir)
+            catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
+        except Exception:  # a cache of the journals: the next cycle catches up (or rebuilds) from them
+            log.exception("the write-back index was not updated; the next cycle catches up from the journals")
+            return
+        self._save_index(index)
+
+    def _save_index(self, index: WriteBackIndex) -> None:
+        try:
+            index.save(self.context.agent_dir)
+        except OSError as exc:  # a full disk, say: the journals say it all, the next cycle catches up from them
+            log.warning("the write-back index was not saved (%s); the next cycle catches up from the journals", exc)
+
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         fold_plan = Plan(folds=folds)
         tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
-        scan = self._reread(snapshot.scan, fold_plan)
+        touched = {f.survivor.path for f in fold_plan.folds} | {c.path for f in fold_plan.folds for c in f.copies}
+        scan = self._reread(snapshot.scan, touched)
+        # A copy whose survivor now counts it is out of this cycle, archived or not: its archive refused (the agent
+        # wrote it meanwhile), or the agent's stale copy back over the archive, it would be merged and counted again.
+        # The next cycle's repair archives it, carrying what the agent changed.
+        held = _counted_copies(self._journals.get(self.context.cycle_id + FOLD_JOURNAL_SUFFIX))
+        live = [s for s in live_of(scan) if s.path not in held]
         n = tally.archived_folded
-        return Folded(scan, live_of(scan), tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
+        return Folded(scan, live, tuple(folds), CycleCounts(folded=n, archived=n, archived_with_replacement=n))
 
     def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
         decay_plan = Plan(decays=list(plan.actions))
@@ -527,6 +659,7 @@ class Writes:
         return Measured(counts, tuple(lost))
 
     def record(self, report: CycleReport) -> Path:
+        self._update_index()
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at
@@ -535,6 +668,7 @@ class Writes:
 
     def record_failure(self, report: CycleReport) -> None:
         log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
+        self._update_index()
         write_report(self.context.agent_dir, report)
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -554,30 +688,35 @@ class Writes:
         journal = write_journal(
             self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
         )
+        self._journals[journal.header.cycle_id] = journal
         snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
         for stored in (*leaving, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
             snapshot[str(stored.path)] = stored
+        self._writing()
         return Executor(self.store, journal, self.context.now, snapshot)
 
-    def _reread(self, scan: ScanResult, fold_plan: Plan) -> ScanResult:
-        """The snapshot after the fold: only the files the fold wrote are read again (a full rescan cost as much as
-        the rest of a warm cycle at 100k entries). Entries the agent changed meanwhile keep their snapshot
+    def _reread(self, scan: ScanResult, touched: set[Path]) -> ScanResult:
+        """The snapshot after a stage wrote ``touched``: only those files are read again (a full rescan cost as much
+        as the rest of a warm cycle at 100k entries). Entries the agent changed meanwhile keep their snapshot
         fingerprint, so any later write to them is refused as a conflict, exactly as for changes after a scan."""
-        touched = {f.survivor.path for f in fold_plan.folds} | {c.path for f in fold_plan.folds for c in f.copies}
-        entries: list[StoredEntry] = []
         malformed = list(scan.malformed)
-        for stored in scan.entries:
-            if stored.path not in touched:
-                entries.append(stored)
-            elif stored.path.exists():
-                result = self.store.read_file(stored.path)
-                if isinstance(result, StoredEntry):
-                    entries.append(result)
-                else:
-                    log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
-                    malformed.append(result)
-        return ScanResult(entries=entries, malformed=malformed, duplicates=scan.duplicates)
+
+        def again(items: list[StoredEntry]) -> list[StoredEntry]:
+            out: list[StoredEntry] = []
+            for stored in items:
+                if stored.path not in touched:
+                    out.append(stored)
+                elif stored.path.exists():
+                    result = self.store.read_file(stored.path)
+                    if isinstance(result, StoredEntry):
+                        out.append(result)
+                    else:
+                        log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+                        malformed.append(result)
+            return out
+
+        return ScanResult(entries=again(scan.entries), malformed=malformed, duplicates=again(scan.duplicates))
 
     def _final_state(self, snapshot: ScanResult) -> FinalState:
         """What a scan after apply says, streamed: the snapshot is still referenced by the plan, and holding a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from datetime import datetime
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,10 +24,12 @@ from dreamkeeper.consolidation.stages import (
     Measured,
     Purged,
     Recovered,
+    Repaired,
     Snapshot,
     Validated,
     snapshot_of,
 )
+from dreamkeeper.consolidation.writeback import plan_from_journals, window_start
 from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.memory import StoredEntry
 
@@ -36,6 +39,7 @@ class DryRun:
     no ledger, no report file. The fold is planned (its copies leave the corpus the gate sees), the plan shown."""
 
     result: CycleResult = "dry-run"
+    first_write_at: datetime | None = None
 
     def __init__(self, context: CycleContext) -> None:
         self.context = context
@@ -57,6 +61,21 @@ class DryRun:
         self.context.stage("snapshot")
         store = self.context.store
         return snapshot_of(screened(store.scan(), store.root))
+
+    def repair(self, snapshot: Snapshot) -> Repaired:
+        """The repair planned: the stale copies it would repair leave the corpus the fold and the gate see (the
+        index is caught up in memory only)."""
+        self.context.stage("repair")
+        since = window_start(self.context.settings.retention, self.context.now)
+        _, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
+        live = [s for s in snapshot.live if s.path not in plan.stale_paths]
+        counts = CycleCounts(
+            stale_write_backs=plan.stale,
+            resurrected=plan.resurrected,
+            reinforcements_carried=plan.carried,
+            stale_edits=plan.edited,
+        )
+        return Repaired(replace(snapshot, live=live), counts, plan.notes)
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
         leaving = Plan(folds=folds).leaving_ids()

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from dreamkeeper.consolidation.baseline import baseline_of
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
@@ -46,10 +47,11 @@ log = logging.getLogger(__name__)
 
 FOLD_JOURNAL_SUFFIX = "-fold"  # the exact-duplicate fold's journal: <cycle id>-fold.jsonl
 DECAY_JOURNAL_SUFFIX = "-decay"  # importance decay's journal: <cycle id>-decay.jsonl
+WRITEBACK_JOURNAL_SUFFIX = "-writeback"  # the stale write-back repair's journal: <cycle id>-writeback.jsonl
 
 Op = Literal["create", "update", "archive", "stamp", "decay"]
 DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
-ArchiveKind = Literal["merged", "folded", "ephemeral", "undo"]
+ArchiveKind = Literal["merged", "folded", "ephemeral", "undo", "stale"]
 
 
 class FingerprintModel(BaseModel):
@@ -75,7 +77,10 @@ class Step(BaseModel):
     after: dict[str, Any] | None = None
     reason: str | None = None
     kind: ArchiveKind | None = None
-    metadata: dict[str, str | None] | None = None
+    metadata: dict[str, str | None] | None = None  # a stamp's keys; keys an archive also sets
+    # What the cycle saw of an entry it archives (content hash, counters: consolidation/baseline.py), or what a
+    # stale write-back repair did (consolidation/writeback): how a later cycle knows a stale copy when it sees one.
+    baseline: dict[str, Any] | None = None
 
 
 class JournalHeader(BaseModel):
@@ -109,8 +114,10 @@ def journal_path(agent_dir: Path, cycle_id: str) -> Path:
 
 
 def journal_paths(agent_dir: Path, cycle_id: str) -> list[Path]:
-    """A cycle's journals in the order they were written: its exact-duplicate fold, its decay, then its plan."""
+    """A cycle's journals in the order they were written: its stale write-back repair, its exact-duplicate fold,
+    its decay, then its plan."""
     return [
+        journal_path(agent_dir, cycle_id + WRITEBACK_JOURNAL_SUFFIX),
         journal_path(agent_dir, cycle_id + FOLD_JOURNAL_SUFFIX),
         journal_path(agent_dir, cycle_id + DECAY_JOURNAL_SUFFIX),
         journal_path(agent_dir, cycle_id),
@@ -233,6 +240,19 @@ def _entry_path(store: MemoryStore, entry: Entry) -> Path:
 
 
 def _archive_step(stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
+    return archive_step(stored, group, reason, kind, baseline=baseline_of(stored.entry))
+
+
+def archive_step(
+    stored: StoredEntry,
+    group: int,
+    reason: str,
+    kind: ArchiveKind,
+    *,
+    metadata: dict[str, str | None] | None = None,
+    baseline: dict[str, Any] | None = None,
+) -> Step:
+    """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write."""
     return Step(
         op="archive",
         id=stored.id,
@@ -241,6 +261,25 @@ def _archive_step(stored: StoredEntry, group: int, reason: str, kind: ArchiveKin
         expected=FingerprintModel.of(stored.fingerprint),
         reason=reason,
         kind=kind,
+        metadata=metadata,
+        baseline=baseline,
+    )
+
+
+def update_step(
+    stored: StoredEntry, after: Entry, group: int, reason: str, baseline: dict[str, Any] | None = None
+) -> Step:
+    """Rewrite ``stored`` (as the snapshot read it, fingerprint-guarded) as ``after``; undo writes it back."""
+    return Step(
+        op="update",
+        id=stored.id,
+        path=str(stored.path),
+        group=group,
+        expected=FingerprintModel.of(stored.fingerprint),
+        before=stored.entry.to_json_obj(),
+        after=after.to_json_obj(),
+        reason=reason,
+        baseline=baseline,
     )
 
 
@@ -530,7 +569,12 @@ class Executor:
                 return "done"
             replace_file(path, _dump(step.after), step.expected.to_fingerprint())
             self.tally.updated += 1
-            log.info("folded into %s (its text kept): %s", step.id, current.entry.content)
+            log.info(
+                "%s %s (its text kept): %s",
+                step.reason or "folded exact duplicates into",
+                step.id,
+                current.entry.content,
+            )
             return "done"
         if step.op == "archive":
             assert step.expected is not None and step.reason is not None
@@ -543,6 +587,8 @@ class Executor:
                 raise ConflictError(path, "already archived by someone else")
             if current.fingerprint != step.expected.to_fingerprint():
                 raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
+            if step.metadata:  # written with the archive, in the same fingerprint-guarded write
+                current = StoredEntry(current.entry.with_meta(**step.metadata), current.path, current.fingerprint)
             self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False)
             self.tally.archived += 1
             if step.kind == "ephemeral":
@@ -564,11 +610,17 @@ def _dump(obj: dict[str, Any]) -> bytes:
 
 
 def write_journal(agent_dir: Path, cycle_id: str, plan: Plan, store: MemoryStore, now: datetime) -> Journal:
+    return write_journal_steps(agent_dir, cycle_id, steps_from_plan(plan, store), store, now)
+
+
+def write_journal_steps(
+    agent_dir: Path, cycle_id: str, steps: list[Step], store: MemoryStore, now: datetime
+) -> Journal:
     header = JournalHeader(
         cycle_id=cycle_id,
         created_at=format_timestamp(now),
         memory_root=str(store.root),
-        steps=steps_from_plan(plan, store),
+        steps=steps,
     )
     journal = Journal.create(agent_dir, header)
     fsync_directory(journal.path.parent)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.memory import UNCHECKED, replace_file, state_dir
 
 # "proposer-failed": the cycle ran to the end, but the proposer was asked about at least one batch and none got a
@@ -49,6 +50,9 @@ class _ReportHead(BaseModel):
     error: str | None = None
     proposer: str = "offline"
     started_at: datetime
+    # When the cycle first wrote under memory/ (None: it wrote nothing): a caching agent's index is stale from
+    # then on, so RestartAfter's stale window is measured from here, not from the start.
+    first_write_at: datetime | None = None
     finished_at: datetime | None = None
 
 
@@ -64,6 +68,7 @@ class CycleReport(CycleCounts, _ReportHead):
     rejections: list[Rejection] = Field(default_factory=list)
     protections: list[Protection] = Field(default_factory=list)
     lost_specifics: list[str] = Field(default_factory=list)
+    pause_marker: PauseMarker | None = None  # the agent's pause marker, when it stopped the cycle
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -80,7 +85,7 @@ class CycleReport(CycleCounts, _ReportHead):
         data = self.model_dump(
             mode="json",
             by_alias=True,
-            exclude={"rejections", "protections", "lost_specifics", "notes", "agent_dir"},
+            exclude={"rejections", "protections", "lost_specifics", "notes", "agent_dir", "pause_marker"},
         )
         data["durationSeconds"] = round(self.duration_seconds, 3)
         if self.error:

@@ -1,6 +1,7 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (recover) → vocabulary → (purge) → snapshot → fold → decay → gate → propose → validate → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → fold → decay → gate → propose → validate
+    → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -9,8 +10,9 @@ through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at
 
 To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages`` (in order), and one
 call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations. A stage
-that may stop the cycle (a pause marker) gives a reason, as ``too_soon`` does, and the cycle ends as skipped; one
-that narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
+that may stop the cycle gives a reason, as ``too_soon`` does, and the cycle ends as skipped (``Skipped``): the
+agent's pause marker (``pause.py``) is read first of all, before recovery, and stops a dry run too; one that
+narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Protocol
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.gating import GatingResult
+from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.proposal import Batch, BatchReply
 from dreamkeeper.consolidation.quarantine import malformed_notes
@@ -99,6 +102,16 @@ def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), coun
 
 def live_of(scan: ScanResult) -> list[StoredEntry]:
     return [s for s in scan.entries if s.entry.is_live]
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """The corpus once stale write-backs are repaired (``writeback/``): an agent's cached copies written back over
+    earlier cycles' archives and stamps. Executed when writing, only planned in a dry run."""
+
+    snapshot: Snapshot  # what the later stages read: the snapshot with the repaired files read again
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,10 +210,11 @@ class Measured:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Too soon after the last completed cycle: the corpus is only counted."""
+    """Paused by the agent's marker, or too soon after the last completed cycle: the corpus is only counted."""
 
     reason: str
     counts: CycleCounts = NONE
+    paused: PauseMarker | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -224,6 +238,7 @@ class Stages:
     vocabulary: VocabularyLoaded | None = None
     purged: Purged | None = None
     snapshot: Snapshot | None = None
+    repaired: Repaired | None = None
     folded: Folded | None = None
     decayed: Decayed | None = None
     gated: Gated | None = None
@@ -255,6 +270,7 @@ def compose_report(
     *,
     finished_at: datetime | None,
     error: str | None = None,
+    first_write_at: datetime | None = None,
 ) -> CycleReport:
     """The cycle report, from the stages' values: counts summed, notes in stage order."""
     done = list(stages.done())
@@ -264,6 +280,7 @@ def compose_report(
         agent_dir=head.agent_dir,
         proposer=head.proposer,
         started_at=head.started_at,
+        first_write_at=first_write_at,
         finished_at=finished_at,
         result=result,
         skip_reason=stages.skipped.reason if stages.skipped else None,
@@ -277,6 +294,7 @@ def compose_report(
         rejections=list(validated.decisions.rejections) if validated else [],
         protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
+        pause_marker=stages.skipped.paused if stages.skipped else None,
         notes=[n for s in done for n in s.notes],
     )
 
@@ -285,6 +303,7 @@ class Effects(Protocol):
     """Every stage that touches the disk. ``cycle.Writes`` does; ``dryrun.DryRun`` changes nothing."""
 
     result: CycleResult  # what a cycle that runs to the end reports
+    first_write_at: datetime | None  # when the cycle first wrote under memory/ (never, in a dry run)
 
     def hold(self) -> AbstractContextManager[object]:
         """The agent's cycle lock, for the whole cycle."""
@@ -304,6 +323,10 @@ class Effects(Protocol):
 
     def snapshot(self, purged: Purged) -> Snapshot:
         """Read the corpus (what purge left)."""
+        ...
+
+    def repair(self, snapshot: Snapshot) -> Repaired:
+        """Repair the stale copies an agent wrote back over earlier cycles' changes."""
         ...
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
@@ -342,6 +365,7 @@ __all__ = [
     "Proposed",
     "Purged",
     "Recovered",
+    "Repaired",
     "ReportHead",
     "Skipped",
     "Snapshot",

@@ -18,9 +18,11 @@ from dreamkeeper.consolidation.journal import (
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     CREATED_BY_CYCLE,
+    STALE_COPY_OF,
     ConflictError,
     MalformedFile,
     MemoryStore,
+    note_undone,
     replace_file,
     utcnow,
 )
@@ -47,8 +49,13 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
         raise FileNotFoundError(f"no journal for cycle {cycle_id} under {journal_dir(agent_dir)}; nothing was changed")
     store = MemoryStore(memory_root)
     result = UndoResult(cycle_id)
+    undone = []
     for path in reversed(paths):
         journal = Journal.load(path)
+        # Each journal tags what it archives with its own id (a fold's is <cycle>-fold); a stale copy archived
+        # again by a later repair names the journal that first archived it (STALE_COPY_OF): both come back.
+        journal_id = journal.header.cycle_id
+        undone.append(journal_id)
         for index in range(len(journal.header.steps) - 1, -1, -1):
             step = journal.header.steps[index]
             if journal.outcomes.get(index) != "done" and step.op != "create":
@@ -59,7 +66,8 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
                 continue
             try:
                 if step.op == "archive":
-                    if current.entry.is_archived and current.entry.meta(ARCHIVED_BY_CYCLE) == cycle_id:
+                    tags = {current.entry.meta(ARCHIVED_BY_CYCLE), current.entry.meta(STALE_COPY_OF)}
+                    if current.entry.is_archived and journal_id in tags:
                         store.restore(current)
                         result.restored.append(step.id)
                 elif step.op == "create":
@@ -84,6 +92,9 @@ def undo_cycle(agent_dir: Path, memory_root: Path, cycle_id: str) -> UndoResult:
             except ConflictError as exc:
                 log.warning("undo of %s: %s", step.id, exc)
                 result.conflicts.append(step.id)
+    # Said before anything else can run (the caller holds the cycle lock): what this cycle archived and wrote no
+    # longer stands, and the stale write-back repair must not take what undo brought back for a stale copy.
+    note_undone(agent_dir, undone)
     log.info(
         "undid cycle %s — %d restored, %d successor(s) archived, %d rewrite(s) reverted, %d conflict(s)",
         cycle_id,

@@ -333,7 +333,7 @@ def downtime_seconds(stop: AgentStop, restored_at: datetime) -> float:
 # Failures that happen before the cycle touches a file: nothing to reload.
 _FAILED_BEFORE_WRITING = frozenset({"VocabularySeedFailed", "InvalidSettings", "PodFailed"})
 # Counts that mean files under memory/ were written (stamps go with `reviewed`: reviewed entries are stamped).
-_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts")
+_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts", "stale_write_backs")
 
 
 def cycle_changed_files(run: RunSummary) -> bool:
@@ -350,10 +350,12 @@ def cycle_changed_files(run: RunSummary) -> bool:
     return any(int(counts.get(name) or 0) > 0 for name in _WRITE_COUNTS)
 
 
-def stale_window_seconds(cycle_started_at: datetime | None, restarted_at: datetime) -> float | None:
-    if cycle_started_at is None:
+def stale_window_seconds(stale_since: datetime | None, restarted_at: datetime) -> float | None:
+    """How long the agent ran on a stale index: from the cycle's first write (``firstWriteAt`` of its report), or,
+    from a cycle that did not say, from its start (an upper bound), to the restart."""
+    if stale_since is None:
         return None
-    return max(0.0, (restarted_at - cycle_started_at).total_seconds())
+    return max(0.0, (restarted_at - stale_since).total_seconds())
 
 
 def restart_value(requested_at: datetime) -> str:

@@ -304,7 +304,12 @@ class AgentCoordinator:
         agent = spec.agent if spec is not None else None
         if agent is None or agent.coordination != "RestartAfter" or not cycle_changed_files(run):
             return
-        pending = AgentRestart(job_name=run.job_name, cycle_started_at=run.started_at, requested_at=p.now)
+        pending = AgentRestart(
+            job_name=run.job_name,
+            cycle_started_at=run.started_at,
+            first_write_at=run.first_write_at,
+            requested_at=p.now,
+        )
         _set_agent(p, pending_restart=pending)
 
     def restart(self, p: _Pass, spec: DreamScheduleSpec | None, persisted: AgentStatus | None) -> bool:
@@ -328,11 +333,12 @@ class AgentCoordinator:
             _set_agent(p, pending_restart=None)
             return False
         crash_point("restart")
-        window = stale_window_seconds(pending.cycle_started_at, p.now)
+        window = stale_window_seconds(pending.first_write_at or pending.cycle_started_at, p.now)
         done = pending.model_copy(update={"restarted_at": p.now, "window_seconds": window})
         _set_agent(p, pending_restart=None, last_restart=done)
         p.agent_stale_window = window
-        said = f"; the agent ran on its stale index for {window:.1f} s since the cycle started" if window else ""
+        since = "its first write" if pending.first_write_at else "the cycle started"
+        said = f"; the agent ran on its stale index for {window:.1f} s since {since}" if window else ""
         p.event(
             "Normal",
             "AgentRestarted",

@@ -439,6 +439,9 @@ class RunSummaryBase(StatusModel):
     result: Literal["completed", "skipped", "failed", "proposer-failed"]
     reason: str = Field(max_length=128, pattern=CONDITION_REASON)
     started_at: datetime | None = None
+    first_write_at: datetime | None = Field(
+        default=None, description="When the cycle first wrote under memory/ (absent: it wrote nothing)."
+    )
     finished_at: datetime | None = None
     duration_seconds: float | None = Field(default=None, ge=0)
     cycle_id: str | None = Field(default=None, max_length=128)
@@ -486,10 +489,15 @@ class AgentRestart(StatusModel):
     cycle_started_at: datetime | None = Field(
         default=None, description="When that cycle started (its first write is after this)."
     )
+    first_write_at: datetime | None = Field(
+        default=None, description="When that cycle first wrote under memory/: the agent's index is stale from then."
+    )
     requested_at: datetime = Field(description="The kubectl.kubernetes.io/restartedAt value (once per cycle).")
     restarted_at: datetime | None = Field(default=None, description="When the workload was patched.")
     window_seconds: float | None = Field(
-        default=None, ge=0, description="From the cycle's start to the restart: the agent ran on a stale index."
+        default=None,
+        ge=0,
+        description="From the cycle's first write (else its start) to the restart: the agent ran on a stale index.",
     )
 
 

@@ -524,6 +524,8 @@ class ScheduleReconciler:
             )
         elif run.reason == "LockHeld":
             p.event("Warning", "CycleSkipped", f"cycle {run.job_name} skipped: {run.skip_reason}")
+        elif run.reason == "Paused":
+            p.event("Warning", "CyclePaused", f"cycle {run.job_name} skipped: {run.skip_reason}")
         else:
             p.event(
                 "Normal",

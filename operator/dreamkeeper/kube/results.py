@@ -37,8 +37,8 @@ from dreamkeeper.kube.objects import (
 )
 from dreamkeeper.kube.seed import SeedReport
 
-# `dreamkeeper dream` exit codes (dream_command.py)
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PROPOSER_FAILED = 1, 2, 3, 4
+# `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED, EXIT_PROPOSER_FAILED = 1, 2, 3, 4, 5
 
 
 class DreamSummaryBase(BaseModel):
@@ -52,6 +52,7 @@ class DreamSummaryBase(BaseModel):
     error: str | None = None
     proposer_failure: str | None = None
     started_at: datetime | None = None
+    first_write_at: datetime | None = None
     finished_at: datetime | None = None
     duration_seconds: float | None = None
 
@@ -76,7 +77,7 @@ class JobOutcome:
 
     @property
     def succeeded(self) -> bool:
-        return self.run.result in ("completed", "skipped") and self.run.reason != "LockHeld"
+        return self.run.result in ("completed", "skipped") and self.run.reason not in ("LockHeld", "Paused")
 
 
 def _conditions(job: Job) -> dict[str, JobCondition]:
@@ -157,6 +158,7 @@ def _counts(summary: DreamSummary) -> dict[str, Any]:
             "skip_reason",
             "proposer_failure",
             "started_at",
+            "first_write_at",
             "finished_at",
             "duration_seconds",
             "cycle_id",
@@ -249,6 +251,7 @@ def _results(summary: DreamSummary | None, timing: dict[str, Any]) -> dict[str, 
         "skip_reason": _clip(summary.skip_reason),
         "duration_seconds": summary.duration_seconds,
         "started_at": summary.started_at or timing["started_at"],
+        "first_write_at": summary.first_write_at,
         "finished_at": summary.finished_at or timing["finished_at"],
     }
 
@@ -272,10 +275,15 @@ def _completed(e: _Evidence) -> RunSummary | None:
 
 
 def _proposer_failed(e: _Evidence) -> RunSummary | None:
-    """The cycle ran to the end (its summary says so) but no batch got a usable reply: exit 4, not a crash."""
-    if e.summary is None or e.summary.result != "proposer-failed":
+    """The cycle ran to the end but no batch got a usable reply (its summary says so, or exit 5): not a crash."""
+    if e.summary is not None:
+        if e.summary.result != "proposer-failed":
+            return None
+        error = e.summary.proposer_failure or e.summary.error or f"exit code {e.exit_code}"
+    elif e.exit_code == EXIT_PROPOSER_FAILED:
+        error = e.error or "no usable reply from the proposer (exit code 5, no summary)"
+    else:
         return None
-    error = e.summary.proposer_failure or e.summary.error or f"exit code {e.exit_code}"
     return e.run("proposer-failed", "ProposerFailed", error=_clip(error))
 
 
@@ -291,6 +299,14 @@ def _lock_held(e: _Evidence) -> RunSummary | None:
     if e.exit_code != EXIT_LOCKED:
         return None
     return e.run("skipped", "LockHeld", skip_reason="another process holds the agent's cycle lock")
+
+
+def _paused(e: _Evidence) -> RunSummary | None:
+    """The agent's pause marker stopped the cycle before it wrote anything (exit 4, its report says why)."""
+    if e.exit_code != EXIT_PAUSED:
+        return None
+    why = e.summary.skip_reason if e.summary else None
+    return e.run("skipped", "Paused", skip_reason=_clip(why or "paused by the agent's pause marker"))
 
 
 def _deadline_exceeded(e: _Evidence) -> RunSummary | None:
@@ -326,6 +342,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _proposer_failed,
     _seed_failed,
     _lock_held,
+    _paused,
     _deadline_exceeded,
     _invalid_settings,
     _never_ran,

@@ -11,6 +11,7 @@ from dreamkeeper.memory.atomic import (
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
+    CARRIED_AT,
     CREATED_BY_CYCLE,
     DECLINED_AT,
     DECLINED_CLUSTER,
@@ -21,15 +22,18 @@ from dreamkeeper.memory.entry import (
     MERGED_FROM,
     REASON_EPHEMERAL,
     REASON_MERGED_INTO,
+    REASON_STALE_WRITE_BACK,
     REJECTED_AT,
     REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
+    STALE_COPY_OF,
     UNUSABLE_AT,
     UNUSABLE_COUNT,
     UNUSABLE_HASH,
     Entry,
     format_timestamp,
+    successor_in,
     utcnow,
 )
 from dreamkeeper.memory.errors import (
@@ -53,6 +57,7 @@ from dreamkeeper.memory.paths import (
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.reversals import Reversal, note_restored, note_undone, read_reversals
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
@@ -67,6 +72,7 @@ from dreamkeeper.memory.store import (
 __all__ = [
     "ARCHIVED_BY_CYCLE",
     "BOOKKEEPING_KEYS",
+    "CARRIED_AT",
     "CREATED_BY_CYCLE",
     "DECLINED_AT",
     "DECLINED_CLUSTER",
@@ -79,10 +85,12 @@ __all__ = [
     "MUST_NOT_EXIST",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
+    "REASON_STALE_WRITE_BACK",
     "REJECTED_AT",
     "REJECTED_CLUSTER",
     "REVIEWED_AT",
     "REVIEWED_HASH",
+    "STALE_COPY_OF",
     "UNCHECKED",
     "UNUSABLE_AT",
     "UNUSABLE_COUNT",
@@ -101,6 +109,7 @@ __all__ = [
     "MemoryStoreError",
     "PathEscapeError",
     "PurgeReport",
+    "Reversal",
     "ScanResult",
     "StoreWriteError",
     "StoredEntry",
@@ -115,10 +124,14 @@ __all__ = [
     "format_timestamp",
     "fsync_directory",
     "memory_root",
+    "note_restored",
+    "note_undone",
     "ordinal_key",
+    "read_reversals",
     "replace_file",
     "review_hash",
     "state_dir",
+    "successor_in",
     "utcnow",
     "validate_category",
     "validate_id",

@@ -25,6 +25,7 @@ from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
 from dreamkeeper.memory.lock import CycleLock
 from dreamkeeper.memory.paths import memory_root, validate_id
+from dreamkeeper.memory.reversals import note_restored
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import MemoryStore, StoredEntry, entry_summary
 
@@ -243,6 +244,9 @@ def restore_command(
                         out.print(f"{entry_id}: not archived; left as it is", soft_wrap=True)
                         continue
                     store.restore(stored)
+                    # Said before the next cycle can run (the lock is held): the repair of stale write-backs must
+                    # not take this entry for an agent's cached copy and archive it again.
+                    note_restored(agent_dir, [stored.id])
                 except MemoryStoreError as exc:
                     err.print(f"[red]error:[/red] {escape(str(exc))}")
                     failed += 1

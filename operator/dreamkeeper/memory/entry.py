@@ -41,6 +41,10 @@ CREATED_BY_CYCLE = "dreamkeeperCreatedByCycle"
 UNUSABLE_HASH = "dreamkeeperUnusableHash"
 UNUSABLE_AT = "dreamkeeperUnusableAt"
 UNUSABLE_COUNT = "dreamkeeperUnusableCount"
+# Stale write-back repair (consolidation/writeback): on an entry an agent's stale changes were carried into, when;
+# on a stale copy archived again, the journal that first archived it (whose undo brings it back too).
+CARRIED_AT = "dreamkeeperCarriedAt"
+STALE_COPY_OF = "dreamkeeperStaleCopyOf"
 BOOKKEEPING_KEYS = frozenset(
     {
         MERGED_FROM,
@@ -59,11 +63,25 @@ BOOKKEEPING_KEYS = frozenset(
         UNUSABLE_HASH,
         UNUSABLE_AT,
         UNUSABLE_COUNT,
+        CARRIED_AT,
+        STALE_COPY_OF,
     }
 )
 
 REASON_MERGED_INTO = "merged into "
 REASON_EPHEMERAL = "flagged ephemeral by consolidation"
+REASON_STALE_WRITE_BACK = "stale write-back; "  # prefixes the reason a stale copy is archived again with
+
+
+def successor_in(reason: str | None) -> str | None:
+    """The successor an archive reason names ("merged into X", also after the stale write-back prefix), if any."""
+    text = reason or ""
+    if text.startswith(REASON_STALE_WRITE_BACK):
+        text = text[len(REASON_STALE_WRITE_BACK) :]
+    if not text.startswith(REASON_MERGED_INTO):
+        return None
+    successor = text[len(REASON_MERGED_INTO) :].strip()
+    return successor or None
 
 
 def utcnow() -> datetime:

@@ -30,7 +30,7 @@ from dreamkeeper.memory.atomic import (
     replace_file,
     unlink_durably,
 )
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, Entry, as_aware, utcnow
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, utcnow
 from dreamkeeper.memory.errors import (
     ConflictError,
     EntryNotFoundError,
@@ -358,7 +358,8 @@ class MemoryStore:
         """Bring an archived entry back to live. Returns it unchanged when it was not archived."""
         if not stored.entry.is_archived:
             return stored
-        entry = stored.entry.evolve(archived_at=None, archive_reason=None).with_meta(**{ARCHIVED_BY_CYCLE: None})
+        entry = stored.entry.evolve(archived_at=None, archive_reason=None)
+        entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: None, STALE_COPY_OF: None})
         result = self.update(stored, entry)
         log.info(
             "Restored memory entry %s (was archived %s — %s): %s",

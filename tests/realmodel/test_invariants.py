@@ -117,7 +117,7 @@ def test_a_reply_of_invented_ids_from_the_real_server_stamps_nothing(
 
 
 @pytest.mark.realmodel
-def test_a_failed_server_is_proposer_failed_exit_4(tmp_path: Path) -> None:
+def test_a_failed_server_is_proposer_failed_exit_5(tmp_path: Path) -> None:
     server = LlamaServer("smollm2", state_dir=tmp_path / "server").start()
     base_url = server.base_url
     server.stop()  # the server is gone: every request of the cycle fails

@@ -237,7 +237,9 @@ def run_model(
                 f"{model}/{variant} cycle {k + 1}: {r.result}, {row.requests} requests, "
                 f"{row.batches_usable}/{row.batches_asked} usable, saved {row.saved}, rejected {row.rejected}, "
                 f"prunes {row.prunes_allowed}/{row.prunes_refused}, {row.input_tokens}+{row.output_tokens} tokens, "
-                f"{wall:.0f}s"
+                f"{wall:.0f}s; judge: {verdicts.lossy_accepts} lossy / {verdicts.inventive_accepts} inventive accepts, "
+                f"{verdicts.false_rejections} false rejections, {verdicts.prunes_removing_last_mention} prunes "
+                f"removing a last mention, {verdicts.refusals_needed}/{verdicts.prunes_refused} refusals needed"
             )
     return {"model": model, "prompt": variant, "cycles": [asdict(r) | {"usable_share": r.usable_share} for r in rows]}
 
@@ -354,11 +356,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OPENAI_API_KEY", "local-no-key")  # llama.cpp's server checks none
     for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
         os.environ.pop(name, None)
-    runs = []
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="dk-real-model-") as tmp:
         for model in models:
             for variant in variants:
                 runs.append(run_model(model, variant, args.cycles, args.size, Path(tmp), log, args.temperature))
+                _save(args, argv, models, runs, final=False)  # an interrupted run keeps the runs it finished
+    print(_save(args, argv, models, runs, final=True))
+    return 0
+
+
+def _save(
+    args: argparse.Namespace, argv: list[str] | None, models: list[str], runs: list[dict[str, Any]], *, final: bool
+) -> str:
+    partial = "" if final else f"; interrupted: {len(runs)} run(s) finished so far"
     report = {
         "command": " ".join(["python -m bench real-model", shlex.join(sys.argv[2:] if argv is None else argv)]).strip(),
         "server": server_version(),
@@ -373,12 +384,11 @@ def main(argv: list[str] | None = None) -> int:
         "models": models,
         "host": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "note": f"; {args.note}" if args.note else "",
+        "note": (f"; {args.note}" if args.note else "") + partial,
         "runs": runs,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     markdown = _markdown(report)
     (args.out / f"{args.name}.md").write_text(markdown)
-    print(markdown)
-    return 0
+    return markdown

@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 tools:
 	@bash tests/tools/install-tools.sh
 
-# Everything: lint, types, and every test including the real control plane and podman ones.
+# Everything: lint, types, and every test including the real control plane, podman and real-model (llama.cpp) ones.
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 

@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
     "extraction": "bench.extraction",  # coverage extraction time against input length, 1 KB - 1 MB: the slope
+    "real-model": "bench.real_model",  # llama.cpp + PyPI models: usable replies, decisions and an independent judge
 }
 
 

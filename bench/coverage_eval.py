@@ -8,7 +8,9 @@ From a generated corpus (bench/corpus.py) it builds clusters of near-duplicate m
 * content-preserving: every fact of every source restated (new wording, date/phone/amount spellings,
   possessives, pronouns, order) -> any rejection is a false rejection;
 * detail-dropping: one source left out, one fact left out, a fact restated with a wrong value, the person's name
-  replaced by "a colleague", or a middle name dropped -> a rejection is a catch.
+  replaced by "a colleague", or a middle name dropped -> a rejection is a catch;
+* inventive (#18 finding 7): a content-preserving merge that also states something no source does -- another
+  person's contact, a date, a phone, an amount, a company, an account id -> the invention check should reject it.
 
 Three checks judge the same merges: ours (whole tokens), a substring-matching variant of ours (same extraction,
 case-insensitive substring coverage, same date equivalence), and an independent re-implementation of RockBot's
@@ -28,13 +30,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from bench.corpus import Corpus, Fact, Person, generate_corpus
+from bench.corpus import Corpus, Fact, Person, amount_spellings, date_spellings, generate_corpus, phone_spellings
 from bench.rockbot_reference import rockbot_missing
 from dreamkeeper.coverage import (
     CoverageIndex,
     SourceText,
     extract_specifics,
+    find_invented_specifics,
     find_missing_specifics,
     required_specifics,
 )
@@ -201,6 +205,55 @@ def _drop(
     raise ValueError(kind)
 
 
+INVENT_TYPES = {"contact": 30, "date": 20, "phone": 15, "amount": 15, "company": 10, "account": 10}
+
+
+def _invention(rng: random.Random, kind: str, other: Person) -> tuple[str, list[str]]:
+    """A sentence stating something about ``other`` (a person the sources are not about), and its values."""
+    if kind == "contact":
+        return f"Contact {other.full} at {other.email}.", [other.first, other.last, other.email]
+    if kind == "date":
+        year, month, day = rng.randint(2015, 2027), rng.randint(1, 12), rng.randint(1, 28)
+        spelled = rng.choice(date_spellings(year, month, day))
+        return f"Follow-up set for {spelled}.", [spelled]
+    if kind == "phone":
+        spelled = rng.choice(phone_spellings(other.phone, other.country_code))
+        return f"Backup line: {spelled}.", [spelled]
+    if kind == "amount":
+        spelled = rng.choice(amount_spellings(rng.randint(11, 99) * 100 + 50))
+        return f"The renewal is worth {spelled}.", [spelled]
+    if kind == "company":
+        return f"Previously worked at {other.company}.", [other.company]
+    if kind == "account":
+        return f"Uses account {other.account} for billing.", [other.account]
+    raise ValueError(kind)
+
+
+def build_inventive(seed: int, count: int) -> list[Merge]:
+    """``count`` merges that keep every source fact and add one no source states (values checked absent)."""
+    rng = random.Random(seed + 1)
+    corpus: Corpus = generate_corpus(seed, people=max(40, count // 4))
+    merges: list[Merge] = []
+    kinds, weights = list(INVENT_TYPES), list(INVENT_TYPES.values())
+    while len(merges) < count:
+        person = rng.choice(corpus.people)
+        entries = _cluster(rng, person, corpus.facts[person.key])
+        sources, said = _sources(rng, entries)
+        kept = _render(rng, _union(entries), person, said)
+        kind = rng.choices(kinds, weights)[0]
+        other = rng.choice([p for p in corpus.people if p.key != person.key])
+        sentence, values = _invention(rng, kind, other)
+        told = " ".join(source.text for source in sources).casefold()
+        if any(value.casefold() in told for value in values):
+            continue  # the sources happen to say it: not an invention
+        parts = kept.split(". ")
+        at = rng.randint(1, len(parts))
+        inside = ". ".join([*parts[:at], sentence.rstrip("."), *parts[at:]])
+        merged = inside if at < len(parts) else f"{kept} {sentence}"
+        merges.append(Merge(sources, merged, True, f"invent-{kind}", values))
+    return merges
+
+
 def build_merges(seed: int, count: int) -> tuple[list[Merge], dict[str, int]]:
     """`count` content-preserving and `count` detail-dropping merges; also how many drop-source attempts were
     redundant (the dropped source said nothing the others did not), which RockBot's 17% misses were."""
@@ -293,6 +346,51 @@ def evaluate(merges: Sequence[Merge]) -> dict[str, object]:
             ],
         }
     return results
+
+
+def evaluate_invention(merges: Sequence[Merge], inventive: Sequence[Merge]) -> dict[str, object]:
+    """The invention check, alone and with the coverage check (what validation applies to a merge): false
+    rejections on content-preserving merges, catches on inventive ones, and on detail-dropping ones."""
+    preserving = [m for m in merges if m.preserving]
+    dropping = [m for m in merges if not m.preserving]
+    started = time.perf_counter()
+    invented = {id(m): find_invented_specifics(m.sources, m.merged) for m in (*merges, *inventive)}
+    elapsed = time.perf_counter() - started
+    missing = {id(m): find_missing_specifics(m.sources, m.merged) for m in (*merges, *inventive)}
+
+    def rejects(m: Merge, which: str) -> bool:
+        if which == "coverage":
+            return bool(missing[id(m)])
+        if which == "invention":
+            return bool(invented[id(m)])
+        return bool(missing[id(m)] or invented[id(m)])
+
+    rows: dict[str, object] = {}
+    for which in ("coverage", "invention", "both"):
+        per_kind: dict[str, dict[str, int]] = {}
+        for m in inventive:
+            row = per_kind.setdefault(m.kind, {"merges": 0, "caught": 0})
+            row["merges"] += 1
+            row["caught"] += rejects(m, which)
+        rows[which] = {
+            "false_rejections": sum(rejects(m, which) for m in preserving),
+            "preserving": len(preserving),
+            "inventive_caught": sum(rejects(m, which) for m in inventive),
+            "inventive": len(inventive),
+            "dropping_caught": sum(rejects(m, which) for m in dropping),
+            "dropping": len(dropping),
+            "per_invent_type": per_kind,
+        }
+    false_rejections = [m for m in preserving if invented[id(m)]]
+    missed = [m for m in inventive if not invented[id(m)]]
+    rows["invention_seconds"] = round(elapsed, 3)
+    rows["false_rejection_causes"] = Counter(t for m in false_rejections for t in invented[id(m)]).most_common(8)
+    rows["false_rejection_examples"] = [
+        {"sources": [s.text for s in m.sources], "merged": m.merged, "invented": invented[id(m)]}
+        for m in false_rejections[:5]
+    ]
+    rows["missed_examples"] = [{"kind": m.kind, "added": m.lost, "merged": m.merged} for m in missed[:5]]
+    return rows
 
 
 def index_timing(seed: int, entries: int) -> dict[str, float | int]:
@@ -399,6 +497,7 @@ def _markdown(report: dict[str, object]) -> str:
         lines.append(f"- {example['kind']}, lost {example['lost']}: merged `{example['merged'][:200]}`")
     if not ours["missed_examples"]:
         lines.append("- nothing")
+    lines += _invention_markdown(report["invention"])  # type: ignore[arg-type]
     timing: dict[str, object] = report["index"]  # type: ignore[assignment]
     lines += [
         "",
@@ -411,6 +510,40 @@ def _markdown(report: dict[str, object]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _invention_markdown(rows: dict[str, Any]) -> list[str]:
+    names = {"coverage": "coverage check only", "invention": "invention check only", "both": "both (validation)"}
+    lines = [
+        "",
+        "## The invention check (#18)",
+        "",
+        f"{rows['both']['inventive']} inventive merges: a content-preserving merge of the same kind plus one sentence "
+        "stating something no source does (another person's contact, a date, a phone, an amount, a company, an "
+        "account id; the values checked absent from the sources).",
+        "",
+        "| check | false rejections (content-preserving) | inventive caught | detail-dropping caught |",
+        "|---|---|---|---|",
+    ]
+    for key, name in names.items():
+        row = rows[key]
+        lines.append(
+            f"| {name} | {row['false_rejections']}/{row['preserving']} | {row['inventive_caught']}/{row['inventive']} "
+            f"| {row['dropping_caught']}/{row['dropping']} |"
+        )
+    kinds = list(rows["both"]["per_invent_type"])
+    lines += ["", "| invented | merges | coverage | invention |", "|---|---|---|---|"]
+    for kind in kinds:
+        cov, inv = rows["coverage"]["per_invent_type"][kind], rows["invention"]["per_invent_type"][kind]
+        caught = f"{cov['caught']}/{cov['merges']} | {inv['caught']}/{inv['merges']}"
+        lines.append(f"| {kind} | {inv['merges']} | {caught} |")
+    causes = rows["false_rejection_causes"]
+    listed = ", ".join(f"`{text}` ×{count}" for text, count in causes) if causes else "none"
+    lines += ["", f"False rejections by the invention check were about: {listed}.", ""]
+    missed = rows["missed_examples"]
+    lines += ["Inventive merges it let through:" if missed else "Inventive merges it let through: none."]
+    lines += [f"- {m['kind']}, added {m['added']}: `{m['merged'][:200]}`" for m in missed]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -431,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         "redundant_or_inapplicable": skipped,
         "rockbot_published": ROCKBOT_PUBLISHED,
         "checks": evaluate(merges),
+        "invention": evaluate_invention(merges, build_inventive(args.seed, count)),
         "index": index_timing(args.seed, args.index_entries or (2000 if args.quick else 100_000)),
     }
     name = "coverage-eval-quick" if args.quick else "coverage-eval"

@@ -78,7 +78,8 @@ def plot_year_sim(result: dict[str, Any], path: Path) -> None:
     series = (
         ("rejected", "merges rejected"),
         ("protected", "prunes refused (floor / category)"),
-        ("censusRefusals", "census refusals"),
+        ("censusRefusals", "census refusals (merges)"),
+        ("prunesRefused", "census refusals (prunes)"),
         ("ephemeral", "ephemeral prunes allowed"),
         ("saved", "merges saved"),
     )

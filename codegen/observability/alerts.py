@@ -77,7 +77,7 @@ def _drop(window: str, fraction: float) -> str:
 
 
 _NOT_SUCCEEDED = (
-    f'sum by ({SCHEDULE_LABELS}) (dreamkeeper_cycles_total{{result="failed"}})',
+    f'sum by ({SCHEDULE_LABELS}) (dreamkeeper_cycles_total{{result=~"failed|proposer-failed"}})',
     f"sum by ({SCHEDULE_LABELS}) (dreamkeeper_missed_slots_total)",
     f'sum by ({SCHEDULE_LABELS}) (dreamkeeper_skipped_slots_total{{reason!="suspended"}})',
 )

@@ -51,6 +51,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
 EXIT_PAUSED = 4  # skipped: the agent's pause marker (memory-audit/consolidation-paused.json) is present
+EXIT_PROPOSER_FAILED = 5  # the cycle ran, but no batch the proposer was asked about got a usable reply
 EXIT_TERMINATED = 143
 SHARED_UMASK = 0o002  # files and directories the cycle creates are group-writable (the volume's fsGroup)
 
@@ -200,7 +201,12 @@ def register(app: typer.Typer) -> None:
             help="Log entry ids and counts only, never memory content (for shipped logs); the volume keeps it all.",
         ),
     ) -> None:
-        """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible."""
+        """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible.
+
+        Exit codes: 0 completed (or skipped), 1 failed, 2 invalid settings, 3 another cycle holds the agent's lock,
+        4 paused by the agent's memory audit, 5 proposer failed (the cycle ran, but no batch the model was asked
+        about got a usable reply), 143 SIGTERM.
+        """
         if shared_group:
             os.umask(SHARED_UMASK)
         try:
@@ -305,6 +311,9 @@ def register(app: typer.Typer) -> None:
         if report.result == "failed":
             err.print(f"[red]failed:[/red] {escape(report.error or 'the cycle failed')}")
             raise typer.Exit(EXIT_FAILED)
+        if report.result == "proposer-failed":
+            err.print(f"[red]proposer failed:[/red] {escape(report.proposer_failure or '')}")
+            raise typer.Exit(EXIT_PROPOSER_FAILED)
         if report.pause_marker is not None:
             err.print(f"[yellow]skipped:[/yellow] {escape(report.skip_reason or '')}")
             raise typer.Exit(EXIT_PAUSED)

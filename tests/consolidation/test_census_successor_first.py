@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from dreamkeeper.consolidation import cycle as cycle_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.settings import CycleSettings, PruneCensus
 from dreamkeeper.consolidation.validate import ValidationState, census
-from dreamkeeper.coverage import DEFAULT_VOCABULARY, CoverageIndex, extract_specifics
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, IDENTITY_KINDS, CoverageIndex, extract_specifics
 from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
 from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.proposers import ScriptedProposer
@@ -43,14 +43,17 @@ def successor(entry_id: str, content: str) -> Entry:
     return Entry(id=entry_id, content=content, category="project-context", created_at=BASE_TIME, updated_at=BASE_TIME)
 
 
-def new_state() -> ValidationState:
-    return ValidationState(CycleSettings(), DEFAULT_VOCABULARY, "test", BASE_TIME)
+def new_state(prune_census: PruneCensus = "identity") -> ValidationState:
+    return ValidationState(CycleSettings(prune_census=prune_census), DEFAULT_VOCABULARY, "test", BASE_TIME)
 
 
 def run_census(
-    live: list[StoredEntry], merges: list[MergeAction], prunes: Sequence[StoredEntry] = ()
+    live: list[StoredEntry],
+    merges: list[MergeAction],
+    prunes: Sequence[StoredEntry] = (),
+    prune_census: PruneCensus = "identity",
 ) -> ValidationState:
-    state = new_state()
+    state = new_state(prune_census)
     state.plan.merges = list(merges)
     state.plan.prunes = [PruneAction(p) for p in prunes]
     census(live, state)
@@ -116,14 +119,39 @@ def test_a_refused_merge_gives_its_sources_back_to_later_checks() -> None:
     assert [r.missing for r in state.decisions().rejections] == [["Duane"]]
 
 
-def test_prune_ephemeral_accounting_is_unchanged() -> None:
+def test_prune_ephemeral_accounting_is_unchanged_when_the_prune_census_is_off() -> None:
     said_elsewhere = stored("p1", "Trish likes Eventbrite.")
     said_nowhere = stored("p2", "Roberts owns PWOP Productions, 2048 units.")
     other = stored("c", "Trish posted on Eventbrite again.")
-    state = run_census([said_elsewhere, said_nowhere, other], [], [said_elsewhere, said_nowhere])
+    state = run_census([said_elsewhere, said_nowhere, other], [], [said_elsewhere, said_nowhere], "off")
     assert state.decisions().counts.ephemeral_specifics == 4
     assert state.plan.prunes[0].lost_specifics == []
     assert state.plan.prunes[1].lost_specifics == ["Roberts", "PWOP", "Productions", "2048"]
+
+
+def test_finding6_a_prune_taking_the_last_mention_of_a_name_is_refused() -> None:
+    said_elsewhere = stored("p1", "Trish likes Eventbrite.")
+    said_nowhere = stored("p2", "Roberts owns PWOP Productions, 2048 units.")
+    only_numbers = stored("p3", "The 2031 budget line is 7,800.")
+    other = stored("c", "Trish posted on Eventbrite again.")
+    state = run_census(
+        [said_elsewhere, said_nowhere, only_numbers, other], [], [said_elsewhere, said_nowhere, only_numbers]
+    )
+    decisions = state.decisions()
+    assert [p.target.id for p in state.plan.prunes] == ["p1", "p3"]  # p3 only takes numbers: counted, allowed
+    assert state.plan.prunes[1].lost_specifics == ["2031", "7,800"]
+    (refused,) = decisions.refused_prunes
+    assert (refused.id, refused.census) == ("p2", ["Roberts", "PWOP", "Productions"])
+    assert decisions.counts.prunes_refused == 1 and decisions.counts.ephemeral_specifics == 2
+    # "all" refuses p3 too; a refusal keeps the entry live, so the second of two last mentions may go.
+    everything = run_census([said_nowhere, only_numbers, stored("p4", "Roberts again")], [], [only_numbers], "all")
+    assert everything.plan.prunes == [] and everything.decisions().refused_prunes[0].census == ["2031", "7,800"]
+    # Finding 6: both meeting entries about one person pruned. The first is refused; with it live, the second
+    # takes nothing the corpus does not still say.
+    twins = [stored("t1", "Met Tomasz Whitfield on 2026-04-19."), stored("t2", "Tomasz Whitfield renewed.")]
+    pair = run_census(twins, [], twins)
+    assert [r.id for r in pair.decisions().refused_prunes] == ["t1"]
+    assert [p.target.id for p in pair.plan.prunes] == ["t2"] and pair.plan.prunes[0].lost_specifics == []
 
 
 def test_a_prune_without_specifics_needs_no_corpus_index() -> None:
@@ -136,11 +164,14 @@ def test_a_prune_without_specifics_needs_no_corpus_index() -> None:
 # --- census, against the single-pass reference --------------------------------------------------------------
 
 
-def eager_census(live: Sequence[StoredEntry], merges: list[MergeAction], prunes: list[StoredEntry]) -> Any:
-    """The census before successor-first: index the whole planned corpus, then one pass in plan order."""
+def eager_census(
+    live: Sequence[StoredEntry], merges: list[MergeAction], prunes: list[StoredEntry], refuse_identity: bool = False
+) -> Any:
+    """The census before successor-first: index the whole planned corpus, then one pass in plan order; prunes that
+    take the last mention of an identity specific refused (``refuse_identity``), their entries added back."""
     leaving = {s.id for m in merges for s in m.sources} | {p.id for p in prunes}
     if not leaving:
-        return [], [], [], None
+        return [], [], [], None, []
     index = CoverageIndex()
     for entry in live:
         if entry.id not in leaving:
@@ -148,10 +179,12 @@ def eager_census(live: Sequence[StoredEntry], merges: list[MergeAction], prunes:
     for merge in merges:
         index.add(merge.successor.content)
 
-    def vanishing(entries: Sequence[StoredEntry]) -> list[str]:
+    def vanishing(entries: Sequence[StoredEntry], identity: bool = False) -> list[str]:
         lost: list[str] = []
         for e in entries:
             for specific in extract_specifics(e.entry.content, e.entry.category):
+                if identity and specific.kind not in IDENTITY_KINDS:
+                    continue
                 if not index.covers(specific) and specific.text not in lost:
                     lost.append(specific.text)
         return lost
@@ -166,7 +199,14 @@ def eager_census(live: Sequence[StoredEntry], merges: list[MergeAction], prunes:
                 index.add(s.entry.content)
         else:
             kept.append(merge.successor.id)
-    return kept, refusals, [vanishing([p]) for p in prunes], index
+    pruned, refused = [], []
+    for p in prunes:
+        if refuse_identity and vanishing([p], identity=True):
+            refused.append(p.id)
+            index.add(p.entry.content)
+        else:
+            pruned.append(vanishing([p]))
+    return kept, refusals, pruned, index, refused
 
 
 WORDS = ["Rockford", "Duane", "Trish", "Roberts", "Xebia", "Austin", "Mark", "mark", "Rose", "rose", "the", "and"]
@@ -209,12 +249,14 @@ def inventory_state(index: CoverageIndex | None) -> Any:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans())
+@pytest.mark.parametrize("prune_census", ["off", "identity"])
 def test_census_answers_like_the_single_pass(
-    plan: tuple[list[StoredEntry], list[MergeAction], list[StoredEntry]],
+    prune_census: PruneCensus, plan: tuple[list[StoredEntry], list[MergeAction], list[StoredEntry]]
 ) -> None:
     live, merges, prunes = plan
-    kept, refusals, pruned, reference_index = eager_census(live, merges, prunes)
-    state = run_census(live, merges, prunes)
+    kept, refusals, pruned, reference_index, refused = eager_census(live, merges, prunes, prune_census == "identity")
+    state = run_census(live, merges, prunes, prune_census)
+    assert [p.id for p in state.decisions().refused_prunes] == refused
     assert [m.successor.id for m in state.plan.merges] == kept
     assert [r.missing for r in state.decisions().rejections] == refusals
     assert state.decisions().census_refusals == len(refusals)

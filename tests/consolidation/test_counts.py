@@ -64,6 +64,11 @@ def test_the_dream_table_rows() -> None:
         llm_calls=9,
         input_tokens=1000,
         output_tokens=200,
+        invented=2,
+        prunes_refused=3,
+        batches_usable=4,
+        batches_unusable=2,
+        batches_failed=1,
     )
     assert cli_rows(r) == [
         ("entries (live at start)", "284"),
@@ -72,8 +77,8 @@ def test_the_dream_table_rows() -> None:
         ("importance decayed (left the high-value floor)", "11 (2)"),
         ("merges saved (into an existing entry)", "26 (3)"),
         ("archived (with replacement / ephemeral)", "80 (78 / 2)"),
-        ("merges rejected / repaired", "3 / 1"),
-        ("entries protected from pruning", "4"),
+        ("merges rejected (inventing) / repaired", "3 (2) / 1"),
+        ("prunes refused: floor / census", "4 / 3"),
         ("conflicts with concurrent writes", "5"),
         ("changes that could not be written", "0"),
         ("stale write-backs repaired (resurrected / reinforcements carried)", "3 (2 / 5)"),
@@ -84,6 +89,7 @@ def test_the_dream_table_rows() -> None:
         ("specifics lost", "6"),
         ("live / archived entries now", "232 / 86"),
         ("proposer calls / tokens in / out", "9 / 1000 / 200"),
+        ("proposer batches usable / unusable / failed", "4 / 2 / 1"),
     ]
 
 
@@ -98,6 +104,7 @@ def test_the_closing_log_lines() -> None:
     guarded = report(repaired=1)
     assert any_counted(guarded, lambda c: c.safeguard)
     assert sentence(guarded, lambda c: c.safeguard) == (
-        "0 merge(s) rejected for dropping specifics, 1 merge(s) repaired, 0 entry(s) protected from pruning, "
-        "0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired"
+        "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 entry(s) protected from pruning, "
+        "0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired, "
+        "0 repl(ies) naming no offered id decided nothing"
     )

@@ -8,14 +8,15 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.report import read_report
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import REASON_EPHEMERAL, MemoryStore
-from dreamkeeper.memory.entry import MERGED_FROM, REVIEWED_HASH
+from dreamkeeper.memory import REASON_EPHEMERAL, MemoryStore, review_hash
+from dreamkeeper.memory.entry import MERGED_FROM, REVIEWED_HASH, UNUSABLE_AT, UNUSABLE_COUNT, UNUSABLE_HASH
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 
@@ -138,8 +139,6 @@ def test_invented_and_unoffered_ids_resolve_to_nothing(tmp_path: Path) -> None:
         [Seed("new1", "Trish Roberts booked Las Vegas."), Seed("new2", "The BlazorHol class is in Atlanta.")],
     )
     # An entry reviewed and unchanged, with no duplicate siblings, is withheld: naming it must do nothing.
-    from dreamkeeper.memory import review_hash
-
     text = "Tripit holds the Las Vegas itinerary."
     reviewed[REVIEWED_HASH] = review_hash(text)
     write_corpus(tmp_path, [Seed("old", text, "travel", metadata=reviewed)])
@@ -157,7 +156,9 @@ def test_invented_and_unoffered_ids_resolve_to_nothing(tmp_path: Path) -> None:
     assert "old" in live_ids(store)
     assert outcome.report.saved == 0
     assert entry_files(tmp_path) == {"new1", "new2", "old"}
-    assert outcome.report.ephemeral == 1  # only new2, which was offered
+    # Only new2, which was offered, was a prune to judge; the census keeps it (the last mention of BlazorHol).
+    assert [(p.id, p.census) for p in outcome.report.protections] == [("new2", ["BlazorHol", "Atlanta"])]
+    assert (outcome.report.ephemeral, outcome.report.prunes_refused) == (0, 1)
 
 
 def test_good_merge_saves_successor_first_with_arithmetic_and_provenance(tmp_path: Path) -> None:
@@ -168,7 +169,7 @@ def test_good_merge_saves_successor_first_with_arithmetic_and_provenance(tmp_pat
             Seed("m2", "Rocky has a Sheltie named Milo.", "people", 0.7, 2, age_days=5),
         ],
     )
-    merged = "Rocky has a dog — a Sheltie (Shetland Sheepdog) named Milo."
+    merged = "Rocky has a dog — a Sheltie named Milo."
     outcome = cycle(
         tmp_path,
         ScriptedProposer(
@@ -205,13 +206,16 @@ def test_archive_logs_content_at_info(tmp_path: Path, caplog: pytest.LogCaptureF
     )
 
 
-def test_unusable_reply_changes_nothing_and_stamps_nothing(tmp_path: Path) -> None:
+def test_unusable_reply_changes_nothing_and_stamps_only_its_backoff(tmp_path: Path) -> None:
     store = write_corpus(tmp_path, [Seed("a", "Alpha fact about Zulu."), Seed("b", "Beta fact about Mike.")])
-    before = {p: p.read_bytes() for p in (tmp_path / "memory").rglob("*.json")}
+    before = {s.id: s.entry for s in store.scan().live}
     outcome = cycle(tmp_path, ScriptedProposer(["{ this is not json"]))
-    assert outcome.report.invalid_replies == 1
-    assert {p: p.read_bytes() for p in (tmp_path / "memory").rglob("*.json")} == before
+    assert outcome.report.invalid_replies == 1 and outcome.report.backed_off == 2
     assert live_ids(store) == {"a", "b"}
+    for stored in store.scan().live:
+        entry = stored.entry
+        assert entry.content == before[stored.id].content and entry.meta(REVIEWED_HASH) is None
+        assert entry.metadata == {UNUSABLE_HASH: review_hash(entry.content), UNUSABLE_AT: ANY, UNUSABLE_COUNT: "1"}
 
 
 def test_second_cycle_withholds_reviewed_entries(tmp_path: Path) -> None:

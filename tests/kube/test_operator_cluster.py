@@ -169,6 +169,44 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
     assert op.tracebacks() == [], op.log_text()[-3000:]
 
 
+def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: Env) -> None:
+    """#18 item 3 end to end: the cycle's pod really runs against a closed port, exits 5, and the operator says so
+    (not "completed")."""
+    api = env.cluster.api
+    agent_dir = make_agent(env.cluster, env.ns, env.host)
+    api.create(namespaced(env.ns, "secrets"), {"metadata": {"name": "llm"}, "stringData": {"key": "unused"}})
+    env.operator.start()
+    env.schedule(
+        "nightly",
+        runNowToken="first",
+        safeguards={"minIntervalHours": 0},
+        proposer={
+            "type": "openai",
+            "model": "m",
+            "baseURL": "http://127.0.0.1:9/v1",  # discard: nothing listens, the connection is refused
+            "apiKeySecretRef": {"name": "llm", "key": "key"},
+            "timeoutSeconds": 5,
+        },
+        activeDeadlineSeconds=600,
+    )
+    status = env.wait_status("nightly", "the cycle counted", lambda s: s.get("lastRun"))
+    run = status["lastRun"]
+    assert (run["result"], run["reason"]) == ("proposer-failed", "ProposerFailed"), run
+    assert "no usable reply" in run["error"] and run["batchesFailed"] >= 1 and run["batchesUsable"] == 0
+    assert status["totals"]["cyclesProposerFailed"] == 1 and "lastSuccessfulTime" not in status
+    last = condition_of(status, "LastRunSucceeded")
+    assert last is not None and (last["status"], last["reason"]) == ("False", "ProposerFailed"), last
+    report = read_cycle_report(agent_dir, run["cycleId"])
+    assert report["result"] == "proposer-failed" and report["hardDeletes"] == 0
+    (job,) = jobs_of(env.cluster, env.ns)
+    assert any(c["type"] == "Failed" for c in job["status"]["conditions"])  # exit 5: the Job failed
+    events = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "ProposerFailed"]
+    assert events and events[0]["type"] == "Warning" and "no usable reply" in events[0]["message"]
+    ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
+    assert env.operator.metric("dreamkeeper_cycles_total", result="proposer-failed", **ident) == 1
+    assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
+
+
 def test_restarts_never_double_count_duplicate_a_job_or_replay_a_missed_slot(env: Env) -> None:
     api = env.cluster.api
     make_agent(env.cluster, env.ns, env.host)

@@ -230,9 +230,9 @@ def test_every_count_reaches_the_places_its_row_of_the_table_names() -> None:
     assert messages["CycleCompleted"] == (
         f"cycle {name} completed: reviewed {v['reviewed']}, withheld {v['withheld']}, archived {v['archived']} "
         f"({v['archived_with_replacement']} with replacement, {v['ephemeral']} ephemeral), rejected {v['rejected']}, "
-        f"repaired {v['repaired']}, protected {v['protected']}, held {v['held']}, live {v['live_entries']}; plan held "
-        "for approval, over the blast-radius cap: set spec.approveHold: c-1 (and a new runNowToken) to apply it if "
-        "the corpus is unchanged"
+        f"repaired {v['repaired']}, protected {v['protected']}, census-refused {v['prunes_refused']}, "
+        f"held {v['held']}, live {v['live_entries']}; plan held for approval, over the blast-radius cap: set "
+        "spec.approveHold: c-1 (and a new runNowToken) to apply it if the corpus is unchanged"
     )  # a held plan (issue 17): the run's reason is Held, its skip reason says how to approve
 
 
@@ -493,6 +493,29 @@ def test_a_job_that_vanishes_before_it_is_counted_is_a_failed_cycle_counted_once
     assert s["totals"]["cyclesFailed"] == 1
     assert s["lastRun"]["reason"] == "JobLost"
     assert condition(c, "LastRunSucceeded")["status"] == "False"
+
+
+def test_a_cycle_whose_proposer_failed_sets_the_condition_and_a_warning_event() -> None:
+    c, clock = cluster(), Clock(T0)
+    r = reconciler(c, clock)
+    clock.at(hours=3)
+    run(r, c)
+    why = "no usable reply to any of the 2 batch(es) asked (2 request(s) failed or not sent)"
+    message = report_message(result="proposer-failed", proposer_failure=why, batches_failed=2, reviewed=9)
+    c.finish_job(NS, jobs(c)[0], succeeded=False, exit_code=4, message=message)
+    run(r, c)
+    s = status(c)
+    assert (s["totals"]["cyclesProposerFailed"], s["totals"]["cyclesFailed"], s["totals"]["batchesFailed"]) == (1, 0, 2)
+    assert (s["lastRun"]["result"], s["lastRun"]["reason"]) == ("proposer-failed", "ProposerFailed")
+    assert "lastSuccessfulTime" not in s
+    last = condition(c, "LastRunSucceeded")
+    assert (last["status"], last["reason"]) == ("False", "ProposerFailed") and why in last["message"]
+    warnings = {e["reason"]: e["message"] for e in c.events if e["type"] == "Warning"}
+    assert why in warnings["ProposerFailed"] and "2 proposer batch(es) failed" in warnings["ProposerRequestsFailed"]
+    assert "CycleFailed" not in warnings
+    metrics = r.metrics
+    assert sample(metrics, "dreamkeeper_cycles_total", {**ident(), "result": "proposer-failed"}) == 1
+    assert sample(metrics, "dreamkeeper_proposer_batches_total", {**ident(), "outcome": "failed"}) == 2
 
 
 def test_lock_held_is_a_skip_not_a_success() -> None:

@@ -113,6 +113,26 @@ def test_failures_are_classified_by_their_cause() -> None:
             assert error in (out.run.error or ""), out.run.error
 
 
+def test_a_cycle_whose_proposer_failed_is_its_own_outcome_not_a_success() -> None:
+    report = CycleReport(
+        cycle_id="c",
+        started_at=T0,
+        result="proposer-failed",
+        proposer_failure="no usable reply to any of the 3 batch(es) asked (3 request(s) failed or not sent)",
+        batches_failed=3,
+        folded=2,
+    )
+    out = outcome_of(job("Failed"), [pod(5, report.summary_json())], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason, out.succeeded) == ("proposer-failed", "ProposerFailed", False)
+    assert "3 request(s) failed" in (out.run.error or "")
+    assert (out.run.batches_failed, out.run.folded) == (3, 2)  # what the cycle did still counts
+    totals = add_run(Totals(), out.run)
+    assert (totals.cycles_proposer_failed, totals.cycles_failed, totals.batches_failed) == (1, 0, 3)
+    assert totals.model_dump(by_alias=True)["cyclesProposerFailed"] == 1
+    bare = outcome_of(job("Failed"), [pod(5, "")], job_name="j", job_uid="u", trigger="schedule")  # no summary
+    assert (bare.run.result, bare.run.reason) == ("proposer-failed", "ProposerFailed")
+
+
 def test_the_pause_marker_is_a_skip_that_is_not_a_success_and_says_why() -> None:
     why = "paused by the agent's memory audit (memory-audit/consolidation-paused.json: reason 'live entries dropped')"
     message = CycleReport(cycle_id="c", started_at=T0, result="skipped", skip_reason=why, paused=1).summary_json()

@@ -233,6 +233,19 @@ def cases() -> list[Case]:
         ),
         Case(
             "DreamkeeperNoSuccessfulCycle",
+            "never a success after two failed cycles and one whose proposer failed pages",
+            "1m",
+            [
+                series("dreamkeeper_schedule_interval_seconds", steps((3600, 300))),
+                series("dreamkeeper_cycles_total", steps((0, 60), (1, 60), (2, 180)), result="failed"),
+                series("dreamkeeper_cycles_total", steps((0, 120), (1, 180)), result="proposer-failed"),
+                *slot_series,
+            ],
+            "200m",
+            [Expect(ONLY_SCHEDULE, 3)],
+        ),
+        Case(
+            "DreamkeeperNoSuccessfulCycle",
             "never a success after two failed slots is quiet",
             "1m",
             [

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dreamkeeper.dream_command import EXIT_PROPOSER_FAILED
 from dreamkeeper.memory import MemoryStore
 from tests.consolidation.corpus import entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, Reply
@@ -53,7 +54,9 @@ def test_dream_with_openai_proposer_end_to_end(agent: Path, fake_openai: FakeOpe
     assert len(MemoryStore(agent / "memory").scan().live) == 4
 
 
-def test_dream_with_a_dead_endpoint_changes_nothing(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+def test_finding1_a_dead_endpoint_is_proposer_failed_exit_4_and_changes_nothing(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
     fake_openai.responder = lambda _r: Reply.error(502, "bad gateway")
     done = dreamkeeper(
         agent,
@@ -67,10 +70,12 @@ def test_dream_with_a_dead_endpoint_changes_nothing(agent: Path, fake_openai: Fa
         "0",
         "--json",
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_PROPOSER_FAILED == 5, done.stderr  # not "completed, exit 0"
     report = json.loads(done.stdout)
-    assert (report["llmCalls"], report["saved"], report["archived"]) == (1, 0, 0)
+    assert report["result"] == "proposer-failed" and "1 request(s) failed" in report["proposerFailure"]
+    assert (report["llmCalls"], report["saved"], report["archived"], report["batchesFailed"]) == (1, 0, 0, 1)
     assert any("HTTP 502" in note for note in report["notes"])
+    assert "proposer failed: no usable reply" in " ".join(done.stderr.split())
     assert len(MemoryStore(agent / "memory").scan().live) == len(ALL_IDS)
 
 
@@ -105,7 +110,7 @@ def test_finding4_the_timeout_from_the_settings_reaches_the_client(agent: Path, 
     fake_openai.script(Reply.json(GOOD, delay=30))
     proposer = {"type": "openai", "model": "m", "base_url": fake_openai.base_url, "timeout": 0.5, "max_retries": 0}
     done = dreamkeeper(agent, "--settings-json", json.dumps({"proposer": proposer}), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr  # the one request timed out: proposer-failed
     report = json.loads(done.stdout)
     assert report["llmCalls"] == 1 and any("timed out" in n for n in report["notes"])
 

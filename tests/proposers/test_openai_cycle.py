@@ -17,10 +17,10 @@ from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycl
 from dreamkeeper.consolidation.report import read_report
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
-from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH
+from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWED_HASH, UNUSABLE_COUNT
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
-from dreamkeeper.proposers.prompts import OFFER_CONTRACT
+from dreamkeeper.proposers.prompts import OFFER_CONTRACT, REPLY_CONTRACT, default_directive
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
@@ -126,14 +126,39 @@ def test_lossy_merge_repaired_by_the_model_is_saved(agent: Path, fake_openai: Fa
     assert (run.report.repaired, run.report.saved, run.report.archived, run.report.llm_calls) == (1, 1, 2, 2)
 
 
-def test_invented_ids_are_ignored(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+def test_finding5_a_reply_of_invented_ids_decides_nothing(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     invented = {"toDelete": ["ghost0000001", "solo9"], "toSave": [merge("Ghosts are real.", "ghost1", "ghost2")]}
     fake_openai.script(Reply.json(invented))
     run = dream(agent, fake_openai)
     assert_nothing_lost(run)
     assert run.live() == ALL_IDS
-    assert (run.report.saved, run.report.archived, run.report.invalid_replies) == (0, 0, 0)
-    assert all(run.reviewed(i) for i in ALL_IDS)  # a valid answer that changes nothing still counts as a review
+    r = run.report
+    assert (r.saved, r.archived, r.invalid_replies, r.declined) == (0, 0, 0, 0)
+    assert (r.invented_replies, r.batches_unusable, r.batches_usable) == (1, 1, 0)
+    assert r.result == "proposer-failed"  # the only batch asked got no usable reply
+    # Nothing stamped reviewed or declined: offered again, with a back-off stamp from the second time on.
+    for entry_id in ALL_IDS:
+        entry = run.store.require(entry_id).entry
+        assert entry.meta(REVIEWED_HASH) is None and entry.meta(DECLINED_CLUSTER) is None, entry_id
+        assert entry.meta(UNUSABLE_COUNT) == "1"
+
+
+def test_finding5_the_contracts_placeholder_copied_back_decides_nothing(
+    agent: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    # SmolLM2's reply to the sample agent, 39 clusters stamped declined from it before #18.
+    placeholder = {"toDelete": [], "toSave": [{"content": "...", "category": "...", "sourceIds": ["<id>"]}]}
+    fake_openai.script(Reply.json(placeholder))
+    run = dream(agent, fake_openai)
+    assert (run.report.invented_replies, run.report.declined) == (1, 0)
+    assert not any(run.reviewed(i) for i in ALL_IDS)
+
+
+def test_a_reply_naming_one_offered_id_is_a_decision(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script(Reply.json({"toDelete": ["ghost0000001"], "toSave": [merge(MILO, "milo1", "ghost")]}))
+    run = dream(agent, fake_openai)
+    assert (run.report.invented_replies, run.report.batches_usable, run.report.result) == (0, 1, "completed")
+    assert all(run.reviewed(i) for i in ALL_IDS - {"milo1"})
 
 
 @pytest.mark.parametrize(
@@ -291,7 +316,21 @@ def test_finding8_the_reply_contract_ends_the_user_message(agent: Path, fake_ope
     dream(agent, fake_openai)
     (sent,) = fake_openai.completions
     assert sent.user_text.endswith(OFFER_CONTRACT)
-    assert '"toDelete"' in OFFER_CONTRACT and '"sourceIds"' in OFFER_CONTRACT
+    assert "toDelete" in OFFER_CONTRACT and "sourceIds" in OFFER_CONTRACT
+
+
+def test_the_contract_has_no_placeholder_id_to_copy() -> None:
+    # SmolLM2 and Gemma copied the old contract's "<id>" into every reply (#18, bench/results/real-model.md).
+    for text in (OFFER_CONTRACT, REPLY_CONTRACT, default_directive()):
+        assert "<id>" not in text and '"..."' not in text
+
+
+def test_an_id_written_with_the_offers_prefix_resolves(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    # Gemma 3 answered "id:78053206c63b"; "[ID:milo1]" is the offer's own notation. Only offered ids resolve.
+    fake_openai.script(Reply.json({"toDelete": [], "toSave": [merge(MILO, "ID:milo1", "[ID:milo2]")]}))
+    run = dream(agent, fake_openai)
+    assert (run.report.saved, run.report.invented_replies) == (1, 0)
+    assert not {"milo1", "milo2"} & run.live()
 
 
 def pair_merger(request: RecordedRequest) -> Reply:
@@ -308,7 +347,7 @@ def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpe
     # Batches of at most 2 entries: one pair, the other pair, then the two singles. Only the first fits the budget
     # (the singles are shown too: the default offers lone entries).
     fake_openai.responder = pair_merger
-    run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1200)
+    run = dream(agent, fake_openai, settings={"batch_max_entries": 2}, token_budget=1600)
     assert_nothing_lost(run)
     r = run.report
     assert r.budget_exhausted and r.llm_calls == 1 and len(fake_openai.completions) == 1
@@ -319,7 +358,7 @@ def test_token_budget_keeps_what_was_validated(agent: Path, fake_openai: FakeOpe
     other_pair = {"milo1", "milo2", "allen1", "allen2"} - first
     assert other_pair | {"solo1", "solo2"} <= run.live()
     assert not any(run.reviewed(i) for i in other_pair)  # not sent: still unreviewed, offered next cycle
-    assert any("token budget of 1200 reached" in n for n in r.notes)
+    assert any("token budget of 1600 reached" in n for n in r.notes)
     assert any("2 of 3 batch(es) not sent" in n for n in r.notes)
 
 
@@ -330,9 +369,10 @@ def test_offer_singletons_shows_every_eligible_entry(agent: Path, fake_openai: F
     sent = fake_openai.completions[0].user_text
     assert offered_ids(fake_openai.completions[0]) == ALL_IDS and "Other entries:" in sent
     assert "not shown" not in sent
-    # The prune reached the engine's safeguards (the status note is archived, recoverably).
-    assert "solo2" not in run.live() and run.store.require("solo2").entry.is_archived
-    assert run.report.ephemeral == 1
+    # The prune reached the engine's safeguards: the census keeps the only live mention of Tripit and Las Vegas.
+    assert "solo2" in run.live() and run.report.prunes_refused == 1
+    assert run.report.protections[0].census == ["Tripit", "Las", "Vegas"]
+    assert run.report.ephemeral == 0 and run.reviewed("solo2")
 
 
 # ---- the rejection memo (RockBot #550's treadmill) ---------------------------------------------------------------

@@ -147,7 +147,10 @@ def test_a_real_cycle_loses_nothing(llama_server: LlamaServer, local_key: None, 
     settings = CycleSettings(min_interval_hours=0)
     outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=tmp_path, settings=settings, now=BASE_TIME), p))
     report = outcome.report
-    assert report.result == "completed", report.error
+    # Whatever the model says: every request reached the server and was answered (a reply may still be unusable,
+    # and a cycle whose every reply was is proposer-failed, not an error).
+    assert report.result in ("completed", "proposer-failed"), report.error
+    assert report.batches_failed == 0 and report.batches_usable + report.batches_unusable >= 1
     assert report.llm_calls >= 2 and report.input_tokens > 0  # the 500 for json_schema, then a real answer
     assert not any("endpoint unavailable" in n for n in report.notes)
     store = MemoryStore(tmp_path / "memory")

@@ -19,6 +19,7 @@ from dreamkeeper.consolidation.proposal import (
     Proposer,
     ProposerUsage,
     RepairRequest,
+    ReplyFault,
 )
 from dreamkeeper.consolidation.report import CycleReport, cycles_dir
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -41,6 +42,7 @@ __all__ = [
     "Proposer",
     "ProposerUsage",
     "RepairRequest",
+    "ReplyFault",
     "compose",
     "cycles_dir",
     "incomplete_journals",

@@ -54,6 +54,12 @@ ARCHIVED = Family(
     label="kind",
 )
 TOKENS = Family("dreamkeeper_llm_tokens", "proposer tokens", label="direction")
+BATCHES = Family(
+    "dreamkeeper_proposer_batches",
+    "batches the proposer's model was asked about, by outcome: a usable reply, an unusable one (the model "
+    "answered; nothing could be used), a failed request (or one never sent)",
+    label="outcome",
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,8 @@ class Row(StrEnum):
     DECAYED = "importance decayed (left the high-value floor)"
     SAVED = "merges saved (into an existing entry)"
     ARCHIVED = "archived (with replacement / ephemeral)"
-    REJECTED = "merges rejected / repaired"
-    PROTECTED = "entries protected from pruning"
+    REJECTED = "merges rejected (inventing) / repaired"
+    PROTECTED = "prunes refused: floor / census"
     CONFLICTS = "conflicts with concurrent writes"
     WRITE_FAILURES = "changes that could not be written"
     STALE = "stale write-backs repaired (resurrected / reinforcements carried)"
@@ -96,6 +102,7 @@ class Row(StrEnum):
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
     PROPOSER = "proposer calls / tokens in / out"
+    BATCHES = "proposer batches usable / unusable / failed"
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,9 @@ class CycleCounts(BaseModel):
             said=Phrase("withheld {}"),
             cli=Cell(Row.REVIEWED),
         ),
+    ] = 0
+    backoff_held: Annotated[
+        int, Count("unreviewed entries held back after repeatedly unusable replies (back-off), among the withheld")
     ] = 0
     clusters: Annotated[int, Count("near-duplicate clusters offered")] = 0
     reopened: Annotated[int, Count("settled clusters offered again after their back-off")] = 0
@@ -248,14 +258,26 @@ class CycleCounts(BaseModel):
     rejected: Annotated[
         int,
         Count(
-            "merges refused for dropping specifics (sources kept)",
+            "merges refused: dropping specifics, stating ones no source states, or by the census (sources kept)",
             reach="totals",
             totals_key="mergesRejected",
             metric=metric("dreamkeeper_merges_rejected"),
-            event=Event("Normal", "MergesRejected", "merge(s) rejected for dropping specifics; sources kept"),
+            event=Event(
+                "Normal", "MergesRejected", "merge(s) rejected for dropping or inventing specifics; sources kept"
+            ),
             said=Phrase("rejected {}"),
-            safeguard=Phrase("{} merge(s) rejected for dropping specifics"),
+            safeguard=Phrase("{} merge(s) rejected"),
             cli=Cell(Row.REJECTED),
+        ),
+    ] = 0
+    invented: Annotated[
+        int,
+        Count(
+            "merges refused for stating specifics no source states (among the rejected)",
+            reach="totals",
+            metric=metric("dreamkeeper_merges_invented"),
+            safeguard=Phrase("{} for inventing specifics", detail=True),
+            cli=Cell(Row.REJECTED, detail=True),
         ),
     ] = 0
     repaired: Annotated[
@@ -280,6 +302,18 @@ class CycleCounts(BaseModel):
             event=Event("Normal", "EntriesProtected", "prune(s) refused: above the high-value floor or protected"),
             said=Phrase("protected {}"),
             safeguard=Phrase("{} entry(s) protected from pruning"),
+            cli=Cell(Row.PROTECTED),
+        ),
+    ] = 0
+    prunes_refused: Annotated[
+        int,
+        Count(
+            "prunes the census refused: the entry held the last live mention of an identity specific",
+            reach="totals",
+            metric=metric("dreamkeeper_prunes_refused"),
+            event=Event("Normal", "PrunesRefused", "prune(s) refused: the last live mention of a name, contact or id"),
+            said=Phrase("census-refused {}"),
+            safeguard=Phrase("{} prune(s) refused by the census"),
             cli=Cell(Row.PROTECTED),
         ),
     ] = 0
@@ -459,6 +493,42 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     invalid_replies: Annotated[int, Count("proposer replies that could not be used")] = 0
+    batches_usable: Annotated[
+        int,
+        Count(
+            "batches the model answered usably",
+            reach="totals",
+            metric=BATCHES.series("usable"),
+            cli=Cell(Row.BATCHES),
+        ),
+    ] = 0
+    batches_unusable: Annotated[
+        int,
+        Count(
+            "batches whose reply could not be used (unparseable, cut off, refused, or naming no offered id)",
+            reach="totals",
+            metric=BATCHES.series("unusable"),
+            cli=Cell(Row.BATCHES),
+        ),
+    ] = 0
+    batches_failed: Annotated[
+        int,
+        Count(
+            "batches whose request failed or was never sent (endpoint down, budget)",
+            reach="totals",
+            metric=BATCHES.series("failed"),
+            event=Event("Warning", "ProposerRequestsFailed", "proposer batch(es) failed or not sent"),
+            cli=Cell(Row.BATCHES),
+        ),
+    ] = 0
+    invented_replies: Annotated[
+        int,
+        Count(
+            "replies naming only ids that were not offered: they decided nothing (among the unusable)",
+            safeguard=Phrase("{} repl(ies) naming no offered id decided nothing"),
+        ),
+    ] = 0
+    backed_off: Annotated[int, Count("entries stamped for back-off: their batch's reply was unusable (backoff.py)")] = 0
     llm_calls: Annotated[int, Count("requests made to the proposer's model", cli=Cell(Row.PROPOSER))] = 0
     failed_calls: Annotated[int, Count("proposer requests that failed")] = 0
     input_tokens: Annotated[

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
@@ -292,7 +293,7 @@ class Cycle:
         s.applied = effects.apply(s.folded, s.capped.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(
-            self._head, s, effects.result, finished_at=utcnow(), first_write_at=effects.first_write_at
+            self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
         )
         if report.write_failures:
             # Every change that could be made was, and the journal is complete; but a cycle the filesystem would not
@@ -348,6 +349,14 @@ class Cycle:
         return self._skipped(
             f"a plan is held for approval: {waiting.describe()}; approve it with approve_hold={waiting.cycle_id}"
         )
+
+    def _result(self, validated: Validated) -> CycleResult:
+        """What a cycle that ran to the end reports: proposer-failed when the model was asked and no reply was
+        usable (#18: every request failed and the cycle said completed, exit 0); a dry run stays a dry run."""
+        result = self.effects.result
+        if result == "completed" and validated.decisions.batches.failure is not None:
+            return "proposer-failed"
+        return result
 
     # ---- stages shared by a real cycle and a dry run ----------------------------------------------------------
 
@@ -444,6 +453,7 @@ class Cycle:
         counts = CycleCounts(
             reviewed=len(gating.eligible),
             withheld=gating.withheld,
+            backoff_held=gating.held,
             clusters=len(gating.clusters),
             reopened=len(gating.reopened),
         )
@@ -484,7 +494,8 @@ class Cycle:
             proposed.batches, proposed.replies, gating, decayed.live, self.proposer, state
         )
         stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
-        plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=list(stamps.stamps))
+        backoff = backoff_stamps(gating.eligible, decisions.backoff, self.now)
+        plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=[*stamps.stamps, *backoff])
         return Validated(decisions, plan, vocabulary, stamps.declined)
 
     def _usage(self) -> Usage:
@@ -554,10 +565,14 @@ def repair_counts(plan: RepairPlan, journal: Journal) -> CycleCounts:
 def _log_summary(report: CycleReport) -> None:
     if any_counted(report, lambda c: c.safeguard):
         log.info("consolidation safeguards fired — %s", sentence(report, lambda c: c.safeguard))
+    if report.result == "proposer-failed":
+        log.warning("dream cycle %s: the proposer failed — %s", report.cycle_id, report.proposer_failure)
     log.info(
         "dream cycle %s %s — %s",
         report.cycle_id,
-        "planned (dry run)" if report.result == "dry-run" else "complete",
+        {"dry-run": "planned (dry run)", "proposer-failed": "finished without a usable proposer reply"}.get(
+            report.result, "complete"
+        ),
         sentence(report, lambda c: c.logged),
     )
 

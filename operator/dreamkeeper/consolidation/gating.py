@@ -10,6 +10,7 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.declines import days, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
@@ -34,6 +35,7 @@ class GatingResult:
     reopened: list[Cluster] = field(default_factory=list)
     all_clusters: list[Cluster] = field(default_factory=list)
     withheld: int = 0
+    held: int = 0  # unreviewed entries waiting out a back-off after unusable replies (backoff.py)
     unreviewed: int = 0
     degraded: bool = False
     degraded_reason: str | None = None
@@ -57,9 +59,14 @@ def select_candidates(
     embeddings: EmbeddingLoader | None = None,
 ) -> GatingResult:
     result = GatingResult()
-    unreviewed = {s.id for s in live if not is_reviewed(s)}
-    result.unreviewed = len(unreviewed)
     by_id = {s.id: s for s in live}
+    unreviewed = {s.id for s in live if not is_reviewed(s)}
+    # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
+    # back-off ends; a new sibling still brings them along (its cluster is offered whole).
+    held = {i for i in unreviewed if is_held(by_id[i], settings, now)}
+    unreviewed -= held
+    result.unreviewed = len(unreviewed)
+    result.held = len(held)
     try:
         items = [
             ClusterItem(s.id, s.entry.content, s.entry.category, embeddings(s.id) if embeddings else None) for s in live
@@ -84,6 +91,8 @@ def select_candidates(
         if any(i in unreviewed for i in cluster.ids):
             result.clusters.append(cluster)
             eligible_ids.update(cluster.ids)
+            continue
+        if any(i in held for i in cluster.ids):
             continue
         when = reopen_time([by_id[i] for i in cluster.ids], settings)
         if when is not None and when <= now:

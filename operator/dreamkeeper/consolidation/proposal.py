@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -108,21 +108,33 @@ class ProposalRequest:
     feedback: tuple[FeedbackSignal, ...] = ()  # the agent's feedback signals of the last 7 days (oldest 50)
 
 
+# Why a batch has no proposal: the model answered and the answer cannot be used ("reply": unparseable, cut off,
+# refused), or the request failed or was never sent ("request": HTTP errors, timeouts, the budget).
+ReplyFault = Literal["reply", "request"]
+
+
 @dataclass(slots=True)
 class BatchReply:
     """The proposer's answer to one batch. ``proposal`` None means the reply was unusable: nothing applies,
-    and the batch's entries are not stamped reviewed."""
+    and the batch's entries are not stamped reviewed; ``fault`` says whose it was. ``asked`` is False when the
+    proposer answered without consulting its model (nothing worth showing, or deferred to a later cycle)."""
 
     batch_index: int
     proposal: Proposal | None
     error: str | None = None
+    fault: ReplyFault = "reply"
+    asked: bool = True
 
 
 @dataclass(slots=True)
 class RepairRequest:
+    """One more try at a merge: restore ``missing`` (source specifics it dropped) and remove ``invented``
+    (specifics no source states)."""
+
     merge: MergeProposal
     sources: list[Entry]
     missing: list[str]
+    invented: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -14,7 +14,9 @@ from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.memory import UNCHECKED, MiB, ensure_state_dir, read_regular, replace_file, state_dir
 
-CycleResult = Literal["completed", "skipped", "failed", "dry-run"]
+# "proposer-failed": the cycle ran to the end, but the proposer was asked about at least one batch and none got a
+# usable reply (requests failed, or every answer was unusable); nothing the model should have decided was decided.
+CycleResult = Literal["completed", "skipped", "failed", "dry-run", "proposer-failed"]
 
 
 class Rejection(BaseModel):
@@ -24,13 +26,18 @@ class Rejection(BaseModel):
     missing: list[str]
     reason: str
     content: str = ""
+    invented: list[str] = Field(default_factory=list)  # specifics the merged text states and no source does
 
 
 class Protection(BaseModel):
+    """A prune refused: by the floor or a protected category, or (``census``) because the entry holds the last live
+    mention of the specifics named."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     id: str
     reason: str
+    census: list[str] = Field(default_factory=list)
 
 
 class _ReportHead(BaseModel):
@@ -57,6 +64,7 @@ class CycleReport(CycleCounts, _ReportHead):
     budget_exhausted: bool = False
     estimated_cost: float | None = None
     clustering_degraded: bool = False
+    proposer_failure: str | None = None  # why the result is proposer-failed
     rejections: list[Rejection] = Field(default_factory=list)
     protections: list[Protection] = Field(default_factory=list)
     lost_specifics: list[str] = Field(default_factory=list)

@@ -49,6 +49,8 @@ class DecaySettings(BaseModel):
 ClusterTokens = Literal["rockbot", "unicode"]
 ClusterSplit = Literal["rockbot", "neighbours"]
 
+PruneCensus = Literal["identity", "all", "off"]
+
 
 class CycleSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -81,6 +83,11 @@ class CycleSettings(BaseModel):
     # archive_cap_min_entries) waits for a human. 0.10: RockBot's audit calls a larger live drop a loss alert.
     archive_cap: float = Field(default=0.10, gt=0.0, le=1.0)
     archive_cap_min_entries: int = Field(default=10, ge=1, le=MAX_PER_CYCLE)
+    # A prune that makes a specific vanish from the live corpus: refused when it is an identity specific (name,
+    # e-mail, phone, account id...; "identity"), any specific ("all"), or only counted ("off").
+    prune_census: PruneCensus = "identity"
+    # Entries whose batch got unusable replies twice in a row wait this long, doubling (backoff.py); 0 = never.
+    unusable_backoff_days: float = Field(default=1.0, ge=0.0, le=MAX_DAYS)
 
     @field_validator("protected_categories")
     @classmethod

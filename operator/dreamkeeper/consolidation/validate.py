@@ -1,8 +1,9 @@
 """Validation: turn untrusted proposer replies into a plan that only contains what the safeguards allow.
 
-Order (every step logged): resolve ids against the batch's offer → blank merges dropped, sources shielded →
-merges with no offered source not saved → coverage check with one repair try → merge arithmetic done by code →
-standalone prunes against shield, merge-only, floor and protected categories → corpus-wide specifics census.
+Order (every step logged): a reply that names no offered id decides nothing → resolve ids against the batch's
+offer → blank merges dropped, sources shielded → merges with no offered source not saved → coverage and invention
+checks with one repair try → merge arithmetic done by code → standalone prunes against shield, merge-only, floor
+and protected categories → corpus-wide specifics census (merges, then prunes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.declines import next_decline_count
 from dreamkeeper.consolidation.fold import LiveTexts, fold_merge_into, reinforcement_sum
@@ -20,15 +22,18 @@ from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.quarantine import displayable, unencodable
+from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import (
+    IDENTITY_KINDS,
     CoverageIndex,
     Inventory,
     SourceText,
     Specific,
     Vocabulary,
     extract_specifics,
+    find_invented_specifics,
     find_missing_specifics,
     merged_inventory,
 )
@@ -78,10 +83,14 @@ class Decisions:
     prunes: tuple[PruneAction, ...] = ()
     rejections: tuple[Rejection, ...] = ()
     protections: tuple[Protection, ...] = ()
+    refused_prunes: tuple[Protection, ...] = ()  # by the census: the last live mention of an identity specific
     merge_only_ignored: int = 0
     census_refusals: int = 0
+    invented_merges: int = 0  # rejections for specifics no source states
     rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
+    backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
+    batches: BatchTally = field(default_factory=BatchTally)
     # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
     # instead of indexing the whole corpus a second time.
@@ -91,11 +100,18 @@ class Decisions:
     def counts(self) -> CycleCounts:
         return CycleCounts(
             rejected=len(self.rejections),
+            invented=self.invented_merges,
             repaired=sum(1 for m in self.merges if m.repaired),
             protected=len(self.protections),
+            prunes_refused=len(self.refused_prunes),
             merge_only_ignored=self.merge_only_ignored,
             census_refusals=self.census_refusals,
             ephemeral_specifics=sum(len(p.lost_specifics) for p in self.prunes),
+            batches_usable=self.batches.usable,
+            batches_unusable=self.batches.unusable,
+            batches_failed=self.batches.failed,
+            invented_replies=self.batches.invented,
+            backed_off=len(self.backoff),
         )
 
     def leaving_ids(self) -> set[str]:
@@ -119,8 +135,12 @@ class ValidationState:
     repairs_used: int = 0
     rejections: list[Rejection] = field(default_factory=list)
     protections: list[Protection] = field(default_factory=list)
+    refused_prunes: list[Protection] = field(default_factory=list)
     merge_only_ignored: int = 0
     census_refusals: int = 0
+    invented_merges: int = 0
+    backoff: set[str] = field(default_factory=set)
+    batches: BatchTally = field(default_factory=BatchTally)
     census_index: CoverageIndex | None = None
     live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
     fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
@@ -131,10 +151,14 @@ class ValidationState:
             prunes=tuple(self.plan.prunes),
             rejections=tuple(self.rejections),
             protections=tuple(self.protections),
+            refused_prunes=tuple(self.refused_prunes),
             merge_only_ignored=self.merge_only_ignored,
             census_refusals=self.census_refusals,
+            invented_merges=self.invented_merges,
             rejected_clusters=dict(self.rejected_clusters),
             unstamped=frozenset(self.unstamped),
+            backoff=frozenset(self.backoff),
+            batches=self.batches,
             census_index=self.census_index,
         )
 
@@ -154,16 +178,13 @@ async def validate_replies(
         state.live_texts = LiveTexts(live, state.settings)
     for batch in batches:
         reply = by_batch.get(batch.index)
-        if reply is None or reply.proposal is None:
-            state.unstamped.update(batch.ids)
-            if reply is not None and reply.error:
-                log.warning(
-                    "batch %d: unusable proposer reply (%s); its entries change nothing",
-                    batch.index,
-                    shown(reply.error),
-                )
-            continue
         offered = {i.lower(): eligible[i.lower()] for i in batch.ids if i.lower() in eligible}
+        outcome = batch_outcome(reply, offered)
+        if outcome != "unasked":
+            state.batches = state.batches.add(outcome)
+        if reply is None or reply.proposal is None or outcome == "invented":
+            _decides_nothing(batch, reply, outcome, state)
+            continue
         for merge in reply.proposal.to_save:
             await _isolated_merge(merge, offered, batch, proposer, state)
         for raw_id in reply.proposal.to_delete:
@@ -175,10 +196,30 @@ async def validate_replies(
     return state.decisions()
 
 
+def _decides_nothing(batch: Batch, reply: BatchReply | None, outcome: BatchOutcome, state: ValidationState) -> None:
+    """An unusable, failed or unasked batch: nothing applies and nothing is stamped reviewed; a reply the model
+    gave that could not be used also stamps the batch's entries for back-off (backoff.py)."""
+    state.unstamped.update(batch.ids)
+    if outcome in ("unusable", "invented"):
+        state.backoff.update(batch.ids)
+    if outcome == "invented" and reply is not None and reply.proposal is not None:
+        proposal = reply.proposal
+        named = [*proposal.to_delete, *(i for m in proposal.to_save for i in m.source_ids)]
+        log.warning(
+            "batch %d: the reply names no offered id (%s); it decides nothing and its entries are not stamped",
+            batch.index,
+            shown_all(repr(str(i)) for i in named[:8]) if named else "no ids, only blank merges",
+        )
+    elif reply is not None and reply.error:
+        log.warning(
+            "batch %d: unusable proposer reply (%s); its entries change nothing", batch.index, shown(reply.error)
+        )
+
+
 def _resolve(ids: Sequence[str], offered: dict[str, StoredEntry], what: str) -> list[StoredEntry]:
     resolved: list[StoredEntry] = []
     for raw in ids:
-        stored = offered.get(str(raw).strip().lower())
+        stored = offered.get(id_key(raw))
         if stored is None:
             log.info("%s names %r, which was not offered this cycle; ignored", what, shown(raw))
         elif stored not in resolved:
@@ -197,7 +238,7 @@ async def _isolated_merge(
     try:
         await _validate_merge(merge, offered, batch, proposer, state)
     except Exception as exc:
-        sources = [s for raw in merge.source_ids if (s := offered.get(str(raw).strip().lower())) is not None]
+        sources = [s for raw in merge.source_ids if (s := offered.get(id_key(raw))) is not None]
         _reject(state, sources, [], f"could not be checked ({type(exc).__name__}: {exc})", merge.content)
 
 
@@ -226,28 +267,38 @@ async def _validate_merge(
         _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
         return
     texts = [SourceText(text=s.entry.content, category=s.entry.category) for s in sources]
+    about = [_shown_about(s.entry) for s in sources]
     content = merge.content
     missing = find_missing_specifics(texts, content, state.vocabulary)
+    invented = find_invented_specifics(texts, content, state.vocabulary, about)
     repaired = attempted = False
-    if missing and state.repairs_used < state.settings.repair_max_per_cycle:
+    if (missing or invented) and state.repairs_used < state.settings.repair_max_per_cycle:
         state.repairs_used += 1
         attempted = True
-        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing))
+        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing, invented))
         if revised and revised.strip() and not unencodable(revised):
             still = find_missing_specifics(texts, revised, state.vocabulary)
-            if not still:
+            still_invented = find_invented_specifics(texts, revised, state.vocabulary, about)
+            if not still and not still_invented:
                 log.info(
-                    "repaired merge of [%s] — restored %d specific(s): %s",
+                    "repaired merge of [%s] — restored %d specific(s): %s; removed %d invented: %s",
                     _ids(sources),
                     len(missing),
-                    shown_all(missing),
+                    shown_all(missing) if missing else "-",
+                    len(invented),
+                    shown_all(invented) if invented else "-",
                 )
-                content, missing, repaired = revised, [], True
+                content, missing, invented, repaired = revised, [], [], True
             else:
-                missing = still
+                missing, invented = still, still_invented
+    suffix = " after repair" if attempted else ""
     if missing:
-        suffix = " after repair" if attempted else ""
-        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content)
+        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
+        return
+    if invented:
+        state.invented_merges += 1
+        reason = f"states {len(invented)} specific(s) no source states{suffix}"
+        _reject(state, sources, [], reason, content, invented)
         return
     successor = _successor(merge, content, sources, state)
     state.consumed.update(s.id for s in sources)
@@ -290,17 +341,34 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
     return True
 
 
-def _reject(state: ValidationState, sources: list[StoredEntry], missing: list[str], reason: str, content: str) -> None:
+def _shown_about(entry: Entry) -> str:
+    """What the offer showed about a source besides its content (its header line's values): a merge may repeat
+    them without inventing anything."""
+    times = [entry.created_at.strftime("%Y-%m-%d"), entry.seen_at.strftime("%Y-%m-%d")]
+    times += [v for key in (SUBJECT_TIME, SUBJECT_TIME_START, SUBJECT_TIME_END) if (v := entry.meta(key))]
+    return " ".join([entry.category or "", *entry.tags, *times])
+
+
+def _reject(
+    state: ValidationState,
+    sources: list[StoredEntry],
+    missing: list[str],
+    reason: str,
+    content: str,
+    invented: list[str] | None = None,
+) -> None:
     log.warning(
         "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
         _ids(sources),
         reason,
-        shown_all(missing) if missing else "-",
+        shown_all(missing or invented or []) if (missing or invented) else "-",
         shown(content),
     )
     state.shielded.update(s.id for s in sources)
     ids, kept = [s.id for s in sources], displayable(content[:500])
-    state.rejections.append(Rejection(source_ids=ids, missing=missing, reason=reason, content=kept))
+    state.rejections.append(
+        Rejection(source_ids=ids, missing=missing, reason=reason, content=kept, invented=list(invented or []))
+    )
     cluster = [s.id for s in sources]
     for s in sources:
         state.rejected_clusters[s.id] = cluster
@@ -367,7 +435,7 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 
 
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
-    stored = offered.get(str(raw_id).strip().lower())
+    stored = offered.get(id_key(raw_id))
     if stored is None:
         log.info("prune names %r, which was not offered this cycle; ignored", shown(raw_id))
         return
@@ -441,17 +509,44 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
             continue
         kept.append(merge)
     plan.merges = kept
-    for prune in plan.prunes:
-        lost = _vanishing([prune.target], corpus, state.vocabulary, None)
-        if lost:
-            prune.lost_specifics = lost
-            log.info(
-                "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
-                prune.target.id,
-                len(lost),
-                shown_all(lost),
-            )
+    plan.prunes = [p for p in plan.prunes if _census_prune(p, corpus, state)]
     state.census_index = corpus.index
+
+
+def _census_prune(prune: PruneAction, corpus: _CensusCorpus, state: ValidationState) -> bool:
+    """Whether a prune stands (#18 finding 6: a prune took Tomasz, his e-mail and a date out of the live corpus
+    while merges were held to the census). The specifics it would make vanish: any of the kinds
+    ``prune_census`` refuses ("identity": names, acronyms, e-mails, phones, account ids; "all"; "off": none)
+    refuses the prune (the entry stays live, stamped reviewed); the others are counted and logged."""
+    target = prune.target
+    vanishing = _vanishing_specifics([target], corpus, state.vocabulary, None)
+    refusing = [s.text for s in vanishing if _census_refuses(state.settings.prune_census, s)]
+    if refusing:
+        corpus.keep(target)
+        why = f"census: the last live mention of {len(refusing)} specific(s)"
+        log.info(
+            "refused to prune %s (%s) — %s: %s. Kept: %s",
+            target.id,
+            target.entry.category or "uncategorized",
+            why,
+            shown_all(refusing),
+            shown(target.entry.content),
+        )
+        state.refused_prunes.append(Protection(id=target.id, reason=why, census=refusing))
+        return False
+    if vanishing:
+        prune.lost_specifics = [s.text for s in vanishing]
+        log.info(
+            "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
+            target.id,
+            len(vanishing),
+            shown_all(prune.lost_specifics),
+        )
+    return True
+
+
+def _census_refuses(mode: str, specific: Specific) -> bool:
+    return mode == "all" or (mode == "identity" and specific.kind in IDENTITY_KINDS)
 
 
 class _CensusCorpus:
@@ -473,6 +568,12 @@ class _CensusCorpus:
         if self.index is None:
             self.index = self._build()
         return self.index.covers(specific)
+
+    def keep(self, stored: StoredEntry) -> None:
+        """A prune is refused: its entry stays live."""
+        if self.index is None:  # not reached: a refusal follows a question only the index answers
+            self.index = self._build()
+        self.index.add(stored.entry.content)
 
     def refuse(self, merge: MergeAction) -> None:
         """The merge is refused: its successor leaves the plan, its sources stay live."""
@@ -496,18 +597,25 @@ class _CensusCorpus:
 def _vanishing(
     entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
 ) -> list[str]:
-    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order.
+    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order."""
+    return [s.text for s in _vanishing_specifics(entries, corpus, vocabulary, successor)]
+
+
+def _vanishing_specifics(
+    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
+) -> list[Specific]:
+    """`_vanishing`, as the specifics themselves (their kinds decide a prune).
 
     ``successor`` (the inventory of a live text of the plan) answers first: what it covers, the corpus covers.
     """
-    lost: list[str] = []
+    lost: dict[str, Specific] = {}
     for stored in entries:
         for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
             if successor is not None and successor.covers(specific):
                 continue
             if specific.text not in lost and not corpus.covers(specific):
-                lost.append(specific.text)
-    return lost
+                lost[specific.text] = specific
+    return list(lost.values())
 
 
 @dataclass(frozen=True)
@@ -529,7 +637,7 @@ def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[s
         if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
             continue
         metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
-        stamps[stored.id] = StampAction(stored, metadata)
+        stamps[stored.id] = StampAction(stored, metadata | backoff_cleared(stored))
     for stored_id, rejected_ids in decisions.rejected_clusters.items():
         if stored_id in stamps:
             stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})

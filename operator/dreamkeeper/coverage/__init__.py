@@ -13,8 +13,9 @@ from dreamkeeper.coverage.check import (
     required_specifics,
 )
 from dreamkeeper.coverage.index import CoverageIndex
+from dreamkeeper.coverage.invention import find_invented_specifics
 from dreamkeeper.coverage.inventory import Inventory
-from dreamkeeper.coverage.specifics import Specific, SpecificKind, extract_specifics
+from dreamkeeper.coverage.specifics import IDENTITY_KINDS, Specific, SpecificKind, extract_specifics
 from dreamkeeper.coverage.text import fold
 from dreamkeeper.coverage.vocabulary import (
     DEFAULT_VOCABULARY,
@@ -26,6 +27,7 @@ from dreamkeeper.coverage.vocabulary import (
 
 __all__ = [
     "DEFAULT_VOCABULARY",
+    "IDENTITY_KINDS",
     "VOCABULARY_FILE",
     "CoverageIndex",
     "Inventory",
@@ -35,6 +37,7 @@ __all__ = [
     "Vocabulary",
     "VocabularyLoad",
     "extract_specifics",
+    "find_invented_specifics",
     "find_missing_specifics",
     "fold",
     "keep_inventory",

@@ -60,5 +60,33 @@ def is_english_word(word: str) -> bool:
     return False
 
 
+# Regular inflections only, for `is_plain_english_word`: what a capitalised sentence opener must be to count as
+# ordinary language. The loose rule above also reads "james" as jam+es and "anders" as and+ers, which is harmless
+# for lowercase words (an unknown lowercase word is protected anyway) but would demote names at sentence start.
+_SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
+
+
+@cache
+def is_plain_english_word(word: str) -> bool:
+    """True when a lowercase ASCII ``word`` is a dictionary word or a regular inflection of one: +s, +es after a
+    sibilant, +ed / +ing (also after a silent e, "merged", or a doubled consonant). ("met", "merged", "asked",
+    "repos", "boxes", "booking"; not "james", "anders".)"""
+    words = _words()
+    if word in words:
+        return True
+    if word.endswith("es") and word[:-2] in words and word[:-2].endswith(_SIBILANT_ENDINGS):
+        return True
+    if word.endswith("s") and not word.endswith("ss") and word[:-1] in words:
+        return True
+    for suffix in ("ed", "ing"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) >= 2:
+            if stem in words or stem + "e" in words:
+                return True
+            if len(stem) > 2 and stem[-1] == stem[-2] and stem[:-1] in words:
+                return True
+    return False
+
+
 def lexicon_size() -> int:
     return len(_words())

@@ -16,8 +16,14 @@ from functools import lru_cache
 from typing import Final, Literal
 
 from dreamkeeper.coverage import dates
-from dreamkeeper.coverage.lexicon import is_english_word
-from dreamkeeper.coverage.stoplist import MONTHS, SENTENCE_OPENERS, TWO_LETTER_COMMON_WORDS
+from dreamkeeper.coverage.lexicon import is_english_word, is_plain_english_word
+from dreamkeeper.coverage.stoplist import (
+    IRREGULAR_PAST_OPENERS,
+    MONTHS,
+    NAMES_THAT_ARE_WORDS,
+    SENTENCE_OPENERS,
+    TWO_LETTER_COMMON_WORDS,
+)
 from dreamkeeper.coverage.technical import address_spans, inside, phones, technical_tokens, within
 from dreamkeeper.coverage.text import (
     NUMBER_RE,
@@ -35,6 +41,11 @@ from dreamkeeper.coverage.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 SpecificKind = Literal[
     "name", "acronym", "number", "date", "email", "url", "host", "path", "identifier", "phone", "caseless"
 ]
+# The kinds that identify someone or something: a prune may not make one vanish from the live corpus by default
+# (``CycleSettings.prune_census``). Dates, numbers, URLs, hosts and paths are facts about them, counted instead.
+IDENTITY_KINDS: Final[frozenset[SpecificKind]] = frozenset(
+    {"name", "acronym", "caseless", "email", "phone", "identifier"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,14 +288,15 @@ def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item],
     # `lowercase_evidence` computes the addresses without the chunks; the spans are the same either way.
     addresses = address_spans(text, chunked)
     evidence: set[str] = set()
-    for word in words(text):
-        if inside(addresses, word.start):
-            continue
+    listed = [word for word in words(text) if not inside(addresses, word.start)]
+    named = _named_mid_sentence(text, listed)
+    joined = _joined_to_a_name(text, listed)
+    for word in listed:
         evidence_key = _evidence_key(word, vocabulary)
         if evidence_key is not None:
             evidence.add(evidence_key)
             continue  # an all-lowercase word is never a specific by itself (identifiers are judged on chunks)
-        verdict = _judge_word(text, word.text, word.start, word.script, vocabulary)
+        verdict = _judge_word(text, word, vocabulary, named, word.start in joined)
         if verdict is not None:
             kind, demotable = verdict
             key = fold(word.text)
@@ -295,25 +307,90 @@ def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item],
     return [item for _, item in found], frozenset(evidence)
 
 
+def _named_mid_sentence(text: str, listed: list[Word]) -> frozenset[str]:
+    """Keys of the capitalised words the text writes mid-sentence: there they are names, so they are names at the
+    start of a sentence too ("Hunter called. I thanked Hunter.")."""
+    return frozenset(
+        fold(word.text)
+        for word in listed
+        if word.script == "cased" and word.text[0].isupper() and not is_sentence_initial(text, word.start)
+    )
+
+
+def _capitalised(word: Word) -> bool:
+    return word.script == "cased" and word.text[0].isupper()
+
+
+def _spaced(text: str, left: Word, right: Word) -> bool:
+    return all(c in " \t" for c in text[left.end : right.start]) and left.end < right.start
+
+
+def _joined_to_a_name(text: str, listed: list[Word]) -> frozenset[int]:
+    """Starts of capitalised words joined to a following capitalised word: the first word of a multi-word name
+    ("Personal OneDrive", "Blue Origin") or a coordinated one ("Briefing and Triage")."""
+    starts: set[int] = set()
+    for i, word in enumerate(listed[:-1]):
+        if not _capitalised(word):
+            continue
+        after = listed[i + 1]
+        if not _spaced(text, word, after):
+            continue
+        if _capitalised(after):
+            starts.add(word.start)
+            continue
+        third = listed[i + 2] if i + 2 < len(listed) else None
+        if third is not None and after.text in ("and", "or") and _spaced(text, after, third) and _capitalised(third):
+            starts.add(word.start)
+    return frozenset(starts)
+
+
+def _is_past_tense(key: str) -> bool:
+    """A verb that opens a memory followed by its object's name ("Met Tomasz", "Called Allen"): regular -ed
+    forms of dictionary words, and the common irregular past forms."""
+    return key in IRREGULAR_PAST_OPENERS or (key.endswith("ed") and is_plain_english_word(key))
+
+
+def is_ordinary_opener(
+    word: str, vocabulary: Vocabulary, named: frozenset[str] = frozenset(), joined: bool = False
+) -> bool:
+    """Whether a capitalised word is ordinary language when it opens a sentence (#18 finding 8: "Met", "Repo",
+    "Merge" were taken as specifics, so a merge that starts a sentence differently lost or invented them).
+
+    RockBot's baseline and the imperative openers are. So is any plain dictionary word ("Met", "Repo", "She"),
+    unless it is also a name (`NAMES_THAT_ARE_WORDS`), a month (dates), written capitalised mid-sentence in the same
+    text (``named``), or the first word of a multi-word or coordinated name (``joined``: "Personal OneDrive",
+    "Briefing and Triage" stay protected, as in RockBot) — a past-tense verb before a name is still ordinary
+    ("Met Tomasz")."""
+    key = fold(word)
+    if vocabulary.is_baseline_common(word) or key in SENTENCE_OPENERS:
+        return True
+    if not key.isascii() or key in named or key in NAMES_THAT_ARE_WORDS or key in MONTHS:
+        return False
+    if joined and not _is_past_tense(key):
+        return False
+    return is_plain_english_word(key)
+
+
 def _judge_word(
-    text: str, word: str, start: int, script: str, vocabulary: Vocabulary
+    text: str, word: Word, vocabulary: Vocabulary, named: frozenset[str] = frozenset(), joined: bool = False
 ) -> tuple[SpecificKind, bool] | None:
     """A word's kind if it is a specific, and whether lowercase evidence of its key would make it ordinary."""
-    if script != "cased":
+    if word.script != "cased":
         # Scripts without letter case cannot mark names, so every word of two or more letters is protected.
-        return ("caseless", False) if len(word) >= 2 else None
-    if not word[0].isupper() or len(word) < 2:
+        return ("caseless", False) if len(word.text) >= 2 else None
+    spelled = word.text
+    if not spelled[0].isupper() or len(spelled) < 2:
         return None  # lowercase words are judged as identifiers, on whole tokens
-    if vocabulary.is_always_specific(word):
-        return ("acronym" if word.isupper() else "name", False)
-    if word.isupper():
-        return None if vocabulary.is_common(word) else ("acronym", False)
-    key = fold(word)
-    if vocabulary.is_extra_common(word):
+    if vocabulary.is_always_specific(spelled):
+        return ("acronym" if spelled.isupper() else "name", False)
+    if spelled.isupper():
+        return None if vocabulary.is_common(spelled) else ("acronym", False)
+    key = fold(spelled)
+    if vocabulary.is_extra_common(spelled):
         return None
-    if len(word) == 2:
+    if len(spelled) == 2:
         return None if key in TWO_LETTER_COMMON_WORDS else ("name", True)
-    if (vocabulary.is_baseline_common(word) or key in SENTENCE_OPENERS) and is_sentence_initial(text, start):
+    if is_sentence_initial(text, word.start) and is_ordinary_opener(spelled, vocabulary, named, joined):
         return None
     # Kept unless the evidence writes it in lowercase (the old `key in evidence` test, moved out of the pass).
     return ("name", True)

@@ -50,6 +50,38 @@ SENTENCE_OPENERS: Final[frozenset[str]] = word_set(
     """
 )
 
+# Names that are also dictionary words: at sentence start an ordinary word is not a specific ("Met Tomasz...",
+# "Repo moved...", "She prefers..."), but these stay protected there, because memories open with people's names
+# ("Rose prefers tea") and products ("Slack is down"). Given names and surnames, pets' names, companies and
+# products. A deployment adds its own through the vocabulary's ``alwaysSpecificWords``; a word written
+# capitalised mid-sentence in the same text is protected at its start too.
+NAMES_THAT_ARE_WORDS: Final[frozenset[str]] = word_set(
+    """
+    abbey amber angel art august autumn barb baker basil bell belle berry bill birdie blake bob bonnie brook
+    bud buddy bunny butch candy cap carol carter cash chance chase cherry chip chuck cliff clay coco cole cook
+    cooper coral crystal daisy dale dash dawn dean destiny dick dolly don dot drew duke dusty earl eve faith
+    fern flora ford fox frank gage gale gay gene ginger glen goldie grace grant gray guy hale hall harmony
+    hazel heath heather hector holly honey hope hunter iris ivy jack jade jasmine jay jean jewel joy june
+    kelly king kit lace lance lark laurel lily lou luck mac mae mark marsh mason matt max may mercy miles mike
+    mint misty molly moody myrtle nick noble olive opal pat patience patsy peach pearl peg penny pepper
+    percy peter pierce pip polly poppy porter price prince rich rick river rob robin rock rocky rod rodger
+    roger rogers rose rosemary ruby rush rusty sage sandy scout shadow sherry sky smith sonny spike star
+    sterling storm sue summer sunny tab tad taffy tanner terry tiger tina tom trinity troy tucker victor
+    violet wade walker ward warren webb wells will willow winter wolf wood woody wren young
+    amazon apple chrome delta discord edge excel frontier gap notion office oracle outlook safari shell
+    signal slack spirit square subway target teams united visa windows word zoom
+    """
+)
+
+# Irregular past forms that open a memory before a name ("Met Tomasz", "Told Allen"): ordinary at sentence start
+# even when a capitalised word follows (regular -ed forms are recognised by the lexicon).
+IRREGULAR_PAST_OPENERS: Final[frozenset[str]] = word_set(
+    """
+    met told said saw sent spoke wrote gave took brought bought paid heard held kept left lost made found got
+    had ran rang sold taught caught led read won began went came knew thought drove flew rode
+    """
+)
+
 # A "." after these does not end a sentence (reference §3.3), so "St. Paul" and "Dr. May" stay mid-sentence.
 NON_TERMINAL_ABBREVIATIONS: Final[frozenset[str]] = word_set(
     """

@@ -169,6 +169,11 @@ def _classify_full(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, Te
                 return
         if _HAS_LETTER_RE.search(piece) and any(ch.isdigit() for ch in piece) and not _UNIT_RE.fullmatch(piece):
             yield piece, "identifier"  # "v1.2.3", "gpt-4.1"
+            return
+        if any(_is_identifier(label, vocabulary) for label in labels if label):
+            # No host, file or address pattern claims it, yet a part is a code: a malformed address is still
+            # someone's ("johnsmc_johnsales.com", #18 finding 7), "northwind.example" still a place.
+            yield piece, "identifier"
         return
     if _is_identifier(piece, vocabulary):
         yield piece, "identifier"

@@ -112,6 +112,8 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["archive_cap"] = guards.archive_cap
         if guards.archive_cap_min_entries is not None:
             data["archive_cap_min_entries"] = guards.archive_cap_min_entries
+        if guards.prune_census is not None:
+            data["prune_census"] = guards.prune_census
         if guards.decay is not None:
             data["decay"] = guards.decay.model_dump(exclude_none=True)
         if guards.cluster_split is not None:

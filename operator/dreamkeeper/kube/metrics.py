@@ -73,8 +73,9 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "dreamkeeper_cycles_total",
         "counter",
-        "result=completed,skipped,failed",
-        "finished cycle Jobs by outcome (skipped: engine skipped, or the agent's cycle lock was held)",
+        "result=completed,skipped,failed,proposer-failed",
+        "finished cycle Jobs by outcome (skipped: engine skipped, or the agent's cycle lock was held; "
+        "proposer-failed: the cycle ran but no batch got a usable reply from the proposer)",
     ),
     *_count_docs(counters=True),
     MetricDoc(
@@ -155,7 +156,7 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
 
 
 SCHEDULE_LABELS = ("dreamschedule", "dreamschedule_namespace")
-RESULTS = ("completed", "skipped", "failed")
+RESULTS = ("completed", "skipped", "failed", "proposer-failed")
 SKIP_REASONS = ("concurrent", "suspended", "not_ready", "name_conflict")
 HANDLERS = ("schedule", "vocabulary", "schedule_deleted", "startup")
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
@@ -235,7 +236,7 @@ class OperatorMetrics:
         t = totals or Totals()
         ident = (name, namespace)
         for result in RESULTS:
-            self.cycles.labels(*ident, result).inc(getattr(t, f"cycles_{result}"))
+            self.cycles.labels(*ident, result).inc(getattr(t, f"cycles_{result.replace('-', '_')}"))
         self._count(ident, t)
         for reason in SKIP_REASONS:
             self.skipped.labels(*ident, reason).inc(t.skipped_slots.get(reason, 0))

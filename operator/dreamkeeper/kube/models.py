@@ -313,6 +313,12 @@ class SafeguardsSpec(KubeModel):
         le=1_000_000,
         description="Blast radius: a plan is held only when it takes at least this many entries out (default 10).",
     )
+    prune_census: Literal["identity", "all", "off"] | None = Field(
+        default=None,
+        description="A prune that makes a specific vanish from the live corpus is refused when it is an identity "
+        "specific: a name, acronym, e-mail, phone or account id (identity, the default), any specific (all), or "
+        "never, only counted (off).",
+    )
     decay: DecaySpec | None = None
     cluster_split: Literal["rockbot", "neighbours"] | None = Field(
         default=None,
@@ -544,7 +550,9 @@ class RunSummaryBase(StatusModel):
     job_uid: str = Field(max_length=64, alias="jobUID", description="The Job's uid (counted once).")
     trigger: Literal["schedule", "run-now"] = Field(description="What started it: a cron slot or a runNowToken.")
     slot: datetime | None = Field(default=None, description="The slot it ran for.")
-    result: Literal["completed", "skipped", "failed"] = Field(description="completed, skipped or failed.")
+    result: Literal["completed", "skipped", "failed", "proposer-failed"] = Field(
+        description="completed, skipped, failed, or proposer-failed (the cycle ran; no usable reply from the model)."
+    )
     reason: str = Field(max_length=128, pattern=CONDITION_REASON, description="Why, in one CamelCase word.")
     started_at: datetime | None = Field(default=None, description="When the cycle started.")
     first_write_at: datetime | None = Field(
@@ -626,6 +634,9 @@ class TotalsBase(StatusModel):
     cycles_completed: int = Field(default=0, ge=0, description="Cycles completed.")
     cycles_skipped: int = Field(default=0, ge=0, description="Cycles skipped (too soon, lock held).")
     cycles_failed: int = Field(default=0, ge=0, description="Cycles failed.")
+    cycles_proposer_failed: int = Field(
+        default=0, ge=0, description="Cycles that ran but got no usable reply from the proposer."
+    )
     missed_slots: int = Field(
         default=0, ge=0, description="Slots that passed without a run (operator down, past the deadline)."
     )

@@ -616,6 +616,12 @@ class ScheduleReconciler:
     def _events_for_run(self, p: _Pass, run: RunSummary) -> None:
         if run.result == "failed":
             p.event("Warning", "CycleFailed", f"cycle {run.job_name} failed ({run.reason}): {run.error or ''}".strip())
+        elif run.result == "proposer-failed":
+            # The cycle ran (folds, purge, what needs no model) but consolidated nothing: the endpoint is down,
+            # refuses us, or the model never answers usably.
+            p.event(
+                "Warning", "ProposerFailed", f"cycle {run.job_name}: the proposer failed: {run.error or ''}".strip()
+            )
         elif run.reason == "LockHeld":
             p.event("Warning", "CycleSkipped", f"cycle {run.job_name} skipped: {run.skip_reason}")
         elif run.reason == "Paused":

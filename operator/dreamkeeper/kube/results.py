@@ -40,7 +40,7 @@ from dreamkeeper.kube.seed import SeedReport
 from dreamkeeper.memory import loads_json
 
 # `dreamkeeper dream` exit codes (dream_command.py; kube and the command are siblings, neither imports the other)
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED, EXIT_TERMINATED = 1, 2, 3, 4, 143
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_PAUSED, EXIT_PROPOSER_FAILED, EXIT_TERMINATED = 1, 2, 3, 4, 5, 143
 CONDITION_REASON_RE = re.compile(CONDITION_REASON)
 
 
@@ -53,6 +53,7 @@ class DreamSummaryBase(BaseModel):
     cycle_id: str | None = None
     skip_reason: str | None = None
     error: str | None = None
+    proposer_failure: str | None = None
     started_at: datetime | None = None
     first_write_at: datetime | None = None
     finished_at: datetime | None = None
@@ -159,6 +160,7 @@ def _counts(summary: DreamSummary) -> dict[str, Any]:
             "result",
             "error",
             "skip_reason",
+            "proposer_failure",
             "started_at",
             "first_write_at",
             "finished_at",
@@ -286,6 +288,19 @@ def _completed(e: _Evidence) -> RunSummary | None:
     return e.run(result, result.capitalize())
 
 
+def _proposer_failed(e: _Evidence) -> RunSummary | None:
+    """The cycle ran to the end but no batch got a usable reply (its summary says so, or exit 5): not a crash."""
+    if e.summary is not None:
+        if e.summary.result != "proposer-failed":
+            return None
+        error = e.summary.proposer_failure or e.summary.error or f"exit code {e.exit_code}"
+    elif e.exit_code == EXIT_PROPOSER_FAILED:
+        error = e.error or "no usable reply from the proposer (exit code 5, no summary)"
+    else:
+        return None
+    return e.run("proposer-failed", "ProposerFailed", error=_clip(error))
+
+
 def _seed_failed(e: _Evidence) -> RunSummary | None:
     if e.seed_state is None or e.seed_state.get("exitCode", 0) == 0:
         return None
@@ -356,6 +371,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _held,
     _completed,
     _stopped_by_operator,
+    _proposer_failed,
     _seed_failed,
     _lock_held,
     _sigterm_stopped,
@@ -388,7 +404,7 @@ def outcome_of(job: Job | None, pods: list[Pod], *, job_name: str, job_uid: str,
 def add_run(totals: Totals, run: RunSummary) -> Totals:
     """The totals after counting ``run`` once."""
     data = totals.model_dump()
-    data[f"cycles_{run.result}"] += 1
+    data[f"cycles_{run.result.replace('-', '_')}"] += 1
     for count in SUMMED:
         data[count.name] += value_of(run, count) or 0
     return Totals.model_validate(data)

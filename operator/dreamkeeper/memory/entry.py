@@ -37,6 +37,10 @@ DECLINED_AT = "consolidationDeclinedAt"
 DECLINED_COUNT = "consolidationDeclinedCount"
 ARCHIVED_BY_CYCLE = "dreamkeeperArchivedByCycle"
 CREATED_BY_CYCLE = "dreamkeeperCreatedByCycle"
+# dreamkeeper's back-off after unusable proposer replies (consolidation/backoff.py); RockBot has no such stamp.
+UNUSABLE_HASH = "dreamkeeperUnusableHash"
+UNUSABLE_AT = "dreamkeeperUnusableAt"
+UNUSABLE_COUNT = "dreamkeeperUnusableCount"
 # Stale write-back repair (consolidation/writeback): on an entry an agent's stale changes were carried into, when;
 # on a stale copy archived again, the journal that first archived it (whose undo brings it back too).
 CARRIED_AT = "dreamkeeperCarriedAt"
@@ -56,6 +60,9 @@ BOOKKEEPING_KEYS = frozenset(
         DECLINED_COUNT,
         ARCHIVED_BY_CYCLE,
         CREATED_BY_CYCLE,
+        UNUSABLE_HASH,
+        UNUSABLE_AT,
+        UNUSABLE_COUNT,
         CARRIED_AT,
         STALE_COPY_OF,
     }

@@ -20,7 +20,15 @@ from typing import Any, Literal
 
 import openai
 
-from dreamkeeper.consolidation import Batch, BatchReply, Proposal, ProposalRequest, ProposerUsage, RepairRequest
+from dreamkeeper.consolidation import (
+    Batch,
+    BatchReply,
+    Proposal,
+    ProposalRequest,
+    ProposerUsage,
+    RepairRequest,
+    ReplyFault,
+)
 from dreamkeeper.proposers.config import ProposerConfig, require_api_key
 from dreamkeeper.proposers.openai_client import (
     FATAL_STATUS,
@@ -144,8 +152,8 @@ class OpenAIProposer:
     def _deferred(self, batch: Batch, singletons: bool) -> BatchReply:
         # No proposal and no error: the engine changes nothing and stamps nothing, so gating offers it again.
         if shown_groups(batch, singletons):
-            return BatchReply(batch.index, None)
-        return BatchReply(batch.index, Proposal())
+            return BatchReply(batch.index, None, asked=False)
+        return BatchReply(batch.index, Proposal(), asked=False)
 
     async def _propose_batch(
         self, batch: Batch, request: ProposalRequest, system: str, singletons: bool
@@ -158,7 +166,7 @@ class OpenAIProposer:
             # Only lone entries: nothing to merge, and we do not ask for standalone prunes. "No change" is the
             # answer the model would be allowed to give; the engine stamps them reviewed as usual.
             log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
-            return BatchReply(batch.index, Proposal()), False
+            return BatchReply(batch.index, Proposal(), asked=False), False
         max_tokens = self._reply_tokens(sum(len(e.content) for e in shown), len(shown))
         result = await self._ask(batch, request, system, singletons, what, max_tokens)
         parts = halves(batch, singletons) if result.cut_off else None
@@ -168,7 +176,8 @@ class OpenAIProposer:
         if result.proposal is None:
             if result.invalid:
                 self._invalid("proposal", what, result.error or "unusable reply")
-            return BatchReply(batch.index, None, result.error), result.unsent
+            fault: ReplyFault = "reply" if result.invalid else "request"
+            return BatchReply(batch.index, None, result.error, fault), result.unsent
         proposal = result.proposal
         log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
         return BatchReply(batch.index, proposal), False

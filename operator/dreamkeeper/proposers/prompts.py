@@ -18,27 +18,41 @@ DIRECTIVE_RESOURCE = "dream_directive.md"
 INDENT = "   "
 
 # Appended to an operator-supplied directive that does not describe the reply: without it a server with no
-# structured-output support would have no way to learn the schema.
+# structured-output support would have no way to learn the schema. No placeholder ids: SmolLM2 copied the old
+# contract's "<id>" into its replies (#18).
 REPLY_CONTRACT = (
-    "\n\n## Reply format\n\nReply with one JSON object and nothing else: "
-    '{"toDelete": ["<id>"], "toSave": [{"content": "...", "category": "...", "tags": [], "sourceIds": ["<id>"], '
-    '"importance": null}]}. Name only ids shown in the request. A merge must keep every specific of its sources '
-    'verbatim. When nothing should change, reply {"toDelete": [], "toSave": []}.'
+    "\n\n## Reply format\n\nReply with one JSON object and nothing else, with the keys toDelete (a list of ids) "
+    "and toSave (a list of merges, each with content, category, tags, sourceIds and importance). Name only ids "
+    "shown in the request, exactly as written after ID: (without the prefix). A merge must keep every specific of "
+    'its sources verbatim. When nothing should change, reply {"toDelete": [], "toSave": []}.'
 )
 
-# The end of every offer. Chat templates that drop system messages (llama-cpp-python's stock "gemma") would
-# otherwise hide the reply format, and small models follow the last thing they read best.
+# The end of every offer, in the user message: chat templates that drop system messages (llama-cpp-python's stock
+# "gemma") would otherwise hide the reply format, and small models follow the last thing they read best. No
+# placeholder ids and no worked example: measured on llama.cpp with SmolLM2-135M and Gemma 3 270M
+# (bench/results/real-model.md), both copied the old contract's "<id>" into every reply, Gemma copied a worked
+# example's ids and content, and listing the shown ids made it prune the first one; this wording raised the share
+# of usable replies from 0 without inviting either.
 OFFER_CONTRACT = (
-    'Reply with one JSON object and nothing else: {"toDelete": ["<id>"], "toSave": [{"content": "...", '
-    '"category": "...", "tags": [], "sourceIds": ["<id>"], "importance": null}]}, naming only ids shown above. '
+    "Reply with one JSON object and nothing else, with the keys toDelete (ids to retire) and toSave (merges, each "
+    "with content, category, tags, sourceIds and importance).\n"
+    "Write each id as shown after ID: above, without the prefix. A merge keeps every name, number, date, e-mail, "
+    "phone and id of its sources word for word, and adds nothing.\n"
     'When nothing should change, reply {"toDelete": [], "toSave": []}.'
 )
 
+
+def offer_contract() -> str:
+    """The reply contract that ends every offer (a function, so the real-model bench can measure others)."""
+    return OFFER_CONTRACT
+
+
 REPAIR_CONTRACT = 'Reply with one JSON object and nothing else: {"content": "<the revised merged text>"}.'
 REPAIR_DIRECTIVE = (
-    "You revise a proposed merge of memory entries that dropped specific details. Restore each missing string "
-    "verbatim, exactly as written in the sources. Keep everything the proposed text already says. Add no fact that is "
-    "not in the sources. Stay concise. " + REPAIR_CONTRACT
+    "You revise a proposed merge of memory entries that dropped specific details or stated details no source has. "
+    "Restore each missing string verbatim, exactly as written in the sources. Remove every detail listed as not in "
+    "the sources. Keep everything else the proposed text says. Add no fact that is not in the sources. "
+    "Stay concise. " + REPAIR_CONTRACT
 )
 
 
@@ -171,7 +185,7 @@ def user_message(batch: Batch, request: ProposalRequest, singletons: bool = True
         for offered_entry in members:
             number += 1
             lines.append(format_entry(number, offered_entry.entry, offered_entry.merge_only))
-    lines += ["", OFFER_CONTRACT]
+    lines += ["", offer_contract()]
     return "\n".join(lines)
 
 
@@ -187,8 +201,12 @@ def repair_message(request: RepairRequest) -> str:
     lines = ["Proposed merged text:", INDENT + request.merge.content.replace("\n", "\n" + INDENT), ""]
     lines.append("Source entries it was built from:")
     lines += [format_entry(n, e) for n, e in enumerate(request.sources, start=1)]
-    lines += ["", "Missing — each must appear verbatim in your revision:"]
-    lines += [f"- {m}" for m in request.missing]
+    if request.missing:
+        lines += ["", "Missing — each must appear verbatim in your revision:"]
+        lines += [f"- {m}" for m in request.missing]
+    if request.invented:
+        lines += ["", "Not in any source — remove each from your revision:"]
+        lines += [f"- {m}" for m in request.invented]
     lines += ["", REPAIR_CONTRACT]
     return "\n".join(lines)
 

@@ -220,10 +220,11 @@ def test_500s_until_retries_end(agent: Path, fake_openai: FakeOpenAIServer) -> N
 
 def test_slow_reply_past_the_timeout(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.responder = lambda _r: Reply.json(GOOD, delay=30)
-    run = dream(agent, fake_openai, timeout=0.3, max_retries=1)
+    run = dream(agent, fake_openai, timeout=0.3, max_retries=3)
     assert_nothing_lost(run)
     assert run.live() == ALL_IDS and not any(run.reviewed(i) for i in ALL_IDS)
-    assert run.report.llm_calls == 2 and any("timed out" in n for n in run.report.notes)
+    # Not retried (the server may still be generating it), and no more requests this cycle.
+    assert run.report.llm_calls == 1 and any("timed out" in n for n in run.report.notes)
 
 
 def test_server_rejecting_json_schema(agent: Path, openai_env: None) -> None:

@@ -9,6 +9,10 @@ httpx event hooks (public httpx API) and that one header it already obeys:
   (llama.cpp's server answers an unsupported one with HTTP 500): never retried, the proposer moves to the next
   mode at once;
 - a ``Retry-After`` longer than our patience is not waited for;
+- a request that timed out after it was sent is not retried: a server that cannot cancel a non-streaming request
+  (llama.cpp's) is still generating it, and a retry queues behind that runaway generation (issue 18 finding 4: a
+  Gemma 3 request generated for 15 minutes, its retry behind it). A connect or pool timeout reached no server and
+  is retried as before;
 - every attempt is counted against the call that made it (a context variable: the hooks run in the caller's
   task), so the report's request and failure counts include the client's retries.
 """
@@ -21,8 +25,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import httpx2  # the transport the openai client is built on (openai.DefaultAsyncHttpxClient is an httpx2 client)
 import openai
 from openai import AsyncOpenAI
+from openai._constants import DEFAULT_CONNECTION_LIMITS
 
 FATAL_STATUS = frozenset({401, 403, 404})  # every later request would fail the same way
 FORMAT_WORDS = ("response_format", "json_schema", "json_object")
@@ -74,13 +80,31 @@ def names_response_format(text: str) -> bool:
     return any(word in lowered for word in FORMAT_WORDS)
 
 
+class _SentTimeoutsNotRetried(httpx2.AsyncBaseTransport):
+    """Raises a read or write timeout as the client's own ``APITimeoutError``, which it propagates without retrying
+    (an ``OpenAIError`` from the transport is passed through as is); a connect or pool timeout stays retryable."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self.inner.handle_async_request(request)
+        except (httpx2.ReadTimeout, httpx2.WriteTimeout) as exc:
+            raise openai.APITimeoutError(request=request) from exc
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class ProposerClient:
     """An ``AsyncOpenAI`` whose retries follow the proposer's config; build one per cycle, close it after."""
 
     def __init__(self, base_url: str | None, timeout: float, max_retries: int, retry_after_max: float) -> None:
         self.retry_after_max = min(retry_after_max, MAX_RETRY_AFTER)
         http_client = openai.DefaultAsyncHttpxClient(
-            event_hooks={"request": [self._on_request], "response": [self._on_response]}
+            transport=_SentTimeoutsNotRetried(httpx2.AsyncHTTPTransport(limits=DEFAULT_CONNECTION_LIMITS)),
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
         self.openai = AsyncOpenAI(base_url=base_url, timeout=timeout, max_retries=max_retries, http_client=http_client)
 

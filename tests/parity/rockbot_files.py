@@ -14,22 +14,8 @@ from typing import Any
 
 import numpy as np
 
-FIELDS = (
-    "id",
-    "content",
-    "category",
-    "tags",
-    "createdAt",
-    "updatedAt",
-    "metadata",
-    "importanceScore",
-    "lastSeenAt",
-    "reinforcementCount",
-    "verify",
-    "supersededBy",
-    "archivedAt",
-    "archiveReason",
-)
+from tests.agents.caching_agent import FIELDS  # RockBot's MemoryEntry properties, in declaration order
+
 _SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _ESCAPED_ASCII = set("\"&'+<>`")
 

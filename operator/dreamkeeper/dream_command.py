@@ -271,6 +271,7 @@ def register(app: typer.Typer) -> None:
                 status.update(f"dreaming… {stage}")
 
         options.progress = progress
+        options.stop_requested = lambda: stop.requested  # a slow model must not hold the stop past the grace period
         if status is not None:
             status.start()
         started = utcnow()

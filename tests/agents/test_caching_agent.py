@@ -117,22 +117,41 @@ def test_it_loads_once_reinforces_from_its_cache_and_writes_stale_copies_back(sa
     assert not list(memory.rglob("*.tmp"))
 
 
+def _held_open(memory: Path) -> dict[str, int]:
+    """A read-only descriptor on every entry file: a file renamed over drops to 0 links but keeps its inode (so no
+    new file can reuse the number, as comparing inode numbers after the fact allowed), one written in place keeps 1."""
+    return {i: os.open(p, os.O_RDONLY) for i, p in _files(memory).items()}
+
+
+def _links(held: dict[str, int], ids: set[str]) -> set[int]:
+    return {os.fstat(held[i]).st_nlink for i in ids if i in held}
+
+
 def test_atomic_mode_renames_and_inplace_mode_truncates(sample: Path, tmp_path: Path) -> None:
     memory = sample / "memory"
-    inodes = {i: p.stat().st_ino for i, p in _files(memory).items()}
-    finish(agent(sample, tmp_path / "a.jsonl", "--interval", "0.001", "--max-writes", "150", "--archive-every", "10"))
-    records = ledger.writes(ledger.read(tmp_path / "a.jsonl"))
-    saves = {w["id"] for w in records if w["op"] == "reinforce"}
-    archives = {w["id"] for w in records if w["op"] == "archive"} - saves
-    files = _files(memory)
-    assert all(files[i].stat().st_ino != inodes[i] for i in saves if i in inodes)  # temp + rename
-    assert archives and all(files[i].stat().st_ino == inodes[i] for i in archives)  # ArchiveAsync: in place
-    assert any(w["op"] == "create" for w in records)
+    held = _held_open(memory)
+    try:
+        finish(
+            agent(sample, tmp_path / "a.jsonl", "--interval", "0.001", "--max-writes", "150", "--archive-every", "10")
+        )
+        records = ledger.writes(ledger.read(tmp_path / "a.jsonl"))
+        saves = {w["id"] for w in records if w["op"] == "reinforce"}
+        archives = {w["id"] for w in records if w["op"] == "archive"} - saves
+        assert saves and _links(held, saves) == {0}  # temp + rename: the file read before is gone
+        assert archives and _links(held, archives) == {1}  # ArchiveAsync: in place
+        assert any(w["op"] == "create" for w in records)
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
-    inodes = {i: p.stat().st_ino for i, p in files.items()}
-    finish(agent(sample, tmp_path / "b.jsonl", "--mode", "inplace", "--interval", "0.001", "--max-writes", "100"))
-    written = {w["id"] for w in ledger.writes(ledger.read(tmp_path / "b.jsonl")) if w["id"] in inodes}
-    assert written and all(_files(memory)[i].stat().st_ino == inodes[i] for i in written)
+    held = _held_open(memory)
+    try:
+        finish(agent(sample, tmp_path / "b.jsonl", "--mode", "inplace", "--interval", "0.001", "--max-writes", "100"))
+        written = {w["id"] for w in ledger.writes(ledger.read(tmp_path / "b.jsonl")) if w["id"] in held}
+        assert written and _links(held, written) == {1}
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
 
 def test_sigterm_finishes_the_write_and_exits_and_linger_keeps_writing(sample: Path, tmp_path: Path) -> None:

@@ -184,6 +184,7 @@ def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: En
             "type": "openai",
             "model": "m",
             "baseURL": "http://127.0.0.1:9/v1",  # discard: nothing listens, the connection is refused
+            "allowPlainHTTP": True,  # loopback: allowed with the opt-in
             "apiKeySecretRef": {"name": "llm", "key": "key"},
             "timeoutSeconds": 5,
         },

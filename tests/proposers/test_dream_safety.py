@@ -72,6 +72,31 @@ def test_sigterm_mid_cycle_stops_at_the_next_stage_with_the_report_written(
         assert again.exit_code == 0, again.output
 
 
+def test_sigterm_while_a_slow_model_answers_batch_after_batch_cancels_the_proposal(
+    agent: Path, tmp_path: Path, openai_env: None
+) -> None:
+    """A model slower than the pod's grace period allows, over many batches: the stop does not wait for every
+    batch (issue 17 finding 4 under load: the pod was killed before the report was written); the requests in flight
+    are cancelled, no later batch is sent, and the cycle stops before validation with its report written."""
+    asked: list[str] = []
+
+    def slow_model(request: RecordedRequest) -> Reply:
+        asked.append(request.path)
+        if len(asked) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return Reply.json({"toSave": [], "toDelete": []}, delay=60)
+
+    message = tmp_path / "termination-log"
+    with FakeOpenAIServer(slow_model) as server:
+        result = dream(agent, server, "--timeout", "600", message=message)
+    assert result.exit_code == EXIT_TERMINATED, result.output
+    summary = json.loads(message.read_text())
+    assert "stopped by SIGTERM before validation" in summary["error"], summary
+    assert len(asked) == 1  # one request in flight when the signal came; it was cancelled, no other was sent
+    (report_file,) = cycles_dir(agent).glob("*.json")
+    assert json.loads(report_file.read_text())["result"] == "failed"
+
+
 def test_once_apply_has_begun_sigterm_lets_the_cycle_finish() -> None:
     stop = GracefulStop()
     for stage in ("recover", "vocabulary", "purge", "snapshot", "fold", "gating", "proposal", "validation", "apply"):

@@ -296,5 +296,6 @@ def test_random_hazards(warmed: None, drawn: list[Hazard]) -> None:
 @given(drawn=hazards)
 @example(drawn=[Hazard("deep-json", "state", 0)])  # a 100k-deep ledger.json: RecursionError, not ValueError
 @example(drawn=[Hazard("symlink-out-dir", "root", 0), Hazard("symlink-out-dir", "root", 0)])  # one place, twice
+@example(drawn=[Hazard("sparse-huge", "state", 2)])  # 9 MB of NULs as a journal: a LookupError from json
 def test_random_hazards_quick(warmed: None, drawn: list[Hazard]) -> None:
     in_fresh_base(drawn)

@@ -10,6 +10,8 @@ a dry run differs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -47,7 +49,7 @@ from dreamkeeper.consolidation.journal import (
 )
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
-from dreamkeeper.consolidation.proposal import ProposalRequest, Proposer
+from dreamkeeper.consolidation.proposal import BatchReply, ProposalRequest, Proposer
 from dreamkeeper.consolidation.purge import LastRecords
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
@@ -104,6 +106,8 @@ from dreamkeeper.memory import (
 
 log = logging.getLogger(__name__)
 
+STOP_POLL_SECONDS = 0.25  # how often a running proposal stage checks for a requested stop
+
 Progress = Callable[[str], None]
 
 
@@ -117,6 +121,9 @@ class CycleOptions:
     now: datetime | None = None
     progress: Progress | None = None
     approve_hold: str | None = None  # the cycle id of a held plan a human approved (blast.py)
+    # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
+    # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
+    stop_requested: Callable[[], bool] | None = None
 
     @property
     def memory_root(self) -> Path:
@@ -481,8 +488,25 @@ class Cycle:
             memory_rules=directives.memory_rules,
             feedback=load_feedback(self.agent_dir, self.now),
         )
-        replies = await self.proposer.propose(request)
+        replies = await self._asked(request)
         return Proposed(tuple(batches), tuple(replies))
+
+    async def _asked(self, request: ProposalRequest) -> list[BatchReply]:
+        """The proposer's replies; when a stop is requested meanwhile, none: its requests are cancelled (a model
+        answering slowly, batch after batch, would outlast a pod's grace period; this stage writes nothing)."""
+        asked = asyncio.ensure_future(self.proposer.propose(request))
+        stop = self.options.stop_requested
+        while stop is not None:
+            done, _ = await asyncio.wait({asked}, timeout=STOP_POLL_SECONDS)
+            if done:
+                break
+            if stop():
+                asked.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asked
+                log.warning("proposal stopped by request: %d batch(es) left unasked", len(request.batches))
+                return []
+        return list(await asked)
 
     async def _validate(self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary) -> Validated:
         if not gated.asks:

@@ -112,9 +112,12 @@ def _size(limit: int) -> str:
 
 
 def loads_json(text: str | bytes, *, strict: bool = True) -> Any:
-    """``json.loads`` that refuses nesting too deep to parse with a ValueError (the C decoder raises RecursionError,
-    which no ``except ValueError`` around a file or reply read would catch)."""
+    """``json.loads`` whose every refusal is a ValueError: nesting too deep to parse (the C decoder raises
+    RecursionError) and bytes whose detected encoding cannot be decoded (LookupError), which no ``except ValueError``
+    around a file or reply read would catch."""
     try:
         return json.loads(text, strict=strict)
     except RecursionError:
         raise ValueError("JSON nested too deeply to parse") from None
+    except LookupError as exc:  # bytes of NULs: json's encoding detection names a codec/handler pair Python lacks
+        raise ValueError(f"not JSON text ({exc})") from None

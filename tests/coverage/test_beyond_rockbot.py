@@ -216,3 +216,11 @@ def test_a_decimal_after_a_phone_is_not_part_of_it() -> None:
     source = "Call Trish at +1 386-299-4605 8.33 times a week."
     assert find_missing_specifics([SourceText(source)], "Trish: +1 386-299-4605, 8.33 times a week.") == []
     assert "8.33" in find_missing_specifics([SourceText(source)], "Call Trish at +1 386-299-4605.")
+
+
+def test_a_spaced_number_after_a_dashed_phone_is_not_part_of_it() -> None:
+    """ "+1 386-299-4605 42": the phone and a count (a phone keeps one style once its groups are dashed)."""
+    source = "Trish (+1 386-299-4605 42 times) called."
+    assert find_missing_specifics([SourceText(source)], "Trish called 42 times from +1 386-299-4605.") == []
+    assert "+1 386-299-4605" in find_missing_specifics([SourceText(source)], "Trish called 42 times.")
+    assert find_missing_specifics([SourceText("Call +44 20 7946 0958.")], "Call +44 20 7946 0958.") == []

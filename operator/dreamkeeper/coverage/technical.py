@@ -270,11 +270,19 @@ def phones(text: str) -> list[tuple[int, int, str]]:
 
 
 def _without_a_dotted_tail(text: str, start: int, end: int) -> tuple[int, int]:
-    """A phone whose groups went from spaces to dots ends before the dotted run: in "+1 386-299-4605 8.33" the 8.33
-    is a value of its own (a phone keeps one style: "+1.651.555.0199", "+44 20 7946 0958")."""
+    """A phone keeps one style of separator once its groups use dots or dashes ("+1.651.555.0199",
+    "+1 386-299-4605", "+44 20 7946 0958"): a run of dotted groups after spaced ones, or a spaced group after dashed
+    or dotted ones, is a value of its own ("+1 386-299-4605 8.33", "+1 386-299-4605 42")."""
     first_dot = text.find(".", start, end)
     cut = text.rfind(" ", start, first_dot) if first_dot > 0 else -1
+    if cut > start:
+        return start, cut
+    joined = _JOINED_GROUPS.search(text, start, end)
+    cut = text.find(" ", joined.end(), end) if joined else -1
     return (start, cut) if cut > start else (start, end)
+
+
+_JOINED_GROUPS: Final = regex.compile(r"\d[\-.]\d")
 
 
 def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:

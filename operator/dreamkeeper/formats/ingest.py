@@ -29,7 +29,7 @@ from pathlib import Path
 from dreamkeeper.formats import records as rec
 from dreamkeeper.formats.layout import ReadFile, Unreadable, list_files, read_file
 from dreamkeeper.formats.profile import Profile
-from dreamkeeper.formats.units import Unit, UnitKey
+from dreamkeeper.formats.units import Unit, UnitKey, text_hash
 from dreamkeeper.memory import MemoryStore, StoredEntry, note_restored, shown
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class _Ingest:
         self.now = now
         self.report = IngestReport()
         self.ids: set[str] = set()
+        self.pending: dict[str, list[StoredEntry]] = defaultdict(list)
 
     def run(self) -> IngestReport:
         read: dict[str, ReadFile] = {}
@@ -104,6 +105,11 @@ class _Ingest:
                 by_key[key].append(stored)
         for claims in by_key.values():
             claims.sort(key=_rank)
+        # Records waiting to be written (a successor, a restored unit) whose text is already in a file: a run killed
+        # after writing the file and before saying so in the record. Adopted, never taken for a new unit.
+        for stored in scan.entries:
+            if rec.needs_placing(stored.entry):
+                self.pending[text_hash(stored.entry.content)].append(stored)
         present = {u.key for u in units}
         for unit in units:
             self._unit(unit, read[unit.key.file], by_key.get(unit.key, []), recurrence[unit.key.hash], by_key)
@@ -123,6 +129,17 @@ class _Ingest:
         by_key: dict[UnitKey, list[StoredEntry]],
     ) -> None:
         if not claims:
+            waiting = self.pending.get(unit.key.hash)
+            if waiting:
+                stored = waiting.pop(0)
+                self.store.update(stored, rec.placed_entry(stored.entry, unit))
+                self.report.updated += 1
+                log.info(
+                    "unit %s was already written into %s by a run that stopped before saying so",
+                    stored.id,
+                    unit.key.file,
+                )
+                return
             self._create(unit, source, recurrence)
             return
         stored, entry = claims[0], claims[0].entry

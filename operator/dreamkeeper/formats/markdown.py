@@ -257,9 +257,11 @@ def edit(
     if missing:
         raise EditRefused(f"{file}: not found (changed since it was read?): {', '.join(missing)}")
     out = _remove(parsed, [by_key[k] for k in remove])
+    landed = []
     for insertion in insert:
-        out = _insert(parse(out, managed), insertion)
-    _verify(out, file, kind, managed, before, remove, insert)
+        out, heading = _insert(parse(out, managed), insertion)
+        landed.append(Insertion(insertion.text, heading, insertion.as_item))
+    _verify(out, file, kind, managed, before, remove, landed)
     return out
 
 
@@ -298,7 +300,9 @@ def _section(blocks: list[Block], path: tuple[str, ...]) -> tuple[int, int] | No
     return None
 
 
-def _insert(parsed: Parsed, insertion: Insertion) -> str:
+def _insert(parsed: Parsed, insertion: Insertion) -> tuple[str, tuple[str, ...]]:
+    """The text with the insertion added, and the heading path it lands under: the path asked for, below the
+    headings still open where it is appended when none of the path exists (a file's title, say)."""
     text, blocks, path = parsed.text, parsed.blocks, insertion.heading
     # The deepest existing prefix of the heading path; the headings below it are created.
     depth, section = len(path), None
@@ -320,6 +324,13 @@ def _insert(parsed: Parsed, insertion: Insertion) -> str:
         prefix += "\n"
     new = ""
     level = blocks[head].level if head >= 0 else 1
+    landed = path
+    if head < 0 and path:
+        # Appended at the end of the file: the new heading nests under the headings open there of a lower level.
+        open_path = blocks[-1].heading if blocks else ()
+        levels = {b.heading: b.level for b in blocks if b.kind == "heading"}  # the last heading of each path
+        kept = [open_path[i - 1] for i in range(1, len(open_path) + 1) if levels.get(open_path[:i], 7) <= level]
+        landed = (*kept, *path)
     for title in path[depth:]:
         level = min(level + 1, 6)
         new += ("\n" if prefix or new else "") + "#" * level + " " + title + "\n"
@@ -331,7 +342,7 @@ def _insert(parsed: Parsed, insertion: Insertion) -> str:
     rest = text[at:]
     if rest.strip() and not rest.startswith(("\n", "\r\n")) and not (tight and _ITEM.match(rest)):
         new += "\n"
-    return prefix + new + rest
+    return prefix + new + rest, landed
 
 
 def _verify(

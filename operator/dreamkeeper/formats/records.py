@@ -24,7 +24,7 @@ from typing import Final, Literal
 
 from dreamkeeper.formats.profile import FileRule, Profile
 from dreamkeeper.formats.units import Unit, UnitKey
-from dreamkeeper.memory import CREATED_BY_CYCLE, Entry, StoredEntry
+from dreamkeeper.memory import CREATED_BY_CYCLE, REVIEWED_HASH, Entry, StoredEntry, review_hash
 
 FILE: Final = "dkFile"
 HEADING: Final = "dkHeading"
@@ -83,6 +83,18 @@ def key_metadata(key: UnitKey, placement: Placement) -> dict[str, str | None]:
         NTH: str(key.nth) if key.nth != 1 else None,
         PLACEMENT: placement,
     }
+
+
+def placed_entry(entry: Entry, unit: Unit) -> Entry:
+    """A pending record once its unit is found in a file: its identity and placement set, its text as the file has
+    it (a list marker added). A review stamp of the text as the cycle wrote it still holds for the text as it now
+    reads, so it is carried over (re-offering a merge's output built RockBot's merge-of-merge chains)."""
+    placed: dict[str, str | None] = {**key_metadata(unit.key, IN_FILE), REMOVED_AT: None}
+    if entry.content != unit.text:
+        if entry.meta(REVIEWED_HASH) == review_hash(entry.content):
+            placed[REVIEWED_HASH] = review_hash(unit.text)
+        entry = entry.evolve(content=unit.text)
+    return entry.with_meta(**placed)
 
 
 def written_day(file: str) -> datetime | None:
@@ -159,6 +171,7 @@ __all__ = [
     "live_successor",
     "needs_placing",
     "new_record",
+    "placed_entry",
     "placement_of",
     "written_day",
 ]

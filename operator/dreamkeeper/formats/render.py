@@ -37,7 +37,6 @@ from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     MERGED_FROM,
     MUST_NOT_EXIST,
-    REVIEWED_HASH,
     ConflictError,
     Fingerprint,
     LockHeldError,
@@ -47,7 +46,6 @@ from dreamkeeper.memory import (
     format_timestamp,
     note_restored,
     replace_file,
-    review_hash,
     shown,
     successor_in,
 )
@@ -316,15 +314,7 @@ class _Render:
                 self._refuse(stored, f"{job.relative}: written, but not found where expected (read again next run)")
                 continue
             key = unit.key
-            placed: dict[str, str | None] = {**rec.key_metadata(key, rec.IN_FILE), rec.REMOVED_AT: None}
-            entry = stored.entry
-            if entry.content != unit.text:
-                # The record says what the file says, verbatim (a list marker added); a review stamp of the text as
-                # the cycle wrote it still holds for the text as it now reads.
-                if entry.meta(REVIEWED_HASH) == review_hash(entry.content):
-                    placed[REVIEWED_HASH] = review_hash(unit.text)
-                entry = entry.evolve(content=unit.text)
-            self.store.update(stored, entry.with_meta(**placed))
+            self.store.update(stored, rec.placed_entry(stored.entry, unit))
             self.placed.add(stored.id.lower())
             self.report.placed.append(stored.id)
             log.info(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dreamkeeper.formats import records as rec
+from dreamkeeper.formats.check import consistency
 from dreamkeeper.formats.entries import HERMES_SEPARATOR
 from dreamkeeper.formats.ingest import ingest
 from dreamkeeper.formats.layout import check_outside_indexed
@@ -261,3 +262,20 @@ def test_state_inside_an_indexed_folder_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(StateDirError, match="reads or indexes"):
         check_outside_indexed(agent, inside)
+
+
+def test_a_successor_saying_exactly_what_one_source_says_replaces_both_and_nothing_is_lost(tmp_path: Path) -> None:
+    """Found by the real OpenClaw test: the successor's text equals a source's (list marker aside); the render took
+    that source's line for the successor (adopted it), removed it as a source, and the fact left MEMORY.md."""
+    agent = openclaw_agent(tmp_path)
+    store = unit_store(agent)
+    ingest(agent, OPENCLAW, store, NOW)
+    sources = [record_with(store, "his phone"), record_with(store, "prefers Slack")]
+    same = sources[0].entry.content.removeprefix("- ")
+    merge(store, sources, same)
+    report = render(agent, OPENCLAW, store, NOW)
+    assert report.placed == ["5ucc0000aaaa"] and report.reverted == [] and len(report.removed) == 2
+    text = (workspace(agent) / "MEMORY.md").read_text()
+    assert text.count(same) == 1 and "prefers Slack" not in text
+    assert consistency(agent, OPENCLAW, store).problems == []
+    assert ingest(agent, OPENCLAW, store, NOW).agent_removed == []

@@ -70,8 +70,9 @@ def _rank(stored: StoredEntry) -> tuple[int, int]:
 
 
 class _Ingest:
-    def __init__(self, agent_dir: Path, profile: Profile, store: MemoryStore, now: datetime) -> None:
+    def __init__(self, agent_dir: Path, profile: Profile, store: MemoryStore, now: datetime, note: bool) -> None:
         self.agent_dir = agent_dir
+        self.note = note
         self.profile = profile
         self.store = store
         self.now = now
@@ -168,7 +169,8 @@ class _Ingest:
             return
         back = stored.entry.with_meta(**{rec.PLACEMENT: rec.IN_FILE, rec.REMOVED_AT: None})
         self.store.restore(StoredEntry(back, stored.path, stored.fingerprint))
-        note_restored(self.agent_dir, [entry.id], self.now)
+        if self.note:  # the stale write-back repair must not take it for a cached copy
+            note_restored(self.agent_dir, [entry.id], self.now)
         self.report.restored.append(entry.id)
         log.info(
             "unit %s was written again by the agent into %s: restored: %s", entry.id, unit.key.file, shown(unit.text)
@@ -208,9 +210,10 @@ class _Ingest:
             self.store.update(stored, entry.with_meta(**{rec.PLACEMENT: rec.REMOVED}))
 
 
-def ingest(agent_dir: Path, profile: Profile, store: MemoryStore, now: datetime) -> IngestReport:
-    """Bring ``store`` (the unit records) up to date with the agent's files. The caller holds the cycle lock."""
-    report = _Ingest(agent_dir, profile, store, now).run()
+def ingest(agent_dir: Path, profile: Profile, store: MemoryStore, now: datetime, *, note: bool = True) -> IngestReport:
+    """Bring ``store`` (the unit records) up to date with the agent's files. The caller holds the cycle lock.
+    ``note=False`` (a dry run's throwaway copy) writes nothing outside ``store``."""
+    report = _Ingest(agent_dir, profile, store, now, note).run()
     if report.created or report.updated or report.agent_removed or report.restored or report.stale_copies:
         log.info(
             "ingest (%s): %d file(s), %d unit(s); %d new, %d updated, %d kept for the agent (no longer in its files), "

@@ -79,6 +79,12 @@ class _Placement:
     heading: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Written:
+    removed: list[UnitKey]  # the units the rewrite took out
+    units: dict[str, Unit]  # record id (lower) -> the unit of the rewritten file it now speaks for
+
+
 @dataclass
 class _FileWork:
     relative: str
@@ -187,7 +193,7 @@ class _Render:
                 return
             try:
                 with agent_lock(self.profile.lock, self.agent_dir, self.root, path):
-                    outcome = self._rewrite(job, path, inserting, ready)
+                    written = self._rewrite(job, path, inserting, ready)
             except ConflictError as exc:
                 self.report.conflicts += 1
                 log.info(
@@ -206,14 +212,12 @@ class _Render:
                 for stored in ready:
                     self.report.refused.append(f"{stored.id}: not taken out of {job.relative}: {exc}")
                 return
-            self._settle(job, outcome, inserting, ready)
+            self._settle(job, written, inserting, ready)
             return
         for placement in inserting:
             self._refuse(placement.stored, f"{job.relative}: the agent kept writing it ({ATTEMPTS} tries)")
 
-    def _rewrite(
-        self, job: _FileWork, path: Path, inserting: list[_Placement], ready: list[StoredEntry]
-    ) -> tuple[str, str, list[UnitKey], dict[str, Unit]]:
+    def _rewrite(self, job: _FileWork, path: Path, inserting: list[_Placement], ready: list[StoredEntry]) -> _Written:
         try:
             data, fingerprint = read_bytes(path)
             text: str = data.decode("utf-8")
@@ -232,15 +236,17 @@ class _Render:
             replace_file(path, new_text.encode("utf-8"), expected)
             self.report.files_written.append(job.relative)
         after = units_of(new_text, job.relative, job.rule, self.profile)[0]
-        return text, new_text, remove, {**adopted, **self._keys_of_inserted(after, before, writing)}
+        return _Written(remove, self._assign(job, current, after, set(remove), adopted, writing))
 
     def _adopt(self, job: _FileWork, current: list[Unit], inserting: list[_Placement]) -> dict[str, Unit]:
         """Units already in the file with a pending record's text and no record claiming them: written by a run
         killed before it could say so (or by the agent, the same text): taken as placed, never written twice."""
+        # Every unit a record speaks for is claimed, archived ones included (a source about to leave its file may
+        # say exactly what its successor says: it is not the successor).
         claimed = {
             key
             for s in self.by_id.values()
-            if s.entry.is_live and rec.placement_of(s.entry) == rec.IN_FILE and (key := rec.key_of(s.entry))
+            if rec.placement_of(s.entry) == rec.IN_FILE and (key := rec.key_of(s.entry))
         }
         free: dict[tuple[str, str], list[Unit]] = defaultdict(list)
         for unit in current:
@@ -280,56 +286,87 @@ class _Render:
             raise EditRefused(f"{len(new_text):,} characters would be over its cap of {rule.cap:,} (now {len(text):,})")
         return new_text
 
-    @staticmethod
-    def _keys_of_inserted(after: list[Unit], before: set[UnitKey], inserting: list[_Placement]) -> dict[str, Unit]:
-        """Where each written unit landed: the new unit with its text's hash under its heading (in order)."""
-        fresh: dict[tuple[str, str], list[Unit]] = defaultdict(list)
-        for unit in after:
-            if unit.key not in before:
-                fresh[(unit.key.heading, unit.key.hash)].append(unit)
-        out: dict[str, Unit] = {}
-        for placement in inserting:
-            digest = text_hash(placement.stored.entry.content)
-            candidates = fresh.get((heading_string(placement.heading), digest)) or next(
-                (keys for (_, h), keys in fresh.items() if h == digest and keys), []
-            )
-            if candidates:
-                out[placement.stored.id.lower()] = candidates.pop(0)
-        return out
-
-    def _settle(
+    def _assign(
         self,
         job: _FileWork,
-        outcome: tuple[str, str, list[UnitKey], dict[str, Unit]],
-        inserting: list[_Placement],
-        ready: list[StoredEntry],
-    ) -> None:
+        current: list[Unit],
+        after: list[Unit],
+        removed: set[UnitKey],
+        adopted: dict[str, Unit],
+        writing: list[_Placement],
+    ) -> dict[str, Unit]:
+        """Which unit of the rewritten file each record now speaks for, record id (lower) -> unit.
+
+        Units with the same text under the same heading are numbered in file order, so taking one out renumbers
+        the ones after it: within each such group, the records that stay (in their old order), then the ones
+        written in, take the group's units in file order. Identical texts are interchangeable, so this is exact."""
+        groups: dict[tuple[str, str], list[Unit]] = defaultdict(list)
+        for unit in after:
+            groups[(unit.key.heading, unit.key.hash)].append(unit)
+        staying: list[tuple[UnitKey, str]] = []
+        present = {u.key for u in current}
+        for stored in self.by_id.values():
+            key = rec.key_of(stored.entry)
+            in_file = stored.entry.is_live or rec.placement_of(stored.entry) == rec.IN_FILE
+            if key is not None and key.file == job.relative and key in present and key not in removed and in_file:
+                staying.append((key, stored.id.lower()))
+        staying += [(unit.key, record_id) for record_id, unit in adopted.items()]
+        out: dict[str, Unit] = {}
+        for key, record_id in sorted(staying, key=lambda item: (item[0].heading, item[0].hash, item[0].nth)):
+            group = groups.get((key.heading, key.hash))
+            if group:
+                out[record_id] = group.pop(0)
+        for placement in writing:
+            digest = text_hash(placement.stored.entry.content)
+            heading = heading_string(placement.heading) if job.rule.split == "block" else ""
+            group = groups.get((heading, digest)) or next((g for (_, h), g in groups.items() if h == digest and g), [])
+            if group:
+                out[placement.stored.id.lower()] = group.pop(0)
+        return out
+
+    def _settle(self, job: _FileWork, written: _Written, inserting: list[_Placement], ready: list[StoredEntry]) -> None:
         """Record what the rewrite did, in the records (each write fingerprint-guarded by what was read)."""
-        _, _, removed, landed = outcome
-        removed_set = set(removed)
+        removed_set = set(written.removed)
+        placing = {p.stored.id.lower() for p in inserting}
+        for record_id, unit in written.units.items():
+            if record_id in placing:
+                continue
+            current = self.store.get(self.by_id[record_id].id) if record_id in self.by_id else None
+            if current is not None and rec.key_of(current.entry) != unit.key:
+                # Renumbered: an identical unit before it under the same heading was taken out or written in.
+                self.store.update(
+                    current, current.entry.with_meta(**rec.key_metadata(unit.key, rec.placement_of(current.entry)))
+                )
         for placement in inserting:
             stored = placement.stored
-            unit = landed.get(stored.id.lower())
-            if unit is None:
-                self._refuse(stored, f"{job.relative}: written, but not found where expected (read again next run)")
+            landed = written.units.get(stored.id.lower())
+            if landed is None:
+                # The rewrite was verified to hold it, so this is ours to find, not the agent's doing: the record stays
+                # pending, and the next ingest adopts the unit it finds with its text.
+                log.error(
+                    "unit %s was written into %s but could not be matched; the next run adopts it",
+                    stored.id,
+                    job.relative,
+                )
+                self.report.refused.append(f"{stored.id}: written into {job.relative}, matched by the next run")
                 continue
-            key = unit.key
-            self.store.update(stored, rec.placed_entry(stored.entry, unit))
+            self.store.update(stored, rec.placed_entry(stored.entry, landed))
             self.placed.add(stored.id.lower())
             self.report.placed.append(stored.id)
             log.info(
                 "wrote unit %s into %s (%s): %s",
                 stored.id,
                 job.relative,
-                key.heading or "top",
+                landed.key.heading or "top",
                 shown(stored.entry.content),
             )
         for stored in ready:
             source_key = rec.key_of(stored.entry)
             if source_key is None:
                 continue
+            current = self.store.get(stored.id) or stored
             update = {rec.PLACEMENT: rec.REMOVED, rec.REMOVED_AT: format_timestamp(self.now)}
-            self.store.update(stored, stored.entry.with_meta(**update))
+            self.store.update(current, current.entry.with_meta(**update))
             if source_key in removed_set:
                 self.report.removed.append(stored.id)
                 log.info(

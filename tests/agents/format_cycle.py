@@ -2,23 +2,25 @@
 
 ``dream`` runs the real engine through the format seam: the format ingests the agent's files into its unit
 records, the cycle consolidates the records, the format renders the result into the files. ``Joiner`` is an
-honest proposer over the real proposal protocol: for each near-duplicate cluster it is offered it proposes one merge
-whose text joins the members' sentences (list markers dropped, repeated sentences once), so every specific survives
-and the engine's coverage check lets it through.
+honest proposer over the real proposal protocol: for each near-duplicate cluster it is offered it proposes one merge:
+the shortest member that keeps every member's specifics, else the members' sentences joined (list markers dropped,
+repeated sentences once), so every specific survives and the engine's coverage check lets it through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dreamkeeper.consolidation import CycleOptions, CycleSettings, run_cycle
+from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, run_cycle
 from dreamkeeper.consolidation.cycle import CycleOutcome
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
-from dreamkeeper.formats import MemoryFormat, get_format
+from dreamkeeper.coverage import SourceText, find_missing_specifics
+from dreamkeeper.formats import Finished, MemoryFormat, Prepared, get_format
 from dreamkeeper.memory import MemoryStore, utcnow
 from dreamkeeper.proposers import ScriptedProposer
 
@@ -37,17 +39,39 @@ def joined(texts: list[str]) -> str:
     return " ".join(sentences)
 
 
+def merged_text(texts: list[str]) -> str:
+    """The shortest member that keeps every member's specifics (what a good model writes for restatements), else
+    the members joined."""
+    sources = [SourceText(text=t, category=None) for t in texts]
+    for candidate in sorted(texts, key=len):
+        plain = joined([candidate])
+        if not find_missing_specifics(sources, plain):
+            return plain
+    return joined(texts)
+
+
 def joiner() -> ScriptedProposer:
     def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
         by_id = {o.entry.id: o.entry for o in batch.entries}
         saves = [
-            {"content": joined([by_id[i].content for i in group.ids]), "sourceIds": list(group.ids)}
+            {"content": merged_text([by_id[i].content for i in group.ids]), "sourceIds": list(group.ids)}
             for group in batch.groups
             if group.is_cluster and len(group.ids) >= 2
         ]
         return {"toSave": saves, "toDelete": []}
 
     return ScriptedProposer(script)
+
+
+@dataclass(frozen=True)
+class Dreamt:
+    outcome: CycleOutcome
+    prepared: Prepared
+    finished: Finished
+
+    @property
+    def report(self) -> CycleReport:
+        return self.outcome.report
 
 
 def dream(
@@ -57,7 +81,7 @@ def dream(
     proposer: ScriptedProposer | None = None,
     now: datetime | None = None,
     settings: dict[str, Any] | None = None,
-) -> CycleOutcome:
+) -> Dreamt:
     chosen = get_format(fmt) if isinstance(fmt, str) else fmt
     options = CycleOptions(
         agent_dir=agent_dir,
@@ -67,7 +91,7 @@ def dream(
         force=True,
     )
     store = MemoryStore(chosen.store_root(agent_dir))
-    chosen.prepare(agent_dir, store, now or utcnow())
+    prepared = chosen.prepare(agent_dir, store, now or utcnow())
     outcome = asyncio.run(run_cycle(options, proposer or joiner()))
-    chosen.finish(agent_dir, store, now or utcnow())
-    return outcome
+    finished = chosen.finish(agent_dir, store, now or utcnow())
+    return Dreamt(outcome, prepared, finished)

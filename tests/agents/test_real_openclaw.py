@@ -7,7 +7,10 @@ dreamkeeper holds the promotion lock; and its promotion running during cycles mu
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -151,3 +154,62 @@ def test_openclaw_promoting_while_cycles_run_loses_nothing(openclaw: OpenClaw) -
         if "PKG-70" in line:
             assert any(_squash(line) == _squash(s.entry.content) for s in records if s.entry.is_live)
     assert consistency(agent, PROFILES["openclaw"], MemoryStore(units_root(agent))).problems == []
+
+
+def _writer(workspace: Path, ledger: Path, seconds: float, seed: int, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.agents.openclaw_writer",
+            str(workspace),
+            str(ledger),
+            str(seconds),
+            str(seed),
+            *flags,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("flags", [(), ("--caching",), ("--hostile",)], ids=["session", "caching", "hostile"])
+def test_an_openclaw_session_writing_during_cycles_loses_nothing(
+    openclaw: OpenClaw, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    agent, workspace = openclaw.state_dir, openclaw.workspace
+    ledger = tmp_path / "writes.jsonl"
+    writer = _writer(workspace, ledger, 15.0, 5, *flags)
+    conflicts = stale = kept = cycles = 0
+    try:
+        while writer.poll() is None or cycles < 3:
+            done = dream(agent, "openclaw")
+            cycles += 1
+            conflicts += done.finished.render.conflicts if done.finished.render else 0
+            stale += done.prepared.counts.stale_units
+            kept += done.prepared.counts.units_kept_for_agent
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        _, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err[-2000:]
+    dream(agent, "openclaw")
+    records = _records(agent)
+    said = [_squash(s.entry.content) for s in records]
+    lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines() if x.strip()]
+    assert lines
+    for line in lines:  # every line the session wrote is a unit: in its file, or kept in the archive
+        assert any(_squash(line["line"]) in text for text in said), line
+    for record in records:
+        if record.entry.meta("dreamkeeperCreatedByCycle"):  # every successor dreamkeeper wrote is live or archived
+            assert record.entry.content
+    assert consistency(agent, PROFILES["openclaw"], MemoryStore(units_root(agent))).problems == []
+    if flags:  # a caching session wrote its old MEMORY.md back over the cycles' merges, and nothing was lost to it
+        assert stale + kept > 0, (stale, kept, conflicts)
+    openclaw.index()
+    indexed = _squash(_COMMENTS.sub("", "\n".join(t for _, _, _, t in openclaw.chunks())))
+    for record in records:
+        if record.entry.is_live:
+            assert _squash(_COMMENTS.sub("", record.entry.content)) in indexed

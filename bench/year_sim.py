@@ -324,6 +324,12 @@ _REPORT_FIELDS = (
     "specifics_lost",
     "invalid_replies",
     "llm_calls",
+    "units_ingested",
+    "units_kept_for_agent",
+    "units_written",
+    "units_taken_out",
+    "units_refused",
+    "stale_units",
 )
 
 

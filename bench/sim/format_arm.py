@@ -146,18 +146,12 @@ class FormatArm:
             return self.adversary.repair(cycle, request.merge.content, request.missing)
 
         options = CycleOptions(
-            agent_dir=self.agent_dir,
-            settings=self.settings,
-            memory_dir=self.format.store_root(self.agent_dir),
-            now=now,
-            force=True,
+            agent_dir=self.agent_dir, settings=self.settings, now=now, force=True, format=self.format
         )
         engine_ids = validate.new_entry_id
         validate.new_entry_id = self._next_id
         try:
-            self.format.prepare(self.agent_dir, self.store, now)
             outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
-            self.format.finish(self.agent_dir, self.store, now)
         finally:
             validate.new_entry_id = engine_ids
         scan = self.store.scan()

@@ -20,8 +20,7 @@ from dreamkeeper.consolidation import CycleOptions, CycleReport, CycleSettings, 
 from dreamkeeper.consolidation.cycle import CycleOutcome
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
 from dreamkeeper.coverage import SourceText, find_missing_specifics
-from dreamkeeper.formats import Finished, MemoryFormat, Prepared, get_format
-from dreamkeeper.memory import MemoryStore, utcnow
+from dreamkeeper.formats import MemoryFormat, get_format
 from dreamkeeper.proposers import ScriptedProposer
 
 SETTINGS = {"min_interval_hours": 0, "retention_days": 0, "similarity_threshold": 0.5, "archive_cap": 1.0}
@@ -66,8 +65,6 @@ def joiner() -> ScriptedProposer:
 @dataclass(frozen=True)
 class Dreamt:
     outcome: CycleOutcome
-    prepared: Prepared
-    finished: Finished
 
     @property
     def report(self) -> CycleReport:
@@ -82,16 +79,14 @@ def dream(
     now: datetime | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Dreamt:
+    """One cycle through the format seam (``CycleOptions.format``): ingest, the engine, render, under one lock."""
     chosen = get_format(fmt) if isinstance(fmt, str) else fmt
     options = CycleOptions(
         agent_dir=agent_dir,
         settings=CycleSettings.model_validate({**SETTINGS, **(settings or {})}),
-        memory_dir=chosen.store_root(agent_dir),
         now=now,
         force=True,
+        format=chosen,
     )
-    store = MemoryStore(chosen.store_root(agent_dir))
-    prepared = chosen.prepare(agent_dir, store, now or utcnow())
     outcome = asyncio.run(run_cycle(options, proposer or joiner()))
-    finished = chosen.finish(agent_dir, store, now or utcnow())
-    return Dreamt(outcome, prepared, finished)
+    return Dreamt(outcome)

@@ -187,9 +187,9 @@ def test_an_openclaw_session_writing_during_cycles_loses_nothing(
         while writer.poll() is None or cycles < 3:
             done = dream(agent, "openclaw")
             cycles += 1
-            conflicts += done.finished.render.conflicts if done.finished.render else 0
-            stale += done.prepared.counts.stale_units
-            kept += done.prepared.counts.units_kept_for_agent
+            conflicts += done.report.conflicts
+            stale += done.report.stale_units
+            kept += done.report.units_kept_for_agent
     finally:
         if writer.poll() is None:
             writer.kill()

@@ -1,7 +1,11 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → propose
-    → validate → cap (blast radius) → apply | plan → measure
+    (pause) → (recover) → (ingest) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate
+    → propose → validate → cap (blast radius) → apply | plan → (render) → measure
+
+A memory format (``CycleOptions.format``) decides where the entries are: RockBot's files are the store, and ingest
+and render do nothing; a Markdown profile's units are records in ``AGENT_DIR/.dreamkeeper/units``, ingested from the
+agent's files first and rendered back into them after apply (``dreamkeeper.formats``).
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -17,7 +21,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -63,10 +67,12 @@ from dreamkeeper.consolidation.stages import (
     Effects,
     Folded,
     Gated,
+    Ingested,
     Measured,
     Proposed,
     Purged,
     Recovered,
+    Rendered,
     Repaired,
     ReportHead,
     Skipped,
@@ -83,6 +89,7 @@ from dreamkeeper.consolidation.stages import (
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
+from dreamkeeper.formats import ROCKBOT, FormatCounts, MemoryFormat, RockBotFormat
 from dreamkeeper.memory import (
     UNCHECKED,
     CycleLock,
@@ -124,9 +131,16 @@ class CycleOptions:
     # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
     # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
     stop_requested: Callable[[], bool] | None = None
+    format: MemoryFormat | None = None  # None: RockBot's entry files (dreamkeeper.formats.get_format)
+
+    @property
+    def memory_format(self) -> MemoryFormat:
+        return self.format if self.format is not None else RockBotFormat()
 
     @property
     def memory_root(self) -> Path:
+        if self.format is not None and self.format.name != ROCKBOT:
+            return self.format.store_root(self.agent_dir)
         return memory_root(self.agent_dir, self.memory_dir)
 
 
@@ -173,12 +187,18 @@ def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) 
     replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
 
 
-def sweep_leftovers(agent_dir: Path, memory_root: Path) -> SweepReport:
+def sweep_leftovers(agent_dir: Path, memory_root: Path, memory_format: MemoryFormat | None = None) -> SweepReport:
     """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
-    lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported."""
+    lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported. A Markdown
+    format's own directory (the agent's files) is swept too."""
     swept = MemoryStore(memory_root).sweep()
     state = sweep(state_dir(agent_dir))
     swept.removed += state.removed
+    if memory_format is not None and memory_format.name != ROCKBOT:
+        agent_files = memory_format.sweep(agent_dir)
+        swept.removed += agent_files.removed
+        swept.kept += agent_files.kept
+        swept.conflict_copies += agent_files.conflict_copies
     return swept
 
 
@@ -234,6 +254,7 @@ class Cycle:
             now=self.now,
             clock_given=options.now is not None,
             stage=self._stage,
+            memory_format=options.memory_format,
         )
         self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
         self.stages = Stages()
@@ -246,7 +267,10 @@ class Cycle:
             self.options.progress(name)
 
     async def run(self) -> CycleOutcome:
-        if not self.options.memory_root.is_dir():
+        memory_format = self.context.memory_format
+        if memory_format.name != ROCKBOT:
+            memory_format.check(self.agent_dir)  # the agent's Markdown directory (the records are made by ingest)
+        elif not self.options.memory_root.is_dir():
             raise FileNotFoundError(f"no memory directory at {self.options.memory_root}; nothing was changed")
         with self.effects.hold():
             try:
@@ -273,6 +297,7 @@ class Cycle:
         s.recovered = effects.recover()
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
+        s.ingested = effects.ingest()
         s.vocabulary = self._load_vocabulary()
         s.purged = effects.purge(s.vocabulary.vocabulary)
         s.snapshot = effects.snapshot(s.purged)
@@ -298,6 +323,7 @@ class Cycle:
             s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
+        s.rendered = effects.render()
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
@@ -626,7 +652,7 @@ class Writes:
         self.context.stage("recover")
         if next(incomplete_journals(self.context.agent_dir), None) is not None:
             self._writing()
-        swept = sweep_leftovers(self.context.agent_dir, self.store.root)
+        swept = sweep_leftovers(self.context.agent_dir, self.store.root, self.context.memory_format)
         if swept.removed or swept.restored:
             self._writing()
         done = recover_journals(self.context.agent_dir, self.store.root, self.context.now)
@@ -654,6 +680,24 @@ class Writes:
             return None
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
+    def ingest(self) -> Ingested:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Ingested()
+        self.context.stage("ingest")
+        prepared = memory_format.prepare(self.context.agent_dir, self.store, self.context.now)
+        return Ingested(format_counts(prepared.counts), prepared.notes)
+
+    def render(self) -> Rendered:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Rendered()
+        self.context.stage("render")
+        finished = memory_format.finish(self.context.agent_dir, self.store, self.context.now)
+        if finished.files_written:
+            self._writing()
+        return Rendered(format_counts(finished.counts), finished.notes)
+
     def purge(self, vocabulary: Vocabulary) -> Purged:
         settings = self.context.settings
         self.context.stage("purge")
@@ -664,7 +708,11 @@ class Writes:
             # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened
             # first: purge never deletes a file the engine could not read safely.
             scan = screened(self.store.scan(), self.store.root)
-        keep = LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
+        keep: KeepRule | None = (
+            LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
+        )
+        if keep is not None and self.context.memory_format.name != ROCKBOT:
+            keep = _kept_by_format(keep, self.context.memory_format)
         started = utcnow()
         purge = self.store.purge(
             retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None, keep=keep
@@ -973,6 +1021,23 @@ class Writes:
         return lost
 
 
+KeepRule = Callable[[Sequence[StoredEntry]], Mapping[str, str]]  # MemoryStore.purge's ``keep``
+
+
+def _kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepRule:
+    """The purge's keep rule with a Markdown format's own: a record whose unit is still in the agent's files (an
+    append-only log's consolidated line) is kept, or the next ingest would take its unit for new."""
+
+    def keep(due: Sequence[StoredEntry]) -> Mapping[str, str]:
+        kept = dict(memory_format.keep(due))
+        rest = [s for s in due if s.id not in kept]
+        if rest:
+            kept.update(last_records(rest))
+        return kept
+
+    return keep
+
+
 NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
 
 
@@ -1017,7 +1082,26 @@ def _final_index(
 
 
 async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:
+    memory_format = options.memory_format
+    if options.dry_run and memory_format.name != ROCKBOT:
+        # A dry run writes nothing, the records included: it plans on a throwaway copy of them, ingested.
+        memory_format.check(options.agent_dir)
+        with memory_format.preview(options.agent_dir, options.now or utcnow()) as records:
+            preview = replace(options, format=None, memory_dir=records)
+            return await Cycle(preview, proposer).run()
     return await Cycle(options, proposer).run()
+
+
+def format_counts(counts: FormatCounts) -> CycleCounts:
+    """A format's counts as the cycle's."""
+    return CycleCounts(
+        units_ingested=counts.units_ingested,
+        units_kept_for_agent=counts.units_kept_for_agent,
+        units_written=counts.units_written,
+        units_taken_out=counts.units_taken_out,
+        units_refused=counts.units_refused,
+        stale_units=counts.stale_units,
+    )
 
 
 __all__ = ["Cycle", "CycleOptions", "CycleOutcome", "Writes", "census", "recover", "run_cycle"]

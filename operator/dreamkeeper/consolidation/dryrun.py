@@ -22,9 +22,11 @@ from dreamkeeper.consolidation.stages import (
     CycleContext,
     Decayed,
     Folded,
+    Ingested,
     Measured,
     Purged,
     Recovered,
+    Rendered,
     Repaired,
     Snapshot,
     Validated,
@@ -54,6 +56,12 @@ class DryRun:
 
     def too_soon(self) -> str | None:
         return None
+
+    def ingest(self) -> Ingested:
+        return Ingested()  # a Markdown format's dry run plans on a copy of its records, ingested (run_cycle)
+
+    def render(self) -> Rendered:
+        return Rendered()
 
     def purge(self, vocabulary: Vocabulary) -> Purged:
         return Purged()

@@ -17,6 +17,7 @@ from pathlib import Path
 from dreamkeeper.formats import records as rec
 from dreamkeeper.formats.layout import Unreadable, list_files, read_file
 from dreamkeeper.formats.profile import Profile
+from dreamkeeper.formats.units import UnitKey
 from dreamkeeper.memory import MemoryStore
 
 
@@ -40,7 +41,7 @@ class Consistency:
 
 def consistency(agent_dir: Path, profile: Profile, store: MemoryStore) -> Consistency:
     result = Consistency()
-    present: Counter[rec.UnitKey] = Counter()
+    present: Counter[UnitKey] = Counter()
     unreadable: set[str] = set()
     for agent_file in list_files(agent_dir, profile):
         read = read_file(agent_file, profile)
@@ -50,7 +51,7 @@ def consistency(agent_dir: Path, profile: Profile, store: MemoryStore) -> Consis
         for unit in read.units:
             present[unit.key] += 1
     result.units = sum(present.values())
-    claims: Counter[rec.UnitKey] = Counter()
+    claims: Counter[UnitKey] = Counter()
     for stored in store.scan().entries:
         result.records += 1
         entry = stored.entry

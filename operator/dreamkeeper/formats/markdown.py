@@ -293,17 +293,38 @@ def _section(blocks: list[Block], path: tuple[str, ...]) -> tuple[int, int] | No
     """Block indexes [heading, end) of the section with this heading path (the first, when repeated)."""
     for n, block in enumerate(blocks):
         if block.kind == "heading" and block.heading == path:
-            end = n + 1
-            while end < len(blocks) and not (blocks[end].kind == "heading" and blocks[end].level <= block.level):
-                end += 1
-            return n, end
+            return _section_at(blocks, n)
     return None
+
+
+def _section_ending(blocks: list[Block], path: tuple[str, ...]) -> tuple[tuple[str, ...], int, int] | None:
+    """The section whose heading path *ends with* ``path`` (a heading created earlier under a file's title, say),
+    when exactly one does: its full path and block indexes."""
+    found = [
+        n
+        for n, b in enumerate(blocks)
+        if b.kind == "heading" and len(b.heading) > len(path) and b.heading[-len(path) :] == path
+    ]
+    if len({blocks[n].heading for n in found}) != 1:
+        return None
+    head, end = _section_at(blocks, found[0])
+    return blocks[found[0]].heading, head, end
+
+
+def _section_at(blocks: list[Block], n: int) -> tuple[int, int]:
+    block = blocks[n]
+    end = n + 1
+    while end < len(blocks) and not (blocks[end].kind == "heading" and blocks[end].level <= block.level):
+        end += 1
+    return n, end
 
 
 def _insert(parsed: Parsed, insertion: Insertion) -> tuple[str, tuple[str, ...]]:
     """The text with the insertion added, and the heading path it lands under: the path asked for, below the
     headings still open where it is appended when none of the path exists (a file's title, say)."""
     text, blocks, path = parsed.text, parsed.blocks, insertion.heading
+    if path and _section(blocks, path) is None and (ending := _section_ending(blocks, path)) is not None:
+        path = ending[0]  # the heading exists below a title it was not asked for: added there, never twice
     # The deepest existing prefix of the heading path; the headings below it are created.
     depth, section = len(path), None
     while depth > 0 and (section := _section(blocks, path[:depth])) is None:

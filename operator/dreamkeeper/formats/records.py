@@ -76,13 +76,10 @@ def needs_placing(entry: Entry) -> bool:
 
 
 def key_metadata(key: UnitKey, placement: Placement) -> dict[str, str | None]:
-    return {
-        FILE: key.file,
-        HEADING: key.heading or None,
-        HASH: key.hash,
-        NTH: str(key.nth) if key.nth != 1 else None,
-        PLACEMENT: placement,
-    }
+    """A unit's identity and placement as record metadata. Every key is always written, defaults included: the
+    engine's fold fills a survivor's *missing* metadata keys from its copies (RockBot's), so an absent ordinal or
+    heading would be taken from a copy and give the survivor the copy's identity."""
+    return {FILE: key.file, HEADING: key.heading, HASH: key.hash, NTH: str(key.nth), PLACEMENT: placement}
 
 
 def placed_entry(entry: Entry, unit: Unit) -> Entry:

@@ -712,7 +712,7 @@ class Writes:
             LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
         )
         if keep is not None and self.context.memory_format.name != ROCKBOT:
-            keep = _kept_by_format(keep, self.context.memory_format)
+            keep = kept_by_format(keep, self.context.memory_format)
         started = utcnow()
         purge = self.store.purge(
             retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None, keep=keep
@@ -1024,7 +1024,7 @@ class Writes:
 KeepRule = Callable[[Sequence[StoredEntry]], Mapping[str, str]]  # MemoryStore.purge's ``keep``
 
 
-def _kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepRule:
+def kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepRule:
     """The purge's keep rule with a Markdown format's own: a record whose unit is still in the agent's files (an
     append-only log's consolidated line) is kept, or the next ingest would take its unit for new."""
 

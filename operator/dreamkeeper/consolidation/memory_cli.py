@@ -15,8 +15,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from dreamkeeper.consolidation.cycle import kept_by_format
+from dreamkeeper.consolidation.memory_units_cli import with_formats
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.units_cli import FORMAT_OPT, PROFILE_OPT, format_of, is_markdown, unit_session
 from dreamkeeper.coverage import VOCABULARY_FILE
 from dreamkeeper.memory import CycleLock, HighValueFloor, PurgeReport, StoredEntry, entry_summary, utcnow
 from dreamkeeper.memory.cli import (
@@ -47,6 +50,20 @@ def register(app: typer.Typer) -> None:
     memory = memory_group(app)
     memory.command("list")(list_command)
     memory.command("purge")(purge_command)
+    with_formats(memory)  # stats, show and restore learn --format (memory_units_cli.py)
+
+
+def _store_dir(
+    agent_dir: Path, memory_dir: Path | None, memory_format: str | None, profile_json: str | None
+) -> Path | None:
+    """Where the entries are: RockBot's memory folder, or a Markdown format's unit records."""
+    chosen = format_of(memory_format, profile_json)
+    if not is_markdown(chosen):
+        return memory_dir
+    if memory_dir is not None:
+        raise UsageError("--memory-dir is RockBot's; a Markdown format's files are named by its profile")
+    chosen.check(agent_dir)
+    return chosen.store_root(agent_dir)
 
 
 def list_command(
@@ -64,13 +81,16 @@ def list_command(
     ),
     vocabulary: str = VOCABULARY_OPT,
     as_json: bool = JSON_OPT,
+    memory_format: str | None = FORMAT_OPT,
+    profile_json: str | None = PROFILE_OPT,
 ) -> None:
-    """List entries in store order (category folders, then id); archived ones with the purge's verdict."""
+    """List entries in store order (category folders, then id); archived ones with the purge's verdict. For a
+    Markdown format, its units as of the last cycle (each unit's file and heading are in ``show``)."""
     with expected_errors():
         if live + archived + all_entries > 1:
             raise UsageError("give at most one of --live, --archived, --all")
         scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
-        store = open_store(agent_dir, memory_dir)
+        store = open_store(agent_dir, _store_dir(agent_dir, memory_dir, memory_format, profile_json))
         scan = store.scan()
         rows: list[StoredEntry] = []
         for stored in scan.entries:
@@ -133,11 +153,15 @@ def purge_command(
     vocabulary: str = VOCABULARY_OPT,
     yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
     as_json: bool = JSON_OPT,
+    memory_format: str | None = FORMAT_OPT,
+    profile_json: str | None = PROFILE_OPT,
 ) -> None:
     """Hard-delete entries archived longer than the retention, except high-value ones and last records (an entry
-    holding a specific no live entry says). A dry run unless --yes."""
+    holding a specific no live entry says). A dry run unless --yes. For a Markdown format, archived units (never
+    one whose text is still in the agent's files)."""
     with expected_errors():
-        store = open_store(agent_dir, memory_dir)
+        chosen = format_of(memory_format, profile_json)
+        store = open_store(agent_dir, _store_dir(agent_dir, memory_dir, memory_format, profile_json))
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
         retention = timedelta(days=retention_days)
         words = agent_vocabulary(agent_dir, vocabulary)
@@ -145,9 +169,13 @@ def purge_command(
         def run(dry_run: bool) -> PurgeReport:
             entries = screened(store.scan(), store.root).entries  # never a file the engine would not act on
             rule = LastRecords.of((s.entry for s in entries), words)
-            return store.purge(retention, floor, dry_run=dry_run, entries=entries, keep=rule.keep)
+            keep = rule.keep if not is_markdown(chosen) else kept_by_format(rule.keep, chosen)
+            return store.purge(retention, floor, dry_run=dry_run, entries=entries, keep=keep)
 
-        if yes:
+        if yes and is_markdown(chosen):
+            with unit_session(agent_dir, chosen, "purge"):  # the agent's latest files first
+                report = run(dry_run=False)
+        elif yes:
             with CycleLock(agent_dir, "purge"):
                 report = run(dry_run=False)
         else:

@@ -44,6 +44,28 @@ def parse_entries(text: str, file: str, kind: UnitKind, separator: str = HERMES_
     return EntryFile(text, separator, assign_keys(file, found, kind))
 
 
+def _placed(kept: list[str], added: list[str], after: list[str | None]) -> list[str]:
+    """The entries with each added one after the entry it followed (a restore: ``after`` is that entry's hash, ""
+    for the first), in passes so a chain of restored neighbours comes back in order; the rest appended."""
+    entries = list(kept)
+    waiting = list(zip(added, after + [None] * (len(added) - len(after)), strict=True))
+    while waiting:
+        hashes = [text_hash(e) for e in entries]
+        for n, (text, anchor) in enumerate(waiting):
+            if anchor == "":
+                entries.insert(0, text)
+            elif anchor is not None and anchor in hashes:
+                entries.insert(hashes.index(anchor) + 1, text)
+            else:
+                continue
+            waiting.pop(n)
+            break
+        else:
+            entries += [text for text, _ in waiting]  # no anchor left to find: at the end, as Hermes adds
+            waiting = []
+    return entries
+
+
 def joined_length(texts: Sequence[str], separator: str = HERMES_SEPARATOR) -> int:
     """Hermes' character count of a file: the length of the join (0 for none)."""
     return len(separator.join(texts)) if texts else 0
@@ -58,6 +80,7 @@ def edit_entries(
     insert: Sequence[str] = (),
     cap: int | None = None,
     separator: str = HERMES_SEPARATOR,
+    after: Sequence[str | None] = (),
 ) -> str:
     """The file with entries removed and appended, written as the agent writes it. Refused (EditRefused) when an
     entry to remove is not there, an added entry would be split by the separator or be empty, or the result would
@@ -77,7 +100,7 @@ def edit_entries(
         if separator.strip() and any(line.strip() == separator.strip() for line in clean.split("\n")):
             raise EditRefused(f"{file}: the entry contains the separator line {separator.strip()!r}: {clean[:80]!r}")
         added.append(clean)
-    entries = kept + added
+    entries = _placed(kept, added, list(after))
     size = joined_length(entries, separator)
     if cap is not None:
         before = joined_length([u.text for u in parsed.units], separator)

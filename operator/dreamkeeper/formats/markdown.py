@@ -225,6 +225,9 @@ class Insertion:
     text: str
     heading: tuple[str, ...]
     as_item: bool = True  # written as a list item ("- text") unless it already is one
+    # Where it was (a restore or an undo): the hash of the unit it came after under its heading, "" when it was the
+    # first; None (a successor) or not found: after the section's last unit.
+    after: str | None = None
 
 
 def block_text(text: str, as_item: bool) -> str:
@@ -258,9 +261,18 @@ def edit(
         raise EditRefused(f"{file}: not found (changed since it was read?): {', '.join(missing)}")
     out = _remove(parsed, [by_key[k] for k in remove])
     landed = []
-    for insertion in insert:
-        out, heading = _insert(parse(out, managed), insertion)
-        landed.append(Insertion(insertion.text, heading, insertion.as_item))
+    # A unit goes back after the unit it followed; when that one is itself coming back, after it has: passes until
+    # no anchored insertion finds its anchor, the rest at the end of their sections.
+    waiting = list(insert)
+    while waiting:
+        current = parse(out, managed)
+        hashes = {(b.heading, _hash_of(current.text[b.start : b.end])) for b in current.blocks if b.kind == "unit"}
+        ready = [i for i in waiting if i.after is None or i.after == "" or (i.heading, i.after) in hashes]
+        ready = ready or [Insertion(i.text, i.heading, i.as_item) for i in waiting]  # anchors gone: section ends
+        chosen = ready[0]
+        out, heading = _insert(current, chosen)
+        landed.append(Insertion(chosen.text, heading, chosen.as_item))
+        waiting.pop(next(n for n, i in enumerate(waiting) if i.text == chosen.text and i.heading == chosen.heading))
     _verify(out, file, kind, managed, before, remove, landed)
     return out
 
@@ -339,6 +351,12 @@ def _insert(parsed: Parsed, insertion: Insertion) -> tuple[str, tuple[str, ...]]
     else:
         own = [n for n in inside if all(blocks[m].kind != "heading" for m in range(head + 1, n + 1))]
         last = own[-1] if own else head  # after the section's own last block, before its sub-headings
+        units = [n for n in own if blocks[n].kind == "unit"]
+        if insertion.after == "" and units:
+            return _insert_before(text, blocks[units[0]], insertion), path  # it was the section's first unit
+        anchored = [n for n in units if _hash_of(text[blocks[n].start : blocks[n].end]) == insertion.after]
+        if anchored:
+            last = anchored[0]
     at = blocks[last].end if last >= 0 else 0
     prefix = text[:at]
     if prefix and not prefix.endswith("\n"):
@@ -364,6 +382,12 @@ def _insert(parsed: Parsed, insertion: Insertion) -> tuple[str, tuple[str, ...]]
     if rest.strip() and not rest.startswith(("\n", "\r\n")) and not (tight and _ITEM.match(rest)):
         new += "\n"
     return prefix + new + rest, landed
+
+
+def _insert_before(text: str, first: Block, insertion: Insertion) -> str:
+    body = block_text(insertion.text, insertion.as_item)
+    tight = first.item and insertion.as_item
+    return text[: first.start] + body + ("" if tight else "\n") + text[first.start :]
 
 
 def _verify(

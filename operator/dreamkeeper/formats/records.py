@@ -35,7 +35,8 @@ PLACEMENT: Final = "dkPlacement"
 FORMAT: Final = "dkFormat"
 MOVED_TO: Final = "dkMovedTo"  # a whole file moved into the archive: where it is (relative to AGENT_DIR)
 REMOVED_AT: Final = "dkRemovedAt"
-RECORD_KEYS: Final = frozenset({FILE, HEADING, HASH, NTH, KIND, PLACEMENT, FORMAT, MOVED_TO, REMOVED_AT})
+AFTER: Final = "dkAfter"  # when taken out: the hash of the unit it came after ("" if first), to go back there
+RECORD_KEYS: Final = frozenset({FILE, HEADING, HASH, NTH, KIND, PLACEMENT, FORMAT, MOVED_TO, REMOVED_AT, AFTER})
 
 Placement = Literal["in-file", "removed", "pending"]
 IN_FILE: Final = "in-file"
@@ -147,6 +148,7 @@ def live_successor(stored: StoredEntry) -> str | None:
 
 
 __all__ = [
+    "AFTER",
     "FILE",
     "FORMAT",
     "HASH",

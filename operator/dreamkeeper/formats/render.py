@@ -81,6 +81,7 @@ class _Placement:
 
 @dataclass(frozen=True)
 class _Written:
+    before: list[Unit]  # the file's units as the rewrite read them
     removed: list[UnitKey]  # the units the rewrite took out
     units: dict[str, Unit]  # record id (lower) -> the unit of the rewritten file it now speaks for
 
@@ -236,7 +237,7 @@ class _Render:
             replace_file(path, new_text.encode("utf-8"), expected)
             self.report.files_written.append(job.relative)
         after = units_of(new_text, job.relative, job.rule, self.profile)[0]
-        return _Written(remove, self._assign(job, current, after, set(remove), adopted, writing))
+        return _Written(current, remove, self._assign(job, current, after, set(remove), adopted, writing))
 
     def _adopt(self, job: _FileWork, current: list[Unit], inserting: list[_Placement]) -> dict[str, Unit]:
         """Units already in the file with a pending record's text and no record claiming them: written by a run
@@ -271,6 +272,7 @@ class _Render:
                 insert=[p.stored.entry.content for p in inserting],
                 cap=rule.cap,
                 separator=self.profile.separator,
+                after=[p.stored.entry.meta(rec.AFTER) for p in inserting],
             )
         if rule.split == "file":
             raise EditRefused(f"{job.relative}: whole-file units are written by the topics renderer")
@@ -279,7 +281,9 @@ class _Render:
             file=job.relative,
             kind=rule.kind,
             remove=remove,
-            insert=[Insertion(p.stored.entry.content, p.heading) for p in inserting],
+            insert=[
+                Insertion(p.stored.entry.content, p.heading, after=p.stored.entry.meta(rec.AFTER)) for p in inserting
+            ],
             managed=self.profile.managed,
         )
         if rule.cap is not None and len(new_text) > rule.cap and len(new_text) > len(text):
@@ -360,12 +364,15 @@ class _Render:
                 landed.key.heading or "top",
                 shown(stored.entry.content),
             )
+        previous = _predecessors(written.before)
         for stored in ready:
             source_key = rec.key_of(stored.entry)
             if source_key is None:
                 continue
             current = self.store.get(stored.id) or stored
             update = {rec.PLACEMENT: rec.REMOVED, rec.REMOVED_AT: format_timestamp(self.now)}
+            if source_key in previous:
+                update[rec.AFTER] = previous[source_key]  # where an undo or a restore puts it back
             self.store.update(current, current.entry.with_meta(**update))
             if source_key in removed_set:
                 self.report.removed.append(stored.id)
@@ -408,6 +415,16 @@ class _Render:
             )
             self.store.archive(marked, f"not written to the agent's files: {why}"[:500], self.now)
             self.report.reverted.append(f"{current.id}: {why}")
+
+
+def _predecessors(units: list[Unit]) -> dict[UnitKey, str]:
+    """Each unit's predecessor under the same heading: its hash, or "" for the first."""
+    out: dict[UnitKey, str] = {}
+    last: dict[str, str] = {}
+    for unit in units:
+        out[unit.key] = last.get(unit.key.heading, "")
+        last[unit.key.heading] = unit.key.hash
+    return out
 
 
 def render(agent_dir: Path, profile: Profile, store: MemoryStore, now: datetime) -> RenderReport:

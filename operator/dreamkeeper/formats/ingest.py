@@ -154,6 +154,11 @@ class _Ingest:
                 self.report.updated += 1
             return
         if placement == rec.IN_FILE:
+            if unit.kind == "file" and text_hash(entry.content) != text_hash(unit.text):
+                # A whole file the agent rewrote after a cycle archived it: its new text is a new unit; the old
+                # text stays archived, out of the file's claim.
+                self.store.update(stored, entry.with_meta(**{rec.PLACEMENT: rec.REMOVED}))
+                self._create(unit, source, recurrence)
             return  # still to be taken out by the render, or kept as history in an append-only log
         successor = rec.live_successor(stored)
         if successor is not None and self._is_live(successor, by_key):

@@ -136,8 +136,12 @@ def units_of(text: str, relative: str, rule: FileRule, profile: Profile) -> tupl
 
 
 def file_unit(text: str, relative: str) -> Unit:
-    """A whole file as one unit: its identity is the file (an edit keeps it the same unit)."""
-    return Unit(UnitKey(relative, "", "file", 1), text.strip("\n"), 0, len(text), "file")
+    """A whole file as one unit: its identity is the file (an edit keeps it the same unit), its text the body; the
+    front matter (name, description, type...) rides along."""
+    from dreamkeeper.formats.topics import split_front
+
+    front, body = split_front(text)
+    return Unit(UnitKey(relative, "", "file", 1), body.strip("\n"), 0, len(text), "file", (), front)
 
 
 def read_file(file: AgentFile, profile: Profile) -> ReadFile | Unreadable:

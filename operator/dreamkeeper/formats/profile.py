@@ -195,7 +195,9 @@ CLAUDE = Profile(
     untouched=("MEMORY.md", ".consolidate-lock"),
     indexed=("**",),
     index_file="MEMORY.md",
-    lock=AgentLock(kind="exclusive-file", path="memory/.consolidate-lock"),
+    # Claude Code's .consolidate-lock stays on disk (its mtime says when autoDream last ran): no lock to take; the
+    # fingerprint guard on every write and move is what keeps its writes.
+    lock=AgentLock(kind="none"),
     dream_switch="autoDreamEnabled: false (settings.json)",
 )
 

@@ -36,7 +36,8 @@ FORMAT: Final = "dkFormat"
 MOVED_TO: Final = "dkMovedTo"  # a whole file moved into the archive: where it is (relative to AGENT_DIR)
 REMOVED_AT: Final = "dkRemovedAt"
 AFTER: Final = "dkAfter"  # when taken out: the hash of the unit it came after ("" if first), to go back there
-RECORD_KEYS: Final = frozenset({FILE, HEADING, HASH, NTH, KIND, PLACEMENT, FORMAT, MOVED_TO, REMOVED_AT, AFTER})
+FRONT: Final = "dkFrontMatter"  # a whole-file unit's front matter, verbatim
+RECORD_KEYS: Final = frozenset({FILE, HEADING, HASH, NTH, KIND, PLACEMENT, FORMAT, MOVED_TO, REMOVED_AT, AFTER, FRONT})
 
 Placement = Literal["in-file", "removed", "pending"]
 IN_FILE: Final = "in-file"
@@ -127,6 +128,8 @@ def new_record(unit: Unit, rule: FileRule, profile: Profile, record_id: str, now
     metadata: dict[str, str] = {k: v for k, v in key_metadata(unit.key, IN_FILE).items() if v is not None}
     metadata[KIND] = unit.kind
     metadata[FORMAT] = profile.name
+    if unit.front:
+        metadata[FRONT] = unit.front
     return Entry(
         id=record_id,
         content=unit.text,
@@ -151,6 +154,7 @@ __all__ = [
     "AFTER",
     "FILE",
     "FORMAT",
+    "FRONT",
     "HASH",
     "HEADING",
     "IN_FILE",

@@ -164,6 +164,11 @@ class _Render:
     # ---- writing -------------------------------------------------------------------------------------------
 
     def run(self) -> RenderReport:
+        if any(rule.split == "file" for rule in self.profile.files):
+            from dreamkeeper.formats.topics import TopicRender
+
+            TopicRender(self).run()  # one file per memory: files are moved and created, the index kept
+            return self.report
         for job in self.plan():
             self._file(job)
         self._revert_unplaced()

@@ -74,6 +74,7 @@ class Unit:
     end: int
     kind: UnitKind
     heading: tuple[str, ...] = ()
+    front: str = ""  # a whole-file unit's front matter (its text is the body)
 
 
 def assign_keys(file: str, found: list[tuple[tuple[str, ...], str, int, int]], kind: UnitKind) -> list[Unit]:

@@ -116,3 +116,14 @@ def test_rockbot_is_the_default_format_and_its_store_is_its_memory_folder(tmp_pa
     assert options.memory_format.name == "rockbot" and options.memory_root == tmp_path / "memory"
     markdown = CycleOptions(agent_dir=tmp_path, format=get_format("hermes"))
     assert markdown.memory_root == tmp_path / ".dreamkeeper" / "units"
+
+
+def test_a_cycle_says_when_openclaws_own_dreaming_is_on(tmp_path: Path) -> None:
+    agent = openclaw_agent(tmp_path)  # no openclaw.json: OpenClaw's default, dreaming on
+    on = dream(agent, "openclaw", now=NOW)
+    assert any("openclaw's own consolidation is on" in note for note in on.report.notes)
+    (agent / "openclaw.json").write_text(
+        '{"plugins": {"entries": {"memory-core": {"config": {"dreaming": {"enabled": false}}}}}}'
+    )
+    off = dream(agent, "openclaw", now=NOW + timedelta(hours=12))
+    assert not any("own consolidation" in note for note in off.report.notes)

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
+from dreamkeeper.consolidation.format_stages import KeepRule, format_counts, kept_by_format
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
@@ -89,7 +90,7 @@ from dreamkeeper.consolidation.stages import (
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
-from dreamkeeper.formats import ROCKBOT, FormatCounts, MemoryFormat, RockBotFormat
+from dreamkeeper.formats import ROCKBOT, MemoryFormat, RockBotFormat
 from dreamkeeper.memory import (
     UNCHECKED,
     CycleLock,
@@ -1021,23 +1022,6 @@ class Writes:
         return lost
 
 
-KeepRule = Callable[[Sequence[StoredEntry]], Mapping[str, str]]  # MemoryStore.purge's ``keep``
-
-
-def kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepRule:
-    """The purge's keep rule with a Markdown format's own: a record whose unit is still in the agent's files (an
-    append-only log's consolidated line) is kept, or the next ingest would take its unit for new."""
-
-    def keep(due: Sequence[StoredEntry]) -> Mapping[str, str]:
-        kept = dict(memory_format.keep(due))
-        rest = [s for s in due if s.id not in kept]
-        if rest:
-            kept.update(last_records(rest))
-        return kept
-
-    return keep
-
-
 NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
 
 
@@ -1090,18 +1074,6 @@ async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:
             preview = replace(options, format=None, memory_dir=records)
             return await Cycle(preview, proposer).run()
     return await Cycle(options, proposer).run()
-
-
-def format_counts(counts: FormatCounts) -> CycleCounts:
-    """A format's counts as the cycle's."""
-    return CycleCounts(
-        units_ingested=counts.units_ingested,
-        units_kept_for_agent=counts.units_kept_for_agent,
-        units_written=counts.units_written,
-        units_taken_out=counts.units_taken_out,
-        units_refused=counts.units_refused,
-        stale_units=counts.stale_units,
-    )
 
 
 __all__ = ["Cycle", "CycleOptions", "CycleOutcome", "Writes", "census", "recover", "run_cycle"]

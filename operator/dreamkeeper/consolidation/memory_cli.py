@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dreamkeeper.consolidation.cycle import kept_by_format
+from dreamkeeper.consolidation.format_stages import kept_by_format
 from dreamkeeper.consolidation.memory_units_cli import with_formats
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
 from dreamkeeper.consolidation.quarantine import screened

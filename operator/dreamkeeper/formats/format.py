@@ -13,6 +13,7 @@ works on entries in a store. A format says where that store is and keeps it in s
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -27,7 +28,7 @@ from dreamkeeper.formats.ingest import IngestReport, ingest
 from dreamkeeper.formats.layout import check_outside_indexed, memory_dir, units_root
 from dreamkeeper.formats.profile import Profile, ProfileOverrides, resolve_profile
 from dreamkeeper.formats.render import RenderReport, render
-from dreamkeeper.memory import MemoryStore, StoredEntry, SweepReport, memory_root, sweep
+from dreamkeeper.memory import MemoryStore, MiB, StoredEntry, SweepReport, memory_root, read_regular_text, sweep
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,8 @@ class MarkdownFormat:
             units_kept_for_agent=len(report.agent_removed),
             stale_units=len(report.stale_copies),
         )
-        return Prepared(counts, tuple(report.notes()), report)
+        own = own_consolidation(agent_dir, self.profile)
+        return Prepared(counts, (*report.notes(), *([own] if own else [])), report)
 
     def finish(self, agent_dir: Path, store: MemoryStore, now: datetime) -> Finished:
         report = render(agent_dir, self.profile, store, now)
@@ -188,6 +190,31 @@ class MarkdownFormat:
             self.check(agent_dir)
             ingest(agent_dir, self.profile, MemoryStore(copy), now, note=False)
             yield copy
+
+
+def own_consolidation(agent_dir: Path, profile: Profile) -> str | None:
+    """A note when the agent's own consolidation is (or may be) on."""
+    flag = profile.dream_flag
+    if flag is None:
+        return None
+    path = agent_dir / flag.file
+    try:
+        value: object = json.loads(read_regular_text(path, MiB))
+        for key in flag.path:
+            value = value.get(key) if isinstance(value, dict) else None
+    except FileNotFoundError:
+        value = None
+    except (OSError, ValueError):
+        return f"could not read {flag.file} (JSON5?) to check that {profile.name}'s own consolidation is off: " + (
+            profile.dream_switch or ""
+        )
+    on = flag.default_on if value is None else value is not False
+    if not on:
+        return None
+    return (
+        f"{profile.name}'s own consolidation is on: two consolidators of the same files make each other's work "
+        f"stale; set {profile.dream_switch}"
+    )
 
 
 def get_format(name: str = ROCKBOT, overrides: ProfileOverrides | None = None) -> MemoryFormat:

@@ -79,6 +79,17 @@ class AgentLock(BaseModel):
     wait_seconds: float = Field(default=30.0, ge=0.0, le=3600.0)
 
 
+class DreamFlag(BaseModel):
+    """Where the agent's own consolidation is switched, so a cycle can say when it is on (two consolidators of one
+    file make each other's work stale). ``file`` is relative to AGENT_DIR, JSON; ``path`` the keys to the flag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str
+    path: tuple[str, ...]
+    default_on: bool = True
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -95,6 +106,7 @@ class Profile(BaseModel):
     importance: Importance = Field(default_factory=Importance)
     lock: AgentLock = Field(default_factory=AgentLock)
     dream_switch: str | None = None  # how to turn the agent's own consolidation off (said in the report)
+    dream_flag: DreamFlag | None = None
 
     @field_validator("memory_dir")
     @classmethod
@@ -172,6 +184,9 @@ OPENCLAW = Profile(
     importance=Importance(by_category={"user": 0.7}, importance_comment=r"<!--\s*importance:\s*(\d{1,2})\s*-->"),
     lock=AgentLock(kind="exclusive-file", path="locks/memory-promotion-{workspace_sha256}.lock"),
     dream_switch="plugins.entries.memory-core.config.dreaming.enabled: false (openclaw.json)",
+    dream_flag=DreamFlag(
+        file="openclaw.json", path=("plugins", "entries", "memory-core", "config", "dreaming", "enabled")
+    ),
 )
 
 HERMES = Profile(
@@ -257,6 +272,7 @@ __all__ = [
     "OPENCLAW",
     "PROFILES",
     "AgentLock",
+    "DreamFlag",
     "FileRule",
     "Importance",
     "Profile",

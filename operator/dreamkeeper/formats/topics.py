@@ -117,6 +117,9 @@ class TopicRender:
         r, entry = self.r, stored.entry
         own = entry.meta(rec.FILE)
         front = entry.meta(rec.FRONT) or ""
+        if own and ("/" in own or own.startswith(".") or r.profile.rule_for(own) is None):
+            r._refuse(stored, f"{own!r} is not a topic file of the {r.profile.name} profile")  # a tampered record
+            return
         if not own:
             sources = [r.by_id.get(i.strip().lower()) for i in (entry.meta(MERGED_FROM) or "").split(",")]
             first = next((s for s in sources if s is not None), None)
@@ -153,6 +156,9 @@ class TopicRender:
         """Move a topic file into the archive: only if it still says what the record says, verified after."""
         r, entry = self.r, stored.entry
         relative = entry.meta(rec.FILE) or ""
+        if "/" in relative or relative.startswith(".") or r.profile.rule_for(relative) is None:
+            r.report.refused.append(f"{stored.id}: {relative!r} is not a topic file of the {r.profile.name} profile")
+            return
         path = r.root / relative
         try:
             data, fingerprint = read_bytes(path)

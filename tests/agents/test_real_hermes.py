@@ -153,6 +153,21 @@ def test_hermes_writing_during_cycles_loses_nothing_and_stays_within_caps(
     for write in landed:
         # Every fact the agent wrote is in a file or in the archive; a replaced one is the agent's own doing.
         assert write["fact"] in said or write["fact"] in replaced or _replaced_by_later(write, landed), write
+    # Nothing the writer wrote left the agent's files either (each fact's number is in a live entry: as written,
+    # or kept by a merge), unless the writer itself replaced it; the archive is a safety net, not where facts go.
+    # Hermes' replace matches an entry by substring: the writer's replace of fact n also replaces the merged entry
+    # that holds n beside other facts. That entry is then the agent's own removal, kept (restorable) in the archive.
+    in_files = "\n".join(entries(home, "memory") + entries(home, "user"))
+    removed_by_agent = "\n".join(
+        s.entry.content for s in records(home) if (s.entry.archive_reason or "").startswith(rec.REASON_AGENT_REMOVED)
+    )
+    for write in landed:
+        if write["fact"] in replaced or _replaced_by_later(write, landed):
+            continue
+        if write["fact"].split(" at ")[1].split(" ")[0] in removed_by_agent:
+            continue
+        number = write["fact"].split(" at ")[1].split(" ")[0]
+        assert number in in_files, f"{write['fact']} is only in the archive"
     if stale:
         # The stale writer ignores Hermes' caps (it is not Hermes' tool); dreamkeeper never made a file larger.
         for target in FILES:

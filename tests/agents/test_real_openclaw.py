@@ -202,6 +202,10 @@ def test_an_openclaw_session_writing_during_cycles_loses_nothing(
     assert lines
     for line in lines:  # every line the session wrote is a unit: in its file, or kept in the archive
         assert any(_squash(line["line"]) in text for text in said), line
+    files = "\n".join(p.read_text(encoding="utf-8") for p in workspace.rglob("*.md"))
+    for line in lines:  # ...and its invoice or account number is still in the agent's files, not only the archive
+        number = re.search(r"(INV|ACC)-\d+", line["line"])
+        assert number is not None and number.group(0) in files, line
     for record in records:
         if record.entry.meta("dreamkeeperCreatedByCycle"):  # every successor dreamkeeper wrote is live or archived
             assert record.entry.content

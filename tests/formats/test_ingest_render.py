@@ -128,8 +128,10 @@ def test_a_whole_daily_note_deleted_by_the_agent_is_kept_and_restorable(tmp_path
     assert "Met Franklin about the VPN outage, ticket INC-4411." in restored and "2026-03-02" in restored
 
 
-def test_a_stale_writer_putting_sources_back_has_them_taken_out_again(tmp_path: Path) -> None:
-    """hermes#26045: a writer that cached the file writes its old list back over the consolidated one."""
+def test_a_stale_writer_overwriting_a_successor_gets_its_sources_back_in_the_file(tmp_path: Path) -> None:
+    """hermes#26045: a writer that cached the file writes its old list back over the consolidated one. The successor
+    is gone from the file; the sources it wrote back are then the file's only copy of the fact, so they are live
+    again (not taken out as stale copies: the fact would have left the agent's files for the archive)."""
     agent = hermes_agent(tmp_path)
     store = unit_store(agent)
     ingest(agent, HERMES, store, NOW)
@@ -140,12 +142,28 @@ def test_a_stale_writer_putting_sources_back_has_them_taken_out_again(tmp_path: 
     render(agent, HERMES, store, NOW)
     memory.write_text(stale + HERMES_SEPARATOR + "A new fact the stale writer added.")
     report = ingest(agent, HERMES, store, NOW)
-    assert sorted(report.stale_copies) == sorted(s.id for s in sources)
-    assert report.created == 1  # the writer's new fact is a unit; the successor it overwrote is kept
-    successor = store.require("5ucc0000aaaa")
-    assert successor.entry.is_archived and successor.entry.content.startswith("The NAS nas-02 has IP")
+    assert report.stale_copies == [] and sorted(report.restored) == sorted(s.id for s in sources)
+    assert report.agent_removed == ["5ucc0000aaaa"] and report.created == 1
     render(agent, HERMES, store, NOW)
-    assert "A new fact the stale writer added." in memory.read_text()
+    text = memory.read_text()
+    assert "10.0.10.223" in text and "runs ZFS" in text and "A new fact the stale writer added." in text
+    assert consistency(agent, HERMES, store).problems == []
+
+
+def test_a_source_written_back_beside_its_successor_is_taken_out_again(tmp_path: Path) -> None:
+    agent = hermes_agent(tmp_path)
+    store = unit_store(agent)
+    ingest(agent, HERMES, store, NOW)
+    memory = agent / "memories" / "MEMORY.md"
+    sources = [record_with(store, "at 10.0.10.223."), record_with(store, "runs ZFS")]
+    merge(store, sources, "The NAS nas-02 has IP 10.0.10.223 and runs ZFS (the user's server).")
+    render(agent, HERMES, store, NOW)
+    memory.write_text(memory.read_text() + HERMES_SEPARATOR + sources[0].entry.content)  # an old copy, appended
+    report = ingest(agent, HERMES, store, NOW)
+    assert report.stale_copies == [sources[0].id] and report.restored == []
+    render(agent, HERMES, store, NOW)
+    assert sources[0].entry.content not in memory.read_text() and "(the user's server)" in memory.read_text()
+    assert consistency(agent, HERMES, store).problems == []
 
 
 def test_a_unit_the_agent_writes_again_after_it_was_archived_is_restored_not_duplicated(tmp_path: Path) -> None:

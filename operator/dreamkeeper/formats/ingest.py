@@ -12,8 +12,9 @@ dreamkeeper did and has still to do (their placement). For each unit in a file, 
   ``dreamkeeper memory restore`` writes it back;
 * an archived record still in its file: the render takes it out (or, in an append-only log, it stays as history);
 * an archived record that reappears after the render took it out: a stale copy when the unit it was merged into is
-  live (a writer that cached the file wrote it back: hermes#26045), so the render takes it out again; otherwise the
-  agent wrote it again on purpose, and it is restored.
+  still in a file (the render takes it out again); otherwise it is the file's only copy of the fact (a writer that
+  cached the file wrote its old list over the successor: hermes#26045, or the agent wrote it again on purpose), and
+  it is restored while the successor, gone from the file, is kept in the archive.
 
 A file that cannot be read is reported and its records are left as they are: nothing is concluded about them.
 """
@@ -79,6 +80,7 @@ class _Ingest:
         self.report = IngestReport()
         self.ids: set[str] = set()
         self.pending: dict[str, list[StoredEntry]] = defaultdict(list)
+        self.present: set[UnitKey] = set()
 
     def run(self) -> IngestReport:
         read: dict[str, ReadFile] = {}
@@ -112,8 +114,9 @@ class _Ingest:
             if rec.needs_placing(stored.entry):
                 self.pending[text_hash(stored.entry.content)].append(stored)
         present = {u.key for u in units}
+        self.present = present
         for unit in units:
-            self._unit(unit, read[unit.key.file], by_key.get(unit.key, []), recurrence[unit.key.hash], by_key)
+            self._unit(unit, read[unit.key.file], by_key.get(unit.key, []), recurrence[unit.key.hash])
         for key, claims in by_key.items():
             if key in present or key.file in unreadable or self.profile.rule_for(key.file) is None:
                 continue
@@ -127,7 +130,6 @@ class _Ingest:
         source: ReadFile,
         claims: list[StoredEntry],
         recurrence: int,
-        by_key: dict[UnitKey, list[StoredEntry]],
     ) -> None:
         if not claims:
             waiting = self.pending.get(unit.key.hash)
@@ -161,7 +163,7 @@ class _Ingest:
                 self._create(unit, source, recurrence)
             return  # still to be taken out by the render, or kept as history in an append-only log
         successor = rec.live_successor(stored)
-        if successor is not None and self._is_live(successor, by_key):
+        if successor is not None and self._in_a_file(successor):
             self.store.update(stored, entry.with_meta(**{rec.PLACEMENT: rec.IN_FILE}))
             self.report.stale_copies.append(entry.id)
             log.info(
@@ -181,9 +183,15 @@ class _Ingest:
             "unit %s was written again by the agent into %s: restored: %s", entry.id, unit.key.file, shown(unit.text)
         )
 
-    def _is_live(self, record_id: str, by_key: dict[UnitKey, list[StoredEntry]]) -> bool:
+    def _in_a_file(self, record_id: str) -> bool:
+        """Whether a record is live and its unit in a file now. A source put back while its successor is still in a
+        file is a stale copy; put back while the successor is gone (a stale writer wrote its old list over it), the
+        source is the file's only copy of the fact: it is restored, and the successor kept in the archive."""
         current = self.store.get(record_id)
-        return current is not None and current.entry.is_live
+        if current is None or not current.entry.is_live:
+            return False
+        key = rec.key_of(current.entry)
+        return key is not None and key in self.present
 
     def _create(self, unit: Unit, source: ReadFile, recurrence: int) -> None:
         record_id = unit.key.unit_id()

@@ -84,6 +84,7 @@ class SimConfig:
     sweep: bool = True
     progress_every: int = 50
     format: str = "rockbot"
+    format_profile: str | None = None
     retention_days: int = 90
     argv: tuple[str, ...] = ()
 
@@ -169,7 +170,9 @@ def run(config: SimConfig) -> dict[str, Any]:
     dk: DreamkeeperArm | FormatArm = (
         DreamkeeperArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"])
         if config.format == "rockbot"
-        else FormatArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"], config.format)
+        else FormatArm(
+            workdir / "agent", settings, adversary, tallies["dreamkeeper"], config.format, config.format_profile
+        )
     )
     measures = {"naive": ArmMeasure("naive", ledger), "dreamkeeper": ArmMeasure("dreamkeeper", ledger)}
     # dreamkeeper's whole store, archive included: a specific that leaves it has left for good (the purge deleted its
@@ -236,6 +239,7 @@ def run(config: SimConfig) -> dict[str, Any]:
         and result["goals"]["dreamkeeperHardDeletes"] == 0
     )
     result["config"]["format"] = config.format
+    result["config"]["formatProfile"] = config.format_profile
     if isinstance(dk, FormatArm):
         result["arms"]["dreamkeeper"]["factsTheAgentCouldNotWrite"] = dk.refused
     if config.sweep:
@@ -501,6 +505,9 @@ def parse(argv: Sequence[str]) -> SimConfig:
     parser.add_argument(
         "--format", default="rockbot", choices=("rockbot", "openclaw", "hermes"), help="the dreamkeeper arm's format"
     )
+    parser.add_argument(
+        "--format-profile", default=None, help='profile overrides as JSON, e.g. \'{"caps": {"MEMORY.md": 100000}}\''
+    )
     args = parser.parse_args(list(argv))
     rates = Rates()
     config = SimConfig(seed=args.seed, rates=rates, out=args.out, workdir=args.workdir, keep=args.keep)
@@ -520,6 +527,7 @@ def parse(argv: Sequence[str]) -> SimConfig:
     if args.name:
         config.name = args.name
     config.format = args.format
+    config.format_profile = args.format_profile
     if args.format != "rockbot" and not args.name:
         config.name = f"{config.name}-{args.format}"
     config.plot = not args.no_plot

@@ -21,11 +21,11 @@ from typing import Any
 from bench.sim.adversary import Adversary, Tally
 from bench.sim.dreamkeeper_arm import ArmCycle, to_view
 from bench.sim.world import MinedEntry
-from dreamkeeper.consolidation import CycleOptions, validate
+from dreamkeeper.consolidation import CycleOptions, format_of, validate
 from dreamkeeper.consolidation.cycle import run_cycle
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, RepairRequest
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.formats import MarkdownFormat, get_format, memory_dir
+from dreamkeeper.formats import MarkdownFormat, memory_dir
 from dreamkeeper.formats.markdown import Insertion, edit
 from dreamkeeper.memory import REASON_EPHEMERAL, MemoryStore
 from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE
@@ -50,9 +50,15 @@ def _section(category: str | None) -> str:
 
 class FormatArm:
     def __init__(
-        self, agent_dir: Path, settings: CycleSettings, adversary: Adversary, tally: Tally, format_name: str
+        self,
+        agent_dir: Path,
+        settings: CycleSettings,
+        adversary: Adversary,
+        tally: Tally,
+        format_name: str,
+        profile_json: str | None = None,
     ) -> None:
-        fmt = get_format(format_name)
+        fmt = format_of(format_name, profile_json)
         assert isinstance(fmt, MarkdownFormat)
         self.format = fmt
         self.agent_dir = agent_dir

@@ -90,7 +90,7 @@ def install_admission(cluster: ControlPlane) -> None:
     if cluster.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NAMESPACE}") is None:
         cluster.create_namespace(ADMISSION_NAMESPACE)
     params = admission_params(
-        "admission", ADMISSION_NAMESPACE, image_prefixes=[JOB_IMAGE], excluded_namespaces=SYSTEM_NAMESPACES
+        "admission", ADMISSION_NAMESPACE, allowed_images=[JOB_IMAGE], excluded_namespaces=SYSTEM_NAMESPACES
     )
     _apply(cluster, f"/api/v1/namespaces/{ADMISSION_NAMESPACE}/configmaps", params)
     registration = "/apis/admissionregistration.k8s.io/v1"

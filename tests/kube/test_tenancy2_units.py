@@ -5,7 +5,9 @@ findings on the real control plane, attacked as the tenants bob and carol: test_
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -358,3 +360,13 @@ def test_an_allowed_image_prefix_must_end_at_a_boundary() -> None:
     for boundary in IMAGE_BOUNDARIES:
         assert f"p.endsWith('{boundary}')" in image_rule
     assert "object.spec.image == p" in image_rule
+
+
+def test_the_security_model_table_names_every_spec_field() -> None:
+    """docs/operator.md's table: every field of the spec, who may set it, what an update re-checks."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    table = docs[docs.index("What every field of the spec does") :]
+    table = table[: table.index("\n\n", table.index("| field |"))]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    named = {name for row in rows for name in re.findall(r"`([A-Za-z]+)`", row)}
+    assert set(spec_fields()) <= named, set(spec_fields()) - named

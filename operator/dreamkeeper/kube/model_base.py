@@ -22,6 +22,7 @@ Quantity = Annotated[
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "pattern": QUANTITY,
+            "maxLength": 64,  # bounds the CEL cost of comparing quantities (and no real quantity is longer)
             "x-kubernetes-int-or-string": True,
         }
     ),

@@ -138,7 +138,7 @@ def _cel_resource_list(field: str) -> dict[str, Any]:
                 f"resources.{field}: only {', '.join(RESOURCE_NAMES)} (the cycle needs no other resource)",
             ),
             cel(
-                "self.all(k, quantity(string(self[k])).sign() >= 0)",
+                "self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))",
                 f"resources.{field}: a quantity may not be negative",
             ),
         ]
@@ -162,13 +162,13 @@ class ResourceRequirementsSpec(KubeModel):
 
     requests: dict[str, Quantity] | None = Field(
         default=None,
-        max_length=8,
+        max_length=len(RESOURCE_NAMES),
         description="Resources reserved (cpu, memory, ephemeral-storage), e.g. cpu: 100m, memory: 256Mi.",
         json_schema_extra=_cel_resource_list("requests"),
     )
     limits: dict[str, Quantity] | None = Field(
         default=None,
-        max_length=8,
+        max_length=len(RESOURCE_NAMES),
         description="Resources the containers may not exceed (cpu, memory, ephemeral-storage), e.g. memory: 1Gi; "
         "each at least its request.",
         json_schema_extra=_cel_resource_list("limits"),

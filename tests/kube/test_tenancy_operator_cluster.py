@@ -28,6 +28,7 @@ from tests.kube.cluster_support import (
     eventually,
     jobs_of,
     make_agent,
+    remove_volume,
     schedule_path,
 )
 from tests.kube.tenancy_support import APPLY_PATCH, JSON_PATCH, User, tenants
@@ -95,18 +96,29 @@ def test_finding1_bobs_server_receives_no_memory_text(env: Env, bobs_server: Fak
     assert env.cluster.api.get(path)["spec"].get("proposer", {}).get("type", "offline") == "offline"
     assert bobs_server.requests == [] and _leaked(bobs_server, probes) == []
 
-    # The probe can see memory: the admin, who may, points a schedule at the same server and it receives entries.
-    env.cluster.api.patch(path, {"spec": {"proposer": {**stolen, "timeoutSeconds": 30}, "runNowToken": "admin-1"}})
-    env.wait_status("admins", "the admin's cycle counted", lambda s: s.get("lastRunNowToken") == "admin-1"
-                    and (s.get("totals") or {}).get("cyclesCompleted", 0) >= 2, timeout=300)  # fmt: skip
-    assert bobs_server.completions and _leaked(bobs_server, probes), "the probe would not have seen a leak"
+    # The probe can see memory: the admin, who may, points a schedule on a fresh copy of the agent (the first claim's
+    # cycle holds a plan for approval) at the same server, and it receives entries word for word.
+    control_dir = make_agent(env.cluster, env.ns, env.host, claim="control-data", with_pod=False)
+    try:
+        control = {**stolen, "timeoutSeconds": 60}
+        env.cluster.api.create(
+            schedule_path(env.ns),
+            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DreamSchedule", "metadata": {"name": "control"},
+             "spec": {"schedule": "0 3 1 1 *", "claimName": "control-data", "proposer": control,
+                      "runNowToken": "admin-1", "safeguards": {"minIntervalHours": 0}}},
+        )  # fmt: skip
+        env.wait_status("control", "the admin's cycle counted", lambda s: s.get("lastRun"), timeout=300)
+        assert bobs_server.completions and _leaked(bobs_server, content_probes(control_dir)), "a leak would be seen"
+    finally:
+        remove_volume(env.cluster, env.ns, "control-data")
     _no_tracebacks(env.operator)
 
 
-def _quota(agent_env: AgentEnv, name: str, hard: dict[str, str]) -> None:
-    agent_env.cluster.api.create(
-        namespaced(agent_env.ns, "resourcequotas"), {"metadata": {"name": name}, "spec": {"hard": hard}}
-    )
+def _quota(agent_env: AgentEnv, name: str, hard: dict[str, str], scopes: list[str] | None = None) -> None:
+    spec: dict[str, Any] = {"hard": hard}
+    if scopes:
+        spec["scopes"] = scopes
+    agent_env.cluster.api.create(namespaced(agent_env.ns, "resourcequotas"), {"metadata": {"name": name}, "spec": spec})
 
     def enforced() -> bool:
         quota = agent_env.cluster.api.get(namespaced(agent_env.ns, "resourcequotas", name))
@@ -155,7 +167,8 @@ def test_finding3_a_pod_the_api_server_refuses_stops_the_job_and_restores_the_ag
     Event, stops the Job (PodRefused) and the agent comes back."""
     env = agent_env
     agent = env.agent.create(replicas=1, interval=0.1)
-    _quota(env, "limits-required", {"limits.cpu": "8"})
+    # Scoped to pods with resources (the cycle's; the agent's pods have none): the agent itself still starts.
+    _quota(env, "limits-required", {"limits.cpu": "8"}, scopes=["NotBestEffort"])
     env.operator.start()
     env.schedule("Stop")
     env.run_now("pod-refused")

@@ -33,6 +33,11 @@ from tests.kube.test_agent_coordination import (
     setup,
     status,
 )
+from tests.kube.test_reconcile import NS as NS_R
+from tests.kube.test_reconcile import T0 as T0_R
+from tests.kube.test_reconcile import Clock, cluster, run
+from tests.kube.test_reconcile import condition as condition_r
+from tests.kube.test_reconcile import reconciler as reconciler_r
 
 UID = "schedule-uid"
 CRON = CronSchedule.parse("0 3 * * *", None)
@@ -370,3 +375,14 @@ def test_the_security_model_table_names_every_spec_field() -> None:
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     named = {name for row in rows for name in re.findall(r"`([A-Za-z]+)`", row)}
     assert set(spec_fields()) <= named, set(spec_fields()) - named
+
+
+def test_a_claim_being_deleted_starts_no_cycle() -> None:
+    """Build 6, the claim deleted mid-cycle: kept by its protection finalizer while the cycle's pod uses it, it is
+    not usable for the next one (the scheduler never places a pod naming a claim being deleted)."""
+    c = cluster(runNowToken="go")
+    c.objects[("PersistentVolumeClaim", NS_R, "agent-data")]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    run(reconciler_r(c, Clock(T0_R)), c)
+    ready = condition_r(c, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ClaimTerminating")
+    assert c.of_kind("Job", NS_R) == [] and "RunNowDeferred" in c.reasons()

@@ -439,7 +439,8 @@ class ScheduleReconciler:
             claim_jobs = self._account(p)
         if stopping or full:
             # A Stop in progress goes one step further before anything new is started beside it (on a full pass
-            # the workload is read too: a stop recorded on it by a pass whose status write was lost is adopted).
+            # the workload is read too: a record on it that the status does not hold is checked against the Job
+            # it names, and adopted or removed: coordination.record_problem).
             def start(stop: AgentStop, where: Placement, deadline: int) -> NotStarted | None:
                 return self._start_stopped(p, stop, where, deadline)
 

@@ -147,6 +147,7 @@ def test_finding3_a_job_the_api_server_refuses_restores_the_agent_at_once(agent_
     env.run_now("refused")
     s = _stop_ended(env, "refused")
     last = s["agent"]["lastStop"]
+    print(f"\nJob refused: the agent was down {last['downtimeSeconds']} s (scaleDownTimeoutSeconds 120)")
     assert last["reason"] == "JobRefused", last
     assert agent.replicas() == 2 and ANNOTATION_AGENT_STOP not in agent.annotations()
     ready = condition_of(s, "Ready")

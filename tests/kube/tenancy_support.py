@@ -247,7 +247,7 @@ def write(api: KubeApi, ns: str, name: str, method: Method, old: Obj, new: Obj, 
     if method == "merge-patch":
         answer = api.patch(path, {"spec": merge_patch_for(old, new)})
         return new, answer["spec"]
-    config = schedule_body(name, {k: v for k, v in new.items() if k in old or k in new})
+    config = schedule_body(name, new)
     params = {"fieldManager": manager, "force": "true"}
     answer = api.request("PATCH", path, config, params=params, content_type=APPLY_PATCH)
     return _applied(old, new), answer["spec"]

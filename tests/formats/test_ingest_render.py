@@ -297,3 +297,25 @@ def test_a_successor_saying_exactly_what_one_source_says_replaces_both_and_nothi
     assert text.count(same) == 1 and "prefers Slack" not in text
     assert consistency(agent, OPENCLAW, store).problems == []
     assert ingest(agent, OPENCLAW, store, NOW).agent_removed == []
+
+
+def test_a_merge_of_an_earlier_successor_is_written_where_that_successor_is(tmp_path: Path) -> None:
+    """Found by the year simulation at Hermes' large caps: a successor merged again (merge of a merge) had a source
+    with no kind of its own (successors are written by a render, not ingested), and no file took it, every cycle."""
+    agent = hermes_agent(tmp_path)
+    store = unit_store(agent)
+    ingest(agent, HERMES, store, NOW)
+    sources = [record_with(store, "at 10.0.10.223."), record_with(store, "runs ZFS")]
+    merge(store, sources, "The NAS nas-02 has IP 10.0.10.223 and runs ZFS.", successor_id="5ucc0000aaaa")
+    render(agent, HERMES, store, NOW)
+    again = merge(
+        store,
+        [store.require("5ucc0000aaaa")],
+        "NAS nas-02: IP 10.0.10.223, ZFS.",
+        cycle="c2",
+        successor_id="5ucc0000bbbb",
+    )
+    report = render(agent, HERMES, store, NOW)
+    assert report.refused == [] and report.placed == [again.id]
+    assert "NAS nas-02: IP 10.0.10.223, ZFS." in (agent / "memories" / "MEMORY.md").read_text()
+    assert consistency(agent, HERMES, store).problems == []

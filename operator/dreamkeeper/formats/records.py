@@ -88,7 +88,7 @@ def placed_entry(entry: Entry, unit: Unit) -> Entry:
     """A pending record once its unit is found in a file: its identity and placement set, its text as the file has
     it (a list marker added). A review stamp of the text as the cycle wrote it still holds for the text as it now
     reads, so it is carried over (re-offering a merge's output built RockBot's merge-of-merge chains)."""
-    placed: dict[str, str | None] = {**key_metadata(unit.key, IN_FILE), REMOVED_AT: None}
+    placed: dict[str, str | None] = {**key_metadata(unit.key, IN_FILE), REMOVED_AT: None, KIND: unit.kind}
     if entry.content != unit.text:
         if entry.meta(REVIEWED_HASH) == review_hash(entry.content):
             placed[REVIEWED_HASH] = review_hash(unit.text)

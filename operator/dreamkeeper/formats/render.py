@@ -152,10 +152,11 @@ class _Render:
             return own, heading_tuple(entry.meta(rec.HEADING))
         sources = [self.by_id.get(i.strip().lower()) for i in (entry.meta(MERGED_FROM) or "").split(",") if i.strip()]
         for source in sources:
-            if source is None or source.entry.meta(rec.KIND) != "core":
-                continue
-            file = source.entry.meta(rec.FILE)
-            if file and self.profile.rule_for(file) is not None:
+            file = source.entry.meta(rec.FILE) if source is not None else None
+            rule = self.profile.rule_for(file) if file else None
+            # By the file's rule, not the record's kind: a source that is itself an earlier successor was written
+            # into its file by a render and carries no kind of its own.
+            if source is not None and file and rule is not None and rule.kind == "core":
                 return file, heading_tuple(source.entry.meta(rec.HEADING))
         if self.profile.promote_to is not None:
             return self.profile.promote_to, self.profile.promote_heading

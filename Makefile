@@ -47,9 +47,9 @@ tools:
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 
-# The quick loop: no control plane, no podman, no real model, no slow crash loops.
+# The quick loop: no control plane, no real node, no podman, no real model, no slow crash loops.
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not realmodel and not slow' -x -q
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not realnode and not podman and not realmodel and not slow' -x -q
 
 bench: $(STAMP)
 	$(PY) -m bench all

@@ -36,6 +36,7 @@ from tests.cluster.realnode_host import (
     NodePaths,
     RealNodeError,
     cleanup,
+    mount_var,
     preflight,
     record_sysctls,
     restore_sysctls,
@@ -128,6 +129,7 @@ class RealNodeCluster(ControlPlane):
         self.timings["machine-lock"] = time.monotonic() - t
         cleanup(self.paths, self._binaries["kube-proxy"])  # whatever an earlier node left (a crash, a kill -9)
         record_sysctls(self.paths, KUBELET_TUNABLES)
+        mount_var(self.paths)
         setup_network()
         self.start()  # the control plane, on the bridge address
         self._start_containerd()
@@ -170,29 +172,23 @@ class RealNodeCluster(ControlPlane):
         return self.wait_for_node(what, check, timeout)
 
     def wait_for_node(self, what: str, check: Callable[[], bool], timeout: float = 180.0) -> float:
-        """Like wait_for, also failing at once (with its log tail) when a node process died."""
-
-        def alive_and() -> bool:
+        """Like wait_for, also failing at once (with its log tail) when a node process died. Exceptions raised by
+        `check` count as "not yet"."""
+        start = time.monotonic()
+        last = ""
+        while True:
             for proc in self.node_processes:
                 if not proc.alive():
                     raise RealNodeError(
                         f"{proc.name} exited {proc.returncode()} while waiting for {what}; "
                         f"log {proc.log_path}:\n{proc.log_tail(40)}"
                     )
-            return bool(check())
-
-        start = time.monotonic()
-        deadline = start + timeout
-        last = ""
-        while True:
             try:
-                if alive_and():
+                if check():
                     return time.monotonic() - start
-            except RealNodeError:
-                raise
             except Exception as exc:
                 last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() > deadline:
+            if time.monotonic() - start > timeout:
                 tails = "\n".join(f"--- {p.name}:\n{p.log_tail(15)}" for p in self.node_processes)
                 raise RealNodeError(f"timed out after {timeout:.0f}s waiting for {what} ({last})\n{tails}")
             time.sleep(0.5)
@@ -202,7 +198,6 @@ class RealNodeCluster(ControlPlane):
         paths = self.paths
         for d in (paths.containerd_root, paths.containerd_state, paths.cni_conf_dir, paths.cni_ipam_dir):
             d.mkdir(parents=True, exist_ok=True)
-        paths.var.chmod(0o711)
         (paths.cni_conf_dir / "10-dreamkeeper.conflist").write_text(cni_config(paths))
         config = self.state_dir / "node" / "containerd.toml"
         config.parent.mkdir(parents=True, exist_ok=True)

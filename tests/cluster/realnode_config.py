@@ -25,6 +25,10 @@ state = '{paths.containerd_state}'
   address = '{paths.socket}.ttrpc'
 
 [plugins]
+  # NRI would listen on the fixed /run/nri/nri.sock; nothing here plugs into it.
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
     [plugins.'io.containerd.cri.v1.images'.pinned_images]

@@ -46,12 +46,15 @@ class RealNodeError(RuntimeError):
 
 @dataclass(frozen=True)
 class NodePaths:
-    """Fixed locations (one node per machine). `var` holds the kubelet's and containerd's roots (on disk: image
-    layers and volumes), `run` the sockets, netns mounts, CNI config and IPAM state."""
+    """Fixed locations (one node per machine). `var` holds the kubelet's and containerd's roots (image layers,
+    emptyDirs, pod logs) on a tmpfs of its own (`mount_var`): imports are faster, and removing a node's 300 MB
+    of unpacked image files is one unmount instead of a minute of unlinks. `run` holds the sockets, netns mounts,
+    CNI config and IPAM state."""
 
     var: Path = Path("/var/lib/dreamkeeper-node")
     run: Path = Path("/run/dreamkeeper-node")
     lock: Path = Path("/run/dreamkeeper-node.lock")
+    var_size: str = "8g"  # the tmpfs' ceiling (pages are used only as files are written)
 
     @property
     def kubelet_root(self) -> Path:
@@ -274,6 +277,11 @@ def remove_network() -> None:
     subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True, check=False)
 
 
+def mount_var(paths: NodePaths) -> None:
+    paths.var.mkdir(parents=True, exist_ok=True)
+    sh("mount", "-t", "tmpfs", "-o", f"size={paths.var_size},mode=0711", "dreamkeeper-node", str(paths.var))
+
+
 # ---- cleanup ------------------------------------------------------------------------------------------------------
 
 
@@ -351,6 +359,50 @@ def unmount_all(*roots: Path) -> None:
         raise RealNodeError(f"could not unmount {left}")
 
 
+def remove_kube_chains() -> None:
+    """The iptables chains the kubelet makes for itself (KUBE-FIREWALL in filter's INPUT/OUTPUT,
+    KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and any KUBE-* chain kube-proxy's --cleanup left, IPv4 and IPv6:
+    first the jumps to them from the built-in chains, then the chains. Nothing else uses the KUBE- prefix here."""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            rules = subprocess.run([tool, "-t", table, "-S"], capture_output=True, text=True, check=False).stdout
+            chains = [line.split()[1] for line in rules.splitlines() if line.startswith("-N KUBE-")]
+            for line in rules.splitlines():
+                parts = line.split()
+                if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "KUBE-" in line:
+                    subprocess.run([tool, "-t", table, "-D", *parts[1:]], capture_output=True, check=False)
+            for chain in chains:
+                subprocess.run([tool, "-t", table, "-F", chain], capture_output=True, check=False)
+            for chain in chains:
+                subprocess.run([tool, "-t", table, "-X", chain], capture_output=True, check=False)
+
+
+def kube_chains_left() -> list[str]:
+    """`<tool> <table> <chain>` of every KUBE-* chain still present (empty after a clean teardown)."""
+    left = []
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            rules = subprocess.run([tool, "-t", table, "-S"], capture_output=True, text=True, check=False).stdout
+            left += [f"{tool} {table} {line.split()[1]}" for line in rules.splitlines() if line.startswith("-N KUBE-")]
+    return left
+
+
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")  # fixed in the kubelet, whatever its --root-dir
+
+
+def remove_device_plugin_socket() -> None:
+    """The kubelet's device-plugin registration socket, and the directories it made for it when they are empty
+    (a kubelet of the machine's own would have other files there: they are left alone)."""
+    (DEVICE_PLUGINS / "kubelet.sock").unlink(missing_ok=True)
+    for d in (DEVICE_PLUGINS, DEVICE_PLUGINS.parent):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
 def remove_cgroups() -> None:
     for d in _kubepods_cgroups():
         try:
@@ -385,10 +437,12 @@ def cleanup(paths: NodePaths, kube_proxy: Path | None) -> None:
     if kube_proxy is not None and kube_proxy.exists():
         # kube-proxy's own cleanup mode removes its chains and rules (KUBE-SERVICES, KUBE-POSTROUTING, ...).
         subprocess.run([str(kube_proxy), "--cleanup"], capture_output=True, check=False, timeout=120)
+    remove_kube_chains()
     remove_network()
     remove_cgroups()
     for link in container_log_links(paths):
         link.unlink(missing_ok=True)
+    remove_device_plugin_socket()
     for d in (paths.run, paths.var):
         shutil.rmtree(d, ignore_errors=True)
     restore_sysctls(paths)

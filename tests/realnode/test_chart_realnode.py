@@ -45,7 +45,9 @@ def test_the_chart_installs_with_its_defaults_and_the_operator_is_ready_through_
     assert state["imageID"], state  # resolved by containerd from the imported image
 
     # The kubelet probes the container's /healthz (initialDelaySeconds 15, every 20 s): count its successes.
-    probed = lambda: _probe_count(real_cluster, name, "successful") >= 2  # noqa: E731
+    def probed() -> bool:
+        return _probe_count(real_cluster, name, "successful") >= 2
+
     eventually(real_cluster, "two successful liveness probes", probed)
     assert _probe_count(real_cluster, name, "failed") == 0
     live = release.operator_pod()

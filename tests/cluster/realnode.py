@@ -282,9 +282,10 @@ class RealNodeCluster(ControlPlane):
         params = {"container": container, **({"previous": "true"} if previous else {})}
         return self.api.request_text("GET", namespaced(namespace, "pods", pod) + "/log", params=params)
 
-    def kubelet_metrics(self) -> str:
-        """The kubelet's /metrics through the apiserver's node proxy (as a monitoring stack scrapes it)."""
-        return self.api.request_text("GET", f"/api/v1/nodes/{NODE_NAME}/proxy/metrics")
+    def kubelet_metrics(self, path: str = "/metrics") -> str:
+        """The kubelet's metrics through the apiserver's node proxy (as a monitoring stack scrapes them);
+        `/metrics/probes` has the probers' counters."""
+        return self.api.request_text("GET", f"/api/v1/nodes/{NODE_NAME}/proxy{path}")
 
     def keep_logs(self, destination: Path) -> Path:
         super().keep_logs(destination)

@@ -25,6 +25,10 @@ state = '{paths.containerd_state}'
   address = '{paths.socket}.ttrpc'
 
 [plugins]
+  # Shim sockets and runc's state under the node's own run dir (defaults: /run/containerd/s, /run/containerd/runc).
+  [plugins.'io.containerd.shim.v1.manager']
+    socket_dir = '{paths.run / "s"}'
+
   # NRI would listen on the fixed /run/nri/nri.sock; nothing here plugs into it.
   [plugins.'io.containerd.nri.v1.nri']
     disable = true
@@ -47,6 +51,7 @@ state = '{paths.containerd_state}'
         runtime_type = 'io.containerd.runc.v2'
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = '{RUNC}'
+          Root = '{paths.run / "runc"}'
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ['{CNI_BIN_DIR}']

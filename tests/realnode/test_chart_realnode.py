@@ -24,8 +24,8 @@ pytestmark = pytest.mark.realnode
 
 
 def _probe_count(cluster: RealNodeCluster, pod: str, result: str) -> float:
-    """prober_probe_total of the operator's liveness probe, from the kubelet's own /metrics."""
-    text = cluster.kubelet_metrics()
+    """prober_probe_total of the operator's liveness probe, from the kubelet's own /metrics/probes."""
+    text = cluster.kubelet_metrics("/metrics/probes")
     value = cs.metric(text, "prober_probe_total", probe_type="Liveness", result=result, pod=pod, container="operator")
     return value or 0.0
 
@@ -63,6 +63,9 @@ def test_the_chart_installs_with_its_defaults_and_the_operator_is_ready_through_
         if e["involvedObject"].get("name") == name and e["reason"] in ("Unhealthy", "BackOff", "Failed")
     ]  # fmt: skip
     assert unhealthy == [], unhealthy
+    # And the operator saw them: kopf's health endpoint logs each request, the kubelet's user agent among them.
+    log = real_cluster.kubectl("logs", "-n", release.namespace, name, "-c", "operator").stdout
+    assert '"GET /healthz HTTP/1.1\\" 200' in log and "kube-probe/1.36" in log, log[-2000:]
 
 
 def test_pod_security_restricted_is_enforced_by_admission_and_by_the_runtime(

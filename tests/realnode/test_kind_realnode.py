@@ -51,8 +51,6 @@ def test_kind_create_cluster_with_the_node_image_built_here_then_helm_install_ru
     kind = Kind(f"dk-{uuid.uuid4().hex[:6]}", tmp_path)
     networks_before = _networks()
     default_tag = chart_image()
-    existed = subprocess.run(["podman", "image", "exists", default_tag], check=False).returncode == 0
-    tagged = False
     try:
         with lib_modules():
             try:
@@ -66,12 +64,13 @@ def test_kind_create_cluster_with_the_node_image_built_here_then_helm_install_ru
                 # Every system pod runs: etcd, the control plane and kube-proxy from images built here, CoreDNS too.
                 kind.kubectl("wait", "-n", "kube-system", "--for=condition=Ready", "pod", "--all", "--timeout=240s")
 
-                # The project image under the chart's default name, as a user tags a local build, loaded into kind.
-                _podman("tag", project, default_tag)
-                tagged = not existed
+                # The project image loaded into kind, then named as the chart's default (as a user tags a local
+                # build; tagged inside the node, so the shared podman store is left as it is).
                 archive = tmp_path / "project.tar"
-                _podman("save", "--format", "docker-archive", "-o", str(archive), default_tag)
+                _podman("save", "--format", "docker-archive", "-o", str(archive), project)
                 kind.run("load", "image-archive", str(archive), "--name", kind.name)
+                node = f"{kind.name}-control-plane"
+                _podman("exec", node, "ctr", "-n", "k8s.io", "images", "tag", project, default_tag)
 
                 kind.kubectl("create", "namespace", "dreamkeeper-system")
                 kind.kubectl(
@@ -96,8 +95,6 @@ def test_kind_create_cluster_with_the_node_image_built_here_then_helm_install_ru
             finally:
                 kind.run("delete", "cluster", "--name", kind.name)
     finally:
-        if tagged:
-            _podman("untag", project, default_tag, check=False)  # the shared podman store as it was
         for network in _networks() - networks_before:
             _podman("network", "rm", network, check=False)  # kind leaves its network behind on delete
     left = _podman("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={kind.name}", "--format", "{{.Names}}")

@@ -44,14 +44,6 @@ def test_preflight_names_every_missing_kernel_feature_and_tool_in_one_error(
     assert missing == [], message
 
 
-def test_preflight_accepts_this_machine_when_the_tools_are_there(tmp_path: Path) -> None:
-    """The same checks pass on the machine the real node is tested on (its features are real, not mocked)."""
-    fake = tmp_path / "kubelet"
-    fake.write_text("#!/bin/sh\n")
-    fake.chmod(0o755)
-    preflight({"kubelet": fake})
-
-
 def test_missing_node_tools_error_every_realnode_test_instead_of_skipping(tmp_path: Path) -> None:
     test_file = write_suite(
         tmp_path / "suite",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
@@ -47,12 +48,14 @@ from dreamkeeper.consolidation.journal import (
     write_journal,
     write_journal_steps,
 )
+from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import BatchReply, ProposalRequest, Proposer
 from dreamkeeper.consolidation.purge import LastRecords
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
+from dreamkeeper.consolidation.scope import scope_ids, scoped
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.stages import (
     Applied,
@@ -173,6 +176,16 @@ def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) 
     replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
 
 
+def _record_in_rockbot_ledger(agent_dir: Path, at: datetime) -> None:
+    """RockBot's ``dream-pass-ledger.json`` (pass_ledger.py): recorded on a cycle that reviewed entries, as RockBot's
+    pass records itself only when it reviewed something (2 or more eligible, a usable reply). Bookkeeping: a
+    failure to write it is logged, never the cycle's failure."""
+    try:
+        record_consolidation(agent_dir, at)
+    except (OSError, MemoryStoreError) as exc:
+        log.warning("RockBot's dream-pass ledger not updated: %s", exc)
+
+
 def sweep_leftovers(agent_dir: Path, memory_root: Path) -> SweepReport:
     """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
     lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported."""
@@ -226,6 +239,9 @@ class Cycle:
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
+        self.agent = agent_view(self.agent_dir, self.settings.rockbot)
+        for note in self.agent.notes:
+            log.warning("agent settings: %s", note)
         self.context = CycleContext(
             cycle_id=self.cycle_id,
             agent_dir=self.agent_dir,
@@ -234,10 +250,11 @@ class Cycle:
             now=self.now,
             clock_given=options.now is not None,
             stage=self._stage,
+            agent=self.agent,
         )
         self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
         self.stages = Stages()
-        self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now)
+        self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now, self.agent.described())
         self._frozen = False
 
     def _stage(self, name: str) -> None:
@@ -268,7 +285,7 @@ class Cycle:
 
     async def _run_stages(self) -> CycleOutcome:
         s, effects = self.stages, self.effects
-        if (marker := read_pause_marker(self.agent_dir)) is not None:
+        if (marker := read_pause_marker(self.agent_dir, self.agent.pause_marker)) is not None:
             return self._paused(marker)
         s.recovered = effects.recover()
         if not self.options.force and (reason := effects.too_soon()) is not None:
@@ -420,7 +437,7 @@ class Cycle:
         return self.effects.fold(snapshot, folds) if folds else Folded(snapshot.scan, snapshot.live)
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
-        folds = plan_folds(snapshot.live, self.settings, self.now)
+        folds = plan_folds(scoped(snapshot.live, self.settings.scope), self.settings, self.now)
         for fold in folds:
             log.info(
                 "folded %d exact duplicate(s) [%s] into %s",
@@ -436,7 +453,7 @@ class Cycle:
     def _decay(self, folded: Folded) -> Decayed:
         """Importance decay, planned here and written (or, in a dry run, only shown) by the effects."""
         self._stage("decay")
-        plan = plan_decay(folded.live, self.settings.decay, self.settings.floor, self.now)
+        plan = plan_decay(scoped(folded.live, self.settings.scope), self.settings.decay, self.settings.floor, self.now)
         if not plan.actions:
             return Decayed(folded.live)
         decayed = self.effects.decay(folded, plan)
@@ -450,11 +467,12 @@ class Cycle:
     def _gate(self, decayed: Decayed) -> Gated:
         self._stage("gating")
         live = decayed.live
-        gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
+        in_scope = scope_ids(live, self.settings.scope)
+        gating = select_candidates(live, self.settings, self.now, self._embedding_loader(), in_scope)
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
             len(gating.eligible),
-            len(live),
+            len(live) if in_scope is None else len(in_scope),
             gating.withheld,
         )
         counts = CycleCounts(
@@ -477,7 +495,7 @@ class Cycle:
             return Proposed()
         self._stage("proposal")
         batches = make_batches(gating, self.settings.batch_max_entries)
-        directives = load_directives(self.agent_dir)  # re-read every cycle, as RockBot does
+        directives = load_directives(self.agent_dir, self.agent.directive.path)  # re-read every cycle, as RockBot
         request = ProposalRequest(
             batches=tuple(batches),
             total_entries=len(live),
@@ -486,7 +504,7 @@ class Cycle:
             directive=directives.dream,
             degraded=gating.degraded,
             memory_rules=directives.memory_rules,
-            feedback=load_feedback(self.agent_dir, self.now),
+            feedback=load_feedback(self.agent_dir, self.now, self.agent.feedback_dir.path),
         )
         replies = await self._asked(request)
         return Proposed(tuple(batches), tuple(replies))
@@ -817,6 +835,8 @@ class Writes:
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at
             _write_ledger(self.context.agent_dir, report, completed_at or utcnow())
+            if self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
+                _record_in_rockbot_ledger(self.context.agent_dir, completed_at or utcnow())
         return write_report(self.context.agent_dir, report)
 
     def record_failure(self, report: CycleReport, error: BaseException) -> None:

@@ -17,13 +17,14 @@ narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from dreamkeeper.consolidation.agent_view import AgentView
 from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
@@ -52,6 +53,7 @@ class CycleContext:
     now: datetime
     clock_given: bool  # the caller set `now` (simulations, tests): the ledger is kept on that clock
     stage: Callable[[str], None]  # announces a stage (logs, progress)
+    agent: AgentView | None = None  # RockBot's paths and purge settings as this cycle uses them (agent_view.py)
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,7 @@ class ReportHead:
     agent_dir: str
     proposer: str
     started_at: datetime
+    agent_settings: Mapping[str, str] = field(default_factory=dict)  # what the cycle used of RockBot's settings
 
 
 def compose_report(
@@ -325,6 +328,7 @@ def compose_report(
         protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
         pause_marker=stages.skipped.paused if stages.skipped else None,
+        agent_settings=dict(head.agent_settings),
         notes=[n for s in done for n in s.notes],
     )
 

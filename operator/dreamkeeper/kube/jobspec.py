@@ -120,6 +120,8 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["cluster_split"] = guards.cluster_split
         if guards.cluster_tokens is not None:
             data["cluster_tokens"] = guards.cluster_tokens
+        if guards.scope is not None:
+            data["scope"] = guards.scope
     CycleSettings.model_validate(data)
     return data
 

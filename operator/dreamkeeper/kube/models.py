@@ -270,7 +270,8 @@ class DecaySpec(KubeModel):
         default=None,
         ge=0.0,
         le=1.0,
-        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
+        description="An entry is rewritten once its importance has fallen this much (default 0: every drop, as "
+        "RockBot; 0.01 writes about a fifth as often).",
     )
 
 
@@ -329,6 +330,11 @@ class SafeguardsSpec(KubeModel):
         default=None,
         description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
         "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
+    )
+    scope: Literal["corpus", "rockbot"] | None = Field(
+        default=None,
+        description="Entries a cycle folds, decays and offers: corpus (every live entry; default) or rockbot "
+        "(RockBot's snapshot: the 1000 most recently seen; older ones keep their importance and are never offered).",
     )
 
 

@@ -8,6 +8,7 @@ from dreamkeeper.memory.atomic import (
     SweepReport,
     create_exclusive,
     fsync_directory,
+    read_with_fingerprint,
     replace_file,
     sweep,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "format_timestamp",
     "fsync_directory",
     "loads_json",
+    "read_with_fingerprint",
     "memory_root",
     "note_restored",
     "note_undone",

@@ -72,7 +72,13 @@ class HighValueFloor(BaseModel):
     reinforcement: int = Field(default=5, ge=0, le=2**31 - 1)  # RockBot's int
 
     def protects(self, entry: Entry) -> bool:
-        return entry.importance_score >= self.importance or entry.reinforcement_count >= self.reinforcement
+        # In float32, as RockBot compares them (``IsProtectedFromPruning``: ``float ImportanceScore >= float
+        # PruningProtectionImportance``, DreamService.cs / DreamOptions.cs @05346ff0): a file saying 0.7999999999
+        # holds the float32 0.8, which the floor protects there, and must here too, or the two engines disagree
+        # about what may be pruned or purged.
+        with np.errstate(over="ignore"):
+            importance = np.float32(entry.importance_score) >= np.float32(self.importance)
+        return bool(importance) or entry.reinforcement_count >= self.reinforcement
 
     def describe(self, entry: Entry) -> str:
         return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"

@@ -483,6 +483,17 @@ class CycleCounts(BaseModel):
     ] = 0
     ephemeral_specifics: Annotated[int, Count("specifics that ephemeral prunes took out of the live corpus")] = 0
     census_refusals: Annotated[int, Count("merges the corpus-wide census refused")] = 0
+    sourceless_saved: Annotated[
+        int, Count("source-less toSave items saved as new entries (derivedFrom: feedback), as RockBot does")
+    ] = 0
+    sourceless_refused: Annotated[
+        int,
+        Count(
+            "source-less toSave items refused (no feedback shown, the per-cycle cap, an identity specific from "
+            "nowhere)",
+            safeguard=Phrase("{} source-less save(s) refused"),
+        ),
+    ] = 0
     vocabulary_fallback: Annotated[
         int,
         Count(

@@ -57,6 +57,7 @@ from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
 from dreamkeeper.consolidation.scope import scope_ids, scoped
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.sourceless import SourcelessGate
 from dreamkeeper.consolidation.stages import (
     Applied,
     Approved,
@@ -507,7 +508,7 @@ class Cycle:
             feedback=load_feedback(self.agent_dir, self.now, self.agent.feedback_dir.path),
         )
         replies = await self._asked(request)
-        return Proposed(tuple(batches), tuple(replies))
+        return Proposed(tuple(batches), tuple(replies), feedback=tuple(f.line() for f in request.feedback))
 
     async def _asked(self, request: ProposalRequest) -> list[BatchReply]:
         """The proposer's replies; when a stop is requested meanwhile, none: its requests are cancelled (a model
@@ -530,7 +531,11 @@ class Cycle:
         if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
-        state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor)
+        gate = SourcelessGate(proposed.feedback, self.settings.sourceless_saves_max_per_cycle)
+        gate.bind(decayed.live)
+        state = ValidationState(
+            self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor, sourceless=gate
+        )
         gating = gated.gating
         decisions = await validate_replies(
             proposed.batches, proposed.replies, gating, decayed.live, self.proposer, state

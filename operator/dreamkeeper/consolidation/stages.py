@@ -168,6 +168,7 @@ class Proposed:
     replies: tuple[BatchReply, ...] = ()
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
+    feedback: tuple[str, ...] = ()  # the feedback lines the requests showed (what a source-less save may use)
 
     @property
     def offered_ids(self) -> set[str]:

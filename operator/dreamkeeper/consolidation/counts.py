@@ -448,6 +448,18 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.PURGED, detail=True),
         ),
     ] = 0
+    purge_kept_chain: Annotated[
+        int, Count("archived entries past retention kept because an archived entry names them as merge successor")
+    ] = 0
+    purge_held: Annotated[
+        int,
+        Count(
+            "archived entries dreamkeeper keeps, held above RockBot's high-value floor before its purge could "
+            "delete them",
+            safeguard=Phrase("{} archived entr(ies) held from RockBot's purge"),
+        ),
+    ] = 0
+    purge_released: Annotated[int, Count("purge holds released (nothing keeps the entry any more)")] = 0
     live_entries: Annotated[
         int,
         Count(

@@ -35,7 +35,7 @@ from dreamkeeper.memory.atomic import (
     sweep,
     unlink_durably,
 )
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, utcnow
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, unheld, utcnow
 from dreamkeeper.memory.errors import (
     ConflictError,
     EntryNotFoundError,
@@ -433,7 +433,8 @@ class MemoryStore:
         """Bring an archived entry back to live. Returns it unchanged when it was not archived."""
         if not stored.entry.is_archived:
             return stored
-        entry = stored.entry.evolve(archived_at=None, archive_reason=None)
+        # Held by the purge (its importance lifted to RockBot's floor while archived): its own importance comes back.
+        entry = unheld(stored.entry).evolve(archived_at=None, archive_reason=None)
         entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: None, STALE_COPY_OF: None})
         result = self.update(stored, entry)
         log.info(
@@ -470,7 +471,9 @@ class MemoryStore:
             entry = stored.entry
             if entry.archived_at is None:
                 continue
-            if as_aware(entry.archived_at) > cutoff:
+            # Strictly before the cutoff, as RockBot's purge (``ArchivedAt < cutoff``, FileMemoryStore @8a7e360e) and
+            # its audit (``archivedAt + retention < now``, MemoryAuditAnalyzer @26053e10) both count it.
+            if as_aware(entry.archived_at) >= cutoff:
                 report.not_due += 1
                 continue
             if floor.protects(entry):

@@ -232,7 +232,14 @@ def _kept_by_dreamkeeper(memory: Path, settings: CycleSettings) -> set[str]:
     specific, or a merge successor an archived entry names (what RockBot's purge must not delete)."""
     from dreamkeeper.consolidation.purge import LastRecords
     from dreamkeeper.coverage import DEFAULT_VOCABULARY
-    from dreamkeeper.memory import MemoryStore, unheld
+    from dreamkeeper.memory import MemoryStore
+
+    try:
+        from dreamkeeper.memory import unheld
+    except ImportError:  # an engine from before the purge's hold (the "before" run)
+
+        def unheld(entry: Any) -> Any:
+            return entry
 
     scan = MemoryStore(memory).scan()
     archived = [s for s in scan.entries if s.entry.is_archived]

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -32,6 +32,8 @@ from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
+from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written, write_vectors
+from dreamkeeper.consolidation.embeddings import Embedder, Vector
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
 from dreamkeeper.consolidation.journal import (
@@ -66,6 +68,7 @@ from dreamkeeper.consolidation.stages import (
     CycleContext,
     Decayed,
     Effects,
+    Embedded,
     Folded,
     Gated,
     Measured,
@@ -130,6 +133,9 @@ class CycleOptions:
     # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
     # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
     stop_requested: Callable[[], bool] | None = None
+    # An embeddings endpoint (proposers/embeddings.py): missing vectors are generated before the gate, and the
+    # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
+    embedder: Embedder | None = None
 
     @property
     def memory_root(self) -> Path:
@@ -285,6 +291,8 @@ class Cycle:
             finally:
                 self._thaw()
                 await self.proposer.aclose()
+                if self.options.embedder is not None:
+                    await self.options.embedder.aclose()
 
     async def _run_stages(self) -> CycleOutcome:
         s, effects = self.stages, self.effects
@@ -312,12 +320,14 @@ class Cycle:
         else:
             s.folded = self._fold(s.repaired.snapshot)
             s.decayed = self._decay(s.folded)
+            s.embedded = await self._embed_missing(s.decayed)
             s.gated = self._gate(s.decayed)
             s.proposed = await self._propose(s.gated, s.decayed)
             s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
             s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
+        s.reembedded = await self._embed_written(s.folded, s.applied)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
@@ -560,12 +570,27 @@ class Cycle:
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()
+        generated = self.stages.embedded.vectors if self.stages.embedded is not None else {}
 
         def load(entry_id: str) -> np.ndarray | None:
+            if entry_id in generated:  # this cycle's (in a dry run, never written)
+                return generated[entry_id]
             # Listed first: most entries of a corpus may have no embedding, and a failed open costs more than a read.
             return self.store.load_embedding(entry_id) if embedding_file_name(entry_id).casefold() in present else None
 
         return load
+
+    async def _embed_missing(self, decayed: Decayed) -> Embedded:
+        if self.options.embedder is None:
+            return Embedded()
+        self._stage("embeddings")
+        return await embed_missing(self.store, decayed.live, self.options.embedder, self.effects.write_embeddings)
+
+    async def _embed_written(self, folded: Folded, applied: Applied) -> Embedded | None:
+        if self.options.embedder is None:
+            return None
+        self._stage("embeddings")
+        return await embed_written(folded, applied, self.options.embedder, self.effects.write_embeddings)
 
     def _freeze(self) -> None:
         """Move everything alive (the parsed snapshot above all) out of the cyclic collector's reach until the cycle
@@ -853,6 +878,9 @@ class Writes:
             specifics_lost=len(lost),
         )
         return Measured(counts, tuple(lost))
+
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        return write_vectors(self.store, vectors, replace)
 
     def record(self, report: CycleReport) -> Path:
         self._update_index()

@@ -28,6 +28,7 @@ from dreamkeeper.consolidation.agent_view import AgentView
 from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
@@ -161,6 +162,17 @@ class Gated:
 
 
 @dataclass(frozen=True)
+class Embedded:
+    """Vectors generated this cycle (embeddings.py): before the gate, the live entries that had none; after apply,
+    the entries the cycle created or re-tagged. Written where RockBot's EmbeddingCache keeps them (not in a dry
+    run, where they only serve the gate)."""
+
+    vectors: Mapping[str, Vector] = field(default_factory=dict)
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Proposed:
     """The proposer's replies to the gate's batches (none when it was not asked)."""
 
@@ -272,6 +284,7 @@ class Stages:
     repaired: Repaired | None = None
     folded: Folded | None = None
     decayed: Decayed | None = None
+    embedded: Embedded | None = None
     gated: Gated | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
@@ -279,6 +292,7 @@ class Stages:
     approved: Approved | None = None
     usage: Usage | None = None
     applied: Applied | None = None
+    reembedded: Embedded | None = None
     measured: Measured | None = None
 
     def done(self) -> Iterator[StageValue]:
@@ -374,6 +388,11 @@ class Effects(Protocol):
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         """Apply the plan, or show it."""
+        ...
+
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        """Write vectors where RockBot's EmbeddingCache keeps them (``replace``: ids whose file is overwritten);
+        how many were written."""
         ...
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:

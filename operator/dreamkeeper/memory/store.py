@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dreamkeeper.memory.atomic import (
     CONFLICT_SUFFIX,
     MUST_NOT_EXIST,
+    UNCHECKED,
     Fingerprint,
     SweepReport,
     read_with_fingerprint,
@@ -327,6 +328,37 @@ class MemoryStore:
             return frozenset(name.casefold() for name in os.listdir(self._embeddings_dir))
         except OSError:
             return frozenset()
+
+    def embedding_sizes(self) -> dict[str, int]:
+        """Casefolded name -> size of each regular file in ``.embeddings/`` (one listing)."""
+        sizes: dict[str, int] = {}
+        try:
+            with os.scandir(self._embeddings_dir) as listing:
+                for child in listing:
+                    try:
+                        if child.is_file(follow_symlinks=False):
+                            sizes[child.name.casefold()] = child.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            return {}
+        return sizes
+
+    def write_embedding(self, entry_id: str, data: bytes, *, replace: bool) -> bool:
+        """Write ``.embeddings/{id}.bin`` as RockBot's EmbeddingCache names it. ``replace`` False creates only (a
+        vector the agent wrote meanwhile wins); True overwrites, as RockBot's ``UpdateAsync`` does after a save.
+        Returns whether it was written."""
+        validate_id(entry_id)
+        directory = Path(self._embeddings_dir)
+        if directory.is_symlink():
+            raise ConflictError(directory, "is a symlink; no vector is written through it")
+        directory.mkdir(exist_ok=True)
+        path = directory / embedding_file_name(entry_id)
+        try:
+            replace_file(path, data, UNCHECKED if replace else MUST_NOT_EXIST)
+        except ConflictError:
+            return False
+        return True
 
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""

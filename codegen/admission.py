@@ -56,6 +56,7 @@ def _who() -> str:
 
 NS = "request.namespace"
 SECRET = "object.spec.proposer.apiKeySecretRef.name"
+EMBEDDINGS_SECRET = "object.spec.embeddings.apiKeySecretRef.name"
 WORKLOAD = "object.spec.agent.workloadRef"
 
 VARIABLES: list[dict[str, str]] = [
@@ -87,6 +88,16 @@ CHECKS: tuple[ResourceCheck, ...] = (
         allowed=f"authorizer.group('').resource('secrets').namespace({NS}).name({SECRET}).check('get').allowed()",
         message=f"{_who()} + ' may not get Secret ' + {SECRET} + ' in namespace ' + {NS} + "
         "': the cycle pod would mount it and send it to proposer.baseURL on your behalf'",
+    ),
+    ResourceCheck(
+        # The embeddings endpoint is sent memory content and the key, as the proposer is: the same check.
+        name="embeddings-secret",
+        fields=("embeddings",),
+        applies="has(object.spec.embeddings) && has(object.spec.embeddings.apiKeySecretRef)",
+        allowed=f"authorizer.group('').resource('secrets').namespace({NS}).name({EMBEDDINGS_SECRET}).check('get')"
+        ".allowed()",
+        message=f"{_who()} + ' may not get Secret ' + {EMBEDDINGS_SECRET} + ' in namespace ' + {NS} + "
+        "': the cycle pod would mount it and send it to embeddings.baseURL on your behalf'",
     ),
     ResourceCheck(
         # The cycle writes into the claim (under agentPath). `use` on the claim is the dedicated grant.

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.parity.rockbot_audit import (
+    AuditEntry,
     AuditOptions,
     AuditState,
     DreamOptions,
@@ -136,9 +137,10 @@ def run(config: Config) -> dict[str, Any]:
         for mined in world.initial(config.initial_families, START):
             ledger.record(mined, 0)
             arm.add(mined)
-        store.sync(_stored(memory))
+        walked = walk(memory)
+        store.sync({e.id: e.content for e in walked[0]})
         store.measure(-1, set(ledger.mined), lambda _: UNEXPLAINED)
-        state = _audit(agent, memory, None, START + timedelta(minutes=10), dream, options, quarters[0])[0]
+        state = _audit(agent, walked, None, START + timedelta(minutes=10), dream, options, quarters[0])[0]
         for cycle in range(config.cycles):
             now = START + STEP * (cycle + 1)
             quarter = quarters[min(3, int((now - START).days / QUARTER_DAYS))]
@@ -151,18 +153,21 @@ def run(config: Config) -> dict[str, Any]:
             quarter.paused_cycles += int(report.paused)
             quarter.dk_purged += report.purged
             quarter.dk_held += int(getattr(report, "purge_held", 0))
-            kept = _kept_by_dreamkeeper(memory, settings)
-            deleted = rockbot_purge(memory, now + timedelta(minutes=5), dream)
-            quarter.rockbot_deleted += len(deleted)
-            quarter.rockbot_deleted_kept += sum(1 for e in deleted if e.id.lower() in kept)
-            store.sync(_stored(memory))
+            purge_at = now + timedelta(minutes=5)
+            if rockbot_purge(memory, purge_at, dream, delete=False):
+                kept = _kept_by_dreamkeeper(memory, settings)  # asked only when RockBot's purge deletes something
+                deleted = rockbot_purge(memory, purge_at, dream)
+                quarter.rockbot_deleted += len(deleted)
+                quarter.rockbot_deleted_kept += sum(1 for e in deleted if e.id.lower() in kept)
+            walked = walk(memory)  # nothing writes again before the next cycle: one walk serves all
+            store.sync({e.id: e.content for e in walked[0]})
             gone = store.measure(cycle, set(ledger.mined), lambda _: "purged: its last record was deleted")
             quarter.specifics_left_store += len(gone)
             times = [now + timedelta(minutes=10)]
             if now.hour == 0:
                 times.append(now + timedelta(hours=4))  # the audit's own cron, 0 4 * * *
             for at in times:
-                state, reason = _audit(agent, memory, state, at, dream, options, quarter)
+                state, reason = _audit(agent, walked, state, at, dream, options, quarter)
                 if reason and marker_at is None:
                     marker_at = at.isoformat()
                     quarter.marker_written += 1
@@ -192,14 +197,14 @@ def run(config: Config) -> dict[str, Any]:
 
 def _audit(
     agent: Path,
-    memory: Path,
+    walked: tuple[list[AuditEntry], int],
     state: AuditState | None,
     at: datetime,
     dream: DreamOptions,
     options: AuditOptions,
     quarter: Quarter,
 ) -> tuple[AuditState, str | None]:
-    entries, malformed = walk(memory)
+    entries, malformed = walked
     snapshot, new_state = analyze(entries, malformed, state, at, dream, options, read_ledger(agent))
     quarter.audits += 1
     quarter.alerts += int(snapshot.status == "alert")
@@ -213,18 +218,6 @@ def _audit(
         write_pause_marker(marker.parent, reason, f"sim-{at:%Y%m%d%H%M}", at)
         return new_state, reason
     return new_state, None
-
-
-def _stored(memory: Path) -> dict[str, str]:
-    entries, _ = walk(memory)
-    out: dict[str, str] = {}
-    for entry in entries:
-        if entry.path is not None:
-            try:
-                out[entry.id] = json.loads(entry.path.read_text(encoding="utf-8"))["content"]
-            except (OSError, ValueError, KeyError):
-                continue
-    return out
 
 
 def _kept_by_dreamkeeper(memory: Path, settings: CycleSettings) -> set[str]:

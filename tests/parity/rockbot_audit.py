@@ -79,6 +79,7 @@ class AuditEntry:
     category: str | None
     metadata: Mapping[str, str]
     path: Path | None = None
+    content: str = ""
 
     @property
     def merged_from(self) -> list[str]:
@@ -179,6 +180,7 @@ def read_entry(path: Path) -> AuditEntry | None:
         category=fields.get("category") if isinstance(fields.get("category"), str) else None,
         metadata={str(k): str(v) for k, v in (metadata or {}).items()},
         path=path,
+        content=fields.get("content") if isinstance(fields.get("content"), str) else "",
     )
 
 
@@ -423,9 +425,11 @@ def write_pause_marker(audit_dir: Path, reason: str, snapshot_id: str, now: date
 # ---- RockBot's own purge ------------------------------------------------------------------------------------------
 
 
-def rockbot_purge(memory_root: Path, now: datetime, dream: DreamOptions = DreamOptions()) -> list[AuditEntry]:
+def rockbot_purge(
+    memory_root: Path, now: datetime, dream: DreamOptions = DreamOptions(), *, delete: bool = True
+) -> list[AuditEntry]:
     """``RunArchivePurgePassAsync`` on an index loaded from disk now (the agent restarted since the last cycle):
-    the entries it deleted."""
+    the entries it deleted (``delete=False``: would delete)."""
     if dream.retention <= timedelta(0):
         return []
     cutoff = now - dream.retention
@@ -433,6 +437,9 @@ def rockbot_purge(memory_root: Path, now: datetime, dream: DreamOptions = DreamO
     deleted: list[AuditEntry] = []
     for entry in entries:
         if entry.archived_at is None or not entry.archived_at < cutoff or is_protected(entry, dream):
+            continue
+        if not delete:
+            deleted.append(entry)
             continue
         if entry.path is not None and entry.path.exists():
             entry.path.unlink()

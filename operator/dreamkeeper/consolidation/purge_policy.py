@@ -93,7 +93,12 @@ def purge_window(settings: CycleSettings, view: AgentView | None) -> PurgeWindow
         )
         return PurgeWindow(None, None, note)
     if own is None:
-        return PurgeWindow(None, theirs)
+        note = (
+            f"retentionDays 0 keeps archived entries here, but RockBot's own purge deletes them after {theirs.days} "
+            f"days ({view.retention_source}); only what dreamkeeper's purge would keep (last records, high-value "
+            "entries, named merge successors) is held from it"
+        )
+        return PurgeWindow(None, theirs, note)
     if theirs > own:
         note = (
             f"archived entries purged after {theirs.days} days, RockBot's retention ({view.retention_source}), not "

@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +54,7 @@ from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import BatchReply, ProposalRequest, Proposer
-from dreamkeeper.consolidation.purge import LastRecords
-from dreamkeeper.consolidation.purge_policy import CHAIN, KeepRule, apply_holds, plan_holds, purge_window
+from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
 from dreamkeeper.consolidation.scope import scope_ids, scoped
@@ -109,7 +108,6 @@ from dreamkeeper.memory import (
     shown_all,
     state_dir,
     sweep,
-    unheld,
     utcnow,
 )
 
@@ -705,46 +703,7 @@ class Writes:
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
     def purge(self, vocabulary: Vocabulary) -> Purged:
-        settings = self.context.settings
-        self.context.stage("purge")
-        window = purge_window(settings, self.context.agent)
-        retention = window.retention
-        notes = (window.note,) if window.note else ()
-        scan: ScanResult | None = None
-        if (retention is not None and retention > timedelta(0)) or window.rockbot is not None:
-            # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that
-            # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened
-            # first: purge never deletes a file the engine could not read safely.
-            scan = screened(self.store.scan(), self.store.root)
-        if scan is None:
-            return Purged(notes=notes)
-        rule = LastRecords.of((s.entry for s in scan.entries), vocabulary)
-        # Held entries are judged with their own importance (purge_policy.py): a hold whose reason has gone ends.
-        own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in scan.entries]
-        started = utcnow()
-        purge = self.store.purge(retention, settings.floor, self.context.now, entries=own, keep=KeepRule(own, rule))
-        chained = sum(1 for _, why in purge.kept_by_rule if why.startswith(CHAIN))
-        gone = {e.id for e in purge.purged}
-        held = released = conflicts = 0
-        if self.context.agent is not None and window.rockbot is not None:
-            remaining = [s for s in scan.entries if s.id not in gone]
-            holds = plan_holds(remaining, settings, self.context.agent, window, rule, self.context.now)
-            if holds:
-                self._writing()
-                held, released, conflicts = apply_holds(self.store, holds)
-                scan = None  # the holds rewrote files: the snapshot reads the corpus again
-        counts = CycleCounts(
-            purged=len(purge.purged),
-            purge_kept_above_floor=len(purge.kept_above_floor),
-            purge_kept_last_record=len(purge.kept_by_rule) - chained,
-            purge_kept_chain=chained,
-            purge_held=held,
-            purge_released=released,
-            conflicts=conflicts,
-        )
-        if purge.purged or purge.conflicts:
-            self._writing(started)
-        return Purged(scan, frozenset(gone), purge.conflicts, counts, notes)
+        return purge_stage(self.context, vocabulary, self._writing)
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")

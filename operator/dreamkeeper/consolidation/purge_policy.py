@@ -35,14 +35,18 @@ acts on the index it loaded at start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from dreamkeeper.consolidation.agent_config import format_timespan
 from dreamkeeper.consolidation.agent_view import AgentView
+from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.purge import LastRecords
+from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.stages import CycleContext, Purged
+from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.memory import (
     HELD_AT,
     HELD_FOR,
@@ -52,6 +56,7 @@ from dreamkeeper.memory import (
     Entry,
     HighValueFloor,
     MemoryStore,
+    ScanResult,
     StoredEntry,
     entry_summary,
     format_timestamp,
@@ -254,6 +259,49 @@ def apply_holds(store: MemoryStore, holds: Sequence[Hold]) -> tuple[int, int, in
     return held, released, conflicts
 
 
+def purge_stage(context: CycleContext, vocabulary: Vocabulary, writing: Callable[..., None]) -> Purged:
+    """The cycle's purge, as this module says: the window, the keep rule, then the holds. ``writing`` marks that
+    the cycle wrote (with when it started, for a purge)."""
+    settings, store = context.settings, context.store
+    context.stage("purge")
+    window = purge_window(settings, context.agent)
+    notes = (window.note,) if window.note else ()
+    if not ((window.retention is not None and window.retention > timedelta(0)) or window.rockbot is not None):
+        return Purged(notes=notes)
+    # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that scan minus
+    # the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened first: purge never
+    # deletes a file the engine could not read safely.
+    scan: ScanResult | None = screened(store.scan(), store.root)
+    assert scan is not None
+    rule = LastRecords.of((s.entry for s in scan.entries), vocabulary)
+    # Held entries are judged with their own importance: a hold whose reason has gone ends.
+    own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in scan.entries]
+    started = datetime.now(UTC)
+    purge = store.purge(window.retention, settings.floor, context.now, entries=own, keep=KeepRule(own, rule))
+    chained = sum(1 for _, why in purge.kept_by_rule if why.startswith(CHAIN))
+    gone = frozenset(e.id for e in purge.purged)
+    held = released = conflicts = 0
+    if context.agent is not None and window.rockbot is not None:
+        remaining = [s for s in scan.entries if s.id not in gone]
+        holds = plan_holds(remaining, settings, context.agent, window, rule, context.now)
+        if holds:
+            writing()
+            held, released, conflicts = apply_holds(store, holds)
+            scan = None  # the holds rewrote files: the snapshot reads the corpus again
+    counts = CycleCounts(
+        purged=len(purge.purged),
+        purge_kept_above_floor=len(purge.kept_above_floor),
+        purge_kept_last_record=len(purge.kept_by_rule) - chained,
+        purge_kept_chain=chained,
+        purge_held=held,
+        purge_released=released,
+        conflicts=conflicts,
+    )
+    if purge.purged or purge.conflicts:
+        writing(started)
+    return Purged(scan, gone, purge.conflicts, counts, notes)
+
+
 __all__ = [
     "CHAIN",
     "Hold",
@@ -263,5 +311,6 @@ __all__ = [
     "chain_kept",
     "merge_targets",
     "plan_holds",
+    "purge_stage",
     "purge_window",
 ]

@@ -49,6 +49,7 @@ from tests.parity.rockbot_audit import (
     pause_reason,
     read_ledger,
     rockbot_purge,
+    save_state,
     walk,
     write_pause_marker,
 )
@@ -212,6 +213,7 @@ def _audit(
     quarter.invariants.update(snapshot.invariants.keys())
     quarter.purged += snapshot.purged
     quarter.hard_deleted_outside_purge += snapshot.hard_deleted_outside_purge
+    save_state(agent / "memory-audit", new_state, f"sim-{at:%Y%m%d%H%M}")  # as the service saves it, every run
     reason = pause_reason(snapshot, options)
     marker = agent / "memory-audit" / "consolidation-paused.json"
     if reason and not marker.exists():

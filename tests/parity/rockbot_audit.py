@@ -402,6 +402,39 @@ def check(
     return found
 
 
+def save_state(audit_dir: Path, state: AuditState, snapshot_id: str) -> Path:
+    """``MemoryAuditState.SaveAsync``: ``{audit dir}/state.json``, camelCase, indented, nulls written."""
+
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    body = {
+        "takenAt": when(state.taken_at),
+        "snapshotId": snapshot_id,
+        "entries": [
+            {
+                "id": r.id,
+                "archived": r.archived,
+                "archivedAt": when(r.archived_at),
+                "reinforcementCount": r.reinforcement,
+                "mergedFromCount": r.merged_from_count,
+                "category": r.category,
+            }
+            for r in state.rows
+        ],
+        "rejectedClusterRuns": state.rejected_cluster_runs,
+        "rejectedSourceIds": [],
+        "processStarts": [],
+        "lastEvalAt": None,
+        "lastEvalFingerprint": None,
+        "lastDigestAt": None,
+    }
+    audit_dir.mkdir(parents=True, exist_ok=True)
+    path = audit_dir / "state.json"
+    path.write_text(json.dumps(body, indent=2), encoding="utf-8")
+    return path
+
+
 def pause_reason(snapshot: Snapshot, options: AuditOptions) -> str | None:
     """``MemoryAuditService.MaybePauseConsolidationAsync``: why the marker is written, or None."""
     if not options.pause_on_alert:
@@ -471,6 +504,7 @@ __all__ = [
     "pause_reason",
     "read_ledger",
     "rockbot_purge",
+    "save_state",
     "walk",
     "write_pause_marker",
 ]

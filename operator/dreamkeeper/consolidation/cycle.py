@@ -50,6 +50,7 @@ from dreamkeeper.consolidation.journal import (
     write_journal,
     write_journal_steps,
 )
+from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds
 from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
@@ -263,6 +264,8 @@ class Cycle:
         self.stages = Stages()
         self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now, self.agent.described())
         self._frozen = False
+        self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
+        self._fold_waiting = 0
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -356,11 +359,14 @@ class Cycle:
         self._stage("blast-radius")
         settings, plan = self.settings, validated.plan
         drop = live_drop(plan)
-        if not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
+        # Paced (pacing.py): past what RockBot's audit allows before its next run, the plan is held as well.
+        paced = self._budget is not None and drop > self._budget.left
+        if not paced and not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
             return Capped(validated)
         held = HeldPlan.of(self.cycle_id, self.now, plan, live, settings.archive_cap)
         self.effects.keep_hold(held)
-        note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
+        why = f" (paced: {self._budget.describe()}, {self._budget.left} left)" if paced and self._budget else ""
+        note = f"held for approval: {held.describe()}{why}; approve with approve_hold={held.cycle_id}"
         log.warning("blast radius: %s", note)
         nothing = Validated(validated.decisions, Plan(), validated.vocabulary, validated.declined)
         return Capped(nothing, held, CycleCounts(held=drop), (note,))
@@ -445,10 +451,19 @@ class Cycle:
         """Exact duplicates, planned here; executed (or, in a dry run, only taken out of the corpus) by the effects."""
         self._stage("fold")
         folds = self._plan_folds(snapshot)
-        return self.effects.fold(snapshot, folds) if folds else Folded(snapshot.scan, snapshot.live)
+        paced = CycleCounts(fold_paced=self._fold_waiting)
+        if not folds:
+            return Folded(snapshot.scan, snapshot.live, counts=paced)
+        folded = self.effects.fold(snapshot, folds)
+        return replace(folded, counts=folded.counts + paced)
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
         folds = plan_folds(scoped(snapshot.live, self.settings.scope), self.settings, self.now)
+        if self.settings.rockbot.pace_audit_loss:
+            self._budget = loss_budget(
+                self.agent_dir, self.agent, len(snapshot.live), self.settings.rockbot.read_agent_settings
+            )
+        folds, self._fold_waiting = pace_folds(folds, self._budget)
         for fold in folds:
             log.info(
                 "folded %d exact duplicate(s) [%s] into %s",

@@ -71,6 +71,9 @@ class RockBotSettings(BaseModel):
     # An archived entry dreamkeeper keeps past retention is held above RockBot's high-value floor this long before
     # RockBot's own purge could reach it (purge_policy.py). 7: the audit's purge outlook window (PurgeWarningDays).
     hold_ahead_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
+    # Where RockBot's audit state is visible, never take the live corpus down further than its loss alert allows
+    # between two of its runs (pacing.py).
+    pace_audit_loss: bool = True
 
 
 ClusterTokens = Literal["rockbot", "unicode"]

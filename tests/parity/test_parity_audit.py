@@ -268,3 +268,29 @@ def test_a_cycle_that_reviewed_fewer_than_two_entries_records_nothing(tmp_path: 
         write(directory, f"e{n}", "Rocky lives in Minnesota.")
     cycle(directory)
     assert not (directory / "dream-pass-ledger.json").exists()
+
+
+def test_a_cycle_never_drops_the_live_corpus_past_the_audit_s_loss_alert(tmp_path: Path) -> None:
+    """The first cycle of the year simulation folded and merged 15% of a cold corpus; the audit's next run raised
+    ``loss-percent-threshold`` and paused dreamkeeper for the year. Where the audit's state is visible, the fold is
+    paced to what the audit allows, the rest left for a later cycle (pacing.py)."""
+    vector = cite("audit", "loss-percent-threshold between snapshots")
+    inputs, expected = vector["inputs"], vector["expected"]
+    directory = agent(tmp_path, None)
+    for n in range(inputs["previousLive"] - inputs["exactDuplicateCopies"]):
+        write(directory, f"fact{n:02d}", f"Fact number {n} about the NAS backup job.")
+    for n in range(inputs["exactDuplicateCopies"]):  # copies of four of those facts: exact duplicates
+        write(directory, f"copy{n}", f"Fact number {n} about the NAS backup job.", createdAt=NOW)
+    at = NOW - timedelta(hours=1)
+    entries, malformed = audit.walk(directory / "memory")
+    _, before = audit.analyze(entries, malformed, None, at)
+    audit.save_state(directory / "memory-audit", before, "snap0")  # as RockBot's audit leaves it
+    report = cycle(directory).report
+    assert report.folded == expected["dreamkeeperFolds"] and report.fold_paced == expected["dreamkeeperWaits"]
+    snapshot = audited(directory, before, NOW + timedelta(minutes=10), timedelta(days=90))
+    assert "loss-percent-threshold" not in snapshot.invariants and snapshot.status != "alert"
+    # The next cycle, after the audit ran again (18 live: 10% is 1 entry), folds one more; the last waits again.
+    entries, malformed = audit.walk(directory / "memory")
+    audit.save_state(directory / "memory-audit", audit.analyze(entries, malformed, before, NOW)[1], "snap1")
+    later = cycle(directory, now=NOW + timedelta(hours=12)).report
+    assert (later.folded, later.fold_paced) == (1, 1)

@@ -307,7 +307,50 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combined(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Both runs' quarters in one table: what the issue asks to see, before and after."""
+    lines = [
+        "# A year beside RockBot's audit: before and after issue 24",
+        "",
+        "Twice-daily dreamkeeper cycles for a year beside a RockBot whose dream is switched off as documented, its "
+        "archive purge and memory audit (ported from its source: tests/parity/rockbot_audit.py) run after every "
+        "cycle and at the audit's own 04:00, `MemoryAudit__PauseConsolidationOnAlert=true`. Details per run: "
+        "[before](audit-year-before.md), [after](audit-year-after.md).",
+        "",
+        f"* before: `{before['command']}` with the engine at fa2ec85 first on `PYTHONPATH` "
+        f"(`{before['engine']}`), RockBot's settings as docs/rockbot.md said then: "
+        f"`{json.dumps(before['agentSettings'])}`; pause marker written: {before['pauseMarkerWrittenAt'] or 'never'}",
+        f"* after: `{after['command']}` (engine `{after['engine']}`), the settings docs/rockbot.md gives now: "
+        f"`{json.dumps(after['agentSettings'])}`; pause marker written: {after['pauseMarkerWrittenAt'] or 'never'}",
+        "",
+        "| quarter | alerts (before / after) | purged | hard-deleted outside purge | cycles paused | RockBot's purge "
+        "deleted a record dreamkeeper keeps | specifics left the store |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    labels = ["Q1", "Q2", "Q3", "Q4", "year"]
+    for label, b, a in zip(
+        labels, [*before["quarters"], before["total"]], [*after["quarters"], after["total"]], strict=True
+    ):
+        lines.append(
+            f"| {label} | {b['alerts']} / {a['alerts']} | {b['purged']} / {a['purged']} | "
+            f"{b['hard_deleted_outside_purge']} / {a['hard_deleted_outside_purge']} | "
+            f"{b['paused_cycles']} / {a['paused_cycles']} | "
+            f"{b['rockbot_deleted_kept']} / {a['rockbot_deleted_kept']} | "
+            f"{b['specifics_left_store']} / {a['specifics_left_store']} |"
+        )
+    for name, result in (("before", before), ("after", after)):
+        failed = ", ".join(f"`{k}` {v}" for k, v in sorted(result["total"]["invariants"].items())) or "none"
+        lines.append(f"\nInvariants that failed over the year, {name} (audit runs): {failed}.")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str]) -> int:
+    if list(argv[:1]) == ["--combine"]:
+        out = Path(argv[1]) if len(argv) > 1 else RESULTS
+        runs = [json.loads((out / f"audit-year-{k}.json").read_text(encoding="utf-8")) for k in ("before", "after")]
+        (out / "audit-year.md").write_text(combined(*runs), encoding="utf-8")
+        print(f"wrote {out / 'audit-year.md'}")
+        return 0
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     engine_log = logging.getLogger("dreamkeeper")
     previous = engine_log.level

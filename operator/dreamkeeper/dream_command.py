@@ -46,7 +46,16 @@ from dreamkeeper.memory import (
     redacted_logs,
     utcnow,
 )
-from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
+from dreamkeeper.proposers import (
+    EMBEDDINGS_SECTION,
+    PRICE_FILE,
+    PROPOSER_KINDS,
+    PROPOSER_SECTION,
+    EmbeddingsConfig,
+    ProposerConfig,
+    make_embedder,
+    make_proposer,
+)
 
 # soft_wrap: a pod has no terminal, and a console's hard wraps at 80 columns would reach the termination message
 # (and from there conditions and Events) as line breaks in the middle of a sentence.
@@ -122,14 +131,18 @@ def _settings_data(settings_file: Path | None, settings_json: str | None) -> dic
         except ValueError as exc:
             kind = "JSON object" if not text.strip() else "valid settings object"
             raise ValueError(f"{origin}: expected a {kind}: {exc}") from None
-        section = layer.pop(PROPOSER_SECTION, None)
-        if section is not None and not isinstance(section, dict):
-            raise ValueError(f"{origin}: {PROPOSER_SECTION!r} must be an object, not {type(section).__name__}")
+        sections = {}
+        for name in (PROPOSER_SECTION, EMBEDDINGS_SECTION):
+            section = layer.pop(name, None)
+            if section is not None and not isinstance(section, dict):
+                raise ValueError(f"{origin}: {name!r} must be an object, not {type(section).__name__}")
+            sections[name] = section
         memory_format = layer.pop(FORMAT_SECTION, None)
         if memory_format is not None and not isinstance(memory_format, dict):
             raise ValueError(f"{origin}: {FORMAT_SECTION!r} must be an object, not {type(memory_format).__name__}")
         data.update(layer)
-        data[PROPOSER_SECTION] = {**data.get(PROPOSER_SECTION, {}), **(section or {})}
+        for name, section in sections.items():
+            data[name] = {**data.get(name, {}), **(section or {})}
         if memory_format is not None:
             data[FORMAT_SECTION] = {**data.get(FORMAT_SECTION, {}), **memory_format}
     return data
@@ -195,6 +208,14 @@ def register(app: typer.Typer) -> None:
             help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+        embeddings_url: str | None = typer.Option(
+            None,
+            help="An OpenAI-compatible embeddings endpoint (its /v1 base URL): missing vectors are generated before "
+            "clustering and written as RockBot's EmbeddingCache does (key: DREAMKEEPER_EMBEDDINGS_API_KEY).",
+        ),
+        embeddings_model: str | None = typer.Option(None, help="embeddings: the model name (the agent's)."),
+        embeddings_batch_size: int | None = typer.Option(None, help="embeddings: texts per request (64)."),
+        embeddings_timeout: float | None = typer.Option(None, help="embeddings: seconds per request (60)."),
         approve_hold: str | None = typer.Option(
             None,
             "--approve-hold",
@@ -230,6 +251,16 @@ def register(app: typer.Typer) -> None:
             chosen_format = format_of(memory_format, profile_json, data.pop(FORMAT_SECTION, None))
             if chosen_format.name != ROCKBOT and memory_dir is not None:
                 raise ValueError("--memory-dir is RockBot's; a Markdown format's files are named by its profile")
+            embeddings = _overlay(
+                data.pop(EMBEDDINGS_SECTION, {}),
+                {
+                    "base_url": embeddings_url,
+                    "model": embeddings_model,
+                    "batch_size": embeddings_batch_size,
+                    "timeout": embeddings_timeout,
+                },
+            )
+            embeddings_config = EmbeddingsConfig.model_validate(embeddings) if embeddings else None
             settings = CycleSettings.model_validate(
                 _overlay(
                     data,
@@ -269,6 +300,7 @@ def register(app: typer.Typer) -> None:
         vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
         try:
             chosen = make_proposer(config, vocabulary)
+            embedder = make_embedder(embeddings_config)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
@@ -280,6 +312,7 @@ def register(app: typer.Typer) -> None:
             force=force,
             approve_hold=approve_hold,
             format=chosen_format if chosen_format.name != ROCKBOT else None,
+            embedder=embedder,
         )
         status = err.status("dreaming…") if err.is_terminal and not as_json else None
         stop = GracefulStop()

@@ -9,7 +9,7 @@ from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.formats import FormatCounts, MemoryFormat
 from dreamkeeper.memory import StoredEntry
 
-KeepRule = Callable[[Sequence[StoredEntry]], Mapping[str, str]]  # MemoryStore.purge's ``keep``
+KeepFn = Callable[[Sequence[StoredEntry]], Mapping[str, str]]  # MemoryStore.purge's ``keep``
 
 
 def format_counts(counts: FormatCounts) -> CycleCounts:
@@ -24,7 +24,7 @@ def format_counts(counts: FormatCounts) -> CycleCounts:
     )
 
 
-def kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepRule:
+def kept_by_format(last_records: KeepFn, memory_format: MemoryFormat) -> KeepFn:
     """The purge's keep rule with a Markdown format's own: a record whose unit is still in the agent's files (an
     append-only log's consolidated line) is kept, or the next ingest would take its unit for new."""
 
@@ -38,4 +38,4 @@ def kept_by_format(last_records: KeepRule, memory_format: MemoryFormat) -> KeepR
     return keep
 
 
-__all__ = ["KeepRule", "format_counts", "kept_by_format"]
+__all__ = ["KeepFn", "format_counts", "kept_by_format"]

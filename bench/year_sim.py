@@ -1,7 +1,7 @@
 """A year of adversarial dreams: the same adversary against the seed's naive applier and against dreamkeeper.
 
     python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--retention-days D] [--name NAME]
-                             [--out DIR] [--format rockbot|openclaw|hermes]
+                             [--out DIR] [--format rockbot|openclaw|hermes|claude]
 
 Twice-daily cycles for a year on a growing corpus (bench/sim/world.py). Before each cycle the agent mines a few
 new facts and restatements; both arms receive exactly the same entries. Then each arm runs one consolidation
@@ -9,9 +9,9 @@ cycle against the same seeded adversary (bench/sim/adversary.py explains how its
 measured by the same ledger (bench/sim/ledger.py). Results: ``<out>/<name>.json`` (summary and every cycle),
 ``<name>.md`` and ``<name>-survival.png``.
 
-``--format openclaw|hermes``: the dreamkeeper arm keeps its memory as that agent does (bench/sim/format_arm.py) and
-cycles run through the format seam. A fact the agent could not write (Hermes' caps) reaches neither arm nor the
-ledger: both arms are measured on what the agent actually stored.
+``--format openclaw|hermes|claude``: the dreamkeeper arm keeps its memory as that agent does
+(bench/sim/format_arm.py) and cycles run through the format seam. A fact the agent could not write (Hermes' caps)
+reaches neither arm nor the ledger: both arms are measured on what the agent actually stored.
 """
 
 from __future__ import annotations
@@ -503,7 +503,10 @@ def parse(argv: Sequence[str]) -> SimConfig:
         "--retention-days", type=int, default=None, help="archive retention before purge (default 90; quick: 3)"
     )
     parser.add_argument(
-        "--format", default="rockbot", choices=("rockbot", "openclaw", "hermes"), help="the dreamkeeper arm's format"
+        "--format",
+        default="rockbot",
+        choices=("rockbot", "openclaw", "hermes", "claude"),
+        help="the dreamkeeper arm's format",
     )
     parser.add_argument(
         "--format-profile", default=None, help='profile overrides as JSON, e.g. \'{"caps": {"MEMORY.md": 100000}}\''

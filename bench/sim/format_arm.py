@@ -2,12 +2,13 @@
 
 The agent writes what it mines the way the agent of that format does (``--format openclaw``: day-to-day notes
 appended to ``memory/YYYY-MM-DD.md``, durable facts as bullets under a heading of ``MEMORY.md``, preferences in
-``USER.md``; ``--format hermes``: ``§`` entries in ``MEMORY.md``/``USER.md`` through the rules of Hermes' own ``add``:
-an exact duplicate is not added again, an entry that would take the file over its cap is refused, so that fact
-never reaches the store and is not counted as mined). Each cycle the format ingests the files, the real engine runs
-with the adversary behind a ScriptedProposer, and the format renders the result back into the files. The arm is
-measured from what is on disk after the cycle: live = the units in the agent's files (their records), stored = every
-record (the archive included).
+``USER.md``; ``--format hermes``: ``§`` entries in ``MEMORY.md``/``USER.md`` through the rules of Hermes' own
+``add``: an exact duplicate is not added again, an entry that would take the file over its cap is refused, so that
+fact never reaches the store and is not counted as mined; ``--format claude``: each fact a topic file
+``memory/<slug>.md`` with Claude Code's front matter, and its line ``- [title](file.md) — hook`` added to the
+``MEMORY.md`` index). Each cycle the format ingests the files, the real engine runs with the adversary behind a
+ScriptedProposer, and the format renders the result back into the files. The arm is measured from what is on disk
+after the cycle: live = the units in the agent's files (their records), stored = every record (the archive included).
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ class FormatArm:
         self._ids = random.Random(f"successor-ids-{adversary.seed}")
         self._on_disk: dict[str, tuple[str, str | None]] = {}
         self.caps = {rule.pattern: rule.cap for rule in fmt.profile.files}
-        if fmt.name == "openclaw":
+        self._topics = 0
+        if fmt.name == "claude":
+            (self.root / "MEMORY.md").write_text("# Memory index\n\n", encoding="utf-8")
+        elif fmt.name == "openclaw":
             (self.root / "memory").mkdir(exist_ok=True)
             (self.root / "MEMORY.md").write_text("# Long-term memory\n", encoding="utf-8")
             (self.root / "USER.md").write_text("# User\n", encoding="utf-8")
@@ -88,7 +92,24 @@ class FormatArm:
     def add(self, mined: MinedEntry) -> bool:
         if self.format.name == "openclaw":
             return self._openclaw(mined)
+        if self.format.name == "claude":
+            return self._claude(mined)
         return self._hermes(mined)
+
+    def _claude(self, mined: MinedEntry) -> bool:
+        # Claude Code's auto memory: one topic file per memory (front matter name/description/type, the fact as its
+        # body), and a line in the MEMORY.md index pointing at it.
+        self._topics += 1
+        top = (mined.category or "notes").split("/")[0]
+        name = f"{top}-{self._topics:05d}.md"
+        title = f"{_section(mined.category)} {self._topics}"
+        hook = " ".join(mined.content.split()[:8])
+        kind = "user" if top in ("user-preferences", "people") else "project"
+        body = f"---\nname: {title}\ndescription: {hook}\ntype: {kind}\n---\n\n{mined.content.strip()}\n"
+        _write(self.root / name, body)
+        index = self.root / "MEMORY.md"
+        _write(index, index.read_text(encoding="utf-8") + f"- [{title}]({name}) — {hook}\n")
+        return True
 
     def _openclaw(self, mined: MinedEntry) -> bool:
         line = f"- {mined.content}\n"

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
 from dreamkeeper.formats import PROFILES, get_format, units_root
 from dreamkeeper.formats import records as rec
 from dreamkeeper.formats.check import consistency
-from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import REVIEWED_AT, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
 from tests.agents.format_cycle import dream
 from tests.formats.helpers import NOW, openclaw_agent
@@ -127,3 +129,34 @@ def test_a_cycle_says_when_openclaws_own_dreaming_is_on(tmp_path: Path) -> None:
     )
     off = dream(agent, "openclaw", now=NOW + timedelta(hours=12))
     assert not any("own consolidation" in note for note in off.report.notes)
+
+
+def test_review_stamps_live_in_the_unit_records_and_keep_a_reviewed_unit_from_being_asked_again(
+    tmp_path: Path,
+) -> None:
+    """Markdown has no metadata slot: the engine's review stamp is kept on the unit's record (outside every file the
+    agent reads), the agent's files stay byte for byte, and the stamp holds across the next ingest (identity is
+    stable), so the model is not asked about the same units again."""
+    agent = openclaw_agent(tmp_path)
+    workspace = agent / "workspace"
+    before = _tree(workspace)
+    asked: list[set[str]] = []
+
+    def nothing(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
+        asked.append({o.entry.content for o in batch.entries})
+        return {"toSave": [], "toDelete": []}
+
+    first = dream(agent, "openclaw", now=NOW, proposer=ScriptedProposer(nothing))
+    assert first.report.reviewed > 0 and asked
+    assert _tree(workspace) == before  # no stamp, no comment, nothing of ours in the agent's files
+    stamped = [s for s in MemoryStore(units_root(agent)).scan().live if s.entry.meta(REVIEWED_AT)]
+    assert len(stamped) == first.report.reviewed
+    assert all(REVIEWED_AT not in p.read_text() for p in workspace.rglob("*.md"))
+    asked.clear()
+    second = dream(agent, "openclaw", now=NOW + timedelta(hours=12), proposer=ScriptedProposer(nothing))
+    assert second.report.units_ingested == 0 and second.report.units_kept_for_agent == 0
+    offered: set[str] = set().union(*asked)
+    again = {s.entry.content for s in stamped} & offered
+    assert again == set(), f"reviewed units offered again: {again}"
+    assert _tree(workspace) == before
+    assert not (agent / "dream-pass-ledger.json").exists()  # RockBot's ledger is RockBot's: not in another agent's dir

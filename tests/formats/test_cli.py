@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from dreamkeeper.cli import _register, app
+from dreamkeeper.formats import PROFILES, units_root
 from dreamkeeper.formats import records as rec
-from dreamkeeper.formats import units_root
+from dreamkeeper.formats.check import consistency
 from dreamkeeper.memory import MemoryStore
+from tests.agents.format_cycle import dream
 from tests.formats.helpers import hermes_agent, openclaw_agent
 
 _register()
@@ -100,3 +103,28 @@ def test_a_missing_markdown_directory_is_a_clear_failure(tmp_path: Path) -> None
     (tmp_path / "empty").mkdir()
     result = run("dream", tmp_path / "empty", "--format", "hermes", "--force")
     assert result.exit_code == 1 and "no hermes memory directory" in result.output
+
+
+def test_memory_purge_on_units_deletes_only_archived_records_whose_text_left_the_agents_files(tmp_path: Path) -> None:
+    """`memory purge --format openclaw`: archived units past retention go (their specifics said elsewhere), but a
+    consolidated daily-note line is still in its append-only note, so its record stays (purged, the next ingest would
+    take it for a new unit); what the purge keeps and deletes leaves the records and files consistent."""
+    agent = openclaw_agent(tmp_path)
+    first = dream(agent, "openclaw", now=datetime.now(UTC) - timedelta(days=30))
+    assert first.report.archived_with_replacement + first.report.folded > 0
+    archived = [s.entry for s in MemoryStore(units_root(agent)).scan().archived]
+    in_files = {e.id for e in archived if rec.placement_of(e) == rec.IN_FILE}
+    assert in_files, "daily-note units consolidated and kept in their notes"
+    shown = run("memory", "purge", agent, "--format", "openclaw", "--retention-days", "1", "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["dryRun"] is True
+    done = run("memory", "purge", agent, "--format", "openclaw", "--retention-days", "1", "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    purged = {e["id"] for e in report["purged"]}
+    assert purged, "archived units whose text left the files are purged"
+    assert purged.isdisjoint(in_files)
+    left = {s.id for s in MemoryStore(units_root(agent)).scan().entries}
+    assert in_files <= left and purged.isdisjoint(left)
+    assert consistency(agent, PROFILES["openclaw"], MemoryStore(units_root(agent))).problems == []
+    assert dream(agent, "openclaw").report.units_ingested == 0  # nothing came back as a new unit

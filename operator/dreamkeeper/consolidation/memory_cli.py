@@ -167,8 +167,10 @@ def purge_command(
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
         words = agent_vocabulary(agent_dir, vocabulary)
 
-        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py).
-        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, RockBotSettings()))
+        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py); in
+        # another agent's directory RockBot's configuration is not read.
+        rockbot = RockBotSettings(read_agent_settings=not is_markdown(chosen))
+        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, rockbot))
         if window.note:
             out.print(escape(window.note))
 

@@ -95,6 +95,33 @@ def test_daily_notes_are_append_only_a_merge_of_them_is_promoted_into_memory_md(
     assert not store.require(sources[0].id).entry.is_live
 
 
+def test_a_profile_that_allows_rewriting_past_days_takes_a_merged_daily_line_out_of_its_note(tmp_path: Path) -> None:
+    """`appendOnlyLogs: false`: the one case where a past day is rewritten. The merged lines leave their notes (their
+    text kept in the records), the successor is promoted into MEMORY.md, every other line of the notes stays."""
+    rewriting = ProfileOverrides.model_validate({"appendOnlyLogs": False}).apply(OPENCLAW)
+    agent = openclaw_agent(tmp_path)
+    store = unit_store(agent)
+    ingest(agent, rewriting, store, NOW)
+    sources = [record_with(store, "(ticket INC-4411)"), record_with(store, ", ticket INC-4411")]
+    merge(store, sources, "Met Franklin about the VPN outage (ticket INC-4411).", category="daily")
+    report = render(agent, rewriting, store, NOW)
+    assert len(report.removed) == 2 and report.kept_in_log == 0
+    day_1 = (workspace(agent) / "memory" / "2026-11-29.md").read_text()
+    day_2 = (workspace(agent) / "memory" / "2026-11-30.md").read_text()
+    assert "INC-4411" not in day_1 + day_2
+    assert day_1.startswith("# 2026-11-29") and "- Priya's birthday is 2026-03-02." in day_2
+    memory = (workspace(agent) / "MEMORY.md").read_text()
+    assert "- Met Franklin about the VPN outage (ticket INC-4411).\n" in memory
+    for source in sources:  # the lines that left are kept verbatim, with their file
+        kept = store.require(source.id).entry
+        assert (
+            not kept.is_live
+            and kept.content == source.entry.content
+            and kept.meta(rec.FILE) == source.entry.meta(rec.FILE)
+        )
+    assert consistency(agent, rewriting, store).problems == []
+
+
 def test_a_unit_the_agent_removes_is_kept_and_restore_writes_it_back_where_it_was(tmp_path: Path) -> None:
     agent = openclaw_agent(tmp_path)
     store = unit_store(agent)

@@ -106,3 +106,19 @@ def test_a_topic_the_agent_deletes_is_kept_and_restorable(tmp_path: Path) -> Non
     dream(project, "claude", now=NOW + timedelta(hours=24))
     assert "principal consultant" in (memory / "user_role.md").read_text()
     assert "user_role.md" in links(memory)
+
+
+def test_distinct_topic_files_are_not_recurrences_of_one_another(tmp_path: Path) -> None:
+    """Found by the Claude-style year simulation: a whole-file unit's identity hash is the file, so counting
+    recurrences by that hash took every topic for a copy of every other. With 78+ topics each one was "reinforced"
+    78 times at importance 0.8: above the high-value floor, so none was ever purged (0 purged in a year) and none
+    could be pruned. Recurrence counts the same *text* written in several places, for file units too."""
+    project = claude_memory(tmp_path)
+    memory = project / "memory"
+    (memory / "copy_of_role.md").write_text((memory / "user_role.md").read_text())  # one real recurrence
+    dream(project, "claude", now=NOW, settings={"similarity_threshold": 0.99})
+    records = {s.entry.meta(rec.FILE): s.entry for s in MemoryStore(units_root(project)).scan().entries}
+    assert records["oncall_franklin.md"].reinforcement_count == 1
+    assert records["franklin_contact.md"].reinforcement_count == 1
+    assert records["oncall_franklin.md"].importance_score == PROFILES["claude"].importance.file
+    assert records["user_role.md"].reinforcement_count >= 2  # the same text in two files does recur (then folds)

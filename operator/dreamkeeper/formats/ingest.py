@@ -64,6 +64,11 @@ class IngestReport:
         return out
 
 
+def _recurring(unit: Unit) -> str:
+    """What makes two units the same text written twice: the identity hash, or for a whole file its text's hash."""
+    return text_hash(unit.text) if unit.kind == "file" else unit.key.hash
+
+
 def _rank(stored: StoredEntry) -> tuple[int, int]:
     """Which of several records claiming one identity speaks for it: live before archived, in the file first."""
     entry = stored.entry
@@ -98,7 +103,9 @@ class _Ingest:
         self.report.files = len(read)
         units = [u for f in read.values() for u in f.units]
         self.report.units = len(units)
-        recurrence = Counter(u.key.hash for u in units)
+        # How often the same *text* is written: a whole-file unit's identity hash names the file, not its text, so
+        # counting by it would take every topic file for a copy of every other (all at the high-value floor).
+        recurrence = Counter(_recurring(u) for u in units)
         scan = self.store.scan()
         self.ids = {s.id.lower() for s in (*scan.entries, *scan.duplicates)}
         by_key: dict[UnitKey, list[StoredEntry]] = defaultdict(list)
@@ -116,7 +123,7 @@ class _Ingest:
         present = {u.key for u in units}
         self.present = present
         for unit in units:
-            self._unit(unit, read[unit.key.file], by_key.get(unit.key, []), recurrence[unit.key.hash])
+            self._unit(unit, read[unit.key.file], by_key.get(unit.key, []), recurrence[_recurring(unit)])
         for key, claims in by_key.items():
             if key in present or key.file in unreadable or self.profile.rule_for(key.file) is None:
                 continue

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dreamkeeper.consolidation.blast import HeldPlan, read_pending
+from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
@@ -55,7 +56,7 @@ class DryRun:
     def too_soon(self) -> str | None:
         return None
 
-    def purge(self, vocabulary: Vocabulary) -> Purged:
+    def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
         return Purged()
 
     def snapshot(self, purged: Purged) -> Snapshot:

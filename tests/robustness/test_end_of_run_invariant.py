@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 import typer
 
+from dreamkeeper.consolidation.cycle import Writes
 from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.memory import CycleLock
 from tests.robustness.census import live_texts, lost_since, orphans
@@ -18,16 +21,15 @@ from tests.robustness.conftest import invoke, make_agent, run_dream
 
 def _forget_the_undo(agent: Path) -> None:
     """The state directory loses what it knew of an undo (an older backup of it restored, say): the write-back
-    index is rebuilt from the journals, and the undone cycle's journal looks like it still stands. The repair then
-    archives again what the undo brought back, "merged into" successors the undo archived: the finding-1 shape,
-    reached through no bug of the stage itself."""
+    index is rebuilt from the journals, and the undone cycle's journal looks like it still stands: what the undo
+    brought back looks like stale copies of what that cycle archived, "merged into" successors the undo archived."""
     (agent / ".dreamkeeper" / "reversals.jsonl").unlink()
     (agent / ".dreamkeeper" / "writeback-index.json").unlink()
 
 
-def test_a_cycle_whose_repair_orphans_live_entries_brings_them_back_and_fails(
-    cli_app: typer.Typer, tmp_path: Path
-) -> None:
+def test_a_repair_never_archives_what_would_reach_no_live_entry(tmp_path: Path) -> None:
+    """Finding 1's shape reached through a lost reversals log: the repair keeps those copies live itself (their
+    successor chain ends in nothing live), so nothing is orphaned and the invariant has nothing to reverse."""
     agent = make_agent(tmp_path / "agent", size=300)
     before = live_texts(agent)
     first = run_dream(agent).report  # type: ignore[attr-defined]
@@ -35,19 +37,46 @@ def test_a_cycle_whose_repair_orphans_live_entries_brings_them_back_and_fails(
         undone = undo_cycle(agent, agent / "memory", first.cycle_id)
     assert undone.restored and undone.archived and not undone.incomplete
     _forget_the_undo(agent)
+    report = run_dream(agent).report  # type: ignore[attr-defined]
+    assert any("successor chain ends in no live entry kept live" in n for n in report.notes), report.notes
+    assert report.result == "completed" and report.losses_reversed == 0
+    assert orphans(agent) == [] and lost_since(before, agent) == []
+
+
+def test_a_stage_that_archives_a_live_entry_into_nothing_is_caught_reversed_and_fails_the_cycle(
+    cli_app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stage slips (stands for any bug): after apply, one more live entry is archived "merged into" an id that
+    does not exist, with the cycle's own tag. No stage counts it; the invariant sees it, brings it back, and the
+    cycle fails with the id named."""
+    agent = make_agent(tmp_path / "agent", size=120)
+    before = live_texts(agent)
+    victim: list[str] = []
+    real_apply = Writes.apply
+
+    def slipping(self: Writes, folded: Any, validated: Any) -> Any:
+        applied = real_apply(self, folded, validated)
+        stored = next(s for s in self.store.scan().live if s.entry.content in {t for t, _ in before.values()})
+        self.store.archive(stored, "merged into 000000000000", cycle_id=self.context.cycle_id)
+        victim.append(stored.id)
+        return applied
+
+    monkeypatch.setattr(Writes, "apply", slipping)
     result = invoke(cli_app, "dream", agent, "--force", "--json", "--settings-json", '{"archive_cap": 1.0}')
     assert result.exit_code == 1  # failed: a stage archived what it must not
     report, _ = json.JSONDecoder().raw_decode(result.output[result.output.index("{") :])
     assert report["result"] == "failed" and "end-of-run invariant" in report["error"]
-    assert report["lossesReversed"] > 0
-    assert report["specificsLost"] == 0 and report["orphaned"] == 0  # after bringing them back
-    assert any("reach no live entry" in n for n in report["notes"])
-    assert any(n.startswith("end-of-run invariant: brought back") for n in report["notes"])
-    assert orphans(agent) == [] and lost_since(before, agent) == []
-    # Brought back for good: announced as restored, the next cycle's repair leaves them live.
+    # The victim, and whatever was merged into it (a fold's copies reach nothing live through it either).
+    assert report["lossesReversed"] >= 1 and report["specificsLost"] == 0 and report["orphaned"] == 0
+    assert any("reach no live entry" in n and victim[0] in n for n in report["notes"])
+    (brought,) = [n for n in report["notes"] if n.startswith("end-of-run invariant: brought back")]
+    assert victim[0] in brought
+    assert lost_since(before, agent) == [] and orphans(agent) == []
+    # Brought back for good: announced as restored, the next cycle leaves it live.
+    monkeypatch.setattr(Writes, "apply", real_apply)
     again = run_dream(agent).report  # type: ignore[attr-defined]
     assert again.result == "completed" and again.losses_reversed == 0 and again.resurrected == 0
-    assert orphans(agent) == [] and lost_since(before, agent) == []
+    assert lost_since(before, agent) == []
 
 
 def test_an_undo_that_would_archive_a_last_holder_is_caught(tmp_path: Path) -> None:

@@ -181,12 +181,19 @@ def judge(
     final: CoverageIndex | None = None
     lost: dict[tuple[str, str], str] = {}
     carriers: dict[str, None] = {}
+    inventories: dict[str, Inventory] = {}  # a successor's, once however many sources it replaced
     for departure in charged:
         end = _chain_end(departure, after, live)
         if departure.fate == "gone" or (end is None and not _sources_live(departure, after, live)):
             verdict.orphaned.append(departure.id)
-        successor = Inventory.of(end.entry.content) if end is not None else None
         entry = departure.before.entry
+        if end is not None and end.entry.content == entry.content:
+            continue  # an exact duplicate folded into a live survivor: its text is live, word for word
+        successor = None
+        if end is not None:
+            successor = inventories.get(end.id)
+            if successor is None:
+                successor = inventories[end.id] = Inventory.of(end.entry.content)
         for specific in extract_specifics(entry.content, entry.category, vocabulary):
             key = (specific.kind, specific.key)
             if key in lost:

@@ -44,6 +44,7 @@ from dreamkeeper.coverage import VOCABULARY_FILE, CoverageIndex, Vocabulary, ext
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     CREATED_BY_CYCLE,
+    MERGED_FROM,
     STALE_COPY_OF,
     ConflictError,
     Entry,
@@ -209,6 +210,18 @@ class _Holders:
     def only_here(self, entry: Entry, replacement: str | None = None) -> list[str]:
         """The specifics of ``entry`` no other live text says (``replacement``: the text it would hold instead)."""
         specifics = extract_specifics(entry.content, entry.category, self.vocabulary)
+        if not specifics:
+            return []
+        # The common case, cheaply: the sources it replaced are live again (the undo restored them just before) and
+        # say it all; only a specific they do not say needs the whole live corpus.
+        sources = CoverageIndex()
+        for source in (entry.meta(MERGED_FROM) or "").split(","):
+            text = self.texts.get(source) if source and source != entry.id else None
+            if text is not None:
+                sources.add(text)
+        if replacement is not None:
+            sources.add(replacement)
+        specifics = [s for s in specifics if not sources.covers(s)]
         if not specifics:
             return []
         index = self.index

@@ -166,3 +166,22 @@ def test_smaller_messages_say_what_was_found(cli_app: typer.Typer, tmp_path: Pat
     result = invoke(cli_app, "dream", agent)
     assert result.exit_code == 1
     assert expected in result.output and "Errno" not in result.output
+
+
+def test_undo_restores_the_twin_its_cycle_archived(cli_app: typer.Typer, tmp_path: Path) -> None:
+    """A cycle folds CASE01 (an exact duplicate of an older entry) while case01, a different entry, sits beside it:
+    undo brings back CASE01's file, and never touches case01's."""
+    agent = make_agent(tmp_path / "agent", size=30)
+    lower, upper, obj = _twins(agent)
+    older = {**obj, "id": "dup000000001", "content": "Ingrid Quint prefers Teams.", "archivedAt": None}
+    older["archiveReason"], older["createdAt"] = None, "2024-01-01T00:00:00.0000000+00:00"
+    (lower.parent / "dup000000001.json").write_text(json.dumps(older, indent=2))
+    lower.write_text(
+        lower.read_text().replace('"archivedAt": "2025-01-01T00:00:00.0000000+00:00"', '"archivedAt": null')
+    )
+    untouched = lower.read_bytes()
+    report = run_dream(agent).report  # type: ignore[attr-defined]
+    assert _state(upper)[1] == "merged into dup000000001"
+    result = invoke(cli_app, "undo", agent, report.cycle_id)
+    assert result.exit_code == 0, result.output
+    assert _state(upper) == (None, None) and lower.read_bytes() == untouched

@@ -34,7 +34,7 @@ from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
-from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, tags_in
+from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
@@ -429,6 +429,12 @@ class Cycle:
         report = compose_report(
             self._head, self.stages, "skipped", finished_at=utcnow(), first_write_at=self.effects.first_write_at
         )
+        broken = invariant_error(report)  # what recovery did before the skip is checked all the same
+        if broken is not None:
+            report = compose_report(
+                self._head, self.stages, "failed", finished_at=report.finished_at, error=broken,
+                first_write_at=self.effects.first_write_at,
+            )  # fmt: skip
         return CycleOutcome(report, report_path=self.effects.record(report))
 
     def _load_vocabulary(self) -> VocabularyLoaded:
@@ -676,10 +682,11 @@ class Writes:
         agent_dir = self.context.agent_dir
         check_state_files(agent_dir)  # a FIFO, device, link or directory among them: one clear error, nothing changed
         undos = unfinished_undos(read_reversals(agent_dir)[0])
+        before: Census | None = None
         if next(incomplete_journals(agent_dir), None) is not None or undos:
             self._writing()
-            # What recovery finishes is this run's too: the invariant's "before" is the corpus before it.
-            self._before = Census.of(screened(self.store.scan(), self.store.root).entries)
+            # Recovery is checked by the end-of-run invariant on its own (a cycle may then be skipped, or fail).
+            before = Census.of(screened(self.store.scan(), self.store.root).entries)
         swept = sweep_leftovers(agent_dir, self.store.root)
         if swept.removed or swept.restored or swept.put_back:
             self._writing()
@@ -692,16 +699,29 @@ class Writes:
         notes += [f"conflict copy kept: {path}" for path in swept.conflict_copies]
         notes += [f"put back an entry an interrupted purge had parked: {path}" for path in swept.restored]
         notes += [f"put back the agent's newer version displaced by an interrupted write: {p}" for p in swept.put_back]
+        tags: set[str] = set()
         for cycle_id, tally in done:
             self._written_ids |= tally.written_ids
-            self._tags.add(cycle_id)
+            tags.add(cycle_id)
         for undo in resumed:
-            self._tags |= undo_tags(undo.journals)
+            tags |= undo_tags(undo.journals)
         counts = CycleCounts(
             write_failures=sum(tally.write_failed for _, tally in done),
             temps_removed=len(swept.removed),
             conflict_copies=len(swept.conflict_copies),
         )
+        if before is not None:
+            checked = end_check(
+                agent_dir,
+                self.store,
+                before,
+                scan_map(self.store),
+                tags_in(tags),
+                load_vocabulary(_vocabulary_path(self.context)).vocabulary,
+                what="recovery",
+            )
+            counts += checked.counts
+            notes += checked.notes
         return Recovered(counts, tuple(notes))
 
     def too_soon(self) -> str | None:
@@ -1032,6 +1052,11 @@ class Writes:
         if isinstance(result, MalformedFile):
             log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
         return result
+
+
+def _vocabulary_path(context: CycleContext) -> Path:
+    path = Path(context.settings.vocabulary_path)
+    return path if path.is_absolute() else context.agent_dir / path
 
 
 NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest

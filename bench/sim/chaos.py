@@ -52,8 +52,8 @@ class ChaosRates:
     kill_undo: float = 0.5
     restore: float = 0.04
     kill_restore: float = 0.4
-    clock_ahead: float = 0.006
-    clock_back: float = 0.006
+    clock_ahead: float = 0.015
+    clock_back: float = 0.015
     ahead_days: float = 100.0
     back_days: float = 1.0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,37 @@ def test_an_undo_that_would_archive_a_last_holder_is_caught(tmp_path: Path) -> N
     assert result.specifics_lost == [] and result.orphaned == []
     assert lost_since(before, agent) == []
     shutil.rmtree(agent)
+
+
+def test_a_loss_made_by_recovery_fails_even_a_cycle_that_is_then_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery writes before the minimum interval can skip the cycle: its own invariant still runs, and a loss
+    it made (a slipped recovery, standing for any bug) is brought back and fails the cycle instead of a quiet skip."""
+    from dreamkeeper.consolidation import cycle as cycle_module
+    from dreamkeeper.memory import MemoryStore
+    from tests.robustness.conftest import dream_killed_at
+
+    agent = make_agent(tmp_path / "agent", size=120)
+    before = live_texts(agent)
+    dream_killed_at(agent, 3)  # killed: its journal is left for the next run's recovery
+    # A cycle completed an hour ago, as far as the ledger knows: the next one is too soon, after its recovery.
+    ledger = {"lastCompletedAt": (datetime.now(UTC) - timedelta(hours=1)).isoformat()}
+    (agent / ".dreamkeeper" / "ledger.json").write_text(json.dumps(ledger))
+    real = cycle_module.recover_journals
+    victim: list[str] = []
+
+    def slipping(agent_dir: Path, root: Path, now: Any = None) -> Any:
+        done = real(agent_dir, root, now)
+        store = MemoryStore(root)
+        stored = next(s for s in store.scan().live if s.entry.content in {t for t, _ in before.values()})
+        store.archive(stored, "merged into 000000000000", cycle_id=done[0][0])
+        victim.append(stored.id)
+        return done
+
+    monkeypatch.setattr(cycle_module, "recover_journals", slipping)
+    report = run_dream(agent, min_interval_hours=6).report  # type: ignore[attr-defined]
+    assert report.skip_reason is not None and "minimum interval" in report.skip_reason
+    assert report.result == "failed" and report.losses_reversed >= 1
+    assert any(victim[0] in n for n in report.notes if n.startswith("end-of-run invariant: brought back"))
+    assert lost_since(before, agent) == []

@@ -10,18 +10,20 @@ now, and why. ``restore`` is announced in the reversals log before its first wri
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.clock import check_clock
 from dreamkeeper.consolidation.cycle import read_ledger
 from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
+from dreamkeeper.consolidation.purge_policy import KeepRule, purge_window
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.settings import CycleSettings, RockBotSettings
 from dreamkeeper.coverage import VOCABULARY_FILE, Vocabulary
 from dreamkeeper.memory import (
     CycleLock,
@@ -32,6 +34,7 @@ from dreamkeeper.memory import (
     check_state_files,
     entry_summary,
     note_restored,
+    unheld,
     utcnow,
     validate_id,
 )
@@ -162,9 +165,12 @@ def purge_command(
     with expected_errors():
         store = open_store(agent_dir, memory_dir)
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
-        retention = timedelta(days=retention_days)
         words = agent_vocabulary(agent_dir, vocabulary)
 
+        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py).
+        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, RockBotSettings()))
+        if window.note:
+            out.print(escape(window.note))
         checked: EndCheck | None = None
 
         def run(dry_run: bool) -> PurgeReport:
@@ -177,7 +183,8 @@ def purge_command(
                 clock = check_clock(agent_dir, now, read_ledger(agent_dir), None, trust=trust_clock)
                 if not clock.allows:
                     raise Failure(clock.refusal("purge") + "; nothing was deleted")
-            report = store.purge(retention, floor, now, dry_run=dry_run, entries=entries, keep=rule.keep)
+            own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in entries]
+            report = store.purge(window.retention, floor, now, dry_run=dry_run, entries=own, keep=KeepRule(own, rule))
             if not dry_run:
                 purged = {e.id for e in report.purged}
                 checked = end_check(

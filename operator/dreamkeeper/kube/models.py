@@ -11,10 +11,15 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from dreamkeeper.consolidation import COUNTS
+from dreamkeeper.kube.model_base import KubeModel, StatusModel, cel
+from dreamkeeper.kube.pod_models import (
+    CycleSecurityContext,
+    LabelSelector,
+    ResourceRequirementsSpec,
+)
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
@@ -24,10 +29,6 @@ CRON = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+(\s+\S+){4
 CATEGORY_PATH = r"^/?[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*/?$"
 # A vocabulary word: no surrounding whitespace, no control characters.
 WORD = r"^[^\s\x00-\x1f]([^\x00-\x1f]*[^\s\x00-\x1f])?$"
-QUANTITY = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 # A base URL whose host is loopback or an in-cluster Service (<svc>, <svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local):
 # the only places plain http:// may go, and the only servers that may need no API key. A regex (not CEL's url()
@@ -37,37 +38,6 @@ INTERNAL_URL = (
     rf"^https?://(localhost|127(\.[0-9]{{1,3}}){{3}}|\[::1\]|{_LABEL}(\.{_LABEL}\.svc(\.cluster\.local)?)?)"
     r"(:[0-9]{1,5})?(/[^@]*)?$"
 )
-
-Quantity = Annotated[
-    int | str,
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
-
-
-def cel(rule: str, message: str, **extra: str) -> dict[str, Any]:
-    return {"rule": rule, "message": message, **extra}
-
-
-class KubeModel(BaseModel):
-    """camelCase on the wire; unknown fields are refused (the API server prunes them before we see them)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-
-    def wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class StatusModel(KubeModel):
-    """Status is read back from the cluster: tolerate fields written by a newer operator instead of failing."""
-
-    model_config = ConfigDict(extra="ignore")
-
 
 # ---- shared pieces ------------------------------------------------------------------------------------------------
 
@@ -84,29 +54,6 @@ class SecretKeySelector(KubeModel):
     name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the Secret.")
     key: str = Field(
         min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Key inside the Secret's data."
-    )
-
-
-class LabelSelectorRequirement(KubeModel):
-    """One label requirement: key, operator, values."""
-
-    key: str = Field(min_length=1, max_length=317, description="The label key.")
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
-        description="How the key relates to the values: In, NotIn, Exists or DoesNotExist."
-    )
-    values: list[Annotated[str, Field(max_length=63)]] | None = Field(
-        default=None, max_length=64, description="Values for In and NotIn (empty for Exists and DoesNotExist)."
-    )
-
-
-class LabelSelector(KubeModel):
-    """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
-
-    match_labels: dict[str, Annotated[str, Field(max_length=63)]] | None = Field(
-        default=None, max_length=32, description="Labels the pods must carry, key to value."
-    )
-    match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, max_length=16, description="Label requirements the pods must meet."
     )
 
 
@@ -243,6 +190,109 @@ class ProposerSpec(KubeModel):
         return self
 
 
+class EmbeddingsSpec(KubeModel):
+    """An OpenAI-compatible embeddings endpoint: vectors missing from the agent's memory are generated before
+    clustering and written where RockBot's EmbeddingCache keeps them (docs/rockbot.md). It is sent memory content,
+    so it is held to the same rules as an openai proposer."""
+
+    model_config = ConfigDict(
+        strict=True,
+        allow_inf_nan=False,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!self.baseURL.startsWith('http://') || (has(self.allowPlainHTTP) && self.allowPlainHTTP)",
+                    "embeddings.baseURL is plain http://: set embeddings.allowPlainHTTP: true to send memory (and "
+                    "the API key) unencrypted; only to loopback or an in-cluster Service",
+                ),
+                cel(
+                    f"!self.baseURL.startsWith('http://') || {_cel_internal('baseURL')}",
+                    "embeddings.baseURL: plain http:// only to loopback or an in-cluster Service",
+                ),
+                cel(
+                    f"has(self.apiKeySecretRef) || ({_cel_internal('baseURL')})",
+                    "embeddings.apiKeySecretRef is required unless baseURL is loopback or an in-cluster Service",
+                ),
+            ]
+        },
+    )
+
+    base_url: str = Field(
+        alias="baseURL",
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://\S+$",
+        description="Base URL of an OpenAI-compatible API with POST /embeddings (the agent's embedding model). Plain "
+        "http:// only with allowPlainHTTP, and only to loopback or an in-cluster Service.",
+    )
+    model: str = Field(min_length=1, max_length=256, description="The embedding model's name (the agent's).")
+    allow_plain_http: bool | None = Field(
+        default=None, alias="allowPlainHTTP", description="Allow an http:// baseURL (loopback or in-cluster only)."
+    )
+    api_key_secret_ref: SecretKeySelector | None = Field(
+        default=None,
+        description="The API key, read only from this Secret (the admission policy requires its author may get it). "
+        "Required unless baseURL is loopback or an in-cluster Service.",
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0, le=3600, description="Seconds per request (60).")
+    batch_size: int | None = Field(default=None, ge=1, le=4096, description="Texts per request (64).")
+
+    @model_validator(mode="after")
+    def _reachable(self) -> EmbeddingsSpec:
+        internal = re.fullmatch(INTERNAL_URL, self.base_url) is not None
+        if self.base_url.startswith("http://"):
+            if not self.allow_plain_http:
+                raise ValueError("embeddings.baseURL is plain http://: set embeddings.allowPlainHTTP: true")
+            if not internal:
+                raise ValueError("embeddings.baseURL: plain http:// only to loopback or an in-cluster Service")
+        if self.api_key_secret_ref is None and not internal:
+            raise ValueError("embeddings.apiKeySecretRef is required unless baseURL is loopback or in-cluster")
+        return self
+
+
+class RockBotSpec(KubeModel):
+    """Where the agent (RockBot) keeps what dreamkeeper reads and writes beside it, and its purge window. Unset
+    fields are read from the agent's appsettings*.json / rockbot.env in agentPath when present, else RockBot's
+    defaults; the cycle report says which was used."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    profile_base: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        pattern=r"^/",
+        description="The agent's AgentProfile:BasePath as it sees it (e.g. /data/agent): absolute paths under it "
+        "are read under agentPath.",
+    )
+    directive_path: str | None = Field(default=None, min_length=1, max_length=1024, description="Dream:DirectivePath.")
+    audit_base_path: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="MemoryAudit:BasePath (where its pause marker is)."
+    )
+    feedback_base_path: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="Feedback:BasePath."
+    )
+    archive_retention_days: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=36500.0,
+        description="RockBot's Dream:MemoryArchiveRetention in days: nothing is purged before it (0: nothing at all).",
+    )
+    read_agent_settings: bool | None = Field(
+        default=None, description="Read the agent's appsettings*.json and rockbot.env in agentPath (default true)."
+    )
+    pass_ledger: bool | None = Field(
+        default=None, description="Record each cycle in RockBot's dream-pass-ledger.json (default true)."
+    )
+    hold_ahead_days: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=36500.0,
+        description="Days before RockBot's purge window closes that an archived entry dreamkeeper keeps is held above "
+        "RockBot's floor (default 7).",
+    )
+
+
 class FloorSpec(KubeModel):
     """Entries at or above either bound are never pruned standalone and never purged."""
 
@@ -270,7 +320,8 @@ class DecaySpec(KubeModel):
         default=None,
         ge=0.0,
         le=1.0,
-        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
+        description="An entry is rewritten once its importance has fallen this much (default 0: every drop, as "
+        "RockBot; 0.01 writes about a fifth as often).",
     )
 
 
@@ -330,29 +381,17 @@ class SafeguardsSpec(KubeModel):
         description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
         "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
     )
-
-
-class ResourceRequirementsSpec(KubeModel):
-    """Compute resources of the cycle's containers."""
-
-    requests: dict[str, Quantity] | None = Field(
-        default=None, max_length=8, description="Resources reserved, e.g. cpu: 100m, memory: 256Mi."
+    sourceless_saves_max_per_cycle: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="Source-less saves (a new entry written from the feedback shown, as RockBot's directive asks) "
+        "accepted per cycle (default 5; 0 refuses them).",
     )
-    limits: dict[str, Quantity] | None = Field(
-        default=None, max_length=8, description="Resources the containers may not exceed, e.g. memory: 1Gi."
-    )
-
-
-class CycleSecurityContext(KubeModel):
-    """Identity of the cycle's pod. Unset fields are copied from the agent pod mounting the claim, when found.
-
-    Root is refused: the pod must pass Pod Security "restricted".
-    """
-
-    run_as_user: int | None = Field(default=None, ge=1, le=2147483647, description="UID (non-zero).")
-    run_as_group: int | None = Field(default=None, ge=0, le=2147483647, description="Primary GID.")
-    fs_group: int | None = Field(
-        default=None, ge=0, le=2147483647, description="Supplemental group owning the agent's files (the agent's)."
+    scope: Literal["corpus", "rockbot"] | None = Field(
+        default=None,
+        description="Entries a cycle folds, decays and offers: corpus (every live entry; default) or rockbot "
+        "(RockBot's snapshot: the 1000 most recently seen; older ones keep their importance and are never offered).",
     )
 
 
@@ -464,13 +503,21 @@ class DreamScheduleSpec(KubeModel):
         "the cycle runs beside whatever mounts the claim.",
     )
     proposer: ProposerSpec = Field(default_factory=ProposerSpec)
+    embeddings: EmbeddingsSpec | None = Field(
+        default=None, description="An embeddings endpoint that fills in missing vectors (default: none)."
+    )
+    rockbot: RockBotSpec | None = Field(
+        default=None, description="The agent's (RockBot's) paths and purge window, where they are not its defaults."
+    )
     safeguards: SafeguardsSpec | None = None
     image: str | None = Field(
         default=None,
         min_length=1,
         max_length=512,
+        pattern=r"^\S+$",
         description="Cycle image (default: the operator's setting). The admission policy requires its author may "
-        "create pods in the namespace, or that the image starts with an allowed prefix.",
+        "create pods in the namespace, or that the image is an allowed one (an exact reference, or under an "
+        "allowed prefix ending in '/', ':' or '@').",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="Pull policy of the cycle image (default: the operator's setting)."

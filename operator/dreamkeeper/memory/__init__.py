@@ -7,6 +7,7 @@ from dreamkeeper.memory.atomic import (
     Fingerprint,
     create_exclusive,
     fsync_directory,
+    read_with_fingerprint,
     replace_file,
 )
 from dreamkeeper.memory.entry import (
@@ -19,6 +20,9 @@ from dreamkeeper.memory.entry import (
     DECLINED_COUNT,
     FOLDED_AT,
     FOLDED_FROM,
+    HELD_AT,
+    HELD_FOR,
+    HELD_IMPORTANCE,
     MERGED_AT,
     MERGED_FROM,
     REASON_EPHEMERAL,
@@ -37,6 +41,7 @@ from dreamkeeper.memory.entry import (
     format_timestamp,
     parse_json_object,
     successor_in,
+    unheld,
     utcnow,
 )
 from dreamkeeper.memory.errors import (
@@ -103,6 +108,9 @@ __all__ = [
     "ENTRY_FILE_LIMIT",
     "FOLDED_AT",
     "FOLDED_FROM",
+    "HELD_AT",
+    "HELD_FOR",
+    "HELD_IMPORTANCE",
     "LARGE_STATE_LIMIT",
     "MERGED_AT",
     "MERGED_FROM",
@@ -170,6 +178,7 @@ __all__ = [
     "read_reversals",
     "read_state_file",
     "read_state_json",
+    "read_with_fingerprint",
     "redacted_logs",
     "redacting",
     "replace_file",
@@ -181,6 +190,7 @@ __all__ = [
     "successor_in",
     "sweep",
     "unfinished_undos",
+    "unheld",
     "utcnow",
     "validate_category",
     "validate_id",

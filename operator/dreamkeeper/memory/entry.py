@@ -49,6 +49,12 @@ STALE_COPY_OF = "dreamkeeperStaleCopyOf"
 # pruning again (issue 22: a restored merge source was merged again by the next cycle, its text still in a live
 # successor), until the key is removed.
 RESTORED_BY_HAND = "dreamkeeperRestoredAt"
+# The purge's hold (consolidation/purge_policy.py): an archived entry dreamkeeper keeps past retention is lifted to
+# RockBot's high-value floor before RockBot's own purge could reach it; its own importance is kept here, and put
+# back by a restore or when the hold is released.
+HELD_IMPORTANCE = "dreamkeeperHeldImportance"
+HELD_FOR = "dreamkeeperHeldFor"
+HELD_AT = "dreamkeeperHeldAt"
 BOOKKEEPING_KEYS = frozenset(
     {
         MERGED_FROM,
@@ -70,6 +76,9 @@ BOOKKEEPING_KEYS = frozenset(
         CARRIED_AT,
         STALE_COPY_OF,
         RESTORED_BY_HAND,
+        HELD_IMPORTANCE,
+        HELD_FOR,
+        HELD_AT,
     }
 )
 
@@ -98,6 +107,19 @@ def format_timestamp(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.isoformat(timespec="microseconds")
+
+
+def unheld(entry: Entry) -> Entry:
+    """The entry as it was before the purge's hold lifted its importance (itself when it is not held)."""
+    held = entry.meta(HELD_IMPORTANCE)
+    if held is None:
+        return entry
+    try:
+        importance = float(held)
+    except ValueError:
+        return entry.with_meta(**{HELD_IMPORTANCE: None, HELD_FOR: None, HELD_AT: None})
+    restored = entry.evolve(importance_score=importance)
+    return restored.with_meta(**{HELD_IMPORTANCE: None, HELD_FOR: None, HELD_AT: None})
 
 
 def as_aware(value: datetime) -> datetime:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dreamkeeper.memory.atomic import (
     CONFLICT_SUFFIX,
     MUST_NOT_EXIST,
+    UNCHECKED,
     Fingerprint,
     read_with_fingerprint,
     replace_file,
@@ -39,6 +40,7 @@ from dreamkeeper.memory.entry import (
     Entry,
     as_aware,
     format_timestamp,
+    unheld,
     utcnow,
 )
 from dreamkeeper.memory.errors import (
@@ -79,7 +81,13 @@ class HighValueFloor(BaseModel):
     reinforcement: int = Field(default=5, ge=0, le=2**31 - 1)  # RockBot's int
 
     def protects(self, entry: Entry) -> bool:
-        return entry.importance_score >= self.importance or entry.reinforcement_count >= self.reinforcement
+        # In float32, as RockBot compares them (``IsProtectedFromPruning``: ``float ImportanceScore >= float
+        # PruningProtectionImportance``, DreamService.cs / DreamOptions.cs @05346ff0): a file saying 0.7999999999
+        # holds the float32 0.8, which the floor protects there, and must here too, or the two engines disagree
+        # about what may be pruned or purged.
+        with np.errstate(over="ignore"):
+            importance = np.float32(entry.importance_score) >= np.float32(self.importance)
+        return bool(importance) or entry.reinforcement_count >= self.reinforcement
 
     def describe(self, entry: Entry) -> str:
         return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"
@@ -339,6 +347,37 @@ class MemoryStore:
         except OSError:
             return frozenset()
 
+    def embedding_sizes(self) -> dict[str, int]:
+        """Casefolded name -> size of each regular file in ``.embeddings/`` (one listing)."""
+        sizes: dict[str, int] = {}
+        try:
+            with os.scandir(self._embeddings_dir) as listing:
+                for child in listing:
+                    try:
+                        if child.is_file(follow_symlinks=False):
+                            sizes[child.name.casefold()] = child.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            return {}
+        return sizes
+
+    def write_embedding(self, entry_id: str, data: bytes, *, replace: bool) -> bool:
+        """Write ``.embeddings/{id}.bin`` as RockBot's EmbeddingCache names it. ``replace`` False creates only (a
+        vector the agent wrote meanwhile wins); True overwrites, as RockBot's ``UpdateAsync`` does after a save.
+        Returns whether it was written."""
+        validate_id(entry_id)
+        directory = Path(self._embeddings_dir)
+        if directory.is_symlink():
+            raise ConflictError(directory, "is a symlink; no vector is written through it")
+        directory.mkdir(exist_ok=True)
+        path = directory / embedding_file_name(entry_id)
+        try:
+            replace_file(path, data, UNCHECKED if replace else MUST_NOT_EXIST)
+        except ConflictError:
+            return False
+        return True
+
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
         validate_id(entry_id)
@@ -447,7 +486,8 @@ class MemoryStore:
         restored it (``memory restore``), then: marked so, it is never offered for merging or pruning again."""
         if not stored.entry.is_archived:
             return stored
-        entry = stored.entry.evolve(archived_at=None, archive_reason=None)
+        # Held by the purge (its importance lifted to RockBot's floor while archived): its own importance comes back.
+        entry = unheld(stored.entry).evolve(archived_at=None, archive_reason=None)
         entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: None, STALE_COPY_OF: None})
         if by_hand is not None:
             entry = entry.with_meta(**{RESTORED_BY_HAND: format_timestamp(by_hand)})
@@ -486,7 +526,9 @@ class MemoryStore:
             entry = stored.entry
             if entry.archived_at is None:
                 continue
-            if as_aware(entry.archived_at) > cutoff:
+            # Strictly before the cutoff, as RockBot's purge (``ArchivedAt < cutoff``, FileMemoryStore @8a7e360e) and
+            # its audit (``archivedAt + retention < now``, MemoryAuditAnalyzer @26053e10) both count it.
+            if as_aware(entry.archived_at) >= cutoff:
                 report.not_due += 1
                 continue
             if floor.protects(entry):

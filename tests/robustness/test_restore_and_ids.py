@@ -7,12 +7,14 @@ A restored merge source is not merged again by the next cycle."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
 
+from dreamkeeper import dream_command
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import atomic as atomic_module
 from tests.robustness.conftest import Killed, invoke, make_agent, run_dream, tree
@@ -185,3 +187,38 @@ def test_undo_restores_the_twin_its_cycle_archived(cli_app: typer.Typer, tmp_pat
     result = invoke(cli_app, "undo", agent, report.cycle_id)
     assert result.exit_code == 0, result.output
     assert _state(upper) == (None, None) and lower.read_bytes() == untouched
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_exit_codes() -> dict[int, str]:
+    """The README's "Exit codes of `dreamkeeper dream`" paragraph, as {code: the words that follow it}."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("Exit codes of `dreamkeeper dream`:")
+    paragraph = " ".join(text[start : text.index("\n\n", start)].split())
+    found = re.finditer(r"(?:: |, |; )(\d{1,3}) \**([A-Za-z][A-Za-z' ]*)", paragraph)
+    return {int(match.group(1)): match.group(2).strip() for match in found}
+
+
+def test_the_readme_exit_codes_are_the_ones_dream_returns(cli_app: typer.Typer, tmp_path: Path) -> None:
+    """Finding 7: the README said exit 4 was proposer-failed; the code returns 4 for paused, 5 for proposer-failed."""
+    described = _readme_exit_codes()
+    meant = {
+        0: "completed",
+        dream_command.EXIT_FAILED: "failed",
+        dream_command.EXIT_USAGE: "invalid settings",
+        dream_command.EXIT_LOCKED: "another cycle holds",
+        dream_command.EXIT_PAUSED: "paused",
+        dream_command.EXIT_PROPOSER_FAILED: "proposer failed",
+        dream_command.EXIT_TERMINATED: "stopped by SIGTERM",
+    }
+    assert sorted(described) == sorted(meant), described
+    for code, words in meant.items():
+        assert described[code].startswith(words), (code, described[code])
+    # And what the README calls paused is what a paused agent gets.
+    agent = make_agent(tmp_path / "agent", size=20)
+    (agent / "memory-audit").mkdir()
+    (agent / "memory-audit" / "consolidation-paused.json").write_text('{"reason": "audit"}')
+    result = invoke(cli_app, "dream", agent, "--force")
+    assert described[result.exit_code].startswith("paused"), result.output

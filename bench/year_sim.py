@@ -1,7 +1,7 @@
 """A year of adversarial dreams: the same adversary against the seed's naive applier and against dreamkeeper.
 
     python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--retention-days D] [--name NAME]
-                             [--out DIR] [--format rockbot|openclaw|hermes|claude]
+                             [--out DIR] [--format rockbot|openclaw|hermes|claude] [--chaos]
 
 Twice-daily cycles for a year on a growing corpus (bench/sim/world.py). Before each cycle the agent mines a few
 new facts and restatements; both arms receive exactly the same entries. Then each arm runs one consolidation
@@ -12,6 +12,11 @@ measured by the same ledger (bench/sim/ledger.py). Results: ``<out>/<name>.json`
 ``--format openclaw|hermes|claude``: the dreamkeeper arm keeps its memory as that agent does
 (bench/sim/format_arm.py) and cycles run through the format seam. A fact the agent could not write (Hermes' caps)
 reaches neither arm nor the ledger: both arms are measured on what the agent actually stored.
+
+``--chaos`` (issue 22) adds random undos, SIGKILLs of undo, restore and cycle, and clock jumps to the dreamkeeper arm
+(bench/sim/chaos.py), each command followed by the simulation's own census (bench/sim/census.py): the goals then
+also require 0 specifics lost, 0 entries orphaned, and every reported ``specificsLost``/``orphaned`` equal to the
+census.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.sim.adversary import DESTRUCTIVE, Adversary, Rates, Tally
+from bench.sim.chaos import Chaos, ChaosRates
 from bench.sim.dreamkeeper_arm import DreamkeeperArm
 from bench.sim.format_arm import FormatArm
 from bench.sim.ledger import ArmMeasure, Ledger, is_protected
@@ -86,6 +92,7 @@ class SimConfig:
     format: str = "rockbot"
     format_profile: str | None = None
     retention_days: int = 90
+    chaos: ChaosRates | None = None
     argv: tuple[str, ...] = ()
 
 
@@ -174,6 +181,9 @@ def run(config: SimConfig) -> dict[str, Any]:
             workdir / "agent", settings, adversary, tallies["dreamkeeper"], config.format, config.format_profile
         )
     )
+    chaos = (
+        Chaos(dk, config.seed, config.chaos) if config.chaos is not None and isinstance(dk, DreamkeeperArm) else None
+    )
     measures = {"naive": ArmMeasure("naive", ledger), "dreamkeeper": ArmMeasure("dreamkeeper", ledger)}
     # dreamkeeper's whole store, archive included: a specific that leaves it has left for good (the purge deleted its
     # last record). The live-corpus measure above allows ephemeral prunes; this one allows nothing.
@@ -205,7 +215,7 @@ def run(config: SimConfig) -> dict[str, Any]:
             t1 = time.perf_counter()
             outcome = naive.cycle(adversary, cycle, tallies["naive"])
             t2 = time.perf_counter()
-            arm = dk.cycle(cycle, now)
+            arm = chaos.cycle(cycle, now) if chaos is not None else dk.cycle(cycle, now)
             t3 = time.perf_counter()
             measures["naive"].sync({e.id: e.content for e in naive.live.values()})
             measures["naive"].measure(cycle, known, _naive_explain(ledger, outcome))
@@ -242,6 +252,16 @@ def run(config: SimConfig) -> dict[str, Any]:
     result["config"]["formatProfile"] = config.format_profile
     if isinstance(dk, FormatArm):
         result["arms"]["dreamkeeper"]["factsTheAgentCouldNotWrite"] = dk.refused
+    if chaos is not None:
+        summary = chaos.tally.summary()
+        result["chaos"] = {"rates": asdict(chaos.rates), **summary}
+        goals = result["goals"]
+        goals["chaosSpecificsLost"] = summary["independentSpecificsLost"]
+        goals["chaosOrphaned"] = summary["independentOrphaned"]
+        goals["chaosReportCensusMismatches"] = summary["reportCensusMismatches"]
+        goals["met"] = goals["met"] and not (
+            goals["chaosSpecificsLost"] or goals["chaosOrphaned"] or goals["chaosReportCensusMismatches"]
+        )
     if config.sweep:
         result["naiveSweep"] = [naive_only(config, rate) for rate in SWEEP_RATES]
     return result
@@ -511,7 +531,14 @@ def parse(argv: Sequence[str]) -> SimConfig:
     parser.add_argument(
         "--format-profile", default=None, help='profile overrides as JSON, e.g. \'{"caps": {"MEMORY.md": 100000}}\''
     )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="random undos, SIGKILLs of undo/restore/cycle and clock jumps, each command censused (issue 22)",
+    )
     args = parser.parse_args(list(argv))
+    if args.chaos and args.format != "rockbot":
+        parser.error("--chaos runs on the RockBot arm only")
     rates = Rates()
     config = SimConfig(seed=args.seed, rates=rates, out=args.out, workdir=args.workdir, keep=args.keep)
     if args.quick:
@@ -533,6 +560,12 @@ def parse(argv: Sequence[str]) -> SimConfig:
     config.format_profile = args.format_profile
     if args.format != "rockbot" and not args.name:
         config.name = f"{config.name}-{args.format}"
+    if args.chaos:
+        config.chaos = ChaosRates()
+        if args.quick:  # twenty cycles: every kind of event, several times
+            config.chaos = ChaosRates(kill_cycle=0.25, undo=0.3, restore=0.3, clock_ahead=0.08, clock_back=0.08)
+        if not args.name:
+            config.name += "-chaos"
     config.plot = not args.no_plot
     config.sweep = not (args.no_sweep or args.quick)
     config.argv = tuple(argv)

@@ -8,6 +8,7 @@ memory layer's command, unchanged; for a Markdown format ``stats`` and ``show`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -24,16 +25,21 @@ from dreamkeeper.memory.cli import (
     err,
     expected_errors,
     out,
-    restore_command,
     show_command,
     stats_command,
 )
 
 REPLACED = ("stats", "show", "restore")
 
+# RockBot's own restore (consolidation/memory_cli.py: the reversals log, the end-of-run check), given by with_formats.
+_rockbot_restore: Callable[[Path, list[str], Path | None], None] | None = None
 
-def with_formats(memory: typer.Typer) -> None:
-    """Register the format-aware ``stats``, ``show`` and ``restore`` in place of the memory layer's."""
+
+def with_formats(memory: typer.Typer, rockbot_restore: Callable[[Path, list[str], Path | None], None]) -> None:
+    """Register the format-aware ``stats``, ``show`` and ``restore`` in place of the memory layer's; ``restore``
+    calls ``rockbot_restore`` for RockBot's files."""
+    global _rockbot_restore
+    _rockbot_restore = rockbot_restore
     memory.registered_commands = [c for c in memory.registered_commands if c.name not in REPLACED]
     memory.command("stats")(units_stats_command)
     memory.command("show")(units_show_command)
@@ -90,7 +96,8 @@ def units_restore_command(
     with expected_errors():
         chosen = _chosen(agent_dir, memory_dir, memory_format, profile_json)
     if not is_markdown(chosen):
-        restore_command(agent_dir, entry_ids, memory_dir)
+        assert _rockbot_restore is not None, "registered by with_formats"
+        _rockbot_restore(agent_dir, entry_ids, memory_dir)
         return
     failed = 0
     with expected_errors():

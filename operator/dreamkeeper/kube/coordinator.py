@@ -48,7 +48,7 @@ from dreamkeeper.kube.objects import Job, owned_by
 from dreamkeeper.kube.placement import Placement, unpinned_placement
 
 if TYPE_CHECKING:
-    from dreamkeeper.kube.reconcile import _Pass
+    from dreamkeeper.kube.passes import _Pass
 
 log = logging.getLogger(__name__)
 

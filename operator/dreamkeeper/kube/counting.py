@@ -10,7 +10,6 @@ from typing import Any
 
 from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
-    LABEL_CLAIM,
     LABEL_TRIGGER,
 )
 from dreamkeeper.kube.conditions import (
@@ -24,7 +23,6 @@ from dreamkeeper.kube.models import (
     Totals,
     VocabularyState,
 )
-from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.objects import (
     Job,
     creation_order,
@@ -52,7 +50,7 @@ class Counting(ReconcilerBase):
 
     def _account(self, p: _Pass) -> list[Job]:
         """Count every finished, uncounted Job of this schedule; adopt an active one. Returns the claim's Jobs."""
-        jobs = self.api.list_jobs(p.namespace, f"{LABEL_CLAIM}={label_value(p.schedule.claim)}")
+        jobs = self.jobs.claim_jobs(p.namespace, p.schedule.claim)
         p.listed = True
         owned = sorted((j for j in jobs if owned_by(j, p.schedule.uid)), key=creation_order)
         p.owned_jobs = owned

@@ -193,7 +193,7 @@ class Launching(Counting):
         return False
 
     def _check_ready(self, p: _Pass, spec: DreamScheduleSpec) -> VocabularySource | None:
-        pvc = self.api.get_pvc(p.namespace, spec.claim_name)
+        pvc = self.claims.get_claim(p.namespace, spec.claim_name)
         if pvc is None:
             raise NotReadyError("ClaimNotFound", f"PersistentVolumeClaim {spec.claim_name} not found")
         check_claim(pvc)
@@ -314,6 +314,8 @@ class Launching(Counting):
             if not is_refusal(exc):
                 raise
             return self._refused(p, Refusal.of(f"Job {job_name}", exc))
+        # Before the claim's lock is released: the next pass on this claim sees the Job whatever the watch says.
+        self.jobs.observe(job)
         p.track(job)
         return None
 

@@ -45,6 +45,9 @@ from dreamkeeper.kube.results import (
 from dreamkeeper.kube.schedule_view import ScheduleView
 
 if TYPE_CHECKING:
+    from dreamkeeper.kube.caches import ClaimSource, JobSource
+
+if TYPE_CHECKING:
     from dreamkeeper.kube.reconcile import ClaimLocks, ReconcileSettings
 
 log = logging.getLogger(__name__)
@@ -138,6 +141,8 @@ class ReconcilerBase:
     claim_locks: ClaimLocks
     clock: Callable[[], datetime]
     agents: AgentCoordinator
+    jobs: JobSource  # a claim's Jobs: listed, or from the watched cache (caches.py)
+    claims: ClaimSource
     _visited: set[str]
     _deferred_events: set[tuple[str, str]]
 

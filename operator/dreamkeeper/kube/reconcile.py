@@ -31,6 +31,7 @@ from dreamkeeper.kube import (
     ANNOTATION_STOPPED,
 )
 from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, event_body, status_patch
+from dreamkeeper.kube.caches import ClaimSource, FetchedClaims, JobSource, ListedJobs, ScheduleBodies
 from dreamkeeper.kube.conditions import (
     LAST_RUN_SUCCEEDED,
     READY,
@@ -101,6 +102,9 @@ class ScheduleReconciler(Launching):
         settings: ReconcileSettings | None = None,
         claim_locks: ClaimLocks | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        jobs: JobSource | None = None,
+        claims: ClaimSource | None = None,
+        bodies: ScheduleBodies | None = None,
     ) -> None:
         self.api = api
         self.metrics = metrics
@@ -108,7 +112,11 @@ class ScheduleReconciler(Launching):
         self.settings = settings or ReconcileSettings()
         self.claim_locks = claim_locks or ClaimLocks()
         self.clock = clock
-        self.agents = AgentCoordinator(api)
+        # Where a pass reads its claim's Jobs and its claim: asked of the API server unless a watched cache is given.
+        self.jobs = jobs or ListedJobs(api)
+        self.claims = claims or FetchedClaims(api)
+        self.agents = AgentCoordinator(api, self.jobs)
+        self.bodies = bodies  # the newest body of each schedule, kept by the watch handler (handlers.py)
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
 
@@ -167,10 +175,14 @@ class ScheduleReconciler(Launching):
             patch = status_patch(p.status.wire(), raw_status, version)
             written = cast(DreamSchedule, self.api.patch_schedule_status(p.namespace, p.name, patch))
         except ConflictError:
+            if self.bodies is not None:
+                self.bodies.drop(p.schedule.uid)  # the next pass reads the schedule afresh
             # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
             # the next pass works on the fresh copy and any Job created here is adopted by name.
             log.info("%s/%s: status changed concurrently; retrying the pass", p.namespace, p.name)
             return False
+        if self.bodies is not None:
+            self.bodies.put(written)  # the next pass starts from what was written, not from a GET
         if not holds_agent(p.status) and has_hold(written):
             self._drop_hold(p.namespace, p.name, written)
         return True
@@ -266,6 +278,11 @@ class ScheduleReconciler(Launching):
         if active is None:
             return False
         job = self.api.get_job(p.namespace, active.name)
+        # Fresher than the watch, maybe: the claim's Jobs the pass reads next agree with what was just read.
+        if job is None:
+            self.jobs.forget(p.namespace, active.name)
+        else:
+            self.jobs.observe(job)
         if job is not None and job["metadata"].get("uid") == active.uid and job_active(job):
             p.running = True
             self._stop_if_stuck(p, job)
@@ -304,11 +321,12 @@ class ScheduleReconciler(Launching):
     def _stop_job(self, p: _Pass, name: str, reason: str, annotation: str, message: str) -> None:
         # The reason first (it is what the Job is counted by), then the deadline cut: the Job controller fails it
         # at once (DeadlineExceeded) and deletes the pod, so the claim is free for the next cycle.
-        self.api.patch_job(
+        stopped = self.api.patch_job(
             p.namespace,
             name,
             {"metadata": {"annotations": {ANNOTATION_STOPPED: annotation}}, "spec": {"activeDeadlineSeconds": 1}},
         )
+        self.jobs.observe(stopped)
         log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, annotation)
         p.condition(READY, "False", reason, message)
         p.event("Warning", reason, message)
@@ -373,8 +391,11 @@ class ScheduleReconciler(Launching):
     def _mark_counted(self, p: _Pass, job: Job) -> None:
         meta = job["metadata"]
         try:
-            self.api.patch_job(p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}})
+            marked = self.api.patch_job(
+                p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}}
+            )
             meta.setdefault("annotations", {})[ANNOTATION_COUNTED] = "true"
+            self.jobs.observe(marked)
         except ApiError as exc:  # the UID list still prevents a recount
             log.warning("%s/%s: could not mark Job %s counted: %s", p.namespace, p.name, meta["name"], exc)
 
@@ -387,6 +408,7 @@ class ScheduleReconciler(Launching):
             meta = job["metadata"]
             try:
                 self.api.delete_job(p.namespace, meta["name"], meta["uid"])
+                self.jobs.forget(p.namespace, meta["name"])
                 log.info("%s/%s: pruned Job %s (history limits)", p.namespace, p.name, meta["name"])
             except ApiError as exc:
                 log.warning("%s/%s: could not prune Job %s: %s", p.namespace, p.name, meta["name"], exc)

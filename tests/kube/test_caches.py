@@ -126,3 +126,33 @@ def test_a_claim_event_wakes_exactly_the_schedules_that_name_it() -> None:
         assert w.users_of_claim(NS, "agent-data") == ["b"]
 
     asyncio.run(scenario())
+
+
+def test_a_fresh_list_keeps_what_this_process_wrote_after_its_snapshot() -> None:
+    # A re-list (after 410 Gone or a broken watch) is read while passes go on: a Job created, patched or deleted
+    # here after the list's snapshot must stay as written, or a pass could start a second cycle on the claim.
+    store = Store(project_job, index=claim_of)
+    store.put(job("old", 3))
+    store.put(job("patched", 4))
+    store.put(job("deleted", 5))
+    store.put(job("c-new", 12), by_us=True)  # created here after the snapshot at 10
+    store.put(job("patched", 11, failed=1), by_us=True)
+    store.remove(NS, "deleted", by_us=True)
+    store.replace([job("patched", 4), job("deleted", 5)], "10")  # "old" was deleted by someone before 10
+    assert names(store) == ["c-new", "patched"]
+    kept = store.get(NS, "patched")
+    assert kept is not None and kept["status"].get("failed") == 1
+    assert store.put(job("deleted", 5)) == (None, None)  # still a late event about a Job deleted here
+    store.replace([job("c-new", 12), job("patched", 11, failed=1)], "20")  # the watch caught up: nothing kept back
+    assert names(store) == ["c-new", "patched"]
+
+
+def test_the_answer_to_this_processs_own_write_is_never_taken_for_a_late_event() -> None:
+    store = Store(project_job, index=claim_of)
+    store.put(job("c-1", 3))
+    store.remove(NS, "c-1", by_us=True)
+    store.put(job("c-1", 3), by_us=True)  # created again here under the same name (a fake server's versions)
+    assert names(store) == ["c-1"]
+    store.remove(NS, "never-seen", by_us=True)  # nothing to revive: no record that would swallow a later create
+    store.put(job("never-seen", 1))
+    assert names(store) == ["c-1", "never-seen"]

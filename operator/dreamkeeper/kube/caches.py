@@ -126,7 +126,7 @@ class JobCache:
 
     def observe(self, job: Job) -> None:
         if claim_of(cast(Body, job)) is not None:  # only cycle Jobs are watched: the cache holds nothing else
-            self.store.put(cast(Body, job))
+            self.store.put(cast(Body, job), by_us=True)
 
     def forget(self, namespace: str, name: str) -> None:
         self.store.remove(namespace, name, by_us=True)

@@ -61,7 +61,7 @@ class Store:
         self._index_of = index
         self._objects: dict[Key, Body] = {}
         self._index: dict[tuple[str, str], set[str]] = {}  # (namespace, index key) -> names
-        self._gone: dict[Key, int | None] = {}  # deleted by this process: the version it last knew
+        self._gone: dict[Key, int] = {}  # deleted by this process: the version it last knew
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -76,8 +76,9 @@ class Store:
             names = self._index.get((namespace, index_key), set())
             return [self._objects[(namespace, name)] for name in sorted(names)]
 
-    def put(self, raw: Body) -> tuple[Body | None, Body | None]:
-        """Store ``raw`` (projected) unless what is stored is newer. Returns (before, after) when it changed."""
+    def put(self, raw: Body, *, by_us: bool = False) -> tuple[Body | None, Body | None]:
+        """Store ``raw`` (projected) unless what is stored is newer. Returns (before, after) when it changed.
+        ``by_us``: this process just wrote it (the API server's answer), which no earlier deletion can outdate."""
         obj = self._project(raw)
         key = key_of(obj)
         with self._lock:
@@ -85,9 +86,8 @@ class Store:
             if not _newer(obj, before):
                 return before, before
             if key in self._gone:
-                gone = self._gone[key]
                 version = _version(obj)
-                if gone is None or version is None or version <= gone:
+                if not by_us and (version is None or version <= self._gone[key]):
                     return None, None  # a late event about an object this process deleted
                 del self._gone[key]  # created again since
             self._unindex(key, before)
@@ -96,29 +96,49 @@ class Store:
             return before, obj
 
     def remove(self, namespace: str, name: str, *, by_us: bool = False) -> Body | None:
-        """Drop the object; ``by_us``: this process deleted it, so late watch events about it are ignored."""
+        """Drop the object; ``by_us``: this process deleted it, so late watch events about it (a resourceVersion
+        up to the one it last knew) are ignored. An object it never saw leaves nothing to revive: no record."""
         key = (namespace, name)
         with self._lock:
             before = self._objects.pop(key, None)
             self._unindex(key, before)
-            if by_us:
-                self._gone[key] = _version(before)
+            version = _version(before)
+            if by_us and version is not None:
+                self._gone[key] = version
             else:
                 self._gone.pop(key, None)
             return before
 
-    def replace(self, raws: list[Body]) -> list[tuple[Body | None, Body | None]]:
-        """A fresh list: the store becomes exactly it. Returns what changed, as (before, after) pairs."""
+    def replace(self, raws: list[Body], version: str | None = None) -> list[tuple[Body | None, Body | None]]:
+        """A fresh list (taken at resourceVersion ``version``): the store becomes it, except for what this process
+        wrote through after that snapshot (a Job created, patched or deleted while the list was being read), which
+        the watch from ``version`` will confirm. Returns what changed, as (before, after) pairs."""
+        listed = int(version) if version and version.isdigit() else None
         fresh = {key_of(obj): obj for obj in (self._project(raw) for raw in raws)}
         with self._lock:
             old = self._objects
+            for key, mine in old.items():
+                theirs = fresh.get(key)
+                if theirs is None:
+                    mine_version = _version(mine)
+                    if listed is not None and mine_version is not None and mine_version > listed:
+                        fresh[key] = mine  # created here after the snapshot
+                elif not _newer(theirs, mine):
+                    fresh[key] = mine  # patched here after the snapshot
+            gone = {}
+            for key, deleted_at in self._gone.items():
+                theirs = fresh.get(key)
+                theirs_version = _version(theirs)
+                if theirs is not None and (theirs_version is None or theirs_version <= deleted_at):
+                    del fresh[key]  # deleted here after the snapshot
+                    gone[key] = deleted_at
             changes: list[tuple[Body | None, Body | None]] = [
                 (old.get(k), v) for k, v in fresh.items() if old.get(k) != v
             ]
             changes += [(v, None) for k, v in old.items() if k not in fresh]
             self._objects = fresh
             self._index = {}
-            self._gone = {}
+            self._gone = gone
             for key, obj in fresh.items():
                 self._reindex(key, obj)
             return changes
@@ -207,7 +227,7 @@ class Informer:
                 break
             query = {**query, "continue": token}
         version = str((page.get("metadata") or {}).get("resourceVersion") or "")
-        changes = self.store.replace(items)
+        changes = self.store.replace(items, version)
         first = not self.synced.is_set()
         self.synced.set()
         log.info("%s: %d listed%s", self.what, len(items), "" if first else f", {len(changes)} changed since")

@@ -193,7 +193,9 @@ class ScheduleReconciler(Launching):
             "metadata": {"resourceVersion": body["metadata"].get("resourceVersion"), "finalizers": without_hold(body)}
         }
         try:
-            self.api.patch_schedule(namespace, name, patch)
+            released = cast(DreamSchedule, self.api.patch_schedule(namespace, name, patch))
+            if self.bodies is not None:
+                self.bodies.put(released)  # else the next pass's status write carries a stale version (a 409)
         except ApiError as exc:  # the next pass (or the deletion path) tries again
             log.info("%s/%s: the Stop's finalizer stays for now: %s", namespace, name, exc)
 

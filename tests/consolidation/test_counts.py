@@ -106,5 +106,6 @@ def test_the_closing_log_lines() -> None:
     assert sentence(guarded, lambda c: c.safeguard) == (
         "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 entry(s) protected from pruning, "
         "0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired, "
+        "0 archived entr(ies) held from RockBot's purge, 0 source-less save(s) refused, "
         "0 repl(ies) naming no offered id decided nothing"
     )

@@ -32,9 +32,10 @@ PENDING = "pending.json"
 
 
 def live_drop(plan: Plan) -> int:
-    """Entries the plan takes out of the live corpus, net of the successors it creates (the audit's measure)."""
+    """Entries the plan takes out of the live corpus, net of the successors it creates (the audit's measure). A
+    source-less save (sourceless.py) offsets nothing: a plan cannot buy room for prunes by writing new entries."""
     sources = sum(len(m.sources) for m in plan.merges)
-    return max(0, sources + len(plan.prunes) - len(plan.merges))
+    return max(0, sources + len(plan.prunes) - sum(1 for m in plan.merges if m.sources))
 
 
 def exceeds(drop: int, live: int, cap: float, min_entries: int) -> bool:

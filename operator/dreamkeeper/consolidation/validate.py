@@ -25,6 +25,7 @@ from dreamkeeper.consolidation.quarantine import displayable, unencodable
 from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.sourceless import SourcelessGate, log_refused, log_saved, sourceless_entry
 from dreamkeeper.coverage import (
     IDENTITY_KINDS,
     CoverageIndex,
@@ -95,6 +96,8 @@ class Decisions:
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
     # instead of indexing the whole corpus a second time.
     census_index: CoverageIndex | None = None
+    sourceless_saved: int = 0
+    sourceless_refused: int = 0
 
     @property
     def counts(self) -> CycleCounts:
@@ -112,6 +115,8 @@ class Decisions:
             batches_failed=self.batches.failed,
             invented_replies=self.batches.invented,
             backed_off=len(self.backoff),
+            sourceless_saved=self.sourceless_saved,
+            sourceless_refused=self.sourceless_refused,
         )
 
     def leaving_ids(self) -> set[str]:
@@ -144,6 +149,7 @@ class ValidationState:
     census_index: CoverageIndex | None = None
     live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
     fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
+    sourceless: SourcelessGate | None = None  # source-less saves (sourceless.py); None: refused, as before
 
     def decisions(self) -> Decisions:
         return Decisions(
@@ -160,6 +166,8 @@ class ValidationState:
             backoff=frozenset(self.backoff),
             batches=self.batches,
             census_index=self.census_index,
+            sourceless_saved=self.sourceless.saved if self.sourceless else 0,
+            sourceless_refused=self.sourceless.refused if self.sourceless else 0,
         )
 
 
@@ -255,9 +263,7 @@ async def _validate_merge(
         state.shielded.update(s.id for s in sources)
         return
     if not sources:
-        log.warning(
-            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
-        )
+        _save_sourceless(merge, batch, state)
         return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
@@ -305,6 +311,32 @@ async def _validate_merge(
     if _fold_into_live(MergeAction(successor, sources, repaired, batch.index), state):
         return
     state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
+
+
+def _save_sourceless(merge: MergeProposal, batch: Batch, state: ValidationState) -> None:
+    """A ``toSave`` naming no offered entry: a new entry, as RockBot saves it, behind sourceless.py's safeguards."""
+    gate = state.sourceless
+    if gate is None:
+        log.warning(
+            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
+        )
+        return
+    content = merge.content.strip()
+    why = gate.refusal(content, merge.category, state.vocabulary)
+    if why is None and any(unencodable(text) for text in (content, merge.category or "", *merge.tags)):
+        why = "its text holds a lone surrogate, which UTF-8 cannot hold"
+    if why is not None:
+        gate.refused += 1
+        log_refused(content, merge.source_ids, why)
+        return
+    entry = sourceless_entry(
+        new_entry_id(), content, merge.category, merge.tags, merge.importance, state.cycle_id, state.now
+    )
+    gate.saved += 1
+    action = MergeAction(entry, [], False, batch.index)
+    if not _fold_into_live(action, state):
+        state.plan.merges.append(action)
+        log_saved(entry)
 
 
 def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:

@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
     "extraction": "bench.extraction",  # coverage extraction time against input length, 1 KB - 1 MB: the slope
     "real-model": "bench.real_model",  # llama.cpp + PyPI models: usable replies, decisions and an independent judge
+    "invariant-cost": "bench.invariant_cost",  # the end-of-run invariant's cost per cycle, with / without
 }
 
 

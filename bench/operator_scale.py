@@ -1,18 +1,26 @@
-"""Operator scale: N DreamSchedules on a real control plane -> operator RSS and time to reconcile all after a restart.
+"""Operator scale: N DreamSchedules on a real control plane -> time to reconcile all after a restart, RSS, API calls.
 
-    python -m bench operator-scale                 # 500 schedules -> bench/results/operator-scale.{json,md}
-    python -m bench operator-scale --quick --output /tmp/x.json   # 20 schedules (used by a cluster test)
+    python -m bench operator-scale --schedules 500 1000 2000 5000        # -> bench/results/operator-scale.{json,md}
+    python -m bench operator-scale --schedules 5000 --baseline /work/wt/base/.venv/bin/dreamkeeper
+    python -m bench operator-scale --quick --output /tmp/x.json          # 20 schedules (a smoke run)
 
 Each schedule has its own PVC (one agent each). The operator runs as a subprocess (`dreamkeeper operator -n
-bench`) authenticated as its ServiceAccount with the generated Role. Phases:
+bench`) authenticated as its ServiceAccount with the generated Role. One control plane per size (no scheduler: no
+pod ever runs here; the controller manager runs, as in a cluster). Phases:
 
-1. cold start: the operator sees N new schedules (finalizers, first status write) -> time until every schedule
-   reports ``status.observedGeneration`` and the operator's ``dreamkeeper_schedules_reconciled`` gauge is N;
-2. restart: the operator is stopped, every spec is edited while it is down (generation + 1), it is started
-   again -> time from process start until every status has caught up with the new generation; the operator's
-   RSS (VmRSS) and peak RSS (VmHWM) are read from /proc afterwards and after a quiet period.
+1. cold start: the operator sees N new schedules -> time until every schedule reports ``status.observedGeneration``;
+2. restart, specs edited: the operator is stopped, every spec is edited while it is down (generation + 1), it is
+   started again -> time from process start until every status has caught up with the new generation (the goal);
+3. restart, nothing edited: stopped and started again -> time until its ``dreamkeeper_schedules_reconciled`` gauge is
+   N (every schedule had a pass; nothing to write).
 
-Goals (issue 7): RSS < 200 MB, reconcile-all after restart < 60 s at 500 schedules.
+With ``--baseline DREAMKEEPER`` (another checkout's executable, e.g. today's main) phases 2 and 3 run for both
+operators, alternately, on the same control plane and the same schedules, so the ratios are from one run. Each phase
+records the wall time, the CPU seconds of the operator, kube-apiserver, etcd and the controller manager, the API
+requests the server counted (by verb and resource), the operator's RSS and peak RSS, its handler errors and the load
+average (2 cores shared with other work). ``--py-spy PATH`` adds a sampling profile of the operator per phase.
+
+Goals (issue 27): at 5,000 schedules, reconcile-all after a restart < 120 s, peak RSS < 500 MB, 0 handler errors.
 """
 
 from __future__ import annotations
@@ -24,126 +32,316 @@ import platform
 import sys
 import tempfile
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.operator_probe import (
+    CpuMeter,
+    PySpy,
+    ScheduleProgress,
+    plane_pids,
+    request_counts,
+    request_delta,
+    rss_mb,
+)
+
 if TYPE_CHECKING:
     from tests.cluster.controlplane import ControlPlane
+    from tests.kube.cluster_support import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-GOAL_RSS_MB = 200.0
-GOAL_RESTART_SECONDS = 60.0
+GOAL_SCHEDULES = 5000
+GOAL_RSS_MB = 500.0
+GOAL_RESTART_SECONDS = 120.0
+QUIET_SECONDS = 20.0  # after a phase: nothing is due, the loops sleep; RSS then is the steady state
+THIS = "this"
+VOLUME_LABEL = "bench.dreamkeeper.io/namespace"  # the bench's PersistentVolumes (cluster-scoped): deleted after
 
 
-def _rss_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) in MB of ``pid``."""
-    values: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024.0
-    return values["VmRSS"], values["VmHWM"]
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
-def _all_observed(api: Any, namespace: str, count: int, generation: int) -> bool:
-    from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION
+def _history_job(name: str, claim: str, owner: dict[str, Any], index: int) -> dict[str, Any]:
+    """A finished, counted cycle Job of ``owner``, as the operator leaves them for the history limits. ``managedBy``
+    keeps the Job controller away (no pod ever runs here); the bench writes its finished status itself."""
+    from dreamkeeper.kube import ANNOTATION_COUNTED, ANNOTATION_SLOT, LABEL_CLAIM, LABEL_TRIGGER
 
-    items = api.get(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{SCHEDULE_PLURAL}")["items"]
-    done = [
-        i
-        for i in items
-        if i["metadata"].get("generation") == generation
-        and (i.get("status") or {}).get("observedGeneration") == generation
-    ]
-    return len(items) == count and len(done) == count
-
-
-def measure(plane: ControlPlane, namespace: str, count: int, logs: Path) -> dict[str, Any]:
-    """Create ``count`` schedules in ``namespace`` (CRDs installed), run the operator, restart it; the numbers."""
-    from tests.cluster.kubeapi import namespaced
-    from tests.kube.cluster_support import OperatorProcess, grant_operator_rbac
-
-    from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION
-
-    api = plane.api
-    schedules = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{SCHEDULE_PLURAL}"
-    started = time.monotonic()
-    for index in range(count):
-        name = f"agent-{index:04d}"
-        claim = {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "none",
-            "resources": {"requests": {"storage": "1Gi"}},
-        }
-        api.create(namespaced(namespace, "persistentvolumeclaims"), {"metadata": {"name": name}, "spec": claim})
-        api.create(
-            schedules,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "DreamSchedule",
-                "metadata": {"name": name},
-                "spec": {"schedule": "0 3 1 1 *", "claimName": name},
-            },
-        )
-    setup_seconds = time.monotonic() - started
-    kubeconfig = grant_operator_rbac(plane, namespace)
-    operator = OperatorProcess(plane, [namespace], kubeconfig, logs)
-    try:
-        t0 = time.monotonic()
-        operator.start()
-        plane.wait_for("cold start: every schedule reconciled", lambda: _all_observed(api, namespace, count, 1), 600)
-        cold_seconds = time.monotonic() - t0
-        assert operator.proc is not None
-        cold_rss, cold_peak = _rss_mb(operator.proc.pid)
-
-        operator.stop()
-        for index in range(count):  # edited while the operator is down: the restart has real work to do
-            api.patch(f"{schedules}/agent-{index:04d}", {"spec": {"successfulJobsHistoryLimit": 4}})
-        t1 = time.monotonic()
-        operator.start()
-        plane.wait_for("restart: every schedule reconciled", lambda: _all_observed(api, namespace, count, 2), 600)
-        restart_seconds = time.monotonic() - t1
-        gauge = operator.metric("dreamkeeper_schedules_reconciled")
-        assert operator.proc is not None
-        pid = operator.proc.pid
-        restart_rss, restart_peak = _rss_mb(pid)
-        time.sleep(20)  # quiet period: nothing is due, the daemons sleep
-        idle_rss, idle_peak = _rss_mb(pid)
-        errors = operator.metric("dreamkeeper_handler_errors_total", handler="schedule")
-        tracebacks = len(operator.tracebacks())
-    finally:
-        operator.stop()
-    peak = max(cold_peak, restart_peak, idle_peak)
+    meta = owner["metadata"]
     return {
-        "benchmark": "operator-scale",
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
-        "schedules": count,
-        "setup_seconds": round(setup_seconds, 1),
-        "cold_start_reconcile_seconds": round(cold_seconds, 2),
-        "restart_reconcile_seconds": round(restart_seconds, 2),
-        "rss_mb": {
-            "after_cold_start": round(cold_rss, 1),
-            "after_restart": round(restart_rss, 1),
-            "idle_20s_later": round(idle_rss, 1),
-            "peak": round(peak, 1),
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{name}-{29000000 + index}",
+            "labels": {LABEL_CLAIM: claim, LABEL_TRIGGER: "schedule"},
+            "annotations": {ANNOTATION_COUNTED: "true", ANNOTATION_SLOT: f"2025-01-0{1 + index}T03:00:00Z"},
+            "ownerReferences": [
+                {"apiVersion": owner["apiVersion"], "kind": "DreamSchedule", "name": meta["name"], "uid": meta["uid"]}
+            ],
         },
-        "schedules_reconciled_gauge": gauge,
-        "handler_errors": errors,
-        "tracebacks_in_log": tracebacks,
-        "goals": {
-            "rss_mb_below": GOAL_RSS_MB,
-            "restart_seconds_below": GOAL_RESTART_SECONDS,
-            "rss_met": peak < GOAL_RSS_MB,
-            "restart_met": restart_seconds < GOAL_RESTART_SECONDS,
+        "spec": {
+            "managedBy": "bench.dreamkeeper.io/history",
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "dream", "image": "x"}]}},
         },
     }
 
 
-def run(count: int, output: Path, command: str) -> dict[str, Any]:
-    """On a control plane of its own (no scheduler: no pod ever runs here)."""
+FINISHED = {
+    "status": {
+        "startTime": "2025-01-01T03:00:00Z",
+        "completionTime": "2025-01-01T03:01:00Z",
+        "succeeded": 1,
+        "conditions": [
+            {"type": kind, "status": "True", "lastTransitionTime": "2025-01-01T03:01:00Z"}
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ],
+    }
+}
+
+
+def _create_objects(plane: ControlPlane, namespace: str, schedules: str, count: int, jobs_per_schedule: int) -> None:
+    """Per schedule: a PersistentVolume pre-bound to its own claim (bound at once, as a provisioned claim is: a
+    claim left Pending would have the controller manager re-post an Event for it every 15 s), the schedule, and
+    ``jobs_per_schedule`` finished cycle Jobs of its history on the claim."""
+    from tests.cluster.kubeapi import namespaced
+
+    from dreamkeeper.kube import GROUP, VERSION
+
+    jobs = namespaced(namespace, "jobs", group="batch", version="v1")
+
+    def create(index: int) -> None:
+        name = f"agent-{index:04d}"
+        volume = f"pv-{namespace}-{name}"
+        plane.api.create(
+            "/api/v1/persistentvolumes",
+            {
+                "metadata": {"name": volume, "labels": {VOLUME_LABEL: namespace}},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "hostPath": {"path": f"/nonexistent/{volume}"},  # never mounted: no pod runs in the bench
+                    "claimRef": {"namespace": namespace, "name": name},
+                },
+            },
+        )
+        claim = {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        }
+        plane.api.create(namespaced(namespace, "persistentvolumeclaims"), {"metadata": {"name": name}, "spec": claim})
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DreamSchedule",
+            "metadata": {"name": name},
+            "spec": {"schedule": "0 3 1 1 *", "claimName": name},
+        }
+        owner = plane.api.create(schedules, body)
+        for job_index in range(jobs_per_schedule):
+            job = plane.api.create(jobs, _history_job(name, name, owner, job_index))
+            plane.api.patch(f"{jobs}/{job['metadata']['name']}/status", FINISHED)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(create, range(count)))
+
+    def bound() -> bool:
+        claims = plane.api.get(namespaced(namespace, "persistentvolumeclaims"))["items"]
+        return sum(1 for c in claims if (c.get("status") or {}).get("phase") == "Bound") == count
+
+    # The binder took more than 600 s for 5,000 claims on a loaded 2-core machine: the wait grows with N.
+    timeout = max(600.0, 0.4 * count)
+    plane.wait_for("every claim bound (the controller manager's binder)", bound, timeout=timeout, interval=2)
+
+
+def _edit_all(plane: ControlPlane, schedules: str, count: int, generation: int) -> None:
+    """Edit every spec (generation + 1) while the operator is down: the restart has real work to do."""
+
+    def edit(index: int) -> None:
+        plane.api.patch(f"{schedules}/agent-{index:04d}", {"spec": {"successfulJobsHistoryLimit": 10 + generation}})
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(edit, range(count)))
+
+
+class Phase:
+    """What one phase of one operator costs: wall, CPU per process, API requests, RSS, load."""
+
+    def __init__(
+        self, plane: ControlPlane, operator: OperatorProcess, label: str, phase: str, logs: Path, py_spy: Path | None
+    ) -> None:
+        self.plane, self.operator, self.label, self.phase, self.logs = plane, operator, label, phase, logs
+        self.py_spy = py_spy
+        self.result: dict[str, Any] = {"operator": label, "phase": phase, "load_avg_1m_before": _load()}
+
+    def begin(self) -> float:
+        self.log_offset = len(self.operator.log_text())  # the log is appended to by every start
+        self.requests = request_counts(self.plane)
+        self.cpu = CpuMeter(plane_pids(self.plane))
+        self.cpu.start()
+        t0 = time.monotonic()
+        self.operator.start()
+        assert self.operator.proc is not None
+        pid = self.operator.proc.pid
+        self.cpu.pids["operator"] = pid
+        self.cpu._start["operator"] = 0.0  # a fresh process: all its CPU is this phase's
+        self.spy = PySpy(self.py_spy, pid, self.logs / f"py-spy-{self.label}-{self.phase}.txt")
+        return t0
+
+    def end(self, t0: float, done_at: float, count: int) -> dict[str, Any]:
+        self.result["seconds"] = round(done_at - t0, 2)
+        self.result["cpu_seconds"] = self.cpu.stop()
+        requests = request_delta(self.requests, request_counts(self.plane))
+        self.result["requests"] = requests
+        self.result["requests_per_schedule"] = round(sum(requests.values()) / count, 2)
+        profile = self.spy.stop()
+        if profile is not None:
+            self.result["profile"] = profile
+        assert self.operator.proc is not None
+        pid = self.operator.proc.pid
+        rss, _ = rss_mb(pid)
+        time.sleep(QUIET_SECONDS)
+        idle, peak = rss_mb(pid)
+        # One scrape, as Prometheus would make: its cost grows with the schedules (a series set per schedule).
+        scrape_started = time.monotonic()
+        text = _scrape(self.operator)
+        scrape_seconds = round(time.monotonic() - scrape_started, 2)
+        self.result["scrape"] = {"seconds": scrape_seconds, "mb": round(len(text) / 1e6, 2)}
+        _, peak = rss_mb(pid)
+        self.result["rss_mb"] = {"after": round(rss, 1), "idle": round(idle, 1), "peak": round(peak, 1)}
+        self.result["schedules_reconciled_gauge"] = _sample(text, "dreamkeeper_schedules_reconciled")
+        self.result["handler_errors"] = sum(
+            _sample(text, "dreamkeeper_handler_errors_total", handler=h) or 0
+            for h in ("schedule", "vocabulary", "schedule_deleted", "startup")
+        )
+        log = self.operator.log_text()[self.log_offset :]
+        self.result["tracebacks_in_log"] = log.count("Traceback")
+        # kopf's own handler failures (an exception in a watching handler) are not in our counter: count them.
+        self.result["kopf_handler_failures"] = log.count("failed with an exception")
+        self.result["load_avg_1m_after"] = _load()
+        self.operator.stop()
+        return self.result
+
+
+def _scrape(operator: OperatorProcess) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=300) as response:
+        return str(response.read().decode())
+
+
+def _sample(text: str, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
+
+
+def _reconciled(operator: OperatorProcess) -> int:
+    """The operator's ``schedules`` liveness probe: schedules that finished a pass (cheap, unlike a scrape; kopf
+    caches a probe's value for 10 s, so the time of an unchanged restart is known to within 10 s)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.health_port}/healthz", timeout=30) as response:
+        return int(json.loads(response.read()).get("schedules", 0))
+
+
+def _gauge_at(operator: OperatorProcess, count: int, timeout: float) -> float:
+    """Wait until every schedule had a pass; the monotonic time that was first seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if _reconciled(operator) >= count:
+                return time.monotonic()
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"the operator did not reconcile {count} schedules")
+
+
+def measure(
+    plane: ControlPlane,
+    namespace: str,
+    count: int,
+    logs: Path,
+    *,
+    baseline: Path | None = None,
+    py_spy: Path | None = None,
+    jobs_per_schedule: int = 2,
+    timeout: float = 1800.0,
+) -> dict[str, Any]:
+    """Create ``count`` schedules in ``namespace`` (CRDs installed), run the operator(s) through the phases."""
+    from tests.kube.cluster_support import OperatorProcess, grant_operator_rbac
+
+    from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION
+
+    schedules = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{SCHEDULE_PLURAL}"
+    started = time.monotonic()
+    _create_objects(plane, namespace, schedules, count, jobs_per_schedule)
+    setup_seconds = time.monotonic() - started
+    kubeconfig = grant_operator_rbac(plane, namespace)
+    operators = {THIS: OperatorProcess(plane, [namespace], kubeconfig, logs / THIS)}
+    if baseline is not None:
+        operators["baseline"] = OperatorProcess(plane, [namespace], kubeconfig, logs / "baseline", binary=baseline)
+    progress = ScheduleProgress(plane, schedules)
+    progress.start()
+    phases: list[dict[str, Any]] = []
+    try:
+        generation = 1
+        phase = Phase(plane, operators[THIS], THIS, "cold", logs, py_spy)
+        t0 = phase.begin()
+        phases.append(phase.end(t0, progress.wait(count, generation, timeout), count))
+        order = ["baseline", THIS] if baseline is not None else [THIS]
+        for label in order:
+            _edit_all(plane, schedules, count, generation)
+            generation += 1
+            phase = Phase(plane, operators[label], label, "restart-edited", logs, py_spy)
+            t0 = phase.begin()
+            phases.append(phase.end(t0, progress.wait(count, generation, timeout), count))
+        for label in order:
+            phase = Phase(plane, operators[label], label, "restart-unchanged", logs, py_spy)
+            t0 = phase.begin()
+            phases.append(phase.end(t0, _gauge_at(operators[label], count, timeout), count))
+    finally:
+        progress.close()
+        for operator in operators.values():
+            operator.stop()
+        plane.api.delete("/api/v1/persistentvolumes", labelSelector=f"{VOLUME_LABEL}={namespace}")
+    return {
+        "benchmark": "operator-scale",
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "schedules": count,
+        "setup_seconds": round(setup_seconds, 1),
+        "phases": phases,
+        "operator_logs": str(logs),
+    }
+
+
+def goals(result: dict[str, Any]) -> dict[str, Any]:
+    """The issue's goals, judged on this operator's edited restart (and its peak RSS over every phase)."""
+    mine = [p for p in result["phases"] if p["operator"] == THIS]
+    restart = next(p for p in mine if p["phase"] == "restart-edited")
+    peak = max(p["rss_mb"]["peak"] for p in mine)
+    errors = sum(p["handler_errors"] + p["tracebacks_in_log"] + p["kopf_handler_failures"] for p in mine)
+    return {
+        "at_schedules": GOAL_SCHEDULES,
+        "restart_seconds_below": GOAL_RESTART_SECONDS,
+        "rss_mb_below": GOAL_RSS_MB,
+        "restart_met": restart["seconds"] < GOAL_RESTART_SECONDS,
+        "rss_met": peak < GOAL_RSS_MB,
+        "errors_met": errors == 0,
+    }
+
+
+def run(count: int, logs_root: Path, *, baseline: Path | None, py_spy: Path | None, jobs: int) -> dict[str, Any]:
+    """On a control plane of its own."""
     from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig
     from tests.kube.cluster_support import install_crds
 
@@ -152,65 +350,88 @@ def run(count: int, output: Path, command: str) -> dict[str, Any]:
     try:
         install_crds(plane)
         namespace = plane.create_namespace("bench")
-        logs = Path(tempfile.mkdtemp(prefix="dk-operator-scale-"))  # the operator's log, outside the repo
-        result = measure(plane, namespace, count, logs)
-        result["operator_log"] = str(logs / "operator.log")
+        logs = logs_root / f"n{count}"
+        result = measure(plane, namespace, count, logs, baseline=baseline, py_spy=py_spy, jobs_per_schedule=jobs)
     finally:
         plane.stop()
         plane.remove_state()
-    return {"command": command, **result}
+    result["goals"] = goals(result)
+    return result
 
 
-def markdown(result: dict[str, Any]) -> str:
-    rss = result["rss_mb"]
-    goals = result["goals"]
-    return "\n".join(
-        [
-            "# Operator scale",
-            "",
-            f"Command: `{result['command']}`  ",
-            f"Date: {result['date']}; {result['machine']['cpus']} CPUs (shared with other work; 1-min load "
-            f"{result['machine']['load_avg_1m']:.1f} at the end); real kube-apiserver + etcd from tests/cluster.",
-            "",
-            f"{result['schedules']} DreamSchedules, each with its own PVC; the operator runs as its ServiceAccount "
-            "with the generated Role.",
-            "",
-            "| measure | value | goal |",
-            "|---|---|---|",
-            f"| reconcile all after a restart (specs edited while down) | {result['restart_reconcile_seconds']} s | "
-            f"< {goals['restart_seconds_below']:.0f} s ({'met' if goals['restart_met'] else 'NOT met'}) |",
-            "| reconcile all on a cold start (finalizers + first status) | "
-            f"{result['cold_start_reconcile_seconds']} s | |",
-            f"| operator peak RSS (VmHWM) | {rss['peak']} MB | < {goals['rss_mb_below']:.0f} MB "
-            f"({'met' if goals['rss_met'] else 'NOT met'}) |",
-            f"| RSS after cold start / after restart / idle 20 s later | {rss['after_cold_start']} / "
-            f"{rss['after_restart']} / {rss['idle_20s_later']} MB | |",
-            f"| handler errors / tracebacks in the log | {result['handler_errors']} / "
-            f"{result['tracebacks_in_log']} | 0 |",
-            "",
-            "Reconciled = every schedule's `status.observedGeneration` equals its `metadata.generation`, polled every "
-            "0.25 s from the test side (the time includes kopf's initial list, finalizer patches on the cold start, "
-            "and one full pass per schedule: GET, Job list on its claim, PVC check, status patch).",
-            "",
-        ]
+def _cpu(p: dict[str, Any]) -> str:
+    cpu = p["cpu_seconds"]
+    return f"{cpu.get('operator', 0)} / {cpu.get('kube-apiserver', 0)} / {cpu.get('etcd', 0)} / " + str(
+        cpu.get("kube-controller-manager", 0)
     )
+
+
+def _top_requests(p: dict[str, Any], count: int, n: int = 5) -> str:
+    return ", ".join(f"{k} {v / count:.2f}" for k, v in list(p["requests"].items())[:n])
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Operator scale",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Date: {report['date']}; {report['machine']['cpus']} CPUs shared with other work (1-min load average "
+        "beside each phase); real kube-apiserver + etcd + controller manager from tests/cluster.",
+        "",
+        "Each size: N DreamSchedules, each with its own PVC (bound) and "
+        f"{report['jobs_per_schedule']} finished history Jobs, on a fresh control plane; the operator runs as its "
+        "ServiceAccount with the generated Role. `this` is this checkout's operator"
+        + (f"; `baseline` is `{report['baseline']}`" if report.get("baseline") else "")
+        + ".",
+        "",
+        "| N | operator | phase | seconds | CPU s: operator / apiserver / etcd / KCM | API requests per schedule "
+        "(top) | RSS after / idle / peak MB | one scrape s / MB | errors | load before → after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in report["results"]:
+        count = result["schedules"]
+        for p in result["phases"]:
+            rss = p["rss_mb"]
+            lines.append(
+                f"| {count} | {p['operator']} | {p['phase']} | {p['seconds']} | {_cpu(p)} | "
+                f"{p['requests_per_schedule']}: {_top_requests(p, count)} | {rss['after']} / {rss['idle']} / "
+                f"{rss['peak']} | {p['scrape']['seconds']} / {p['scrape']['mb']} | "
+                f"{int(p['handler_errors'])} + {p['tracebacks_in_log']} tb + {p['kopf_handler_failures']} kopf | "
+                f"{p['load_avg_1m_before']} → {p['load_avg_1m_after']} |"
+            )
+    lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench operator-scale", description=__doc__.splitlines()[0])
-    parser.add_argument("--schedules", type=int, default=500)
-    parser.add_argument("--quick", action="store_true", help="20 schedules (a smoke run for the test suite).")
+    parser.add_argument("--schedules", type=int, nargs="+", default=[500, 1000, 2000, 5000])
+    parser.add_argument("--quick", action="store_true", help="20 schedules (a smoke run).")
+    parser.add_argument("--baseline", type=Path, help="another checkout's dreamkeeper executable, run side by side")
+    parser.add_argument("--jobs-per-schedule", type=int, default=2, help="finished history Jobs on each claim")
+    parser.add_argument("--py-spy", type=Path, help="py-spy executable: profile the operator in each phase")
     parser.add_argument("--output", type=Path, default=RESULTS / "operator-scale.json")
+    parser.add_argument("--logs", type=Path, help="where the operators' logs and profiles go (default: a temp dir)")
     args = parser.parse_args(argv)
-    count = 20 if args.quick else args.schedules
+    sizes = [20] if args.quick else args.schedules
     shown = ["python -m bench operator-scale", *(argv if argv is not None else sys.argv[1:])]
-    result = run(count, args.output, " ".join(shown))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    args.output.with_suffix(".md").write_text(markdown(result))
-    print(markdown(result))
-    goals = result["goals"]
-    return 0 if goals["rss_met"] and goals["restart_met"] and not result["handler_errors"] else 1
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="dk-operator-scale-"))
+    report: dict[str, Any] = {
+        "command": " ".join(shown),
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "baseline": str(args.baseline) if args.baseline else None,
+        "jobs_per_schedule": args.jobs_per_schedule,
+        "results": [],
+    }
+    for count in sizes:
+        result = run(count, logs, baseline=args.baseline, py_spy=args.py_spy, jobs=args.jobs_per_schedule)
+        report["results"].append(result)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n")  # after each size: a long run keeps what it has
+        args.output.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
 
 
 if __name__ == "__main__":

@@ -35,10 +35,11 @@ def operator_rules() -> list[dict[str, Any]]:
             "verbs": ["update"],
         },
         {
-            # Cycle Jobs: created per slot, polled, marked counted, pruned by history limits.
+            # Cycle Jobs: created per slot, polled, marked counted, pruned by history limits; listed and watched
+            # (label dreamkeeper.io/claim) into the cache a pass reads its claim's Jobs from (kube/informer.py).
             "apiGroups": ["batch"],
             "resources": ["jobs"],
-            "verbs": ["create", "get", "list", "patch", "delete"],
+            "verbs": ["create", "get", "list", "watch", "patch", "delete"],
         },
         {
             # The agent pod mounting the claim (node pinning) and the cycle pods' termination messages.
@@ -47,8 +48,9 @@ def operator_rules() -> list[dict[str, Any]]:
             "verbs": ["get", "list"],
         },
         {
-            # Access modes (ReadWriteOncePod fails fast) and existence of the claim; watched so a schedule waiting
-            # for its claim (ClaimNotFound) re-checks the moment it appears.
+            # Access modes (ReadWriteOncePod fails fast) and existence of the claim; listed and watched into the
+            # cache a pass reads its claim from, so a schedule waiting for its claim (ClaimNotFound) re-checks the
+            # moment it appears.
             "apiGroups": [""],
             "resources": ["persistentvolumeclaims"],
             "verbs": ["get", "list", "watch"],

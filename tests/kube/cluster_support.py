@@ -262,8 +262,10 @@ class OperatorProcess:
         log_dir: Path,
         *extra_args: str,
         env: dict[str, str] | None = None,
+        binary: Path | None = None,
     ) -> None:
         self.cluster = cluster
+        self.binary = binary or DREAMKEEPER  # another checkout's executable: the scale bench's baseline
         self.extra_args = list(extra_args)  # more `dreamkeeper operator` flags (e.g. --redact-logs)
         self.env = dict(env or {})  # extra environment of the next start (e.g. a crash seam)
         self.namespaces = namespaces
@@ -275,7 +277,7 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> None:
-        argv = [str(DREAMKEEPER), "operator"]
+        argv = [str(self.binary), "operator"]
         for ns in self.namespaces:
             argv += ["--namespace", ns]
         if not self.namespaces:

@@ -141,7 +141,8 @@ def test_rbac_is_least_privilege() -> None:
     }
     assert verbs[("", "pods")] == {"get", "list"}
     assert verbs[("", "events")] == {"create", "list"}  # list: a refused pod's FailedCreate (kube/refusals.py)
-    assert verbs[("batch", "jobs")] == {"create", "get", "list", "patch", "delete"}
+    # watch: the cache a pass reads its claim's Jobs from (kube/informer.py)
+    assert verbs[("batch", "jobs")] == {"create", "get", "list", "watch", "patch", "delete"}
     assert verbs[("", "persistentvolumeclaims")] == {"get", "list", "watch"}  # watched: ClaimNotFound clears at once
     # spec.agent: read and annotate the workload, replicas only through the scale subresource; nothing else.
     assert verbs[("apps", "deployments")] == verbs[("apps", "statefulsets")] == {"get", "patch"}

@@ -13,6 +13,8 @@ from pydantic.alias_generators import to_camel
 from dreamkeeper.consolidation.counts import COUNTS as TABLE
 from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.kube.api import ConflictError
+from dreamkeeper.kube.caches import ClaimCache, JobCache, claim_of, project_claim, project_job
+from dreamkeeper.kube.informer import Informer, Store
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.naming import run_now_job_name, scheduled_job_name
 from dreamkeeper.kube.reconcile import ScheduleReconciler
@@ -71,13 +73,55 @@ def add_schedule(c: FakeCluster, name: str, **spec: Any) -> None:
     )
 
 
+SOURCES = ("api", "lagging-watch")
+SOURCE = {"reads": "api"}
+CLAIM_STORES: dict[int, tuple[Store, FakeCluster]] = {}  # id(reconciler) -> its claim cache and the cluster behind
+
+
+@pytest.fixture(autouse=True, params=SOURCES)
+def reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every rule here holds whether a pass asks the API server for its claim's Jobs and its claim, or reads the
+    operator's watched caches (issue 27, 5,000 schedules). "lagging-watch" is the worst watch there is for Jobs: it
+    lists once, when the reconciler is made, and never delivers an event after; what the pass sees of Jobs since is
+    only what it wrote through itself and read back with a GET. Claims are re-listed before each pass (a watch that
+    caught up between passes: a claim's event wakes the schedules that name it)."""
+    monkeypatch.setitem(SOURCE, "reads", request.param)
+    CLAIM_STORES.clear()
+    return str(request.param)
+
+
+class _Listed(Informer):
+    """An informer whose first list is in (the test made it) and that never watches."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(api=None, path="", store=store, what="test")  # type: ignore[arg-type]
+        self.synced.set()
+
+
 def reconciler(c: FakeCluster, clock: Clock) -> ScheduleReconciler:
-    return ScheduleReconciler(c, OperatorMetrics(CollectorRegistry()), clock=clock)
+    metrics = OperatorMetrics(CollectorRegistry())
+    if SOURCE["reads"] == "api":
+        return ScheduleReconciler(c, metrics, clock=clock)
+    job_store, claim_store = Store(project_job, index=claim_of), Store(project_claim)
+    job_store.replace([j for j in c.of_kind("Job") if claim_of(j) is not None])
+    claim_store.replace(c.of_kind("PersistentVolumeClaim"))
+    r = ScheduleReconciler(
+        c,
+        metrics,
+        clock=clock,
+        jobs=JobCache(c, job_store, [_Listed(job_store)]),
+        claims=ClaimCache(c, claim_store, [_Listed(claim_store)]),
+    )
+    CLAIM_STORES[id(r)] = (claim_store, c)
+    return r
 
 
 def run(r: ScheduleReconciler, c: FakeCluster, name: str = "nightly") -> float:
     body = c.get_schedule(NS, name)
     assert body is not None
+    if id(r) in CLAIM_STORES:
+        claims, cluster_ = CLAIM_STORES[id(r)]
+        claims.replace(cluster_.of_kind("PersistentVolumeClaim"))
     return r.reconcile(body)
 
 

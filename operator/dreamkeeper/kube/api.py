@@ -12,6 +12,8 @@ import contextlib
 import json
 import logging
 import secrets
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 from urllib.parse import quote
@@ -127,6 +129,10 @@ class KubeApi:
     def from_kubeconfig(cls, path: str | None) -> KubeApi:
         return cls(_api_client(path))
 
+    def watcher(self) -> KubeApi:
+        """The same credentials on a connection pool of its own (a watch holds a connection for minutes)."""
+        return KubeApi(k8s.ApiClient(self.client.configuration), timeout=self.timeout)
+
     # ---- transport ----------------------------------------------------------------------------------------
 
     def request(
@@ -170,6 +176,34 @@ class KubeApi:
 
     def _items(self, path: str, query: dict[str, str] | None) -> Any:
         return self.request("GET", path, query=query)["items"]
+
+    # ---- list and watch (informer.py) ------------------------------------------------------------------------
+
+    def list_page(self, path: str, query: dict[str, str]) -> Body:
+        return dict(self.request("GET", path, query=query))
+
+    def watch_lines(self, path: str, query: dict[str, str], stop: threading.Event) -> Iterator[bytes]:
+        """The watch's events, one JSON line each, until the server ends it (its timeoutSeconds) or ``stop``."""
+        headers = {"Accept": "application/json"}
+        _, url, header_params, _, _ = self.client.param_serialize(
+            "GET", path, query_params=list(query.items()), header_params=headers, auth_settings=["BearerToken"]
+        )
+        read_timeout = float(query.get("timeoutSeconds") or 300) + 30
+        response = self.client.call_api("GET", url, header_params=header_params, _request_timeout=(10, read_timeout))
+        raw = response.response  # urllib3, not preloaded: a stream
+        try:
+            if response.status >= 400:
+                text = raw.read().decode("utf-8", errors="replace")
+                raise ApiError(response.status, str(response.reason), text[:500])
+            pending = b""
+            for chunk in raw.stream(amt=None, decode_content=True):
+                if stop.is_set():
+                    return
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                yield from (line for line in lines if line.strip())
+        finally:
+            raw.release_conn()
 
     # ---- custom resources -----------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_RESTARTED_AT, LABEL_CLAIM
 from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, NotFoundError
+from dreamkeeper.kube.caches import JobSource
 from dreamkeeper.kube.conditions import AGENT_STOPPED
 from dreamkeeper.kube.coordination import (
     ClaimView,
@@ -48,7 +49,7 @@ from dreamkeeper.kube.objects import Job, owned_by
 from dreamkeeper.kube.placement import Placement, unpinned_placement
 
 if TYPE_CHECKING:
-    from dreamkeeper.kube.reconcile import _Pass
+    from dreamkeeper.kube.passes import _Pass
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +100,19 @@ def stop_of(p: _Pass) -> AgentStop | None:
 
 
 class AgentCoordinator:
-    def __init__(self, api: ClusterApi) -> None:
+    def __init__(self, api: ClusterApi, jobs: JobSource | None = None) -> None:
         self.api = api
+        self.jobs = jobs  # the claim's Jobs as passes read them: told at once of a Job deleted here
 
     def workload(self, p: _Pass, kind: str, name: str) -> WorkloadView:
         return self.workload_view(p.namespace, p.schedule.uid, kind, name)
 
     def workload_view(self, namespace: str, schedule_uid: str, kind: str, name: str) -> WorkloadView:
         return WorkloadView.of(self.api.get_workload(namespace, kind, name), kind, name, schedule_uid)
+
+    def _deleted(self, namespace: str, job_name: str) -> None:
+        if self.jobs is not None:
+            self.jobs.forget(namespace, job_name)
 
     # ---- Stop ---------------------------------------------------------------------------------------------------
 
@@ -225,6 +231,7 @@ class AgentCoordinator:
         elif d.step == "delete-cycle":
             if claim.job_uid is not None:
                 self.api.delete_job(p.namespace, stop.job_name, claim.job_uid)
+                self._deleted(p.namespace, stop.job_name)
             p.event("Warning", "AgentDowntimeExceeded", d.message)
         elif d.step == "restore":
             self._restore(p, d, stop, view)
@@ -337,6 +344,7 @@ class AgentCoordinator:
         claim_view = ClaimView.of(self.api.list_pods(namespace), jobs, claim, stop.job_name, schedule_uid)
         if claim_view.job == "active" and claim_view.job_uid is not None:
             self.api.delete_job(namespace, stop.job_name, claim_view.job_uid)
+            self._deleted(namespace, stop.job_name)
             post("Warning", "AgentCycleDeleted", f"schedule deleted: cycle {stop.job_name} deleted, the agent follows")
             return False
         if claim_view.cycle_pods:

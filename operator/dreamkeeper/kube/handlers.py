@@ -9,7 +9,9 @@ schedule deleted while it holds its agent at 0 replicas is released here once th
 
 The loop sleeps exactly until the next slot (or polls while its Job runs); a spec change, or the PVC or
 MemoryVocabulary it references appearing or changing, wakes it at once. The blocking Kubernetes calls run on a
-bounded thread pool, never on the event loop; a loop costs a task, not a thread, so hundreds of schedules are cheap.
+bounded thread pool, never on the event loop; a loop costs a task, not a thread, so thousands of schedules are cheap.
+A pass starts from the newest body of its schedule the watch (or the pass before it) delivered, not from a GET
+(``caches.ScheduleBodies``); claims and cycle Jobs come from watched caches too (``informer.py``, ``runner.py``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
 from dreamkeeper.kube.api import ApiError, ClusterApi, KubeApi
+from dreamkeeper.kube.caches import ScheduleBodies, claim_changed
+from dreamkeeper.kube.informer import Informer
 from dreamkeeper.kube.metrics import OperatorMetrics
+from dreamkeeper.kube.objects import Body, DreamSchedule
 from dreamkeeper.kube.reconcile import ScheduleReconciler
 from dreamkeeper.kube.vocabulary_reconciler import VocabularyConflictError, VocabularyReconciler
 from dreamkeeper.kube.wakeups import Wakeups
@@ -50,6 +55,9 @@ class OperatorState:
     releases: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # deleted mid-Stop: restoring the agent
     generations: dict[str, int] = field(default_factory=dict)  # schedule uid -> last generation seen
     visited: set[str] = field(default_factory=set)  # schedule uids with a finished first pass
+    bodies: ScheduleBodies = field(default_factory=ScheduleBodies)  # the newest body of each schedule (by uid)
+    informers: list[Informer] = field(default_factory=list)  # claims and cycle Jobs (runner.py starts them)
+    loop: asyncio.AbstractEventLoop | None = None  # kopf's: where the informers' threads hand their changes over
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -57,6 +65,17 @@ class OperatorState:
 
     def wake(self, uid: str) -> None:
         self.wakeups.wake(uid)
+
+    def claim_seen(self, before: Body | None, after: Body | None) -> None:
+        """The claim informer's thread saw a change: the schedules naming the claim re-check, if it matters to them
+        (created, deleted, being deleted, access modes; not a resize or a status update)."""
+        loop = self.loop
+        if loop is None or not claim_changed(before, after):
+            return
+        meta = (after or before or {}).get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if namespace and name:
+            loop.call_soon_threadsafe(self.wakeups.wake_claim_users, namespace, name)
 
 
 def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
@@ -93,10 +112,11 @@ async def _sleep(wake: asyncio.Event, stopped: asyncio.Event, seconds: float) ->
 async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: str, stopped: asyncio.Event) -> None:
     """Reconcile one schedule until it is deleted (or replaced under the same name) or the operator stops."""
     wake = state.wakeups.events.setdefault(uid, asyncio.Event())
+    wake.clear()  # what changed before the first pass is in the body it reads
     full, failures = True, 0
     while not stopped.is_set():
         try:
-            body = await state.call(state.api.get_schedule, namespace, name)
+            body = state.bodies.get(uid) or await state.call(state.api.get_schedule, namespace, name)
             if body is None or body["metadata"].get("uid") != uid or body["metadata"].get("deletionTimestamp"):
                 return
             state.generations[uid] = int(body["metadata"].get("generation") or 0)
@@ -137,6 +157,7 @@ async def _stop_loop(state: OperatorState, namespace: str, name: str, uid: str) 
     if stop is not None:
         stop.set()
     state.wakeups.forget(uid)
+    state.bodies.drop(uid)
     state.visited.discard(uid)
     state.generations.pop(uid, None)
     state.metrics.visited.set(len(state.visited))
@@ -214,6 +235,10 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
     def schedules_probe(**_: Any) -> int:
         return len(state.visited)
 
+    @kopf.on.startup(registry=registry)
+    async def remember_loop(**_: Any) -> None:
+        state.loop = asyncio.get_running_loop()
+
     @kopf.on.cleanup(registry=registry)
     async def stop_loops(**_: Any) -> None:
         await _stop_all(state)
@@ -237,6 +262,7 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
             await state.call(state.schedules.refuse_namespace, dict(body))
             return
         state.wakeups.track(uid, namespace, body.get("spec"))
+        state.bodies.put(cast(DreamSchedule, dict(body)))  # the loop's next pass starts from it (no GET)
         generation = int(body.get("metadata", {}).get("generation") or 0)
         if uid not in state.loops:
             state.generations[uid] = generation
@@ -245,12 +271,6 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
             # Status patches (ours) do not bump the generation; spec edits (schedule, runNowToken, ...) do.
             state.generations[uid] = generation
             state.wake(uid)
-
-    @kopf.on.event("", "v1", "persistentvolumeclaims", id="claims", registry=registry)
-    def claim_event(name: str, namespace: str | None, **_: Any) -> None:
-        # Created, bound, resized or deleted: a schedule waiting for it (ClaimNotFound) re-checks now.
-        if namespace is not None:
-            state.wakeups.wake_claim_users(namespace, name)
 
     # Watching handlers (no kopf change handlers): kopf would keep the whole last-handled spec in an annotation,
     # and a large vocabulary (valid by the schema) does not fit the 256 KiB annotation limit. Rendering is

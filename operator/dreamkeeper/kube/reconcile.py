@@ -22,92 +22,53 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
-from pydantic import ValidationError
-
-from dreamkeeper.consolidation import COUNTS, sentence, value_of
 from dreamkeeper.kube import (
     ANNOTATION_COUNTED,
-    ANNOTATION_SLOT,
     ANNOTATION_STOPPED,
-    LABEL_CLAIM,
-    LABEL_TRIGGER,
 )
 from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, event_body, status_patch
+from dreamkeeper.kube.caches import ClaimSource, FetchedClaims, JobSource, ListedJobs, ScheduleBodies
 from dreamkeeper.kube.conditions import (
     LAST_RUN_SUCCEEDED,
     READY,
     VOCABULARY_IN_SYNC,
-    Status,
     get_condition,
-    set_condition,
 )
-from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, NotStarted, stop_of
-from dreamkeeper.kube.jobspec import (
-    JobDefaults,
-    JobRequest,
-    Trigger,
-    VocabularySource,
-    build_job,
-    cycle_settings,
-    format_section,
-)
+from dreamkeeper.kube.coordinator import AgentCoordinator, NotStarted, stop_of
+from dreamkeeper.kube.jobspec import JobDefaults
+from dreamkeeper.kube.launching import Launching
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.models import (
-    MAX_COUNTED_UIDS,
     AgentStop,
     DreamScheduleSpec,
     DreamScheduleStatus,
-    JobRef,
-    RunSummary,
-    Totals,
-    VocabularyState,
 )
-from dreamkeeper.kube.naming import label_value, run_now_job_name, scheduled_job_name
 from dreamkeeper.kube.objects import (
     Body,
     DreamSchedule,
     Job,
-    MemoryVocabularyStatusBody,
     annotations_of,
     creation_order,
-    labels_of,
-    owned_by,
     parse_time,
 )
-from dreamkeeper.kube.placement import ClaimUnusableError, Placement, check_claim, placement_for, selector_string
-from dreamkeeper.kube.refusals import POD_REFUSED, REFUSAL_REASONS, Refusal, is_refusal, refused_pod
+from dreamkeeper.kube.passes import _is_counted, _Pass, _ready_of
+from dreamkeeper.kube.placement import Placement
+from dreamkeeper.kube.refusals import POD_REFUSED, Refusal, refused_pod
 from dreamkeeper.kube.results import (
-    JobOutcome,
-    add_run,
-    add_slots,
     job_active,
     job_finished,
     job_succeeded,
-    outcome_of,
 )
-from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
+from dreamkeeper.kube.schedule_view import NotReadyError, load_status, read_schedule
+from dreamkeeper.kube.slots import SlotDecision
 from dreamkeeper.kube.stop_hold import has_hold, holds_agent, with_hold, without_hold
-from dreamkeeper.kube.stuck import STUCK_REASONS, stuck_reason
+from dreamkeeper.kube.stuck import stuck_reason
 
 log = logging.getLogger(__name__)
-
-# A cycle archiving more than this fraction of the live corpus gets a Warning Event ("a few percent"); the hold
-# itself is the engine's archive_cap (consolidation/blast.py, default 10%).
-MANY_ARCHIVED_FRACTION = 0.03
-
-NAME_CONFLICT = "name_conflict"  # _launch: a Job of that name exists and is not this schedule's
-
-
-class NotReadyError(Exception):
-    """The schedule cannot start a cycle now; ``reason`` becomes Ready=False's reason."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass
@@ -131,176 +92,7 @@ class ClaimLocks:
             return self._locks.setdefault((namespace, claim), threading.Lock())
 
 
-def load_status(raw: Body, where: str) -> DreamScheduleStatus:
-    """The persisted status; a field someone corrupted by hand is dropped (and said so), not a crash loop."""
-    try:
-        return DreamScheduleStatus.model_validate(raw)
-    except ValidationError as exc:
-        bad = sorted({str(error["loc"][0]) for error in exc.errors() if error.get("loc")})
-        log.warning("%s: status fields %s are invalid and are rebuilt: %s", where, bad, exc.errors()[0].get("msg"))
-        return DreamScheduleStatus.model_validate({k: v for k, v in raw.items() if k not in bad})
-
-
-# ---- what a pass reads --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """Why the spec cannot be acted on: Ready=False's reason and message."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class ScheduleView:
-    """The DreamSchedule as one pass read it, parsed once: every step reads this, never the raw spec."""
-
-    body: DreamSchedule  # the Events' involvedObject
-    namespace: str
-    name: str
-    uid: str
-    generation: int | None
-    created: datetime | None
-    claim: str
-    spec: DreamScheduleSpec | None  # None: the spec does not validate (``problem`` says why)
-    cron: CronSchedule | None  # None: the spec, its schedule, time zone or safeguards cannot be used
-    problem: SpecProblem | None  # set exactly when ``cron`` is None
-
-    def due(self, status: DreamScheduleStatus, now: datetime) -> Due | None:
-        """What this pass is asked to do; None while the spec cannot be used."""
-        if self.spec is None or self.cron is None:
-            return None
-        return due_at(self.spec, self.cron, status, created=self.created or now, now=now)
-
-
-def read_schedule(body: DreamSchedule) -> ScheduleView:
-    """Parse the spec and its cron schedule once; what cannot be used is said in ``problem``, never raised."""
-    meta = body["metadata"]
-    raw_spec = body.get("spec") or {}
-    spec, cron, problem = _parse_spec(raw_spec)
-    # The claim keys the lock and the Job list even when the rest of the spec is invalid, so the Jobs already
-    # started on it are still counted (and no cycle is started next to them).
-    claim = spec.claim_name if spec is not None else str(raw_spec.get("claimName") or "")
-    return ScheduleView(
-        body=body,
-        namespace=meta["namespace"],
-        name=meta["name"],
-        uid=meta["uid"],
-        generation=meta.get("generation"),
-        created=parse_time(meta.get("creationTimestamp")),
-        claim=claim,
-        spec=spec,
-        cron=cron,
-        problem=problem,
-    )
-
-
-def _parse_spec(raw: Body) -> tuple[DreamScheduleSpec | None, CronSchedule | None, SpecProblem | None]:
-    try:
-        spec = DreamScheduleSpec.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
-        message = f"spec.{where}: {first.get('msg')} ({exc.error_count()} error(s))"
-        return None, None, SpecProblem("InvalidSpec", message)
-    try:
-        cron = CronSchedule.parse(spec.schedule, spec.time_zone)
-    except ScheduleError as exc:
-        return spec, None, SpecProblem(exc.reason, str(exc))
-    try:
-        cycle_settings(spec)
-    except ValidationError as exc:
-        return spec, None, SpecProblem("InvalidSafeguards", f"spec.safeguards: {exc.errors()[0].get('msg')}")
-    try:
-        format_section(spec)
-    except ValueError as exc:
-        return spec, None, SpecProblem("InvalidFormat", f"spec.formatProfile: {exc}")
-    return spec, cron, None
-
-
-@dataclass(frozen=True)
-class Readiness:
-    """Whether the claim and the vocabulary let a cycle start now (checked at most once per pass)."""
-
-    vocabulary: VocabularySource | None = None
-    not_ready: NotReadyError | None = None
-
-
-@dataclass
-class _Pass:
-    """One pass: what it read (``schedule``) and what it decided. Decisions reach the metrics and Events only
-    after the status patch succeeded (``_after_persist``)."""
-
-    schedule: ScheduleView
-    status: DreamScheduleStatus
-    now: datetime
-    counted: list[tuple[Job | None, JobOutcome]] = field(default_factory=list)
-    to_annotate: list[Job] = field(default_factory=list)
-    events: list[tuple[str, str, str]] = field(default_factory=list)
-    missed: int = 0
-    skipped: list[str] = field(default_factory=list)
-    running: bool = False
-    owned_jobs: list[Job] = field(default_factory=list)
-    listed: bool = False
-    deferred_run_now: bool = False
-    announced: list[tuple[str, str]] = field(default_factory=list)
-    ready_before: tuple[str, str] | None = None  # (status, reason) of Ready as read: its changes post Events
-    agent_busy: bool = False  # a Stop of the agent is in progress: no other cycle starts, the pass polls
-    agent_downtime: float | None = None  # a Stop ended in this pass: seconds the agent was down
-    agent_stale_window: float | None = None  # RestartAfter restarted the agent in this pass: the stale window
-    again: bool = False  # the next pass must follow at once (a Stop whose cycle was refused: restore now)
-
-    @property
-    def namespace(self) -> str:
-        return self.schedule.namespace
-
-    @property
-    def name(self) -> str:
-        return self.schedule.name
-
-    def event(self, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason, message))
-
-    def update(self, **changes: Any) -> None:
-        self.status = self.status.model_copy(update=changes)
-
-    def condition(self, type_: str, status: Status, reason: str, message: str) -> None:
-        conditions = set_condition(
-            self.status.conditions,
-            type_,
-            status,
-            reason,
-            message,
-            generation=self.schedule.generation,
-            now=self.now,
-        )
-        self.update(conditions=conditions)
-
-    def track(self, job: Job) -> None:
-        """``job`` is this schedule's and still running: the pass polls it and starts nothing beside it."""
-        if job_active(job):
-            self.running = True
-            self.update(active_job=_ref(job))
-
-
-def _ref(job: Job) -> JobRef:
-    meta = job["metadata"]
-    created = parse_time(meta.get("creationTimestamp"))
-    return JobRef(
-        name=meta["name"],
-        uid=meta["uid"],
-        trigger="run-now" if labels_of(job).get(LABEL_TRIGGER) == "run-now" else "schedule",
-        slot=parse_time(annotations_of(job).get(ANNOTATION_SLOT)) or created or datetime.now(UTC),
-        created_at=created,
-    )
-
-
-def _is_counted(job: Job) -> bool:
-    return annotations_of(job).get(ANNOTATION_COUNTED) == "true"
-
-
-class ScheduleReconciler:
+class ScheduleReconciler(Launching):
     def __init__(
         self,
         api: ClusterApi,
@@ -310,6 +102,9 @@ class ScheduleReconciler:
         settings: ReconcileSettings | None = None,
         claim_locks: ClaimLocks | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        jobs: JobSource | None = None,
+        claims: ClaimSource | None = None,
+        bodies: ScheduleBodies | None = None,
     ) -> None:
         self.api = api
         self.metrics = metrics
@@ -317,7 +112,11 @@ class ScheduleReconciler:
         self.settings = settings or ReconcileSettings()
         self.claim_locks = claim_locks or ClaimLocks()
         self.clock = clock
-        self.agents = AgentCoordinator(api)
+        # Where a pass reads its claim's Jobs and its claim: asked of the API server unless a watched cache is given.
+        self.jobs = jobs or ListedJobs(api)
+        self.claims = claims or FetchedClaims(api)
+        self.agents = AgentCoordinator(api, self.jobs)
+        self.bodies = bodies  # the newest body of each schedule, kept by the watch handler (handlers.py)
         self._visited: set[str] = set()  # schedule UIDs that had their first (full) pass in this process
         self._deferred_events: set[tuple[str, str]] = set()  # (uid, token) whose deferral was announced
 
@@ -376,10 +175,14 @@ class ScheduleReconciler:
             patch = status_patch(p.status.wire(), raw_status, version)
             written = cast(DreamSchedule, self.api.patch_schedule_status(p.namespace, p.name, patch))
         except ConflictError:
+            if self.bodies is not None:
+                self.bodies.drop(p.schedule.uid)  # the next pass reads the schedule afresh
             # Someone (or an earlier pass) changed the CR since this copy was read: nothing was counted;
             # the next pass works on the fresh copy and any Job created here is adopted by name.
             log.info("%s/%s: status changed concurrently; retrying the pass", p.namespace, p.name)
             return False
+        if self.bodies is not None:
+            self.bodies.put(written)  # the next pass starts from what was written, not from a GET
         if not holds_agent(p.status) and has_hold(written):
             self._drop_hold(p.namespace, p.name, written)
         return True
@@ -390,7 +193,9 @@ class ScheduleReconciler:
             "metadata": {"resourceVersion": body["metadata"].get("resourceVersion"), "finalizers": without_hold(body)}
         }
         try:
-            self.api.patch_schedule(namespace, name, patch)
+            released = cast(DreamSchedule, self.api.patch_schedule(namespace, name, patch))
+            if self.bodies is not None:
+                self.bodies.put(released)  # else the next pass's status write carries a stale version (a 409)
         except ApiError as exc:  # the next pass (or the deletion path) tries again
             log.info("%s/%s: the Stop's finalizer stays for now: %s", namespace, name, exc)
 
@@ -475,6 +280,11 @@ class ScheduleReconciler:
         if active is None:
             return False
         job = self.api.get_job(p.namespace, active.name)
+        # Fresher than the watch, maybe: the claim's Jobs the pass reads next agree with what was just read.
+        if job is None:
+            self.jobs.forget(p.namespace, active.name)
+        else:
+            self.jobs.observe(job)
         if job is not None and job["metadata"].get("uid") == active.uid and job_active(job):
             p.running = True
             self._stop_if_stuck(p, job)
@@ -513,11 +323,12 @@ class ScheduleReconciler:
     def _stop_job(self, p: _Pass, name: str, reason: str, annotation: str, message: str) -> None:
         # The reason first (it is what the Job is counted by), then the deadline cut: the Job controller fails it
         # at once (DeadlineExceeded) and deletes the pod, so the claim is free for the next cycle.
-        self.api.patch_job(
+        stopped = self.api.patch_job(
             p.namespace,
             name,
             {"metadata": {"annotations": {ANNOTATION_STOPPED: annotation}}, "spec": {"activeDeadlineSeconds": 1}},
         )
+        self.jobs.observe(stopped)
         log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, annotation)
         p.condition(READY, "False", reason, message)
         p.event("Warning", reason, message)
@@ -531,442 +342,6 @@ class ScheduleReconciler:
         spec = p.schedule.spec
         if spec is not None and spec.vocabulary_ref is None:
             p.condition(VOCABULARY_IN_SYNC, "Unknown", "NoVocabularyRef", "no vocabularyRef: the agent's own file")
-
-    # ---- counting ---------------------------------------------------------------------------------------------
-
-    def _account(self, p: _Pass) -> list[Job]:
-        """Count every finished, uncounted Job of this schedule; adopt an active one. Returns the claim's Jobs."""
-        jobs = self.api.list_jobs(p.namespace, f"{LABEL_CLAIM}={label_value(p.schedule.claim)}")
-        p.listed = True
-        owned = sorted((j for j in jobs if owned_by(j, p.schedule.uid)), key=creation_order)
-        p.owned_jobs = owned
-        counted_uids = set(p.status.counted_job_uids or [])
-        for job in owned:
-            if job_finished(job):
-                self._settle(p, job, counted_uids)
-        lost = _vanished(p.status.active_job, owned, counted_uids)
-        if lost is not None:
-            self._count_lost(p, lost)
-        own_active = [j for j in owned if job_active(j)]
-        p.running = bool(own_active)
-        p.update(active_job=_ref(own_active[-1]) if own_active else None)
-        return jobs
-
-    def _settle(self, p: _Pass, job: Job, counted_uids: set[str]) -> None:
-        """A finished Job: counted at first sight; re-marked when only its counted annotation was lost."""
-        if _is_counted(job):
-            return
-        if job["metadata"]["uid"] in counted_uids:
-            p.to_annotate.append(job)
-        else:
-            self._count_job(p, job)
-
-    def _count_job(self, p: _Pass, job: Job) -> None:
-        meta = job["metadata"]
-        job_uid = meta["uid"]
-        pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={job_uid}")
-        if not pods:  # clusters before 1.27 label pods with the legacy key only
-            pods = self.api.list_pods(p.namespace, f"controller-uid={job_uid}")
-        trigger = labels_of(job).get(LABEL_TRIGGER, "schedule")
-        self._record(p, job, outcome_of(job, pods, job_name=meta["name"], job_uid=job_uid, trigger=trigger))
-
-    def _count_lost(self, p: _Pass, ref: JobRef) -> None:
-        """The Job we were tracking vanished before it was counted: a failed cycle, counted once."""
-        outcome = outcome_of(None, [], job_name=ref.name, job_uid=ref.uid, trigger=ref.trigger)
-        self._record(p, None, JobOutcome(outcome.run.model_copy(update={"slot": ref.slot}), None))
-
-    def _record(self, p: _Pass, job: Job | None, outcome: JobOutcome) -> None:
-        run = outcome.run
-        uids = [*(p.status.counted_job_uids or []), run.job_uid][-MAX_COUNTED_UIDS:]
-        totals = add_run(p.status.totals or Totals(), run)
-        changes: dict[str, Any] = {"counted_job_uids": uids, "totals": totals, "last_run": run}
-        if outcome.succeeded and run.finished_at is not None:
-            changes["last_successful_time"] = max(filter(None, [p.status.last_successful_time, run.finished_at]))
-        p.update(**changes)
-        p.counted.append((job, outcome))
-        if job is not None:
-            p.to_annotate.append(job)
-        detail = run.error or run.skip_reason
-        log.info(
-            "%s/%s: Job %s finished: %s (%s)%s; %s",
-            p.namespace, p.name, run.job_name, run.result, run.reason, f": {detail}" if detail else "",
-            sentence(run, lambda c: c.said),
-        )  # fmt: skip
-        self.agents.note_run(p, p.schedule.spec, run)
-        self._conditions_for_run(p, outcome)
-        self._events_for_run(p, run)
-
-    def _conditions_for_run(self, p: _Pass, outcome: JobOutcome) -> None:
-        run = outcome.run
-        detail = run.error or run.skip_reason or ""
-        message = f"{run.result} ({run.job_name})" + (f": {detail}" if detail else "")
-        p.condition(LAST_RUN_SUCCEEDED, "True" if outcome.succeeded else "False", run.reason, message)
-        seed = outcome.seed
-        if seed is None:
-            return
-        expected = self._expected_vocabulary_sha(p)
-        state = VocabularyState(
-            result=seed.result,
-            sha256=seed.sha256,
-            expected_sha256=expected,
-            job_name=run.job_name,
-            message=seed.message,
-        )
-        p.update(vocabulary=state)
-        self._vocabulary_condition(p)
-
-    def _vocabulary_condition(self, p: _Pass) -> None:
-        state = p.status.vocabulary
-        if state is None:
-            return
-        if state.result == "failed":
-            p.condition(VOCABULARY_IN_SYNC, "False", "SeedFailed", state.message or "seeding failed")
-        elif state.expected_sha256 is None:
-            p.condition(VOCABULARY_IN_SYNC, "Unknown", "VocabularyNotRendered", "the MemoryVocabulary has no render")
-        elif state.sha256 == state.expected_sha256:
-            how = "seeded by" if state.result == "created" else "checked by"
-            p.condition(
-                VOCABULARY_IN_SYNC, "True", "InSync", f"the volume's file matches the CR ({how} {state.job_name})"
-            )
-        else:
-            p.condition(
-                VOCABULARY_IN_SYNC,
-                "False",
-                "Differs",
-                f"the volume's merge-coverage-vocabulary.json (sha256 {str(state.sha256)[:12]}) differs from the "
-                f"MemoryVocabulary (sha256 {state.expected_sha256[:12]}); it is never overwritten: edit or remove "
-                "the file on the volume to adopt the CR's version",
-            )
-
-    def _expected_vocabulary_sha(self, p: _Pass) -> str | None:
-        spec = p.schedule.spec
-        if spec is None or spec.vocabulary_ref is None:
-            return None
-        vocabulary = self.api.get_vocabulary(p.namespace, spec.vocabulary_ref.name)
-        return None if vocabulary is None else (vocabulary.get("status") or {}).get("sha256")
-
-    def _events_for_run(self, p: _Pass, run: RunSummary) -> None:
-        if run.result == "failed":
-            p.event("Warning", "CycleFailed", f"cycle {run.job_name} failed ({run.reason}): {run.error or ''}".strip())
-        elif run.result == "proposer-failed":
-            # The cycle ran (folds, purge, what needs no model) but consolidated nothing: the endpoint is down,
-            # refuses us, or the model never answers usably.
-            p.event(
-                "Warning", "ProposerFailed", f"cycle {run.job_name}: the proposer failed: {run.error or ''}".strip()
-            )
-        elif run.reason == "LockHeld":
-            p.event("Warning", "CycleSkipped", f"cycle {run.job_name} skipped: {run.skip_reason}")
-        elif run.reason == "Paused":
-            p.event("Warning", "CyclePaused", f"cycle {run.job_name} skipped: {run.skip_reason}")
-        else:
-            p.event(
-                "Normal",
-                "CycleCompleted" if run.result == "completed" else "CycleSkipped",
-                f"cycle {run.job_name} {run.result}: {sentence(run, lambda c: c.said)}"
-                + (f"; {run.skip_reason}" if run.skip_reason else ""),
-            )
-        for count in COUNTS:
-            if count.event is not None and (n := value_of(run, count)):
-                p.event(count.event.type, count.event.reason, f"cycle {run.job_name}: {n} {count.event.what}")
-        self._blast_radius_event(p, run)
-
-    @staticmethod
-    def _blast_radius_event(p: _Pass, run: RunSummary) -> None:
-        """A cycle that archived more than a few percent of the live corpus says so as a Warning, even under the
-        cap (folds, merges with successors and prunes alike: what the agent's own audit will see)."""
-        total, archived = getattr(run, "total", 0) or 0, getattr(run, "archived", 0) or 0
-        if run.result != "completed" or not total or archived / total <= MANY_ARCHIVED_FRACTION:
-            return
-        p.event(
-            "Warning",
-            "ManyArchived",
-            f"cycle {run.job_name} archived {archived} of {total} live entries ({archived / total:.1%}, over "
-            f"{MANY_ARCHIVED_FRACTION:.0%}); every archive is reversible (dreamkeeper undo {run.cycle_id})",
-        )
-
-    # ---- starting cycles ---------------------------------------------------------------------------------------
-
-    def _act(self, p: _Pass, due: Due, claim_jobs: list[Job], *, full: bool) -> None:
-        """Start what is due, in order: the run-now token, then the slot (or record it missed)."""
-        busy = _blocking_job(p, claim_jobs)
-        ready = self._readiness(p, due, full=full)
-        if due.run_now is not None and self._run_now(p, due, due.run_now, ready, claim_jobs, busy=busy):
-            busy = f"Job {p.status.active_job.name}" if p.status.active_job else "a run-now cycle"
-        if due.slots.past_deadline is not None:
-            self._past_deadline(p, due, due.slots.past_deadline)
-        elif due.slots.due is not None:
-            self._due_slot(p, due, due.slots.due, ready, claim_jobs, busy=busy)
-
-    def _readiness(self, p: _Pass, due: Due, *, full: bool) -> Readiness:
-        """Check the claim and the vocabulary when a Job is wanted (or on a full pass); set Ready from it."""
-        ready = Readiness()
-        if full or due.wants_job:
-            try:
-                ready = Readiness(vocabulary=self._check_ready(p, due.spec))
-                if due.wants_job or not _stuck_still_stands(p):
-                    p.condition(READY, "True", "Scheduled", f"schedule valid; claim {due.spec.claim_name} usable")
-            except (NotReadyError, ClaimUnusableError) as exc:
-                ready = Readiness(not_ready=NotReadyError(exc.reason, str(exc)))
-                p.condition(READY, "False", exc.reason, str(exc))
-        elif get_condition(p.status.conditions, READY) is None:
-            p.condition(READY, "Unknown", "NotChecked", "not checked yet")
-        if p.status.vocabulary is not None and full:
-            expected = ready.vocabulary.sha256 if ready.vocabulary else self._expected_vocabulary_sha(p)
-            p.update(vocabulary=p.status.vocabulary.model_copy(update={"expected_sha256": expected}))
-            self._vocabulary_condition(p)
-        return ready
-
-    def _run_now(
-        self, p: _Pass, due: Due, token: str, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
-    ) -> bool:
-        """Handle a new runNowToken (also when suspended). True when it started a Job."""
-        name = run_now_job_name(p.name, token, p.schedule.generation or 0)
-        if self._stopping_for(p, name):
-            p.update(last_run_now_token=token)  # the agent is being stopped for this very request
-            return True
-        if self._adopt(p, claim_jobs, name):
-            p.update(last_run_now_token=token)  # created by a pass whose status write was lost
-        elif ready.not_ready is not None:
-            self._announce_deferral(p, token, f"not ready ({ready.not_ready.reason}): {ready.not_ready}")
-        elif busy is not None:
-            self._announce_deferral(p, token, f"{busy} is active on the claim; it runs when that ends")
-        else:
-            refused = self._launch(p, due.spec, CycleIntent(name, "run-now", p.now, token), ready.vocabulary)
-            if refused is None:
-                p.update(last_run_now_token=token)
-                return True
-            if isinstance(refused, Refusal):
-                p.update(last_run_now_token=token)  # handled: the same request would be refused again
-            elif refused != NAME_CONFLICT:
-                self._announce_deferral(p, token, refused)
-        return False
-
-    def _past_deadline(self, p: _Pass, due: Due, latest: datetime) -> None:
-        """The latest slot is older than startingDeadlineSeconds: recorded as missed, with the ones before it."""
-        p.missed += due.slots.missed
-        p.update(last_schedule_time=latest, totals=add_slots(p.status.totals or Totals(), missed=due.slots.missed))
-        p.event(
-            "Warning",
-            "MissedSlots",
-            f"{_slot_count(due.slots)} slot(s) passed unrun, the latest ({latest.isoformat()}) is older than "
-            f"startingDeadlineSeconds={due.spec.starting_deadline_seconds}",
-        )
-
-    def _due_slot(
-        self, p: _Pass, due: Due, slot: datetime, ready: Readiness, claim_jobs: list[Job], *, busy: str | None
-    ) -> None:
-        """Run the due slot once (no backlog replay), or record why it was skipped; either way it is acted on."""
-        if due.slots.missed:
-            p.missed += due.slots.missed
-            p.update(totals=add_slots(p.status.totals or Totals(), missed=due.slots.missed))
-            p.event(
-                "Warning",
-                "MissedSlots",
-                f"{_slot_count(due.slots)} slot(s) passed while the operator was not running; only the latest "
-                f"({slot.isoformat()}) runs (no backlog replay)",
-            )
-        name = scheduled_job_name(p.name, slot)
-        reason: str | None = None
-        # An existing Job of this slot's name was created by a pass whose status write was lost: adopted, not skipped.
-        if not self._adopt(p, claim_jobs, name) and not self._stopping_for(p, name):
-            reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
-            if reason is None:
-                refused = self._launch(p, due.spec, CycleIntent(name, "schedule", slot, None), ready.vocabulary)
-                if isinstance(refused, Refusal):
-                    reason = "refused"
-                elif refused == NAME_CONFLICT:
-                    reason = "name_conflict"
-                elif refused is not None:
-                    p.event("Warning", "SlotSkipped", f"slot {slot.isoformat()} skipped: {refused}")
-                    reason = "not_ready"
-        if reason is not None:
-            p.skipped.append(reason)
-            p.update(totals=add_slots(p.status.totals or Totals(), skipped_reason=reason))
-        p.update(last_schedule_time=slot)
-
-    @staticmethod
-    def _slot_refusal(
-        p: _Pass, spec: DreamScheduleSpec, slot: datetime, ready: Readiness, *, busy: str | None
-    ) -> str | None:
-        """Why the due slot may not start (the skipped-slot reason), or None when it may."""
-        if spec.suspend:
-            return "suspended"
-        if ready.not_ready is not None:
-            p.event(
-                "Warning",
-                "SlotSkipped",
-                f"slot {slot.isoformat()} skipped: {ready.not_ready.reason}: {ready.not_ready}",
-            )
-            return "not_ready"
-        if busy is not None:
-            p.event(
-                "Warning",
-                "SlotSkipped",
-                f"slot {slot.isoformat()} skipped: {busy} is active on claim {spec.claim_name} "
-                "(never two cycles on one volume)",
-            )
-            return "concurrent"
-        return None
-
-    def _announce_deferral(self, p: _Pass, token: str, why: str) -> None:
-        p.deferred_run_now = True
-        key = (p.schedule.uid, token)
-        if key not in self._deferred_events:
-            # Remembered as announced only once the pass is persisted and the Event posted (_after_persist).
-            p.announced.append(key)
-            p.event("Normal", "RunNowDeferred", f"runNowToken {token!r} waits: {why}")
-
-    @staticmethod
-    def _stopping_for(p: _Pass, job_name: str) -> bool:
-        """The Stop in progress is for this cycle (recorded by a pass whose status write was lost, then adopted)."""
-        stop = stop_of(p)
-        return stop is not None and stop.job_name == job_name
-
-    @staticmethod
-    def _adopt(p: _Pass, claim_jobs: list[Job], job_name: str) -> bool:
-        """True when this schedule's Job of that deterministic name exists (active or finished)."""
-        for job in claim_jobs:
-            if job["metadata"]["name"] == job_name and owned_by(job, p.schedule.uid):
-                p.track(job)
-                return True
-        return False
-
-    def _check_ready(self, p: _Pass, spec: DreamScheduleSpec) -> VocabularySource | None:
-        pvc = self.api.get_pvc(p.namespace, spec.claim_name)
-        if pvc is None:
-            raise NotReadyError("ClaimNotFound", f"PersistentVolumeClaim {spec.claim_name} not found")
-        check_claim(pvc)
-        if spec.agent is not None:
-            workload = spec.agent.workload_ref
-            if self.api.get_workload(p.namespace, workload.kind, workload.name) is None:
-                raise NotReadyError("WorkloadNotFound", f"{workload.kind} {workload.name} (spec.agent) not found")
-        ref = spec.vocabulary_ref
-        if ref is None:
-            return None
-        vocabulary = self.api.get_vocabulary(p.namespace, ref.name)
-        if vocabulary is None:
-            raise NotReadyError("VocabularyNotFound", f"MemoryVocabulary {ref.name} not found")
-        status = vocabulary.get("status") or {}
-        sha256, config_map = status.get("sha256"), status.get("configMapName")
-        if not sha256 or not config_map:
-            raise NotReadyError("VocabularyNotRendered", f"MemoryVocabulary {ref.name} {_not_rendered(status)}")
-        if self.api.get_config_map(p.namespace, config_map) is None:
-            raise NotReadyError(
-                "VocabularyNotRendered", f"ConfigMap {config_map} of MemoryVocabulary {ref.name} is missing"
-            )
-        return VocabularySource(config_map=config_map, sha256=sha256)
-
-    def _launch(
-        self, p: _Pass, spec: DreamScheduleSpec, intent: CycleIntent, vocabulary: VocabularySource | None
-    ) -> str | Refusal | None:
-        """Start the cycle; with ``spec.agent`` Stop, begin stopping the agent for it instead (the Job follows once
-        no pod mounts the claim). None when done, else why not (``NAME_CONFLICT``: a foreign Job has the name; a
-        ``Refusal``: the API server refused the Job, said in Ready and an Event already)."""
-        agent = spec.agent
-        if agent is not None and agent.coordination == "Stop":
-            refused = self.agents.begin(p, agent, intent)
-            p.agent_busy = p.agent_busy or refused is None
-            return refused
-        return self._start(p, spec, intent.job_name, intent.trigger, intent.slot, vocabulary, intent.run_now_token)
-
-    def _start_stopped(self, p: _Pass, stop: AgentStop, placement: Placement, deadline: int) -> NotStarted | None:
-        """The cycle of a Stop, now that no pod mounts the claim: unpinned, its deadline within the downtime bound."""
-        spec = p.schedule.spec
-        if spec is None:
-            return NotStarted("CycleNotStarted", "the spec is invalid")
-        try:
-            vocabulary = self._check_ready(p, spec)
-        except (NotReadyError, ClaimUnusableError) as exc:
-            return NotStarted("CycleNotStarted", f"not ready ({exc.reason}): {exc}")
-        started = self._start(
-            p,
-            spec,
-            stop.job_name,
-            stop.trigger,
-            stop.slot,
-            vocabulary,
-            stop.run_now_token,
-            placement=placement,
-            deadline=deadline,
-            agent_stopped=f"{stop.kind}/{stop.name}",
-        )
-        if isinstance(started, Refusal):
-            return NotStarted(started.reason, started.text)
-        if started == NAME_CONFLICT:
-            return NotStarted("CycleNotStarted", f"Job {stop.job_name} exists and is not this schedule's")
-        return None
-
-    def _start(
-        self,
-        p: _Pass,
-        spec: DreamScheduleSpec,
-        job_name: str,
-        trigger: Trigger,
-        slot: datetime,
-        vocabulary: VocabularySource | None,
-        token: str | None,
-        *,
-        placement: Placement | None = None,
-        deadline: int | None = None,
-        agent_stopped: str | None = None,
-    ) -> str | Refusal | None:
-        """Create (or adopt) the Job: None when it exists now, ``NAME_CONFLICT`` when a foreign object holds the
-        name, a ``Refusal`` when the API server refused it (set in Ready and posted: the pass goes on)."""
-        if placement is None:
-            selector = selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
-            try:
-                pods = self.api.list_pods(p.namespace, selector)
-            except ApiError as exc:
-                if not is_refusal(exc):
-                    raise
-                return self._refused(p, Refusal.of(f"the agent's pod list (agentSelector {selector!r})", exc))
-            placement = placement_for(pods, spec.claim_name)
-        request = JobRequest(
-            schedule_name=p.name,
-            schedule_uid=p.schedule.uid,
-            namespace=p.namespace,
-            spec=spec,
-            job_name=job_name,
-            trigger=trigger,
-            slot=slot,
-            placement=placement,
-            vocabulary=vocabulary,
-            run_now_token=token,
-            agent_stopped=agent_stopped,
-            active_deadline_seconds=deadline,
-        )
-        try:
-            job = self.api.create_job(p.namespace, build_job(request, self.defaults))
-            message = f"created Job {job_name} ({trigger}, slot {slot.isoformat()}), {_where(placement)}"
-            log.info("%s/%s: %s", p.namespace, p.name, message)
-            # Posted now, not after the status write: the Job exists whatever happens to this pass.
-            self._post(p, "Normal", "CycleStarted", message)
-        except ConflictError as exc:
-            if not exc.already_exists:
-                raise
-            existing = self.api.get_job(p.namespace, job_name)
-            if existing is None or not owned_by(existing, p.schedule.uid):
-                p.event("Warning", "NameConflict", f"Job {job_name} exists and is not this schedule's; slot skipped")
-                return NAME_CONFLICT
-            job = existing  # created by an earlier pass whose status write was lost: adopt it
-        except ApiError as exc:
-            if not is_refusal(exc):
-                raise
-            return self._refused(p, Refusal.of(f"Job {job_name}", exc))
-        p.track(job)
-        return None
-
-    @staticmethod
-    def _refused(p: _Pass, refusal: Refusal) -> Refusal:
-        """The API server said no to a cycle's object: Ready=False with its words, and a Warning Event."""
-        log.info("%s/%s: %s", p.namespace, p.name, refusal.text)
-        message = (
-            f"{refusal.text}; fix the schedule (or the namespace's quota or policy) and the next slot or a new "
-            "runNowToken tries again"
-        )
-        p.condition(READY, "False", refusal.reason, message)
-        p.event("Warning", refusal.reason, message)
-        return refusal
 
     # ---- after the status write ------------------------------------------------------------------------------
 
@@ -1018,16 +393,13 @@ class ScheduleReconciler:
     def _mark_counted(self, p: _Pass, job: Job) -> None:
         meta = job["metadata"]
         try:
-            self.api.patch_job(p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}})
+            marked = self.api.patch_job(
+                p.namespace, meta["name"], {"metadata": {"annotations": {ANNOTATION_COUNTED: "true"}}}
+            )
             meta.setdefault("annotations", {})[ANNOTATION_COUNTED] = "true"
+            self.jobs.observe(marked)
         except ApiError as exc:  # the UID list still prevents a recount
             log.warning("%s/%s: could not mark Job %s counted: %s", p.namespace, p.name, meta["name"], exc)
-
-    def _post(self, p: _Pass, kind: str, reason: str, message: str) -> None:
-        try:
-            self.api.create_event(p.namespace, event_body(p.schedule.body, kind, reason, message, p.now))
-        except ApiError as exc:
-            log.warning("%s/%s: event %s not posted: %s", p.namespace, p.name, reason, exc)
 
     def _prune(self, p: _Pass) -> None:
         """Delete counted, finished Jobs beyond the spec's history limits (newest kept)."""
@@ -1038,6 +410,7 @@ class ScheduleReconciler:
             meta = job["metadata"]
             try:
                 self.api.delete_job(p.namespace, meta["name"], meta["uid"])
+                self.jobs.forget(p.namespace, meta["name"])
                 log.info("%s/%s: pruned Job %s (history limits)", p.namespace, p.name, meta["name"])
             except ApiError as exc:
                 log.warning("%s/%s: could not prune Job %s: %s", p.namespace, p.name, meta["name"], exc)
@@ -1054,13 +427,6 @@ class ScheduleReconciler:
         return max(1.0, min(s.max_sleep_seconds, until))
 
 
-def _vanished(active: JobRef | None, owned: list[Job], counted_uids: set[str]) -> JobRef | None:
-    """The Job the status tracks, when it is gone from the list before it was counted."""
-    if active is None or active.uid in counted_uids or any(j["metadata"]["uid"] == active.uid for j in owned):
-        return None
-    return active
-
-
 def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
     """Counted, finished Jobs past the history limits, newest kept; a Job not yet counted is never pruned."""
     finished = sorted((j for j in owned if job_finished(j) and _is_counted(j)), key=creation_order, reverse=True)
@@ -1069,55 +435,11 @@ def _beyond_history(owned: list[Job], spec: DreamScheduleSpec) -> list[Job]:
     return succeeded[spec.successful_jobs_history_limit :] + failed[spec.failed_jobs_history_limit :]
 
 
-def _ready_of(status: DreamScheduleStatus) -> tuple[str, str] | None:
-    ready = get_condition(status.conditions, READY)
-    return None if ready is None else (ready.status, ready.reason)
-
-
-def _blocking_job(p: _Pass, claim_jobs: list[Job]) -> str | None:
-    """What holds the claim ("Job <name>", this schedule's first, or the agent's Stop), or None when it is free."""
-    if p.running and p.status.active_job is not None:
-        return f"Job {p.status.active_job.name}"
-    active = sorted((j for j in claim_jobs if job_active(j)), key=creation_order)
-    if active:
-        return f"Job {active[0]['metadata']['name']}"
-    if p.agent_busy:
-        stop = stop_of(p)
-        return f"the stop of {stop.kind} {stop.name} for cycle {stop.job_name}" if stop else "the agent's stop"
-    return None
-
-
-def _where(placement: Placement) -> str:
-    if placement.node_name is None:
-        return "not pinned to a node: no running pod mounts the claim"
-    return f"pinned to node {placement.node_name} next to pod {placement.agent_pod}"
-
-
-def _stuck_still_stands(p: _Pass) -> bool:
-    """Ready=False from a stopped or refused Job (a missing Secret, a quota) stays until the spec changes or a cycle
-    is tried again: the claim being usable says nothing about the Secret the operator cannot read."""
-    ready = get_condition(p.status.conditions, READY)
-    return (
-        ready is not None
-        and ready.status == "False"
-        and ready.reason in STUCK_REASONS | REFUSAL_REASONS
-        and ready.observed_generation == p.schedule.generation
-    )
-
-
 def _stuck_message(job_name: str, why: str) -> str:
     return (
         f"Job {job_name} stopped: its pod can never start ({why}); fix the cause (a Secret the pod can read, an "
         "image that exists, what the quota or policy asks for) and the next slot or a new runNowToken tries again"
     )
-
-
-def _not_rendered(status: MemoryVocabularyStatusBody) -> str:
-    """Why a MemoryVocabulary has no render yet, from its own Ready condition when it says."""
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == READY), None)
-    if ready is not None and ready.get("status") == "False":
-        return f"cannot be rendered: {ready.get('reason')}: {ready.get('message')}"
-    return "is not rendered yet"
 
 
 def _agent_stopped(p: _Pass) -> bool | None:
@@ -1129,10 +451,6 @@ def _agent_stopped(p: _Pass) -> bool | None:
     if spec is None or spec.agent is None or spec.agent.coordination != "Stop":
         return None
     return False
-
-
-def _slot_count(slots: SlotDecision) -> str:
-    return f"{slots.missed}{'+' if slots.missed_capped else ''}"
 
 
 __all__ = ["ClaimLocks", "NotReadyError", "ReconcileSettings", "ScheduleReconciler"]

@@ -14,9 +14,11 @@ from typing import Any, Literal
 import kopf
 from prometheus_client import start_http_server
 
-from dreamkeeper.kube import FINALIZER, GROUP
+from dreamkeeper.kube import FINALIZER, GROUP, LABEL_CLAIM
 from dreamkeeper.kube.api import KubeApi
+from dreamkeeper.kube.caches import ClaimCache, JobCache, ScheduleBodies, claim_of, project_claim, project_job
 from dreamkeeper.kube.handlers import OperatorState, build_registry
+from dreamkeeper.kube.informer import Informer, Store
 from dreamkeeper.kube.jobspec import JobDefaults
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.reconcile import ReconcileSettings, ScheduleReconciler
@@ -84,8 +86,10 @@ def kopf_settings(options: OperatorOptions) -> kopf.OperatorSettings:
     # native buffers that never return to the OS. A bounded worker pool keeps memory flat at a small cost in time.
     settings.queueing.worker_limit = max(1, options.object_workers)
     # An idle worker keeps its slot for idle_timeout (5 s by default): with a bounded pool that caps throughput at
-    # worker_limit / 5 objects per second. Our handlers are cheap, so slots are released almost at once.
-    settings.queueing.idle_timeout = 0.2
+    # worker_limit / idle_timeout objects per second. At 0.2 s that was 80 schedules a second: the listing of 5,000
+    # schedules on a restart took a minute before the last loop started, and as long again for the watch events of
+    # the status writes. Our handlers are cheap and never wait on the API, so a slot is released at once.
+    settings.queueing.idle_timeout = 0.01
     settings.networking.error_backoffs = [1, 2, 5, 10, 20, 30]
     return settings
 
@@ -103,12 +107,26 @@ def limit_malloc_arenas(arenas: int | None) -> None:
         log.debug("mallopt unavailable; malloc arenas not limited")
 
 
+class QuietWatchingHandlers(logging.Filter):
+    """Drops kopf's "Handler 'schedules' succeeded." line: the watching handlers run for every watch event (each
+    schedule's listing and each status write), so it was two lines per schedule per pass with nothing to say. Their
+    failures are still logged, with the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(WATCHING_HANDLERS) and message.endswith(" succeeded."))
+
+
+WATCHING_HANDLERS = ("Handler 'schedules'", "Handler 'vocabularies'")
+
+
 def configure_logging(options: OperatorOptions) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):  # the CLI root callback installed a plain handler; kopf's replaces it
         root.removeHandler(handler)
     log_format = kopf.LogFormat.JSON if options.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=options.verbose, log_format=log_format)
+    logging.getLogger("kopf.objects").addFilter(QuietWatchingHandlers())
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
@@ -116,14 +134,48 @@ def build_state(options: OperatorOptions) -> OperatorState:
     api = KubeApi.from_kubeconfig(options.kubeconfig) if options.kubeconfig else KubeApi()
     api.client.configuration.connection_pool_maxsize = max(4, options.workers)
     metrics = OperatorMetrics()
-    return OperatorState(
+    # A pass reads its claim's Jobs and its claim from caches the API server's watches keep (informer.py): at
+    # thousands of schedules a list and a get per pass were most of the API calls of a restart.
+    job_store, claim_store = Store(project_job, index=claim_of), Store(project_claim)
+    job_informers: list[Informer] = []
+    claim_informers: list[Informer] = []
+    bodies = ScheduleBodies()
+    reconciler = ScheduleReconciler(
+        api,
+        metrics,
+        options.job_defaults,
+        settings=options.reconcile,
+        jobs=JobCache(api, job_store, job_informers),
+        claims=ClaimCache(api, claim_store, claim_informers),
+        bodies=bodies,
+    )
+    state = OperatorState(
         api=api,
         metrics=metrics,
-        schedules=ScheduleReconciler(api, metrics, options.job_defaults, settings=options.reconcile),
+        schedules=reconciler,
         vocabularies=VocabularyReconciler(api),
         executor=ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="dk-reconcile"),
         excluded_namespaces=options.excluded,
+        bodies=bodies,
     )
+    watcher = api.watcher()  # watches hold a connection each: their own pool, not the reconcile threads'
+    for namespace in [None] if options.all_namespaces else options.namespaces:
+        where = f"namespace {namespace}" if namespace else "all namespaces"
+        job_informers.append(
+            Informer(watcher, _collection("batch/v1", "jobs", namespace), job_store, f"cycle Jobs in {where}",
+                     label_selector=LABEL_CLAIM)
+        )  # fmt: skip
+        claim_informers.append(
+            Informer(watcher, _collection("v1", "persistentvolumeclaims", namespace), claim_store,
+                     f"PersistentVolumeClaims in {where}", on_change=state.claim_seen)
+        )  # fmt: skip
+    state.informers = [*job_informers, *claim_informers]
+    return state
+
+
+def _collection(group_version: str, plural: str, namespace: str | None) -> str:
+    root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    return f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
 
 
 def run_operator(
@@ -164,9 +216,13 @@ def run_operator(
         kwargs["clusterwide"] = True
     else:
         kwargs["namespaces"] = list(options.namespaces)
+    for informer in state.informers:
+        informer.start()
     try:
         asyncio.run(kopf.operator(**kwargs))
     finally:
+        for informer in state.informers:
+            informer.stop()
         server.shutdown()
         thread.join(timeout=5)
         state.executor.shutdown(wait=False, cancel_futures=True)

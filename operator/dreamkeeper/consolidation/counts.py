@@ -54,6 +54,12 @@ ARCHIVED = Family(
     label="kind",
 )
 TOKENS = Family("dreamkeeper_llm_tokens", "proposer tokens", label="direction")
+REFUSED = Family(
+    "dreamkeeper_proposals_refused",
+    "proposals refused before any check as useless or misleading, by reason: a merge of one entry that only repeats "
+    "or rewords it, a text copying the offer's layout, ids written in the offer's notation",
+    label="reason",
+)
 BATCHES = Family(
     "dreamkeeper_proposer_batches",
     "batches the proposer's model was asked about, by outcome: a usable reply, an unusable one (the model "
@@ -89,8 +95,10 @@ class Row(StrEnum):
     FOLDED = "exact duplicates folded"
     DECAYED = "importance decayed (left the high-value floor)"
     SAVED = "merges saved (into an existing entry)"
+    SUBSUMED = "clusters settled without the model (subsumed)"
     ARCHIVED = "archived (with replacement / ephemeral)"
     REJECTED = "merges rejected (inventing) / repaired"
+    REFUSED = "proposals refused: restating / offer layout / offer notation"
     PROTECTED = "prunes refused: floor / census"
     CONFLICTS = "conflicts with concurrent writes"
     WRITE_FAILURES = "changes that could not be written"
@@ -101,6 +109,7 @@ class Row(StrEnum):
     PURGED = "purged (retention) (kept as last records)"
     SPECIFICS_LOST = "specifics lost"
     LIVE = "live / archived entries now"
+    BACKLOG = "near-duplicate clusters left (duplicate backlog)"
     PROPOSER = "proposer calls / tokens in / out"
     BATCHES = "proposer batches usable / unusable / failed"
 
@@ -228,6 +237,17 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.SAVED, detail=True),
         ),
     ] = 0
+    subsumed: Annotated[
+        int,
+        Count(
+            "near-duplicate clusters settled with no model: one member held every specific of the others, which were "
+            "archived merged into it (among the merges saved)",
+            reach="totals",
+            metric=metric("dreamkeeper_clusters_subsumed"),
+            logged=Phrase("{} subsumed", detail=True),
+            cli=Cell(Row.SUBSUMED),
+        ),
+    ] = 0
     folded: Annotated[
         int,
         Count(
@@ -292,6 +312,36 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.REJECTED),
         ),
     ] = 0
+    refused_restating: Annotated[
+        int,
+        Count(
+            "merges refused unchecked: one source, its text only repeated or reworded (nothing consolidated)",
+            reach="totals",
+            metric=REFUSED.series("restates_source"),
+            safeguard=Phrase("{} useless merge(s) refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
+    refused_layout: Annotated[
+        int,
+        Count(
+            "merges refused unchecked: the text copies the offer's layout (header line, [ID:…] marker, an id)",
+            reach="totals",
+            metric=REFUSED.series("offer_layout"),
+            safeguard=Phrase("{} merge(s) copying the offer refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
+    refused_notation: Annotated[
+        int,
+        Count(
+            "merges and prunes refused unchecked: they name ids in the offer's notation (ID:…), not as ids",
+            reach="totals",
+            metric=REFUSED.series("offer_notation"),
+            safeguard=Phrase("{} proposal(s) naming ids as ID:… refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
     protected: Annotated[
         int,
         Count(
@@ -325,6 +375,13 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     declined: Annotated[int, Count("clusters shown and left intact (declined)")] = 0
+    undecided: Annotated[
+        int,
+        Count(
+            "clusters a usable reply left intact without deciding on them (RockBot's batch layout has no way to say "
+            "two entries differ): not declined, offered again after a back-off (backoff.py)"
+        ),
+    ] = 0
     conflicts: Annotated[
         int,
         Count(
@@ -471,6 +528,18 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.LIVE),
         ),
     ] = 0
+    duplicate_backlog: Annotated[
+        int,
+        Count(
+            "near-duplicate clusters of the live corpus still whole after the cycle (the engine's own clustering): "
+            "waiting to reopen, declined, or not yet decided",
+            reach="run",
+            state=True,
+            metric=metric("dreamkeeper_duplicate_backlog"),
+            logged=Phrase("duplicate backlog {}"),
+            cli=Cell(Row.BACKLOG),
+        ),
+    ] = 0
     specifics_lost: Annotated[
         int,
         Count(
@@ -531,6 +600,13 @@ class CycleCounts(BaseModel):
     backed_off: Annotated[int, Count("entries stamped for back-off: their batch's reply was unusable (backoff.py)")] = 0
     llm_calls: Annotated[int, Count("requests made to the proposer's model", cli=Cell(Row.PROPOSER))] = 0
     failed_calls: Annotated[int, Count("proposer requests that failed")] = 0
+    format_refusals: Annotated[
+        int,
+        Count(
+            "requests the server refused only for their response_format: the output mode moved on and the same "
+            "request was sent again (the negotiation; not among the failed)"
+        ),
+    ] = 0
     input_tokens: Annotated[
         int,
         Count(

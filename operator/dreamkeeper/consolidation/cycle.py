@@ -1,7 +1,7 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → propose
-    → validate → cap (blast radius) → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → subsume
+    → propose → validate → cap (blast radius) → apply | plan → measure
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -27,6 +27,7 @@ import numpy as np
 
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
+from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
@@ -72,6 +73,7 @@ from dreamkeeper.consolidation.stages import (
     Skipped,
     Snapshot,
     Stages,
+    Subsumed,
     Usage,
     Validated,
     VocabularyLoaded,
@@ -80,6 +82,7 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
     unusable_files,
 )
+from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
 from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
@@ -293,12 +296,16 @@ class Cycle:
             s.folded = self._fold(s.repaired.snapshot)
             s.decayed = self._decay(s.folded)
             s.gated = self._gate(s.decayed)
-            s.proposed = await self._propose(s.gated, s.decayed)
-            s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
+            s.subsumed = self._subsume(s.gated, s.vocabulary.vocabulary)
+            s.proposed = await self._propose(s.gated, s.decayed, s.subsumed)
+            s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary, s.subsumed)
             s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
+        if s.gated is not None:
+            backlog = duplicate_backlog(s.gated.gating.all_clusters, s.applied.plan)
+            s.measured = replace(s.measured, counts=s.measured.counts + CycleCounts(duplicate_backlog=backlog))
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
         )
@@ -334,7 +341,9 @@ class Cycle:
         self.effects.keep_hold(held)
         note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
         log.warning("blast radius: %s", note)
-        nothing = Validated(validated.decisions, Plan(), validated.vocabulary, validated.declined)
+        nothing = Validated(
+            validated.decisions, Plan(), validated.vocabulary, validated.declined, undecided=validated.undecided
+        )
         return Capped(nothing, held, CycleCounts(held=drop), (note,))
 
     def _resolve_hold(self, waiting: HeldPlan, snapshot: Snapshot) -> CycleOutcome | None:
@@ -466,7 +475,17 @@ class Cycle:
         )
         return Gated(gating, counts)
 
-    async def _propose(self, gated: Gated, decayed: Decayed) -> Proposed:
+    def _subsume(self, gated: Gated, vocabulary: Vocabulary) -> Subsumed:
+        """Clusters one member of which already says everything: settled without the model (subsume.py)."""
+        if not self.settings.subsume or not gated.asks:
+            return Subsumed()
+        self._stage("subsumption")
+        found = find_subsumptions(gated.gating.clusters, gated.gating.eligible, vocabulary)
+        merges = tuple(merge_of(f, self.now) for f in found)
+        clusters = frozenset(ids for f in found for ids in f.clusters)
+        return Subsumed(merges, clusters)  # counted by validation: what stood after the census
+
+    async def _propose(self, gated: Gated, decayed: Decayed, subsumed: Subsumed) -> Proposed:
         gating, live = gated.gating, decayed.live
         if not gated.asks:
             log.info(
@@ -476,7 +495,12 @@ class Cycle:
             )
             return Proposed()
         self._stage("proposal")
-        batches = make_batches(gating, self.settings.batch_max_entries)
+        batches = make_batches(
+            gating, self.settings.batch_max_entries, self.settings.offer_shape, skip=subsumed.clusters
+        )
+        if not batches:
+            log.info("every offered cluster was settled without the model; nothing to ask")
+            return Proposed()
         directives = load_directives(self.agent_dir)  # re-read every cycle, as RockBot does
         request = ProposalRequest(
             batches=tuple(batches),
@@ -508,19 +532,23 @@ class Cycle:
                 return []
         return list(await asked)
 
-    async def _validate(self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary) -> Validated:
+    async def _validate(
+        self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary, subsumed: Subsumed
+    ) -> Validated:
         if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
         state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor)
+        state.settle(subsumed.merges)
         gating = gated.gating
         decisions = await validate_replies(
             proposed.batches, proposed.replies, gating, decayed.live, self.proposer, state
         )
-        stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
-        backoff = backoff_stamps(gating.eligible, decisions.backoff, self.now)
+        batch_of = {i: b.index for b in proposed.batches for i in b.ids}
+        stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now, batch_of)
+        backoff = backoff_stamps(gating.eligible, decisions.backoff | stamps.undecided, self.now)
         plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=[*stamps.stamps, *backoff])
-        return Validated(decisions, plan, vocabulary, stamps.declined)
+        return Validated(decisions, plan, vocabulary, stamps.declined, undecided=stamps.undecided_clusters)
 
     def _usage(self) -> Usage:
         usage = self.proposer.usage()
@@ -530,6 +558,7 @@ class Cycle:
             output_tokens=usage.output_tokens,
             invalid_replies=usage.invalid_replies,
             failed_calls=usage.failed_calls,
+            format_refusals=usage.format_refusals,
         )
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
 
@@ -554,6 +583,13 @@ class Cycle:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
+
+
+def duplicate_backlog(clusters: list[Cluster], plan: Plan) -> int:
+    """Near-duplicate clusters of the corpus this cycle clustered that are still whole after it: none of their
+    members left the live corpus (waiting to reopen, declined, undecided, or held with the plan)."""
+    leaving = plan.leaving_ids()
+    return sum(1 for c in clusters if not any(i in leaving for i in c.ids))
 
 
 def _counted_copies(store: MemoryStore, journal: Journal | None) -> set[Path]:

@@ -13,8 +13,8 @@ import numpy as np
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.declines import days, reopen_at
-from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
+from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
 
 log = logging.getLogger(__name__)
@@ -109,28 +109,68 @@ def select_candidates(
     return result
 
 
-def make_batches(gating: GatingResult, max_entries: int) -> list[Batch]:
-    """Clusters first (never split), then singletons, packed into bounded batches."""
+def make_batches(
+    gating: GatingResult,
+    max_entries: int,
+    shape: OfferShape = "batches",
+    skip: frozenset[tuple[str, ...]] = frozenset(),
+) -> list[Batch]:
+    """The offer cut into requests; a near-duplicate component is never split across two (issue 24 item 5).
+
+    RockBot chunks a component of more than ``max_cluster_size`` entries into clusters; each chunk stays a cluster
+    of its own (its hash, its decline stamps), but all chunks of one component go into the same request, so every
+    near-duplicate pair is shown side by side. Only a component larger than ``max_entries`` is cut, at chunk
+    boundaries. ``shape`` "clusters": one request per component, then the lone entries in batches of their own
+    (prune review); "batches": components whole, then lone entries, packed into batches of ``max_entries``.
+    ``skip``: clusters settled without a model (subsumption) are not offered.
+    """
     by_id = {s.id: s for s in gating.eligible}
     reopened = {c.ids for c in gating.reopened}
-    groups: list[OfferGroup] = [OfferGroup(c.ids, True, c.ids in reopened) for c in gating.clusters]
+    components: dict[int, list[OfferGroup]] = {}
+    for index, cluster in enumerate(gating.clusters):
+        if cluster.ids in skip:
+            continue
+        key = cluster.component if cluster.component >= 0 else -1 - index  # a cluster made by hand: its own
+        components.setdefault(key, []).append(OfferGroup(cluster.ids, True, cluster.ids in reopened))
     in_cluster = {i for c in gating.clusters for i in c.ids}
-    groups += [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in in_cluster]
+    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in in_cluster]
+    units = [_cut(groups, max_entries) for groups in components.values()]
     batches: list[Batch] = []
-    current: list[OfferGroup] = []
-    size = 0
 
-    def flush() -> None:
-        nonlocal current, size
-        if current:
-            entries = tuple(OfferedEntry(by_id[i].entry, i in gating.merge_only) for g in current for i in g.ids)
-            batches.append(Batch(len(batches), tuple(current), entries))
-        current, size = [], 0
+    def emit(groups: list[OfferGroup], kind: BatchShape) -> None:
+        entries = tuple(OfferedEntry(by_id[i].entry, i in gating.merge_only) for g in groups for i in g.ids)
+        batches.append(Batch(len(batches), tuple(groups), entries, kind))
 
-    for group in groups:
-        if current and size + len(group.ids) > max_entries:
-            flush()
-        current.append(group)
-        size += len(group.ids)
-    flush()
+    if shape == "clusters":
+        for parts in units:
+            for part in parts:
+                emit(part, "cluster")
+        for part in _packed([[g] for g in singles], max_entries):
+            emit(part, "review")
+        return batches
+    for part in _packed([part for parts in units for part in parts] + [[g] for g in singles], max_entries):
+        emit(part, "batch")
     return batches
+
+
+def _size(groups: list[OfferGroup]) -> int:
+    return sum(len(g.ids) for g in groups)
+
+
+def _cut(groups: list[OfferGroup], max_entries: int) -> list[list[OfferGroup]]:
+    """A component's chunks in as few parts as fit ``max_entries`` (one part unless the component is larger)."""
+    return _packed([[g] for g in groups], max_entries)
+
+
+def _packed(units: list[list[OfferGroup]], max_entries: int) -> list[list[OfferGroup]]:
+    """Units (each kept whole) packed in order into parts of at most ``max_entries`` (a larger unit alone)."""
+    parts: list[list[OfferGroup]] = []
+    current: list[OfferGroup] = []
+    for unit in units:
+        if current and _size(current) + _size(unit) > max_entries:
+            parts.append(current)
+            current = []
+        current.extend(unit)
+    if current:
+        parts.append(current)
+    return parts

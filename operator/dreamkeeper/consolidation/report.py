@@ -66,6 +66,8 @@ class CycleReport(CycleCounts, _ReportHead):
     clustering_degraded: bool = False
     proposer_failure: str | None = None  # why the result is proposer-failed
     rejections: list[Rejection] = Field(default_factory=list)
+    # Useless or misleading proposals refused before any check (refusals.py), each with its reason.
+    refusals: list[Rejection] = Field(default_factory=list)
     protections: list[Protection] = Field(default_factory=list)
     lost_specifics: list[str] = Field(default_factory=list)
     pause_marker: PauseMarker | None = None  # the agent's pause marker, when it stopped the cycle
@@ -85,7 +87,7 @@ class CycleReport(CycleCounts, _ReportHead):
         data = self.model_dump(
             mode="json",
             by_alias=True,
-            exclude={"rejections", "protections", "lost_specifics", "notes", "agent_dir", "pause_marker"},
+            exclude={"rejections", "refusals", "protections", "lost_specifics", "notes", "agent_dir", "pause_marker"},
         )
         data["durationSeconds"] = round(self.duration_seconds, 3)
         if self.error:

@@ -1,7 +1,7 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → propose
-    → validate → cap → apply | plan → measure
+    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → subsume
+    → propose → validate → cap → apply | plan → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -29,7 +29,7 @@ from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.pause import PauseMarker
-from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
+from dreamkeeper.consolidation.plan import DecayAction, FoldAction, MergeAction, Plan
 from dreamkeeper.consolidation.proposal import Batch, BatchReply
 from dreamkeeper.consolidation.quarantine import malformed_notes
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
@@ -159,6 +159,17 @@ class Gated:
 
 
 @dataclass(frozen=True)
+class Subsumed:
+    """Clusters settled with no model (subsume.py): one member already held every specific of the others. Their
+    merges are validated with the model's (census, blast radius); their clusters are not offered."""
+
+    merges: tuple[MergeAction, ...] = ()
+    clusters: frozenset[tuple[str, ...]] = frozenset()
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Proposed:
     """The proposer's replies to the gate's batches (none when it was not asked)."""
 
@@ -181,10 +192,11 @@ class Validated:
     vocabulary: Vocabulary  # what the verdicts were checked with: the loss check after apply uses the same
     declined: int = 0
     notes: tuple[str, ...] = ()
+    undecided: int = 0  # clusters left intact by a reply that did not decide on them (offered again after a back-off)
 
     @property
     def counts(self) -> CycleCounts:
-        return self.decisions.counts + CycleCounts(declined=self.declined)
+        return self.decisions.counts + CycleCounts(declined=self.declined, undecided=self.undecided)
 
 
 @dataclass(frozen=True)
@@ -270,6 +282,7 @@ class Stages:
     folded: Folded | None = None
     decayed: Decayed | None = None
     gated: Gated | None = None
+    subsumed: Subsumed | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
     capped: Capped | None = None
@@ -322,6 +335,7 @@ def compose_report(
         budget_exhausted=usage.budget_exhausted if usage else False,
         estimated_cost=usage.estimated_cost if usage else None,
         rejections=list(validated.decisions.rejections) if validated else [],
+        refusals=list(validated.decisions.refusals) if validated else [],
         protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
         pause_marker=stages.skipped.paused if stages.skipped else None,
@@ -414,6 +428,7 @@ __all__ = [
     "Skipped",
     "Snapshot",
     "Stages",
+    "Subsumed",
     "Usage",
     "Validated",
     "VocabularyLoaded",

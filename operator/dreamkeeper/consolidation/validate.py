@@ -22,6 +22,7 @@ from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.quarantine import displayable, unencodable
+from dreamkeeper.consolidation.refusals import Refusal, in_offer_notation, useless
 from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -61,6 +62,13 @@ from dreamkeeper.memory import (
 
 log = logging.getLogger(__name__)
 
+# How a refusal's reason starts in the report, by kind (its count in ``Decisions.counts``).
+REASON_PREFIX: dict[Refusal, str] = {
+    "restates": "useless",
+    "layout": "copies the offer",
+    "notation": "offer notation",
+}
+
 SUBJECT_TIME = "subjectTime"
 SUBJECT_TIME_START = "subjectTimeStart"
 SUBJECT_TIME_END = "subjectTimeEnd"
@@ -82,6 +90,7 @@ class Decisions:
     merges: tuple[MergeAction, ...] = ()
     prunes: tuple[PruneAction, ...] = ()
     rejections: tuple[Rejection, ...] = ()
+    refusals: tuple[Rejection, ...] = ()  # useless or misleading proposals refused before any check (refusals.py)
     protections: tuple[Protection, ...] = ()
     refused_prunes: tuple[Protection, ...] = ()  # by the census: the last live mention of an identity specific
     merge_only_ignored: int = 0
@@ -90,6 +99,8 @@ class Decisions:
     rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
     backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
+    named: frozenset[str] = frozenset()  # offered ids a usable reply named (in a merge or a prune), decided about
+    undecided_batches: frozenset[int] = frozenset()  # RockBot-layout batches: a cluster they leave unnamed is undecided
     batches: BatchTally = field(default_factory=BatchTally)
     # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
@@ -112,6 +123,10 @@ class Decisions:
             batches_failed=self.batches.failed,
             invented_replies=self.batches.invented,
             backed_off=len(self.backoff),
+            subsumed=sum(1 for m in self.merges if m.subsumed),
+            refused_restating=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["restates"])),
+            refused_layout=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["layout"])),
+            refused_notation=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["notation"])),
         )
 
     def leaving_ids(self) -> set[str]:
@@ -134,22 +149,35 @@ class ValidationState:
     rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
     repairs_used: int = 0
     rejections: list[Rejection] = field(default_factory=list)
+    refusals: list[Rejection] = field(default_factory=list)
     protections: list[Protection] = field(default_factory=list)
     refused_prunes: list[Protection] = field(default_factory=list)
     merge_only_ignored: int = 0
     census_refusals: int = 0
     invented_merges: int = 0
     backoff: set[str] = field(default_factory=set)
+    named: set[str] = field(default_factory=set)
+    undecided_batches: set[int] = field(default_factory=set)
     batches: BatchTally = field(default_factory=BatchTally)
     census_index: CoverageIndex | None = None
     live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
     fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
+
+    def settle(self, merges: Sequence[MergeAction]) -> None:
+        """Merges decided before any reply (subsumptions): in the plan, their sources consumed, their targets
+        taken (a model's merge restating one folds into the same action)."""
+        for merge in merges:
+            self.plan.merges.append(merge)
+            self.consumed.update(s.id for s in merge.sources)
+            if merge.into is not None:
+                self.fold_targets[merge.into.id] = merge
 
     def decisions(self) -> Decisions:
         return Decisions(
             merges=tuple(self.plan.merges),
             prunes=tuple(self.plan.prunes),
             rejections=tuple(self.rejections),
+            refusals=tuple(self.refusals),
             protections=tuple(self.protections),
             refused_prunes=tuple(self.refused_prunes),
             merge_only_ignored=self.merge_only_ignored,
@@ -158,6 +186,8 @@ class ValidationState:
             rejected_clusters=dict(self.rejected_clusters),
             unstamped=frozenset(self.unstamped),
             backoff=frozenset(self.backoff),
+            named=frozenset(self.named),
+            undecided_batches=frozenset(self.undecided_batches),
             batches=self.batches,
             census_index=self.census_index,
         )
@@ -185,6 +215,11 @@ async def validate_replies(
         if reply is None or reply.proposal is None or outcome == "invented":
             _decides_nothing(batch, reply, outcome, state)
             continue
+        proposal = reply.proposal
+        named = [*proposal.to_delete, *(i for m in proposal.to_save for i in m.source_ids)]
+        state.named.update(s.id for raw in named if (s := offered.get(id_key(raw))) is not None)
+        if batch.shape == "batch":
+            state.undecided_batches.add(batch.index)
         for merge in reply.proposal.to_save:
             await _isolated_merge(merge, offered, batch, proposer, state)
         for raw_id in reply.proposal.to_delete:
@@ -259,6 +294,10 @@ async def _validate_merge(
             "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
         )
         return
+    refusal = useless(merge.content, merge.source_ids, sources, offered_ids(offered))
+    if refusal is not None:
+        _refuse(state, sources, *refusal, merge.content)
+        return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
         return
@@ -290,7 +329,11 @@ async def _validate_merge(
                 )
                 content, missing, invented, repaired = revised, [], [], True
             else:
-                missing, invented = still, still_invented
+                # The report shows the text these verdicts are about: the revision, not the first proposal
+                # (issue 23: the repair's missing list was shown beside the original text).
+                first = shown(content)
+                log.info("repair of [%s] still fails its checks; the first proposal was: %s", _ids(sources), first)
+                content, missing, invented = revised, still, still_invented
     suffix = " after repair" if attempted else ""
     if missing:
         _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
@@ -339,6 +382,21 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
         target.entry.content,
     )
     return True
+
+
+def offered_ids(offered: dict[str, StoredEntry]) -> list[str]:
+    return [s.id for s in offered.values()]
+
+
+def _refuse(state: ValidationState, sources: list[StoredEntry], kind: Refusal, why: str, content: str) -> None:
+    """A useless or misleading merge (refusals.py): not checked, not saved, its sources shielded from pruning; no
+    decline or rejection stamp (the model decided nothing usable about them)."""
+    reason = f"{REASON_PREFIX[kind]}: {why}"
+    log.info("refused merge of [%s] — %s. Sources kept. Merged text was: %s", _ids(sources), reason, shown(content))
+    state.shielded.update(s.id for s in sources)
+    state.refusals.append(
+        Rejection(source_ids=[s.id for s in sources], missing=[], reason=reason, content=displayable(content[:500]))
+    )
 
 
 def _shown_about(entry: Entry) -> str:
@@ -436,6 +494,12 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
     stored = offered.get(id_key(raw_id))
+    if stored is not None and in_offer_notation(raw_id):
+        reason = f"{REASON_PREFIX['notation']}: a prune naming {shown(raw_id)} in the offer's notation, not as an id"
+        log.info("refused prune of %s — %s; kept", stored.id, reason)
+        state.shielded.add(stored.id)
+        state.refusals.append(Rejection(source_ids=[stored.id], missing=[], reason=reason))
+        return
     if stored is None:
         log.info("prune names %r, which was not offered this cycle; ignored", shown(raw_id))
         return
@@ -622,19 +686,46 @@ def _vanishing_specifics(
 class ReviewStamps:
     stamps: tuple[StampAction, ...]
     declined: int  # clusters shown and left entirely intact
+    undecided: frozenset[str] = frozenset()  # members of clusters a reply left intact without deciding (back-off)
+    undecided_clusters: int = 0
 
 
-def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[str], now: datetime) -> ReviewStamps:
-    """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps."""
+def review_stamps(
+    gating: GatingResult,
+    decisions: Decisions,
+    offered_ids: set[str],
+    now: datetime,
+    batch_of: Mapping[str, int] | None = None,
+) -> ReviewStamps:
+    """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps.
+
+    A cluster a RockBot-layout batch left intact and its reply never named (``decisions.undecided_batches``) was not
+    decided on: an empty reply to 40 entries says nothing about each cluster (issue 23: four of five replies were
+    ``{"toDelete": [], "toSave": []}``, and all 35 clusters were declined for a week). Its members are neither stamped
+    reviewed nor declined; they are returned as ``undecided`` for a back-off stamp (backoff.py), so the cluster comes
+    back next cycle, then after 1, 2, 4 … days. A cluster asked about on its own is decided by any usable reply."""
     leaving = decisions.leaving_ids()
     # A fold target is rewritten by its merge (its stamp still matches its unchanged text) and its cluster is not
     # declined: something was merged into it (RockBot's foldTargets).
     leaving |= {m.into.id for m in decisions.merges if m.into is not None}
     now_text = format_timestamp(now)
+    undecided: set[str] = set()
+    undecided_clusters = 0
+    for cluster in gating.clusters:
+        ids = list(cluster.ids)
+        batch = (batch_of or {}).get(ids[0])
+        if batch is None or batch not in decisions.undecided_batches:
+            continue
+        if any(i in leaving or i in decisions.named or i in decisions.unstamped for i in ids):
+            continue
+        undecided.update(ids)
+        undecided_clusters += 1
     stamps: dict[str, StampAction] = {}
     by_id = {s.id: s for s in gating.eligible}
     for stored in gating.eligible:
         if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
+            continue
+        if stored.id in undecided:
             continue
         metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
         stamps[stored.id] = StampAction(stored, metadata | backoff_cleared(stored))
@@ -652,4 +743,4 @@ def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[s
         count = next_decline_count([by_id[i].entry for i in ids])
         for i in ids:
             stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
-    return ReviewStamps(tuple(stamps.values()), declined)
+    return ReviewStamps(tuple(stamps.values()), declined, frozenset(undecided), undecided_clusters)

@@ -98,6 +98,9 @@ class ProposerConfig(BaseModel):
     retry_after_max: float = Field(default=120.0, ge=0, le=120)
     token_budget: int | None = Field(default=None, ge=1, le=10**12, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
+    # A request whose prompt would be larger is asked in parts (clusters kept whole); None: no limit. For a small
+    # local model the time of a request grows with its prompt (1.5B on 2 cores: ~17 prompt tokens a second).
+    request_token_budget: int | None = Field(default=None, ge=256, le=10**7, description="prompt tokens per request")
     output_mode: OutputMode = "json_schema"
     # Every new or changed entry is shown, as RockBot's gating does (the seed: eligible = new or changed since its
     # last review, or in a near-duplicate cluster): noise can be pruned and wording cleaned only if it is seen.

@@ -18,6 +18,8 @@ SUBCOMMANDS: dict[str, str] = {
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
     "extraction": "bench.extraction",  # coverage extraction time against input length, 1 KB - 1 MB: the slope
     "real-model": "bench.real_model",  # llama.cpp + PyPI models: usable replies, decisions and an independent judge
+    "offer-pairs": "bench.offer_pairs",  # near-duplicate pairs never shown in the same request: main vs now
+    "dream-table": "bench.dream_table",  # the seed's six-cycle table with Qwen2.5-Coder 1.5B / 0.5B, judged
 }
 
 

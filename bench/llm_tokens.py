@@ -68,6 +68,9 @@ GOAL_VS_WHOLE = 0.10
 GOAL_VS_ROCKBOT = 0.50
 
 Tokenizer = Callable[[str], int]
+# Every text the world wrote or the scripted model merged, and the fact it states: how the scripted model answers
+# a shaped request, which shows texts only (no tags, no ids).
+FACT_OF: dict[str, str] = {}
 
 
 # ---- tokenizer -----------------------------------------------------------------------------------------------
@@ -145,6 +148,7 @@ class Miner:
                 return candidate
 
     def _entry(self, family: Family, text: str, when: datetime) -> Mined:
+        FACT_OF.setdefault(text, FACT_TAG + family.key)
         return Mined(
             self._id(),
             text,
@@ -261,8 +265,32 @@ def parse_offer(user_text: str) -> list[Shown]:
     return shown
 
 
+CLUSTER_OPENING = "These memory entries may state one fact:"
+_NUMBERED = re.compile(r"^\d+\. (?:\[[^\]]*\] )?(.*)$", re.M)
+
+
+def shaped_lines(user_text: str) -> list[str]:
+    """The texts a shaped request shows (a cluster question or a prune review), in order."""
+    return [m.group(1) for m in _NUMBERED.finditer(user_text)]
+
+
 def responder(request: RecordedRequest) -> Reply:
-    return Reply.json(scripted_proposal(parse_offer(request.user_text)))
+    text = request.user_text
+    if text.startswith(CLUSTER_OPENING):
+        lines = shaped_lines(text)
+        facts = {FACT_OF.get(line) for line in lines}
+        if len(facts) != 1 or None in facts:
+            return Reply.json({"same": False, "merged": ""})
+        fact = facts.pop() or ""
+        merged = lossless_text([Shown(f"l{n}", line, None, (fact,)) for n, line in enumerate(lines)])
+        FACT_OF.setdefault(merged, fact)
+        return Reply.json({"same": True, "merged": merged})
+    if '"obsolete"' in text:
+        return Reply.json({"obsolete": []})  # the scripted model never prunes
+    proposal = scripted_proposal(parse_offer(text))
+    for save, shown in ((s, parse_offer(text)) for s in proposal["toSave"]):
+        FACT_OF.setdefault(save["content"], next(x.fact for x in shown if x.id in save["sourceIds"]))
+    return Reply.json(proposal)
 
 
 # ---- the arms --------------------------------------------------------------------------------------------------
@@ -373,7 +401,12 @@ async def simulate(cycles: int, seed: int, initial_families: int, work: Path) ->
         (directory / "memory").mkdir(parents=True)
     # No blast-radius hold: the bench measures what the proposer is shown and spends, cycle after cycle.
     rock_settings = CycleSettings(
-        min_interval_hours=0, max_cluster_size=3, batch_max_entries=1_000_000, archive_cap=1.0
+        min_interval_hours=0,
+        max_cluster_size=3,
+        batch_max_entries=1_000_000,
+        archive_cap=1.0,
+        offer_shape="batches",
+        subsume=False,
     )
     dk_settings = CycleSettings(min_interval_hours=0, archive_cap=1.0)
     os.environ.setdefault("OPENAI_API_KEY", "bench-local-fake-server")  # only ever sent to 127.0.0.1
@@ -412,7 +445,7 @@ async def simulate(cycles: int, seed: int, initial_families: int, work: Path) ->
             outcome, sent = await openai_cycle(dk_dir, dk_store, config, now)
             row.dreamkeeper_tokens = sum(count(m["content"]) for r in sent for m in r.messages)
             row.dreamkeeper_requests = len(sent)
-            row.dreamkeeper_offered = sum(len(parse_offer(r.user_text)) for r in sent)
+            row.dreamkeeper_offered = sum(len(parse_offer(r.user_text)) or len(shaped_lines(r.user_text)) for r in sent)
             row.dreamkeeper_reported_input = outcome.report.input_tokens
             row.dreamkeeper_live = outcome.report.live_entries
             hard_deletes += outcome.report.hard_deletes

@@ -597,7 +597,13 @@ class CycleCounts(BaseModel):
             safeguard=Phrase("{} repl(ies) naming no offered id decided nothing"),
         ),
     ] = 0
-    backed_off: Annotated[int, Count("entries stamped for back-off: their batch's reply was unusable (backoff.py)")] = 0
+    backed_off: Annotated[
+        int,
+        Count(
+            "entries stamped for back-off: their batch's reply was unusable, or left their cluster undecided "
+            "(backoff.py)"
+        ),
+    ] = 0
     llm_calls: Annotated[int, Count("requests made to the proposer's model", cli=Cell(Row.PROPOSER))] = 0
     failed_calls: Annotated[int, Count("proposer requests that failed")] = 0
     format_refusals: Annotated[

@@ -342,7 +342,12 @@ class Cycle:
         note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
         log.warning("blast radius: %s", note)
         nothing = Validated(
-            validated.decisions, Plan(), validated.vocabulary, validated.declined, undecided=validated.undecided
+            validated.decisions,
+            Plan(),
+            validated.vocabulary,
+            validated.declined,
+            undecided=validated.undecided,
+            undecided_entries=validated.undecided_entries,
         )
         return Capped(nothing, held, CycleCounts(held=drop), (note,))
 
@@ -548,7 +553,14 @@ class Cycle:
         stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now, batch_of)
         backoff = backoff_stamps(gating.eligible, decisions.backoff | stamps.undecided, self.now)
         plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=[*stamps.stamps, *backoff])
-        return Validated(decisions, plan, vocabulary, stamps.declined, undecided=stamps.undecided_clusters)
+        return Validated(
+            decisions,
+            plan,
+            vocabulary,
+            stamps.declined,
+            undecided=stamps.undecided_clusters,
+            undecided_entries=len(stamps.undecided - decisions.backoff),
+        )
 
     def _usage(self) -> Usage:
         usage = self.proposer.usage()

@@ -193,10 +193,12 @@ class Validated:
     declined: int = 0
     notes: tuple[str, ...] = ()
     undecided: int = 0  # clusters left intact by a reply that did not decide on them (offered again after a back-off)
+    undecided_entries: int = 0  # their members, stamped for back-off
 
     @property
     def counts(self) -> CycleCounts:
-        return self.decisions.counts + CycleCounts(declined=self.declined, undecided=self.undecided)
+        extra = CycleCounts(declined=self.declined, undecided=self.undecided, backed_off=self.undecided_entries)
+        return self.decisions.counts + extra
 
 
 @dataclass(frozen=True)

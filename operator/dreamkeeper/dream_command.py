@@ -182,6 +182,14 @@ def register(app: typer.Typer) -> None:
             help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+        offer_shape: str | None = typer.Option(
+            None,
+            help="How the offer is cut into requests: clusters (one near-duplicate component per short request, "
+            "lone entries reviewed apart; the default) or batches (RockBot's layout, batches of --batch-size).",
+        ),
+        request_token_budget: int | None = typer.Option(
+            None, help="openai: a request whose prompt would be larger is asked in parts (clusters kept whole)."
+        ),
         approve_hold: str | None = typer.Option(
             None,
             "--approve-hold",
@@ -220,6 +228,7 @@ def register(app: typer.Typer) -> None:
                         "retention_days": retention_days,
                         "min_interval_hours": min_interval_hours,
                         "batch_max_entries": batch_size,
+                        "offer_shape": offer_shape,
                     },
                 )
             )
@@ -240,6 +249,7 @@ def register(app: typer.Typer) -> None:
             "offer_singletons": offer_singletons,
             "defer_below_entries": defer_below_entries,
             "price_file": price_file,
+            "request_token_budget": request_token_budget,
         }
         try:
             config = proposer_config(agent_dir, section, flags)

@@ -81,7 +81,7 @@ def test_the_dream_table_rows() -> None:
         ("exact duplicates folded", "24"),
         ("importance decayed (left the high-value floor)", "11 (2)"),
         ("merges saved (into an existing entry)", "26 (3)"),
-        ("clusters settled without the model (subsumed)", "5"),
+        ("merges without the model (subsumed)", "5"),
         ("archived (with replacement / ephemeral)", "80 (78 / 2)"),
         ("merges rejected (inventing) / repaired", "3 (2) / 1"),
         ("proposals refused: restating / offer layout / offer notation", "1 / 2 / 3"),
@@ -114,6 +114,6 @@ def test_the_closing_log_lines() -> None:
     assert sentence(guarded, lambda c: c.safeguard) == (
         "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 useless merge(s) refused, "
         "0 merge(s) copying the offer refused, 0 proposal(s) naming ids as ID:… refused, 0 entry(s) protected from "
-        "pruning, 0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired, "
-        "0 repl(ies) naming no offered id decided nothing"
+        "pruning, 0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, "
+        "0 stale write-back(s) repaired, 0 repl(ies) naming no offered id decided nothing"
     )

@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, MERGED_FROM
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
@@ -47,7 +48,7 @@ def merge(*ids: str, content: str = TARGET) -> dict[str, Any]:
 
 
 def run(agent: Path, reply: dict[str, Any]) -> Any:
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0), now=NOW)
+    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     return asyncio.run(run_cycle(options, ScriptedProposer([reply]))).report
 
 

@@ -65,9 +65,13 @@ def test_the_clusters_shape_asks_one_component_per_request_and_reviews_lone_entr
         ("review", ["solo3", "solo4"]),
     ]
     assert [b.index for b in batches] == [0, 1, 2, 3]
-    # Settled clusters (subsumption) are not offered.
-    skipped = make_batches(gating_of(store, clusters), 3, "clusters", skip=frozenset({("a1", "a2")}))
-    assert [sorted(b.ids) for b in skipped if b.shape == "cluster"] == [["b1", "b2", "b3"]]
+    # Entries settled without the model (subsumption) are not offered; one left of a component is reviewed alone.
+    settled = make_batches(gating_of(store, clusters), 3, "clusters", settled=frozenset({"a2", "b1"}))
+    assert [(b.shape, sorted(b.ids)) for b in settled] == [
+        ("cluster", ["b2", "b3"]),
+        ("review", ["a1", "solo0", "solo1"]),
+        ("review", ["solo2", "solo3", "solo4"]),
+    ]
 
 
 MILO = "Milo the Sheltie was adopted from Prairie Rescue in 2019 and sleeps in the hall."

@@ -95,7 +95,7 @@ class Row(StrEnum):
     FOLDED = "exact duplicates folded"
     DECAYED = "importance decayed (left the high-value floor)"
     SAVED = "merges saved (into an existing entry)"
-    SUBSUMED = "clusters settled without the model (subsumed)"
+    SUBSUMED = "merges without the model (subsumed)"
     ARCHIVED = "archived (with replacement / ephemeral)"
     REJECTED = "merges rejected (inventing) / repaired"
     REFUSED = "proposals refused: restating / offer layout / offer notation"
@@ -240,8 +240,8 @@ class CycleCounts(BaseModel):
     subsumed: Annotated[
         int,
         Count(
-            "near-duplicate clusters settled with no model: one member held every specific of the others, which were "
-            "archived merged into it (among the merges saved)",
+            "merges decided with no model (subsumptions): a member of a near-duplicate cluster held every specific of "
+            "others, which were archived merged into it (among the merges saved)",
             reach="totals",
             metric=metric("dreamkeeper_clusters_subsumed"),
             logged=Phrase("{} subsumed", detail=True),

@@ -33,7 +33,7 @@ from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
-from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
+from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
@@ -485,10 +485,11 @@ class Cycle:
         if not self.settings.subsume or not gated.asks:
             return Subsumed()
         self._stage("subsumption")
-        found = find_subsumptions(gated.gating.clusters, gated.gating.eligible, vocabulary)
+        gating = gated.gating
+        found = find_subsumptions(gating.clusters, gating.eligible, vocabulary, near_duplicates(gating, self.settings))
         merges = tuple(merge_of(f, self.now) for f in found)
-        clusters = frozenset(ids for f in found for ids in f.clusters)
-        return Subsumed(merges, clusters)  # counted by validation: what stood after the census
+        settled = frozenset(i for f in found for i in (f.kept.id, *(c.id for c in f.covered)))
+        return Subsumed(merges, settled)  # counted by validation: what stood after the census
 
     async def _propose(self, gated: Gated, decayed: Decayed, subsumed: Subsumed) -> Proposed:
         gating, live = gated.gating, decayed.live
@@ -501,7 +502,7 @@ class Cycle:
             return Proposed()
         self._stage("proposal")
         batches = make_batches(
-            gating, self.settings.batch_max_entries, self.settings.offer_shape, skip=subsumed.clusters
+            gating, self.settings.batch_max_entries, self.settings.offer_shape, settled=subsumed.settled
         )
         if not batches:
             log.info("every offered cluster was settled without the model; nothing to ask")

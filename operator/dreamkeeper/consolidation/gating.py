@@ -12,6 +12,7 @@ import numpy as np
 
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
+from dreamkeeper.consolidation.clustering.similarity import similarity
 from dreamkeeper.consolidation.declines import days, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
@@ -39,6 +40,9 @@ class GatingResult:
     unreviewed: int = 0
     degraded: bool = False
     degraded_reason: str | None = None
+    # What the clustering compared, for the clustered entries: subsumption asks whether two members of a component
+    # are near-duplicates of each other (not only linked through a third).
+    items: dict[str, ClusterItem] = field(default_factory=dict)
 
     @property
     def eligible_ids(self) -> set[str]:
@@ -85,6 +89,8 @@ def select_candidates(
         result.degraded_reason = str(exc)
         clusters = []
     result.all_clusters = clusters
+    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters else {}
     eligible_ids = set(unreviewed)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
@@ -109,11 +115,31 @@ def select_candidates(
     return result
 
 
+def near_duplicates(gating: GatingResult, settings: CycleSettings) -> Callable[[str, str], bool]:
+    """Whether two clustered entries are near-duplicates of each other, by the clustering's own measure."""
+    items = gating.items
+
+    def near(a: str, b: str) -> bool:
+        first, second = items.get(a), items.get(b)
+        if first is None or second is None:
+            return False
+        if settings.same_category_clusters and _top(first.category) != _top(second.category):
+            return False
+        value, _ = similarity(first, second, settings.cluster_tokens)
+        return value >= settings.similarity_threshold
+
+    return near
+
+
+def _top(category: str | None) -> str | None:
+    return category.split("/")[0].casefold() if category is not None else None
+
+
 def make_batches(
     gating: GatingResult,
     max_entries: int,
     shape: OfferShape = "batches",
-    skip: frozenset[tuple[str, ...]] = frozenset(),
+    settled: frozenset[str] = frozenset(),
 ) -> list[Batch]:
     """The offer cut into requests; a near-duplicate component is never split across two (issue 24 item 5).
 
@@ -122,18 +148,26 @@ def make_batches(
     near-duplicate pair is shown side by side. Only a component larger than ``max_entries`` is cut, at chunk
     boundaries. ``shape`` "clusters": one request per component, then the lone entries in batches of their own
     (prune review); "batches": components whole, then lone entries, packed into batches of ``max_entries``.
-    ``skip``: clusters settled without a model (subsumption) are not offered.
+    ``settled``: entries settled without a model (subsumption) are not offered; what is left of their component,
+    when two or more entries are, is; a single one left is reviewed with the lone entries.
     """
     by_id = {s.id: s for s in gating.eligible}
     reopened = {c.ids for c in gating.reopened}
     components: dict[int, list[OfferGroup]] = {}
     for index, cluster in enumerate(gating.clusters):
-        if cluster.ids in skip:
-            continue
         key = cluster.component if cluster.component >= 0 else -1 - index  # a cluster made by hand: its own
-        components.setdefault(key, []).append(OfferGroup(cluster.ids, True, cluster.ids in reopened))
-    in_cluster = {i for c in gating.clusters for i in c.ids}
-    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in in_cluster]
+        left = tuple(i for i in cluster.ids if i not in settled)
+        if left:
+            components.setdefault(key, []).append(OfferGroup(left, True, cluster.ids in reopened))
+    # RockBot's chunking drops a last chunk of one: that entry is shown with its component, as a lone entry beside
+    # the clusters, not in a prune review of its own (it would never meet its near-duplicates).
+    companions = {c.component: c.leftover for c in gating.clusters if c.leftover}
+    for key, groups in components.items():
+        groups += [OfferGroup((i,), False) for i in companions.get(key, ()) if i in by_id and i not in settled]
+    for key in [k for k, groups in components.items() if sum(len(g.ids) for g in groups) < 2]:
+        del components[key]  # one entry left of a component: nothing to merge it with, reviewed alone
+    shown_with = {i for groups in components.values() for g in groups for i in g.ids}
+    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in shown_with | settled]
     units = [_cut(groups, max_entries) for groups in components.values()]
     batches: list[Batch] = []
 

@@ -62,16 +62,21 @@ def copies_layout(content: str, offered_ids: Iterable[str], sources: Sequence[st
 
 
 def useless(
-    content: str, raw_source_ids: Sequence[object], sources: Sequence[StoredEntry], offered_ids: Iterable[str]
+    content: str,
+    raw_source_ids: Sequence[object],
+    sources: Sequence[StoredEntry],
+    offered_ids: Iterable[str],
+    restates_another: bool = False,
 ) -> tuple[Refusal, str] | None:
-    """Why a merge is refused before it is checked, or None."""
+    """Why a merge is refused before it is checked, or None. ``restates_another``: the text is another live entry's,
+    word for word: a merge of one source into it (RockBot folds it into that entry) consolidates, it is no rewording."""
     notation = [str(raw) for raw in raw_source_ids if in_offer_notation(raw)]
     if notation:
         return "notation", f"names its source(s) in the offer's notation ({', '.join(notation[:3])}), not as ids"
     layout = copies_layout(content, offered_ids, [s.entry.content for s in sources])
     if layout is not None:
         return "layout", f"its text copies the offer's layout ({layout})"
-    if len(sources) == 1:
+    if len(sources) == 1 and not restates_another:
         if _normalised(content) == _normalised(sources[0].entry.content):
             return "restates", "a merge of one entry that only repeats it"
         return "restates", "a merge of one entry that only rewords it (nothing is consolidated)"

@@ -161,10 +161,10 @@ class Gated:
 @dataclass(frozen=True)
 class Subsumed:
     """Clusters settled with no model (subsume.py): one member already held every specific of the others. Their
-    merges are validated with the model's (census, blast radius); their clusters are not offered."""
+    merges are validated with the model's (census, blast radius); their entries are not offered."""
 
     merges: tuple[MergeAction, ...] = ()
-    clusters: frozenset[tuple[str, ...]] = frozenset()
+    settled: frozenset[str] = frozenset()  # the entries kept or taken in: not offered to the model
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
 

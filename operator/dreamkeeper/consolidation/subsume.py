@@ -1,4 +1,4 @@
-"""Subsumption: a near-duplicate cluster settled with no model, when one member already says everything (issue 23).
+"""Subsumption: near-duplicates settled with no model, when one member already says everything (issue 23).
 
 On the sample agent 23 of the 35 clusters a cold cycle offers have a member that holds every specific of the
 others: the coverage check itself says keeping that one loses nothing, yet a small model asked about them declined
@@ -6,32 +6,37 @@ all 35. Such a cluster needs no model. Its other members are archived ``merged i
 everything (the merge is folded into that live entry: its text is kept byte for byte, its counters and provenance
 take in theirs), and the merge goes through the census, the floor and the blast radius like any other.
 
-Which member, and how a contradiction is ruled out (the issue asks to say how it is decided):
+Who takes in whom, and how a contradiction is ruled out (the issue asks to say how it is decided):
 
-* every member a candidate whose text covers every specific of every other member of the component (the
-  coverage check, with the cycle's vocabulary), and **the newest candidate** (``createdAt``, then id) is kept:
-  when two statements hold the same specifics, the later one is how the agent says it now;
-* a member **newer** than the one kept may only be taken in when it adds no word that can turn a statement round:
-  a negation, a cancellation, an ending, a correction (``CHANGE_WORDS``). "Met Bob on 2026-05-01" and, later, "the
-  2026-05-01 meeting with Bob was cancelled" share every specific; the later one is no duplicate, it is news.
-  Such a cluster is not settled here; the model is asked, as for any other cluster.
+* inside one near-duplicate component (every chunk RockBot's rule cut it into), a member may take in each other
+  member that is its own near-duplicate (similar at the threshold, not merely linked through a third entry) and
+  has at least one specific, all of which its text holds (the coverage check, with the cycle's vocabulary). The
+  member that can take in the most goes first, and of equals **the newest** (``createdAt``, then id): when two
+  statements hold the same specifics, the later one is how the agent says it now. A whole cluster so settled is
+  the issue's case; in a larger component of several facts (the sample's twelve Postgres servers) only the copies
+  of one fact are;
+* a member **newer** than the one that would take it in is left alone when it says a word the older one does not
+  that can turn a statement round: a negation, a cancellation, an ending, a correction (``CHANGE_WORDS``). "Met
+  Bob in Oslo on 2026-05-01" and, later, "the 2026-05-01 meeting with Bob was cancelled" share the later one's
+  specifics, but it is news, not a copy: the model is asked, as for any cluster.
 
-An older member saying the opposite of the newest is settled by recency, as a merge would settle it; its text stays
-in the archive, restorable, with its id in the survivor's ``mergedFrom``.
+An older member saying the opposite of a newer one that holds its specifics is settled by recency, as a merge
+would settle it; its text stays in the archive, restorable, with its id in the survivor's ``mergedFrom``. What is
+left of a component, when two or more entries are, goes to the model (gating.make_batches).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.fold import reinforcement_sum, tag_union
 from dreamkeeper.consolidation.plan import MergeAction
-from dreamkeeper.coverage import SourceText, Vocabulary, find_missing_specifics
+from dreamkeeper.coverage import SourceText, Vocabulary, extract_specifics, find_missing_specifics
 from dreamkeeper.memory import (
     BOOKKEEPING_KEYS,
     MERGED_AT,
@@ -72,61 +77,93 @@ def words(text: str) -> set[str]:
 
 @dataclass(frozen=True)
 class Subsumption:
-    """One cluster (a whole near-duplicate component) settled: ``kept`` takes in ``covered``."""
+    """``kept`` takes in ``covered``: members of one near-duplicate component whose every specific it holds."""
 
-    clusters: tuple[tuple[str, ...], ...]  # the cluster ids of the component (its chunks)
     kept: StoredEntry
     covered: tuple[StoredEntry, ...]
-
-
-def _newest_first(members: Sequence[StoredEntry]) -> list[StoredEntry]:
-    return sorted(members, key=lambda s: (s.entry.created_at, ordinal_key(s.id)), reverse=True)
-
-
-def subsumer(members: Sequence[StoredEntry], vocabulary: Vocabulary) -> StoredEntry | None:
-    """The member that takes the others in, or None (no member covers them all, or a newer one may say news)."""
-    for candidate in _newest_first(members):
-        others = [m for m in members if m.id != candidate.id]
-        texts = [SourceText(text=m.entry.content, category=m.entry.category) for m in others]
-        if find_missing_specifics(texts, candidate.entry.content, vocabulary):
-            continue
-        said = words(candidate.entry.content)
-        newer = [m for m in others if (m.entry.created_at, ordinal_key(m.id)) > _key(candidate)]
-        news = sorted({w for m in newer for w in words(m.entry.content) - said} & CHANGE_WORDS)
-        if news:
-            log.info(
-                "not subsumed into %s: newer member(s) [%s] say %s, which it does not; the model is asked",
-                candidate.id,
-                ", ".join(m.id for m in newer),
-                ", ".join(repr(w) for w in news),
-            )
-            return None
-        return candidate
-    return None
 
 
 def _key(stored: StoredEntry) -> tuple[datetime, bytes]:
     return (stored.entry.created_at, ordinal_key(stored.id))
 
 
-def find_subsumptions(
-    clusters: Sequence[Cluster], eligible: Sequence[StoredEntry], vocabulary: Vocabulary
+def _covers(host: StoredEntry, other: StoredEntry, vocabulary: Vocabulary) -> bool:
+    """Every specific of ``other`` is in ``host``'s text; ``other`` has at least one (a text with none says nothing
+    the coverage check can hold, so it is never taken in on that check alone)."""
+    if not extract_specifics(other.entry.content, other.entry.category, vocabulary):
+        return False
+    text = SourceText(text=other.entry.content, category=other.entry.category)
+    return not find_missing_specifics([text], host.entry.content, vocabulary)
+
+
+def _news(host: StoredEntry, other: StoredEntry) -> list[str]:
+    """Words a member newer than its host says and the host does not, that can turn a statement round."""
+    if _key(other) <= _key(host):
+        return []
+    return sorted((words(other.entry.content) - words(host.entry.content)) & CHANGE_WORDS)
+
+
+def subsume_component(
+    members: Sequence[StoredEntry], vocabulary: Vocabulary, near: Callable[[str, str], bool]
 ) -> list[Subsumption]:
-    """Every offered near-duplicate component (all its chunks together) that one member covers."""
+    """Within one near-duplicate component: the member that can take in the most others goes first (ties: the
+    newest), then the next among what is left. A member takes in another that is its own near-duplicate (``near``:
+    similar at the threshold, not only linked through a third) and whose every specific it holds, unless that other
+    is newer and may be news (``CHANGE_WORDS``). A member taken in, or that took others in, is settled; what is left
+    of the component goes to the model."""
+    ordered = sorted(members, key=_key, reverse=True)
+    takes: dict[str, list[StoredEntry]] = {}
+    for host in ordered:
+        takes[host.id] = []
+        for other in ordered:
+            if other.id == host.id or not near(host.id, other.id) or not _covers(host, other, vocabulary):
+                continue
+            news = _news(host, other)
+            if news:
+                log.info(
+                    "%s not subsumed into %s: it is newer and says %s, which %s does not",
+                    other.id,
+                    host.id,
+                    ", ".join(repr(w) for w in news),
+                    host.id,
+                )
+                continue
+            takes[host.id].append(other)
+    found: list[Subsumption] = []
+    settled: set[str] = set()
+    while True:
+        best: tuple[int, StoredEntry, list[StoredEntry]] | None = None
+        for host in ordered:  # newest first: the first of the largest wins ties
+            if host.id in settled:
+                continue
+            covered = [o for o in takes[host.id] if o.id not in settled]
+            if covered and (best is None or len(covered) > best[0]):
+                best = (len(covered), host, covered)
+        if best is None:
+            return found
+        _, host, covered = best
+        found.append(Subsumption(host, tuple(covered)))
+        settled.add(host.id)
+        settled.update(c.id for c in covered)
+
+
+def find_subsumptions(
+    clusters: Sequence[Cluster],
+    eligible: Sequence[StoredEntry],
+    vocabulary: Vocabulary,
+    near: Callable[[str, str], bool],
+) -> list[Subsumption]:
+    """Subsumptions inside every offered near-duplicate component (all its chunks, and any entry RockBot's
+    chunking left over)."""
     by_id = {s.id: s for s in eligible}
-    components: dict[int, list[Cluster]] = {}
+    components: dict[int, set[str]] = {}
     for index, cluster in enumerate(clusters):
-        components.setdefault(cluster.component if cluster.component >= 0 else -1 - index, []).append(cluster)
-    found = []
-    for chunks in components.values():
-        ids = sorted({i for c in chunks for i in c.ids})
-        if any(i not in by_id for i in ids):
-            continue
-        members = [by_id[i] for i in ids]
-        kept = subsumer(members, vocabulary)
-        if kept is not None:
-            covered = tuple(m for m in members if m.id != kept.id)
-            found.append(Subsumption(tuple(c.ids for c in chunks), kept, covered))
+        key = cluster.component if cluster.component >= 0 else -1 - index
+        components.setdefault(key, set()).update(i for i in (*cluster.ids, *cluster.leftover) if i in by_id)
+    found: list[Subsumption] = []
+    for ids in components.values():
+        if len(ids) >= 2:
+            found += subsume_component([by_id[i] for i in sorted(ids)], vocabulary, near)
     return found
 
 
@@ -175,4 +212,4 @@ def merge_of(found: Subsumption, now: datetime) -> MergeAction:
     return MergeAction(successor, list(found.covered), into=found.kept, subsumed=True)
 
 
-__all__ = ["CHANGE_WORDS", "Subsumption", "find_subsumptions", "merge_of", "subsumer", "successor_of", "words"]
+__all__ = ["CHANGE_WORDS", "Subsumption", "find_subsumptions", "merge_of", "subsume_component", "successor_of", "words"]

@@ -294,12 +294,14 @@ async def _validate_merge(
             "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
         )
         return
-    refusal = useless(merge.content, merge.source_ids, sources, offered_ids(offered))
-    if refusal is not None:
-        _refuse(state, sources, *refusal, merge.content)
-        return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
+        return
+    refusal = useless(
+        merge.content, merge.source_ids, sources, offered_ids(offered), _restates_live(merge, sources, state)
+    )
+    if refusal is not None:
+        _refuse(state, sources, *refusal, merge.content)
         return
     overlap = [s for s in sources if s.id in state.consumed or s.id in state.fold_targets]
     if overlap:
@@ -382,6 +384,14 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
         target.entry.content,
     )
     return True
+
+
+def _restates_live(merge: MergeProposal, sources: list[StoredEntry], state: ValidationState) -> bool:
+    """The merged text is a live entry's other than its sources' (it would be folded into that entry)."""
+    if state.live_texts is None or len(sources) != 1:
+        return False
+    probe = sources[0].entry.evolve(content=merge.content, category=_category(merge, sources))
+    return state.live_texts.find(probe, {sources[0].id.lower()}) is not None
 
 
 def offered_ids(offered: dict[str, StoredEntry]) -> list[str]:

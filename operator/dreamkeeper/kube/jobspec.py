@@ -120,6 +120,10 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["cluster_split"] = guards.cluster_split
         if guards.cluster_tokens is not None:
             data["cluster_tokens"] = guards.cluster_tokens
+        if guards.subsume is not None:
+            data["subsume"] = guards.subsume
+    if spec.proposer.offer_shape is not None:
+        data["offer_shape"] = spec.proposer.offer_shape
     CycleSettings.model_validate(data)
     return data
 
@@ -136,6 +140,7 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
         "max_output_tokens": proposer.max_output_tokens,
         "output_mode": proposer.output_mode,
         "offer_singletons": proposer.offer_singletons,
+        "request_token_budget": proposer.request_token_budget,
     }
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 

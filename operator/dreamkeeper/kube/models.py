@@ -226,6 +226,18 @@ class ProposerSpec(KubeModel):
         description="openai: show new or changed entries that have no near-duplicate too (default true, as "
         "RockBot's gating); false is the frugal mode, which stamps them reviewed without asking.",
     )
+    offer_shape: Literal["clusters", "batches"] | None = Field(
+        default=None,
+        description="How the offer is cut into requests: clusters (each near-duplicate component asked about on its "
+        "own in a short request, lone entries reviewed for pruning apart; default) or batches (RockBot's layout).",
+    )
+    request_token_budget: int | None = Field(
+        default=None,
+        ge=256,
+        le=10_000_000,
+        description="openai: a request whose prompt would be larger is asked in parts, clusters kept whole "
+        "(default: no limit).",
+    )
 
     @model_validator(mode="after")
     def _model_for_openai(self) -> ProposerSpec:
@@ -329,6 +341,11 @@ class SafeguardsSpec(KubeModel):
         default=None,
         description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
         "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
+    )
+    subsume: bool | None = Field(
+        default=None,
+        description="Settle a near-duplicate cluster without the model when one member holds every specific of the "
+        "others (and no newer member may be news): the others are archived merged into it (default true).",
     )
 
 

@@ -26,8 +26,12 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split:
         else:
             chunks = split_component(adjacency, members, max_cluster_size)
         node_of = {entry: node for node, entries in members.items() for entry in entries}
-        for chunk in chunks:
-            clusters.append(dataclasses.replace(_cluster_of(chunk, node_of, adjacency, graph.ids), component=index))
+        chunked = {entry for chunk in chunks for entry in chunk}
+        leftover = tuple(sorted(graph.ids[k] for k in node_of if k not in chunked))
+        for position, chunk in enumerate(chunks):
+            cluster = _cluster_of(chunk, node_of, adjacency, graph.ids)
+            last = position == len(chunks) - 1
+            clusters.append(dataclasses.replace(cluster, component=index, leftover=leftover if last else ()))
             if len(chunk) > max_cluster_size:
                 stats.oversize_clusters += 1
     clusters.sort(key=lambda cluster: cluster.ids[0])

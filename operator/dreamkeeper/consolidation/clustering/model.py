@@ -46,3 +46,6 @@ class Cluster:
     # it; numbered in cluster order): a request must show every chunk of a component together, or the pairs that
     # straddle two chunks are never put side by side (gating.make_batches). Not part of the cluster's identity.
     component: int = field(default=-1, compare=False)
+    # Entries of the component that RockBot's chunking left in no cluster (a last chunk of one is dropped): not
+    # members (no stamp, no hash), but shown in the component's request so their pairs are not lost to it.
+    leftover: tuple[str, ...] = field(default=(), compare=False)

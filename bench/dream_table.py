@@ -48,9 +48,16 @@ from dreamkeeper.demo.world import ANCHOR
 from dreamkeeper.memory import DECLINED_CLUSTER, Entry, MemoryStore, StoredEntry
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
+from dreamkeeper.proposers import prompts_shaped
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
 
 RESULTS = Path(__file__).parent / "results"
+# Wordings of the cluster question measured on the table (issue 23 item 8): "shipped" is prompts_shaped's;
+# "trial" is the issue's own trial wording (3 of 4 right with the 1.5B), kept as the baseline it was measured from.
+QUESTIONS = {
+    "shipped": prompts_shaped.CLUSTER_QUESTION,
+    "trial": "If so, write one entry keeping every detail of each; else say they differ.",
+}
 CYCLE_SPACING = timedelta(hours=12)
 GGUF_FILE_TYPES = {2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 17: "Q5_K_M", 18: "Q6_K"}
 
@@ -225,6 +232,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any) -> dic
     lexicon = Lexicon.of(e.content for e in start.values())
     world = World(summary.near_duplicate_groups, start)
     settings = CycleSettings(offer_shape=args.shape, subsume=not args.no_subsume)
+    prompts_shaped.CLUSTER_QUESTION = QUESTIONS[args.question]  # read when each request is built
     rows: list[Row] = []
     server = LlamaServer(model, state_dir=work / f"{model}-server")
     with server:
@@ -334,7 +342,8 @@ def _markdown(report: dict[str, Any]) -> str:
         f"Corpus: the bundled sample agent (seed {DEFAULT_SEED}, 300 entries, 68 families stated in two or more "
         f"wordings), {report['cycle_count']} cycles 12 h apart (simulated clock), settings: offer shape "
         f"`{report['shape']}`, subsumption {'off' if report['no_subsume'] else 'on'}, lone entries "
-        f"{'not shown (frugal)' if report['frugal'] else 'shown for prune review'}, otherwise the defaults "
+        f"{'not shown (frugal)' if report['frugal'] else 'shown for prune review'}, cluster question "
+        f"`{report.get('question', 'shipped')}`, otherwise the defaults "
         "(blast radius 10%: a held plan is approved at once, as a user would).  ",
         f"Host: {report['host']}. Generated {report['generated']}{report['note']}.",
     ]
@@ -421,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-subsume", action="store_true", help="every cluster goes to the model")
     parser.add_argument("--frugal", action="store_true", help="lone entries are not shown (offer_singletons=false)")
     parser.add_argument("--request-token-budget", type=int, default=None)
+    parser.add_argument("--question", choices=sorted(QUESTIONS), default="shipped", help="the cluster question")
     parser.add_argument("--temperature", type=float, default=0.0, help="sent with every request (default 0)")
     parser.add_argument("--no-rockbot-tokens", dest="rockbot_tokens", action="store_false")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -462,6 +472,7 @@ def _save(args: argparse.Namespace, argv: list[str] | None, runs: list[dict[str,
         "shape": args.shape,
         "no_subsume": args.no_subsume,
         "frugal": args.frugal,
+        "question": args.question,
         "host": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other agents, "
         f"Python {platform.python_version()}",
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -46,9 +46,9 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.demo.sample import DEFAULT_SEED, generate_sample
 from dreamkeeper.demo.world import ANCHOR
 from dreamkeeper.memory import DECLINED_CLUSTER, Entry, MemoryStore, StoredEntry
+from dreamkeeper.proposers import prompts_shaped
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
-from dreamkeeper.proposers import prompts_shaped
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
 
 RESULTS = Path(__file__).parent / "results"

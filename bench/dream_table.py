@@ -40,8 +40,11 @@ from typing import Any
 from tests.realmodel.server import CONTEXT_TOKENS, MODELS, LlamaServer, model_sha256, server_version
 
 from bench.realmodel_judge import CycleVerdicts, Decision, Lexicon, judge, missing
-from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import select_candidates
+from dreamkeeper.consolidation.plan import Plan
+from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.demo.sample import DEFAULT_SEED, generate_sample
 from dreamkeeper.demo.world import ANCHOR
@@ -103,9 +106,9 @@ class World:
             self.texts[n] = [live[i].content for i in group if i in live]
         self.duplicated = {n for n, t in self.texts.items() if len(set(t)) >= 2}
 
-    def follow(self, outcome: CycleOutcome) -> None:
+    def follow(self, plan: Plan | None) -> None:
         """Successors of this cycle's merges belong to their sources' family."""
-        for merge in outcome.plan.merges if outcome.plan is not None else []:
+        for merge in plan.merges if plan is not None else []:
             families = [self.family_of[s.id] for s in merge.sources if s.id in self.family_of]
             if families and merge.successor.id not in self.family_of:
                 self.family_of[merge.successor.id] = families[0]
@@ -146,10 +149,11 @@ def _shown(entry: Entry) -> str:
     return " ".join([entry.category or "", *entry.tags, f"{entry.created_at:%Y-%m-%d}", f"{entry.seen_at:%Y-%m-%d}"])
 
 
-def decision_of(outcome: CycleOutcome, before: dict[str, Entry], world: World) -> Decision:
-    """The cycle's decisions as texts. A merge folded into a live entry (a subsumption) is judged against its
-    sources and that entry's own text; declined clusters are graded by the sample's world."""
-    plan, report = outcome.plan, outcome.report
+def decision_of(plan: Plan | None, report: CycleReport, before: dict[str, Entry], world: World) -> Decision:
+    """The cycle's decisions as texts: merges and prunes from the plan applied (a held plan's, once approved),
+    rejections and refusals from the report of the cycle that validated them. A merge folded into a live entry (a
+    subsumption) is judged against its sources and that entry's own text; declined clusters are graded by the
+    sample's world."""
     accepted: list[tuple[list[str], str, list[str]]] = []
     pruned: list[str] = []
     declined: list[bool] = []
@@ -185,6 +189,8 @@ def rockbot_tokens(server: LlamaServer, live: list[StoredEntry], now: datetime) 
     """What RockBot's dream would send this cycle for the same corpus: one prompt, its directive and every eligible
     entry (new or changed, near-duplicate clusters of 3, settled clusters reopening) in its layout."""
     settings = CycleSettings(max_cluster_size=3, cluster_split="rockbot", cluster_tokens="rockbot")
+    copies = {c.id for f in plan_folds(live, settings, now) for c in f.copies}  # RockBot folds first too
+    live = [s for s in live if s.id not in copies]
     gating = select_candidates(live, settings, now)
     if len(gating.eligible) < 2:
         return 0
@@ -255,17 +261,17 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any) -> dic
             outcome = asyncio.run(run_cycle(CycleOptions(agent, settings, now=now), OpenAIProposer(config)))
             held = outcome.report.held
             first = outcome.report
+            plan = outcome.plan
             if held:
                 log(f"{model} cycle {k + 1}: plan held ({held} entries); approving it")
                 approval = CycleOptions(agent, settings, now=now, force=True, approve_hold=first.cycle_id)
-                applied = asyncio.run(run_cycle(approval, OpenAIProposer(config)))
-                outcome = CycleOutcome(applied.report, outcome.plan, outcome.gating, applied.report_path)
+                outcome = asyncio.run(run_cycle(approval, OpenAIProposer(config)))
+                plan = outcome.plan  # the held plan, applied (its review stamps were never written)
             wall = time.monotonic() - started
             live = {s.id: s.entry for s in store.scan().live}
-            world.follow(outcome)
-            verdicts: CycleVerdicts = judge(
-                decision_of(outcome, before, world), {i: e.content for i, e in live.items()}, lexicon
-            )
+            world.follow(plan)
+            texts = {i: e.content for i, e in live.items()}
+            verdicts: CycleVerdicts = judge(decision_of(plan, first, before, world), texts, lexicon)
             r = outcome.report
             row = Row(
                 cycle=k + 1,

@@ -30,6 +30,7 @@ from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, 
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
+from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.fold import plan_folds
@@ -82,8 +83,9 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
     unusable_files,
 )
+from dreamkeeper.consolidation.stamps import review_stamps
 from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
-from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
+from dreamkeeper.consolidation.validate import census, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
 from dreamkeeper.memory import (

@@ -20,6 +20,13 @@ from dreamkeeper.memory import StoredEntry
 
 Refusal = Literal["restates", "layout", "notation"]
 
+# How a refusal's reason starts in the report, by kind (its count in ``Decisions.counts``).
+REASON_PREFIX: dict[Refusal, str] = {
+    "restates": "useless",
+    "layout": "copies the offer",
+    "notation": "offer notation",
+}
+
 # The offer's entry header (prompts.entry_header): "3. [ID:abc] category=… importance=0.88 reinforced=7× first=…".
 _HEADER_KEYS = re.compile(r"\b(?:category|importance|reinforced|first|last|tags)=", re.I)
 MIN_ID_CHARS = 8  # RockBot's ids are 12 hex characters
@@ -83,4 +90,4 @@ def useless(
     return None
 
 
-__all__ = ["Refusal", "copies_layout", "in_offer_notation", "useless"]
+__all__ = ["REASON_PREFIX", "Refusal", "copies_layout", "in_offer_notation", "useless"]

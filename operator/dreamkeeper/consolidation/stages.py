@@ -27,6 +27,7 @@ from typing import Protocol
 from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.decisions import Decisions
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, MergeAction, Plan
@@ -34,7 +35,6 @@ from dreamkeeper.consolidation.proposal import Batch, BatchReply
 from dreamkeeper.consolidation.quarantine import malformed_notes
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.consolidation.validate import Decisions
 from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.memory import MemoryStore, ScanResult, StoredEntry
 

@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 
-from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
-from dreamkeeper.consolidation.counts import CycleCounts
-from dreamkeeper.consolidation.declines import next_decline_count
+from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.fold import LiveTexts, fold_merge_into, reinforcement_sum
 from dreamkeeper.consolidation.gating import GatingResult
-from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
+from dreamkeeper.consolidation.plan import MergeAction, PruneAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.quarantine import displayable, unencodable
-from dreamkeeper.consolidation.refusals import Refusal, in_offer_notation, useless
-from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
+from dreamkeeper.consolidation.refusals import REASON_PREFIX, Refusal, in_offer_notation, useless
+from dreamkeeper.consolidation.replies import BatchOutcome, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
-from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import (
     IDENTITY_KINDS,
     CoverageIndex,
@@ -40,19 +35,13 @@ from dreamkeeper.coverage import (
 )
 from dreamkeeper.memory import (
     CREATED_BY_CYCLE,
-    DECLINED_AT,
-    DECLINED_CLUSTER,
-    DECLINED_COUNT,
     MERGED_AT,
     MERGED_FROM,
-    REJECTED_AT,
-    REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
     Entry,
     InvalidCategoryError,
     StoredEntry,
-    cluster_hash,
     format_timestamp,
     review_hash,
     shown,
@@ -61,13 +50,6 @@ from dreamkeeper.memory import (
 )
 
 log = logging.getLogger(__name__)
-
-# How a refusal's reason starts in the report, by kind (its count in ``Decisions.counts``).
-REASON_PREFIX: dict[Refusal, str] = {
-    "restates": "useless",
-    "layout": "copies the offer",
-    "notation": "offer notation",
-}
 
 SUBJECT_TIME = "subjectTime"
 SUBJECT_TIME_START = "subjectTimeStart"
@@ -81,116 +63,6 @@ def new_entry_id() -> str:
 
 def _ids(stored: Sequence[StoredEntry]) -> str:
     return ", ".join(s.id for s in stored)
-
-
-@dataclass(frozen=True)
-class Decisions:
-    """What validation decided, returned as a value: the only way its verdicts reach the cycle."""
-
-    merges: tuple[MergeAction, ...] = ()
-    prunes: tuple[PruneAction, ...] = ()
-    rejections: tuple[Rejection, ...] = ()
-    refusals: tuple[Rejection, ...] = ()  # useless or misleading proposals refused before any check (refusals.py)
-    protections: tuple[Protection, ...] = ()
-    refused_prunes: tuple[Protection, ...] = ()  # by the census: the last live mention of an identity specific
-    merge_only_ignored: int = 0
-    census_refusals: int = 0
-    invented_merges: int = 0  # rejections for specifics no source states
-    rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
-    unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
-    backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
-    named: frozenset[str] = frozenset()  # offered ids a usable reply named (in a merge or a prune), decided about
-    undecided_batches: frozenset[int] = frozenset()  # RockBot-layout batches: a cluster they leave unnamed is undecided
-    batches: BatchTally = field(default_factory=BatchTally)
-    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
-    # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
-    # instead of indexing the whole corpus a second time.
-    census_index: CoverageIndex | None = None
-
-    @property
-    def counts(self) -> CycleCounts:
-        return CycleCounts(
-            rejected=len(self.rejections),
-            invented=self.invented_merges,
-            repaired=sum(1 for m in self.merges if m.repaired),
-            protected=len(self.protections),
-            prunes_refused=len(self.refused_prunes),
-            merge_only_ignored=self.merge_only_ignored,
-            census_refusals=self.census_refusals,
-            ephemeral_specifics=sum(len(p.lost_specifics) for p in self.prunes),
-            batches_usable=self.batches.usable,
-            batches_unusable=self.batches.unusable,
-            batches_failed=self.batches.failed,
-            invented_replies=self.batches.invented,
-            backed_off=len(self.backoff),
-            subsumed=sum(1 for m in self.merges if m.subsumed),
-            refused_restating=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["restates"])),
-            refused_layout=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["layout"])),
-            refused_notation=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["notation"])),
-        )
-
-    def leaving_ids(self) -> set[str]:
-        return {s.id for m in self.merges for s in m.sources} | {p.target.id for p in self.prunes}
-
-
-@dataclass
-class ValidationState:
-    """The working state of one validation pass; ``decisions()`` is what comes out of it."""
-
-    settings: CycleSettings
-    vocabulary: Vocabulary
-    cycle_id: str
-    now: datetime
-    left_floor: frozenset[str] = frozenset()  # ids decay took below the high-value floor this cycle: still protected
-    plan: Plan = field(default_factory=Plan)
-    shielded: set[str] = field(default_factory=set)  # sources of rejected/blank merges: never pruned
-    consumed: set[str] = field(default_factory=set)  # sources of accepted merges
-    unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
-    rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
-    repairs_used: int = 0
-    rejections: list[Rejection] = field(default_factory=list)
-    refusals: list[Rejection] = field(default_factory=list)
-    protections: list[Protection] = field(default_factory=list)
-    refused_prunes: list[Protection] = field(default_factory=list)
-    merge_only_ignored: int = 0
-    census_refusals: int = 0
-    invented_merges: int = 0
-    backoff: set[str] = field(default_factory=set)
-    named: set[str] = field(default_factory=set)
-    undecided_batches: set[int] = field(default_factory=set)
-    batches: BatchTally = field(default_factory=BatchTally)
-    census_index: CoverageIndex | None = None
-    live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
-    fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
-
-    def settle(self, merges: Sequence[MergeAction]) -> None:
-        """Merges decided before any reply (subsumptions): in the plan, their sources consumed, their targets
-        taken (a model's merge restating one folds into the same action)."""
-        for merge in merges:
-            self.plan.merges.append(merge)
-            self.consumed.update(s.id for s in merge.sources)
-            if merge.into is not None:
-                self.fold_targets[merge.into.id] = merge
-
-    def decisions(self) -> Decisions:
-        return Decisions(
-            merges=tuple(self.plan.merges),
-            prunes=tuple(self.plan.prunes),
-            rejections=tuple(self.rejections),
-            refusals=tuple(self.refusals),
-            protections=tuple(self.protections),
-            refused_prunes=tuple(self.refused_prunes),
-            merge_only_ignored=self.merge_only_ignored,
-            census_refusals=self.census_refusals,
-            invented_merges=self.invented_merges,
-            rejected_clusters=dict(self.rejected_clusters),
-            unstamped=frozenset(self.unstamped),
-            backoff=frozenset(self.backoff),
-            named=frozenset(self.named),
-            undecided_batches=frozenset(self.undecided_batches),
-            batches=self.batches,
-            census_index=self.census_index,
-        )
 
 
 async def validate_replies(
@@ -690,67 +562,3 @@ def _vanishing_specifics(
             if specific.text not in lost and not corpus.covers(specific):
                 lost[specific.text] = specific
     return list(lost.values())
-
-
-@dataclass(frozen=True)
-class ReviewStamps:
-    stamps: tuple[StampAction, ...]
-    declined: int  # clusters shown and left entirely intact
-    undecided: frozenset[str] = frozenset()  # members of clusters a reply left intact without deciding (back-off)
-    undecided_clusters: int = 0
-
-
-def review_stamps(
-    gating: GatingResult,
-    decisions: Decisions,
-    offered_ids: set[str],
-    now: datetime,
-    batch_of: Mapping[str, int] | None = None,
-) -> ReviewStamps:
-    """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps.
-
-    A cluster a RockBot-layout batch left intact and its reply never named (``decisions.undecided_batches``) was not
-    decided on: an empty reply to 40 entries says nothing about each cluster (issue 23: four of five replies were
-    ``{"toDelete": [], "toSave": []}``, and all 35 clusters were declined for a week). Its members are neither stamped
-    reviewed nor declined; they are returned as ``undecided`` for a back-off stamp (backoff.py), so the cluster comes
-    back next cycle, then after 1, 2, 4 … days. A cluster asked about on its own is decided by any usable reply."""
-    leaving = decisions.leaving_ids()
-    # A fold target is rewritten by its merge (its stamp still matches its unchanged text) and its cluster is not
-    # declined: something was merged into it (RockBot's foldTargets).
-    leaving |= {m.into.id for m in decisions.merges if m.into is not None}
-    now_text = format_timestamp(now)
-    undecided: set[str] = set()
-    undecided_clusters = 0
-    for cluster in gating.clusters:
-        ids = list(cluster.ids)
-        batch = (batch_of or {}).get(ids[0])
-        if batch is None or batch not in decisions.undecided_batches:
-            continue
-        if any(i in leaving or i in decisions.named or i in decisions.unstamped for i in ids):
-            continue
-        undecided.update(ids)
-        undecided_clusters += 1
-    stamps: dict[str, StampAction] = {}
-    by_id = {s.id: s for s in gating.eligible}
-    for stored in gating.eligible:
-        if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
-            continue
-        if stored.id in undecided:
-            continue
-        metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
-        stamps[stored.id] = StampAction(stored, metadata | backoff_cleared(stored))
-    for stored_id, rejected_ids in decisions.rejected_clusters.items():
-        if stored_id in stamps:
-            stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})
-    # A cluster shown and left entirely intact is declined; rejections count as declines (RockBot #571).
-    declined = 0
-    for cluster in gating.clusters:
-        ids = list(cluster.ids)
-        if any(i in leaving or i in decisions.unstamped or i not in stamps for i in ids):
-            continue
-        declined += 1
-        chash = cluster_hash(ids)
-        count = next_decline_count([by_id[i].entry for i in ids])
-        for i in ids:
-            stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
-    return ReviewStamps(tuple(stamps.values()), declined, frozenset(undecided), undecided_clusters)

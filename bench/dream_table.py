@@ -230,7 +230,9 @@ def quantisation(path: Path) -> str:
     return "unknown"
 
 
-def run_model(model: str, args: argparse.Namespace, work: Path, log: Any) -> dict[str, Any]:
+def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: Any = None) -> dict[str, Any]:
+    """The table for one model; ``save`` is called with the run so far after every cycle (a long run interrupted
+    keeps the cycles it finished)."""
     agent = work / model
     summary = generate_sample(agent, DEFAULT_SEED)
     store = MemoryStore(agent / "memory")
@@ -311,8 +313,15 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any) -> dic
                 f"{wall:.0f}s; judge: {verdicts.lossy_accepts} lossy / {verdicts.inventive_accepts} inventive, "
                 f"{verdicts.false_rejections} false rejections, {verdicts.missed_duplicates} missed duplicates"
             )
-        consolidated, lossy = world.consolidated({s.id: s.entry for s in store.scan().live}, lexicon)
-        model_file = server.model_file
+            if save is not None:
+                save(summary_of(model, server.model_file, world, store, lexicon, rows))
+        return summary_of(model, server.model_file, world, store, lexicon, rows)
+
+
+def summary_of(
+    model: str, model_file: Path, world: World, store: MemoryStore, lexicon: Lexicon, rows: list[Row]
+) -> dict[str, Any]:
+    consolidated, lossy = world.consolidated({s.id: s.entry for s in store.scan().live}, lexicon)
     return {
         "model": model,
         "about": MODELS[model].about,
@@ -458,7 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="dk-dream-table-") as tmp:
         for model in models:
-            runs.append(run_model(model, args, Path(tmp), lambda line: print(line, flush=True)))
+
+            def partial(run: dict[str, Any]) -> None:
+                _save(args, argv, [*runs, run], final=False)
+
+            runs.append(run_model(model, args, Path(tmp), lambda line: print(line, flush=True), partial))
             _save(args, argv, runs, final=False)
     print(_save(args, argv, runs, final=True))
     return 0

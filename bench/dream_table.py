@@ -92,6 +92,7 @@ class Row:
     input_tokens: int
     output_tokens: int
     wall_seconds: float
+    server_cpu_seconds: float  # the model server's CPU time for the cycle: its work, whatever the machine's load
     rockbot_tokens: int | None
     judge: dict[str, Any] = field(default_factory=dict)
 
@@ -259,7 +260,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
                 offer_singletons=not args.frugal,
                 request_token_budget=args.request_token_budget,
             )
-            started = time.monotonic()
+            started, cpu = time.monotonic(), server.cpu_seconds()
             outcome = asyncio.run(run_cycle(CycleOptions(agent, settings, now=now), OpenAIProposer(config)))
             held = outcome.report.held
             first = outcome.report
@@ -301,6 +302,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
                 input_tokens=first.input_tokens,
                 output_tokens=first.output_tokens,
                 wall_seconds=round(wall, 1),
+                server_cpu_seconds=round(server.cpu_seconds() - cpu, 1),
                 rockbot_tokens=rock,
                 judge=asdict(verdicts),
             )
@@ -373,7 +375,7 @@ def _markdown(report: dict[str, Any]) -> str:
             "",
             "| cycle | result | reviewed / withheld | archived (with replacement / ephemeral) | saved (subsumed) "
             "| rejected | refused | protected | hard deletes | live | families duplicated | backlog | requests "
-            "(usable) | tokens in / out | RockBot-style in | wall |",
+            "(usable) | tokens in / out | RockBot-style in | wall (server CPU) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for c in cs:
@@ -383,7 +385,8 @@ def _markdown(report: dict[str, Any]) -> str:
                 f"| {c['refused']} | {c['protected']} | {c['hard_deletes']} | {c['live']} | "
                 f"{c['families_duplicated']} | {c['backlog']} | {c['requests']} ({c['batches_usable']}/"
                 f"{c['batches_asked']}) | {c['input_tokens']} / {c['output_tokens']} | "
-                f"{c['rockbot_tokens'] if c['rockbot_tokens'] is not None else '–'} | {c['wall_seconds']:.0f} s |"
+                f"{c['rockbot_tokens'] if c['rockbot_tokens'] is not None else '–'} | {c['wall_seconds']:.0f} s "
+                f"({c['server_cpu_seconds']:.0f} s) |"
             )
         lines += [
             "",
@@ -415,7 +418,8 @@ def _markdown(report: dict[str, Any]) -> str:
             f"- Input tokens over the cycles: {_sum(cs, 'input_tokens')}"
             + (f"; RockBot-style on the same corpus: {sum(rock)}" if rock else "")
             + f". Wall time {sum(c['wall_seconds'] for c in cs) / 60:.1f} min "
-            f"(cycle 1: {cs[0]['wall_seconds'] / 60:.1f} min).",
+            f"(cycle 1: {cs[0]['wall_seconds'] / 60:.1f} min, the server's CPU {cs[0]['server_cpu_seconds'] / 60:.1f} "
+            "min).",
         ]
         examples = [(k, e) for c in cs for k, shown in c["judge"]["examples"].items() for e in shown]
         if examples:

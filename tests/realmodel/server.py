@@ -9,6 +9,7 @@ prints its base URL.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -215,6 +216,17 @@ class LlamaServer:
 
     def log_tail(self, lines: int = 40) -> str:
         return self.process.log_tail(lines) if self.process is not None else ""
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used (user + system): the model's work, whatever the machine's load
+        (a shared machine stretches the wall time, not this)."""
+        if self.process is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.process is not None:

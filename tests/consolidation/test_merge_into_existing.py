@@ -86,3 +86,22 @@ def test_undo_puts_the_target_back_and_restores_its_sources(tmp_path: Path) -> N
     assert after["target.json"] == before["target.json"]
     for name in ("s1.json", "s2.json"):
         assert after[name]["archivedAt"] is None and after[name]["content"] == before[name]["content"]
+
+
+def test_a_held_plan_folding_a_merge_into_an_entry_is_applied_as_that_fold(tmp_path: Path) -> None:
+    # The blast radius kept such a merge as a plain create of the successor: approving the hold wrote a second file
+    # with the target's id instead of rewriting the target (found with subsumption, whose merges are all folds).
+    root = tmp_path / "memory"
+    corpus(root)
+    settings = CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, archive_cap=0.2, archive_cap_min_entries=1)
+    reply = {"toSave": [merge("s1", "s2")], "toDelete": []}
+    held = asyncio.run(run_cycle(CycleOptions(tmp_path, settings, now=NOW), ScriptedProposer([reply]))).report
+    assert (held.held, held.archived) == (2, 0)  # 2 of 4 would leave (the target stays): over the 20% cap
+    approval = CycleOptions(tmp_path, settings, now=NOW + timedelta(minutes=1), force=True, approve_hold=held.cycle_id)
+    applied = asyncio.run(run_cycle(approval, ScriptedProposer([]))).report
+    assert (applied.saved, applied.merged_into_existing, applied.archived, applied.hard_deletes) == (1, 1, 2, 0)
+    store = MemoryStore(root)
+    assert sorted(s.id for s in store.scan().live) == ["s3", "target"]
+    assert len(list(root.rglob("target.json"))) == 1
+    target = store.require("target").entry
+    assert target.content == TARGET and target.meta(MERGED_FROM) == "s1,s2" and target.reinforcement_count == 7

@@ -99,3 +99,13 @@ def test_the_checks_themselves() -> None:
     # An id the sources themselves state is no copy of the layout.
     assert copies_layout("Ticket 083200b7a724 is open.", ["083200b7a724"], ["Ticket 083200b7a724 is open"]) is None
     assert copies_layout("a b c", ["a", "b"]) is None  # short test ids are ordinary words
+
+
+def test_a_placeholder_copied_from_the_reply_format_is_refused(tmp_path: Path) -> None:
+    # Qwen2.5-Coder 0.5B answered a cluster question with the contract's placeholder as its merged text; each cost
+    # a repair request before it was rejected for dropping every specific.
+    write_corpus(tmp_path, SEEDS)
+    for placeholder in ("<the one entry>", "...", "[merged text]"):
+        assert copies_layout(placeholder, []) == "a placeholder, not a text"
+    r = dream(tmp_path, {"toDelete": [], "toSave": [save("<the one entry>", "7d2eb8c68286", "d1090b231039")]}).report
+    assert (r.refused_layout, r.rejected, r.repaired, r.saved) == (1, 0, 0, 0)

@@ -61,6 +61,7 @@ def test_a_cluster_is_asked_on_its_own_in_a_short_request_without_ids(tmp_path: 
     for request in clusters:
         assert "[ID:" not in request.prompt_text and "milo1" not in request.prompt_text  # nothing to copy back
         assert "category=" not in request.prompt_text and "Near-duplicate cluster" not in request.prompt_text
+        assert "<" not in request.prompt_text  # no placeholder to copy (the 0.5B copied "<the one entry>")
         assert estimate_tokens(request.prompt_text) < 250  # ~200 tokens, where a 40-entry batch was ~5,000
         assert request.body["response_format"]["json_schema"]["name"] == "same_fact"
         assert request.body["max_tokens"] < 400

@@ -30,6 +30,8 @@ REASON_PREFIX: dict[Refusal, str] = {
 # The offer's entry header (prompts.entry_header): "3. [ID:abc] category=… importance=0.88 reinforced=7× first=…".
 _HEADER_KEYS = re.compile(r"\b(?:category|importance|reinforced|first|last|tags)=", re.I)
 MIN_ID_CHARS = 8  # RockBot's ids are 12 hex characters
+# A placeholder a model copied from a reply format: "<the one entry>" (Qwen2.5-Coder 0.5B), "...", "<text>".
+_PLACEHOLDER = re.compile(r"<[^<>]{0,60}>|\.{3}|…|\[[^\[\]]{0,60}\]")
 _ID_NOTATION = re.compile(r"\[\s*ID\s*:", re.I)
 _NUMBERED_ID = re.compile(r"^\s*\d+\.\s*\[", re.M)
 _OFFER_HEADING = re.compile(
@@ -50,6 +52,8 @@ def _normalised(text: str) -> str:
 
 def copies_layout(content: str, offered_ids: Iterable[str], sources: Sequence[str] = ()) -> str | None:
     """What of the offer's own layout the merged text copies, if any (an id its sources themselves say is no copy)."""
+    if _PLACEHOLDER.fullmatch(content.strip()):
+        return "a placeholder, not a text"
     if _ID_NOTATION.search(content):
         return "an [ID:…] marker"
     if _NUMBERED_ID.search(content):

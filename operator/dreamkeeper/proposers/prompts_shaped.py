@@ -29,7 +29,11 @@ CLUSTER_QUESTION = (
     "If they are about different things (two trips, two people, two meetings, two versions or hosts), they are "
     "distinct."
 )
-CLUSTER_CONTRACT = 'Reply {"same": true, "merged": "<the one entry>"} or {"same": false, "merged": ""}.'
+# No placeholder text: Qwen2.5-Coder 0.5B copied "<the one entry>" as its merged text (as SmolLM2 copied "<id>").
+CLUSTER_CONTRACT = (
+    "Reply with one JSON object with two keys: same (true or false) and merged (the one entry you wrote, or an "
+    "empty string when they are distinct)."
+)
 
 REVIEW_SYSTEM = "You review notes in an AI agent's memory. Reply with one JSON object and nothing else."
 REVIEW_QUESTION = (
@@ -37,7 +41,10 @@ REVIEW_QUESTION = (
     "(a task that is done, a temporary state that has passed)? People, preferences, facts, decisions, plans and past "
     "or future events are never obsolete. When unsure, leave an entry out."
 )
-REVIEW_CONTRACT = 'Reply {"obsolete": [the numbers of the obsolete entries]}, or {"obsolete": []}.'
+REVIEW_CONTRACT = (
+    "Reply with one JSON object with one key, obsolete: the list of the numbers of the obsolete entries (empty "
+    "when none is)."
+)
 
 
 def _one_line(text: str) -> str:

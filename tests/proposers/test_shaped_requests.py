@@ -84,7 +84,7 @@ def test_a_same_reply_that_drops_a_detail_is_rejected_by_the_coverage_check(tmp_
             return Reply.json({"same": True, "merged": "Allen Conway works at Xebia."})
         if request.user_text.startswith("These memory entries"):
             return Reply.json({"same": False, "merged": ""})
-        if "merged text" in request.user_text.lower() or "Missing" in request.user_text:
+        if "It leaves out" in request.user_text:  # the repair, in the same short shape
             return Reply.json({"content": "Allen Conway works at Xebia."})
         return Reply.json({"obsolete": []})
 
@@ -92,6 +92,28 @@ def test_a_same_reply_that_drops_a_detail_is_rejected_by_the_coverage_check(tmp_
         r = dream(tmp_path, server).report
     assert (r.saved, r.rejected, r.archived) == (0, 1, 0)
     assert "Principal" in r.rejections[0].missing or "386-299-4605" in " ".join(r.rejections[0].missing)
+
+
+def test_a_merge_asked_for_by_a_cluster_question_is_repaired_in_the_same_shape(tmp_path: Path) -> None:
+    write_corpus(tmp_path, SEEDS)
+
+    def repairing(request: RecordedRequest) -> Reply:
+        text = request.user_text
+        if text.startswith("These memory entries may state one fact:") and "Allen" in text:
+            return Reply.json({"same": True, "merged": "Allen Conway works at Xebia, phone +1 386-299-4605."})
+        if text.startswith("These memory entries may state one fact:"):
+            return Reply.json({"same": False, "merged": ""})
+        if "It leaves out" in text:
+            return Reply.json({"content": ALLEN})
+        return Reply.json({"obsolete": []})
+
+    with FakeOpenAIServer(responder=repairing) as server:
+        r = dream(tmp_path, server).report
+    (repair,) = [q for q in server.completions if "It leaves out" in q.user_text]
+    assert "[ID:" not in repair.prompt_text and "allen1" not in repair.prompt_text
+    assert "Principal" in repair.user_text  # what it left out, named
+    assert repair.body["response_format"]["json_schema"]["name"] == "merge_repair"
+    assert (r.saved, r.repaired, r.rejected) == (1, 1, 0)
 
 
 def test_replies_that_cannot_be_read_are_unusable(tmp_path: Path) -> None:

@@ -142,6 +142,7 @@ class RepairRequest:
     sources: list[Entry]
     missing: list[str]
     invented: list[str] = field(default_factory=list)
+    shape: BatchShape = "batch"  # how the merge was asked for: a shaped request is repaired in the same shape
 
 
 @dataclass(slots=True)

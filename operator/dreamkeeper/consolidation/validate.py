@@ -188,7 +188,8 @@ async def _validate_merge(
     if (missing or invented) and state.repairs_used < state.settings.repair_max_per_cycle:
         state.repairs_used += 1
         attempted = True
-        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing, invented))
+        repair = RepairRequest(merge, [s.entry for s in sources], missing, invented, batch.shape)
+        revised = await proposer.repair(repair)
         if revised and revised.strip() and not unencodable(revised):
             still = find_missing_specifics(texts, revised, state.vocabulary)
             still_invented = find_invented_specifics(texts, revised, state.vocabulary, about)

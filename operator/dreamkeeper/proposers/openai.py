@@ -56,6 +56,7 @@ from dreamkeeper.proposers.prompts_shaped import (
     cluster_messages,
     parse_cluster,
     parse_review,
+    repair_messages,
     review_messages,
     shown_entries,
 )
@@ -282,10 +283,13 @@ class OpenAIProposer:
             return _Answer(None, str(exc), invalid=True)
 
     async def repair(self, request: RepairRequest) -> str | None:
-        messages = [
-            {"role": "system", "content": REPAIR_DIRECTIVE},
-            {"role": "user", "content": repair_message(request)},
-        ]
+        if request.shape == "cluster":
+            messages = repair_messages(request)  # the same short shape the merge was asked in
+        else:
+            messages = [
+                {"role": "system", "content": REPAIR_DIRECTIVE},
+                {"role": "user", "content": repair_message(request)},
+            ]
         what = f"repair of [{', '.join(s.id for s in request.sources)}]"
         sources = [request.merge.content, *(s.content for s in request.sources)]
         max_tokens = self._reply_tokens(max(len(t) for t in sources) + sum(map(len, request.missing)), 1)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dreamkeeper.consolidation import Batch, MergeProposal, Proposal
+from dreamkeeper.consolidation import Batch, MergeProposal, Proposal, RepairRequest
 from dreamkeeper.memory import Entry
 from dreamkeeper.proposers.openai_parse import ReplyError, candidates, canon, preview
 
@@ -73,6 +73,27 @@ def review_messages(batch: Batch) -> list[dict[str, str]]:
     lines += [f"{n}. [{e.category or 'uncategorized'}] {_one_line(e.content)}" for n, e in enumerate(entries, start=1)]
     lines += ["", REVIEW_CONTRACT]
     return [{"role": "system", "content": REVIEW_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+
+
+REPAIR_SYSTEM = "You fix a merged note in an AI agent's memory. Reply with one JSON object and nothing else."
+
+
+def repair_messages(request: RepairRequest) -> list[dict[str, str]]:
+    """A merge asked for by a cluster question, asked again in the same shape: the entries' texts, the merged text,
+    what it left out or added. No ids, no header lines."""
+    lines = ["These memory entries state one fact:"]
+    lines += [f"{n}. {_one_line(e.content)}" for n, e in enumerate(request.sources, start=1)]
+    lines += ["", f"A merged entry was written for them: {_one_line(request.merge.content)}"]
+    if request.missing:
+        lines.append("It leaves out (write each exactly like this): " + "; ".join(request.missing))
+    if request.invented:
+        lines.append("It says what no entry says (remove each): " + "; ".join(request.invented))
+    lines += [
+        "",
+        "Write the merged entry again, keeping every detail of each entry and adding nothing.",
+        "Reply with one JSON object with one key, content: the merged entry.",
+    ]
+    return [{"role": "system", "content": REPAIR_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
 def _truth(value: object) -> bool | None:
@@ -159,6 +180,7 @@ __all__ = [
     "cluster_messages",
     "parse_cluster",
     "parse_review",
+    "repair_messages",
     "review_messages",
     "shown_entries",
 ]

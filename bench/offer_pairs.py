@@ -179,9 +179,9 @@ def _markdown(report: dict[str, Any]) -> str:
                 "",
                 f"{r['corpus']}: components larger than a request (40 entries) are cut at chunk boundaries: sizes "
                 f"{', '.join(map(str, r['large_components']))}. They are template facts that differ only in a version, "
-                'a host or an address (905 "Postgres X for the agent\'s episode store runs on host (IP:port)" '
-                'entries; "Host H (IP) serves Ollama on port P"), all pairwise near-duplicates by Jaccard and all '
-                "distinct facts: their pairs are the ones never shown together.",
+                "a host or an address (Postgres X for the agent's episode store runs on host (IP:port); Host H (IP) "
+                "serves Ollama on port P): near-duplicates by Jaccard, and all distinct facts. Their pairs are the "
+                "ones never shown together; hundreds of them in one request would decide nothing.",
             ]
     lines.append("")
     return "\n".join(lines)

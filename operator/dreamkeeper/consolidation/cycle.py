@@ -305,9 +305,10 @@ class Cycle:
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
-        if s.gated is not None:
-            backlog = duplicate_backlog(s.gated.gating.all_clusters, s.applied.plan)
-            s.measured = replace(s.measured, counts=s.measured.counts + CycleCounts(duplicate_backlog=backlog))
+        # An approved hold gated nothing: its corpus is clustered for the backlog alone.
+        clusters = s.gated.gating.all_clusters if s.gated else self._clusters(s.folded.live)
+        backlog = duplicate_backlog(clusters, s.applied.plan)
+        s.measured = replace(s.measured, counts=s.measured.counts + CycleCounts(duplicate_backlog=backlog))
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
         )
@@ -576,6 +577,9 @@ class Cycle:
             format_refusals=usage.format_refusals,
         )
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
+
+    def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
+        return select_candidates(live, self.settings, self.now, self._embedding_loader()).all_clusters
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()

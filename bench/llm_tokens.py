@@ -56,6 +56,7 @@ from dreamkeeper.demo.world import (
 )
 from dreamkeeper.memory import Entry, MemoryStore
 from dreamkeeper.memory.entry import CREATED_BY_CYCLE, REVIEWED_AT, REVIEWED_HASH
+from dreamkeeper.proposers import prompts_shaped
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
@@ -266,6 +267,7 @@ def parse_offer(user_text: str) -> list[Shown]:
 
 
 CLUSTER_OPENING = "These memory entries may state one fact:"
+REVIEW_QUESTION = prompts_shaped.REVIEW_QUESTION
 _NUMBERED = re.compile(r"^\d+\. (?:\[[^\]]*\] )?(.*)$", re.M)
 
 
@@ -285,7 +287,7 @@ def responder(request: RecordedRequest) -> Reply:
         merged = lossless_text([Shown(f"l{n}", line, None, (fact,)) for n, line in enumerate(lines)])
         FACT_OF.setdefault(merged, fact)
         return Reply.json({"same": True, "merged": merged})
-    if '"obsolete"' in text:
+    if text.startswith(REVIEW_QUESTION):
         return Reply.json({"obsolete": []})  # the scripted model never prunes
     proposal = scripted_proposal(parse_offer(text))
     for save, shown in ((s, parse_offer(text)) for s in proposal["toSave"]):
@@ -556,13 +558,23 @@ def markdown(summary: dict[str, Any]) -> str:
         "not reproduced here); only the offer strategy differs.",
         "- RockBot-style: our engine's gating with RockBot's cluster cap 3 and one prompt per cycle in RockBot's "
         "layout; merge outputs are un-stamped after each cycle, as RockBot leaves them unreviewed.",
-        "- dreamkeeper: the real `OpenAIProposer` (defaults: every new or changed entry shown, offers under 8 "
-        "entries deferred up to 24 h, batches of 40) through the `openai` client to the fake server on 127.0.0.1; "
-        "tokens are counted on the requests the server received. The frugal arm is the same with "
+        "- dreamkeeper: the real `OpenAIProposer` with the engine's defaults (near-duplicate clusters one member of "
+        "which holds every specific of the others settled without a model; each other near-duplicate component "
+        "asked about on its own in a short request of texts only, the scripted model answering same or distinct "
+        "by the world's facts; lone entries reviewed for pruning in batches of 40 in a compact layout; offers "
+        "under 8 entries deferred up to 24 h) through the `openai` client to the fake server on 127.0.0.1; tokens "
+        "are counted on the requests the server received. The frugal arm is the same with "
         "`offer_singletons=false`.",
-        "- Why dreamkeeper's default stays below RockBot-style although it shows the same new entries: merge "
-        "outputs are stamped reviewed (RockBot leaves them unreviewed, so they come back every cycle), small "
-        "offers wait for company instead of paying the directive every cycle, and the cluster cap is RockBot's 3.",
+        "- Why dreamkeeper's default stays below RockBot-style although it shows the same new entries: no request "
+        "carries the 600-token directive or a header line per entry (a cluster question is ~150 tokens, a lone "
+        "entry ~25), clusters one member of which says everything need no request, merge outputs are stamped "
+        "reviewed (RockBot leaves them unreviewed, so they come back every cycle), and small offers wait for "
+        "company.",
+        "- Trade-off, also in the live-entry column: shown a batch of 40 in RockBot's layout, the scripted model "
+        "merges any two entries of one fact that happen to share the batch, near-duplicates or not; asked one "
+        "component at a time it merges only what clustering put side by side. A real small model did not do the "
+        "former (Qwen2.5-Coder 1.5B answered four of five such batches with nothing to do: "
+        "[dream-table](dream-table-qwen15b.md)); paraphrases need embeddings to be put side by side.",
         "- Trade-off, visible in the live-entry column: entries that restate a fact in other words are not lexical "
         "near-duplicates (no embeddings here); the frugal mode never shows them alone, so it leaves more of them "
         "unmerged (kept, not lost).",

@@ -57,6 +57,7 @@ from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
 RESULTS = Path(__file__).parent / "results"
 # Wordings of the cluster question measured on the table (issue 23 item 8): "shipped" is prompts_shaped's;
 # "trial" is the issue's own trial wording (3 of 4 right with the 1.5B), kept as the baseline it was measured from.
+SINGLETONS = {None: "as the shape decides", True: "shown for prune review", False: "never shown"}
 QUESTIONS = {
     "shipped": prompts_shaped.CLUSTER_QUESTION,
     "trial": "If so, write one entry keeping every detail of each; else say they differ.",
@@ -257,7 +258,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
                 temperature=args.temperature,
                 timeout=1800,  # 2 shared cores: a long offer can take many minutes
                 defer_below_entries=0,  # every cycle asks: the bench measures the model, not the deferral
-                offer_singletons=not args.frugal,
+                offer_singletons=args.singletons,
                 request_token_budget=args.request_token_budget,
             )
             started, cpu = time.monotonic(), server.cpu_seconds()
@@ -359,7 +360,7 @@ def _markdown(report: dict[str, Any]) -> str:
         f"Corpus: the bundled sample agent (seed {DEFAULT_SEED}, 300 entries, 68 families stated in two or more "
         f"wordings), {report['cycle_count']} cycles 12 h apart (simulated clock), settings: offer shape "
         f"`{report['shape']}`, subsumption {'off' if report['no_subsume'] else 'on'}, lone entries "
-        f"{'not shown (frugal)' if report['frugal'] else 'shown for prune review'}, cluster question "
+        f"{SINGLETONS[report['singletons']]}, cluster question "
         f"`{report.get('question', 'shipped')}`, otherwise the defaults "
         "(blast radius 10%: a held plan is approved at once, as a user would).  ",
         f"Host: {report['host']}. Generated {report['generated']}{report['note']}.",
@@ -447,7 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=6)
     parser.add_argument("--shape", choices=("clusters", "batches"), default="clusters")
     parser.add_argument("--no-subsume", action="store_true", help="every cluster goes to the model")
-    parser.add_argument("--frugal", action="store_true", help="lone entries are not shown (offer_singletons=false)")
+    parser.add_argument(
+        "--singletons",
+        choices=("default", "review", "never"),
+        default="default",
+        help="lone entries: as the shape decides (default), shown for prune review, or never shown",
+    )
     parser.add_argument("--request-token-budget", type=int, default=None)
     parser.add_argument("--question", choices=sorted(QUESTIONS), default="shipped", help="the cluster question")
     parser.add_argument("--temperature", type=float, default=0.0, help="sent with every request (default 0)")
@@ -457,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="a line added to the header")
     parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "dk-dream-table.log")
     args = parser.parse_args(argv)
+    args.singletons = {"default": None, "review": True, "never": False}[args.singletons]
     logging.basicConfig(
         filename=args.log, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
@@ -494,7 +501,7 @@ def _save(args: argparse.Namespace, argv: list[str] | None, runs: list[dict[str,
         "cycle_count": args.cycles,
         "shape": args.shape,
         "no_subsume": args.no_subsume,
-        "frugal": args.frugal,
+        "singletons": args.singletons,
         "question": args.question,
         "host": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other agents, "
         f"Python {platform.python_version()}",

@@ -4,11 +4,11 @@
 * **rockbot** — RockBot's eligible set (unreviewed entries plus their near-duplicate siblings, cluster cap 3,
   settled clusters reopening), one prompt per cycle, merge outputs left unreviewed (RockBot does not stamp them).
   Simulated with our engine's gating and a proposer that renders RockBot's single prompt.
-* **dreamkeeper** — what ``OpenAIProposer`` actually sends, through the real ``openai`` client, to the fake
-  OpenAI-compatible server on 127.0.0.1, with the engine's default settings: every new or changed entry shown, lone
-  ones included (the seed's gating, RockBot's).
-* **dreamkeeper, frugal** — the same with ``offer_singletons=false``: entries with no near-duplicate are stamped
-  reviewed without asking.
+* **dreamkeeper, every entry shown** — what ``OpenAIProposer`` actually sends, through the real ``openai`` client,
+  to the fake OpenAI-compatible server on 127.0.0.1, with the engine's defaults and ``offer_singletons=true``: every
+  new or changed entry shown, lone ones in prune-review requests (the seed's gating, RockBot's).
+* **dreamkeeper, default** — the engine's and the proposer's defaults: in the clusters shape entries with no
+  near-duplicate are stamped reviewed without asking (the frugal mode).
 
 Every arm mines the same entries each cycle (new facts and restatements of known ones: byte-identical copies,
 near-identical rewrites, rewordings and elaborations) and is answered by the same scripted model, which merges the
@@ -417,8 +417,10 @@ async def simulate(cycles: int, seed: int, initial_families: int, work: Path) ->
     hard_deletes = 0
     started = time.monotonic()
     with FakeOpenAIServer(responder=responder) as server:
-        config = ProposerConfig(type="openai", model="bench", base_url=server.base_url, timeout=60, max_retries=0)
-        frugal_config = config.model_copy(update={"offer_singletons": False})
+        frugal_config = ProposerConfig(
+            type="openai", model="bench", base_url=server.base_url, timeout=60, max_retries=0
+        )
+        config = frugal_config.model_copy(update={"offer_singletons": True})
 
         async def openai_cycle(agent_dir: Path, store: MemoryStore, cfg: ProposerConfig, now: datetime) -> Any:
             _write(store, mined)
@@ -529,9 +531,10 @@ def markdown(summary: dict[str, Any]) -> str:
         "|---|---:|---:|",
         f"| whole corpus (seed's original) | {t['wholeCorpus']:,} | {summary['finalLive']['wholeCorpus']} |",
         f"| RockBot-style eligible set | {t['rockbotStyle']:,} | {summary['finalLive']['rockbotStyle']} |",
-        f"| dreamkeeper, default (every new or changed entry shown; OpenAIProposer via the fake server) | "
-        f"{t['dreamkeeper']:,} | {summary['finalLive']['dreamkeeper']} |",
-        f"| dreamkeeper, frugal (offer_singletons=false: lone entries reviewed without asking) | "
+        f"| dreamkeeper, every new or changed entry shown (offer_singletons=true: lone entries in prune-review "
+        f"requests; OpenAIProposer via the fake server) | {t['dreamkeeper']:,} | "
+        f"{summary['finalLive']['dreamkeeper']} |",
+        f"| dreamkeeper, default (the clusters shape: lone entries reviewed without asking) | "
         f"{t['dreamkeeperFrugal']:,} | {summary['finalLive']['dreamkeeperFrugal']} |",
         "",
         f"- dreamkeeper / whole corpus: **{r['dreamkeeperVsWholeCorpus']:.1%}** (goal ≤ 10%: "
@@ -540,7 +543,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- dreamkeeper / RockBot-style: **{r['dreamkeeperVsRockbotStyle']:.1%}** (goal: below RockBot-style, "
         f"{'met' if g['dreamkeeperBelowRockbotStyle'] else 'NOT met'}); second half of the run "
         f"{r['secondHalfDreamkeeperVsRockbotStyle']:.1%}",
-        f"- frugal / RockBot-style: **{r['frugalVsRockbotStyle']:.1%}** (goal ≤ 50%: "
+        f"- default / RockBot-style: **{r['frugalVsRockbotStyle']:.1%}** (goal ≤ 50%: "
         f"{'met' if g['frugalAtMost50PercentOfRockbotStyle'] else 'NOT met'})",
         f"- dreamkeeper requests: {summary['dreamkeeperRequests']} "
         f"({summary['dreamkeeperCyclesWithoutRequest']} cycles sent none); hard deletes {summary['hardDeletes']}; "
@@ -563,8 +566,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "asked about on its own in a short request of texts only, the scripted model answering same or distinct "
         "by the world's facts; lone entries reviewed for pruning in batches of 40 in a compact layout; offers "
         "under 8 entries deferred up to 24 h) through the `openai` client to the fake server on 127.0.0.1; tokens "
-        "are counted on the requests the server received. The frugal arm is the same with "
-        "`offer_singletons=false`.",
+        "are counted on the requests the server received. The default arm is the same without the prune review "
+        "(`offer_singletons` unset: the clusters shape stamps lone entries reviewed without asking).",
         "- Why dreamkeeper's default stays below RockBot-style although it shows the same new entries: no request "
         "carries the 600-token directive or a header line per entry (a cluster question is ~150 tokens, a lone "
         "entry ~25), clusters one member of which says everything need no request, merge outputs are stamped "

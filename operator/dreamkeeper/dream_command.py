@@ -168,8 +168,8 @@ def register(app: typer.Typer) -> None:
         offer_singletons: bool | None = typer.Option(
             None,
             "--offer-singletons/--no-offer-singletons",
-            help="openai: show new or changed entries with no near-duplicate too (RockBot's gating; the default). "
-            "--no-offer-singletons is the frugal mode: they are stamped reviewed without asking.",
+            help="openai: show new or changed entries with no near-duplicate too, for the model to prune (default: "
+            "in RockBot's layout yes, in the clusters shape no). --no-offer-singletons is the frugal mode.",
         ),
         defer_below_entries: int | None = typer.Option(
             None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."

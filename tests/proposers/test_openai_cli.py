@@ -125,7 +125,8 @@ def test_finding4_the_settings_proposer_section_and_flags_reach_the_request(
 def test_finding4_the_timeout_from_the_settings_reaches_the_client(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.json(GOOD, delay=30))
     proposer = {"type": "openai", "model": "m", "base_url": fake_openai.base_url, "timeout": 0.5, "max_retries": 0}
-    done = dreamkeeper(agent, "--settings-json", json.dumps({"proposer": proposer}), "--json")
+    settings = {"offer_shape": "batches", "subsume": False, "proposer": proposer}
+    done = dreamkeeper(agent, "--settings-json", json.dumps(settings), "--json")
     assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr  # the one request timed out: proposer-failed
     report = json.loads(done.stdout)
     assert report["llmCalls"] == 1 and any("timed out" in n for n in report["notes"])

@@ -504,9 +504,10 @@ class Cycle:
             )
             return Proposed()
         self._stage("proposal")
-        batches = make_batches(
-            gating, self.settings.batch_max_entries, self.settings.offer_shape, settled=subsumed.settled
-        )
+        # Clustering failed: every entry looks lone. RockBot's layout shows them together, so a model can still merge
+        # them; asked one by one, they could only be pruned.
+        shape = "batches" if gating.degraded else self.settings.offer_shape
+        batches = make_batches(gating, self.settings.batch_max_entries, shape, settled=subsumed.settled)
         if not batches:
             log.info("every offered cluster was settled without the model; nothing to ask")
             return Proposed()

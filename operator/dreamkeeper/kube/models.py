@@ -223,8 +223,9 @@ class ProposerSpec(KubeModel):
     )
     offer_singletons: bool | None = Field(
         default=None,
-        description="openai: show new or changed entries that have no near-duplicate too (default true, as "
-        "RockBot's gating); false is the frugal mode, which stamps them reviewed without asking.",
+        description="openai: show new or changed entries that have no near-duplicate too, for the model to prune "
+        "(default: in RockBot's layout yes, as RockBot's gating; in the clusters shape no, measured: small models "
+        "named people and past events obsolete); false stamps them reviewed without asking.",
     )
     offer_shape: Literal["clusters", "batches"] | None = Field(
         default=None,

@@ -130,7 +130,7 @@ class OpenAIProposer:
         self._reserved = 0
         self._logged_calls = 0
         # When clustering failed every entry looks lone; showing them (RockBot's way) beats stamping them unasked.
-        singletons = self.config.offer_singletons or request.degraded
+        singletons = self._singletons(request)
         deferred = defer_reason(
             measure(request, singletons),
             request.now,
@@ -160,6 +160,14 @@ class OpenAIProposer:
             self._note(f"{unasked} entr(ies) with no near-duplicate reviewed without asking the model")
         self._log_summary(f"{len(request.batches)} batch(es)")
         return [reply for reply, _ in outcomes]
+
+    def _singletons(self, request: ProposalRequest) -> bool:
+        """Whether lone entries are shown: as configured, else RockBot's layout shows them and a prune review (the
+        clusters shape's batches of lone entries) is not asked for (see ``ProposerConfig.offer_singletons``). When
+        clustering failed every entry looks lone: RockBot's layout shows them rather than stamping them unasked."""
+        if self.config.offer_singletons is not None:
+            return self.config.offer_singletons or request.degraded
+        return not any(batch.shape == "review" for batch in request.batches)
 
     def _deferred(self, batch: Batch, singletons: bool) -> BatchReply:
         # No proposal and no error: the engine changes nothing and stamps nothing, so gating offers it again.

@@ -2,17 +2,25 @@
 ``manifests/install.yaml`` and the tests.
 
 A DreamSchedule makes the operator touch things on the author's behalf: the cycle pod mounts the Secret named in
-``proposer.apiKeySecretRef``, writes into the claim, runs ``spec.image``, and (with ``spec.agent``) scales the
-agent's workload. The operator may do all of that; its author may not have been allowed to. A
-ValidatingAdmissionPolicy runs inside the API server, and its CEL ``authorizer`` asks the API server's own
-authorizer about the *requesting* user (``request.userInfo``): no webhook, no certificate, no dependence on the
-operator running. Each ``ResourceCheck`` below is one such question; adding one is one more entry in
-``CHECKS`` (the variables it needs in ``VARIABLES``).
+``proposer.apiKeySecretRef``, reads and writes the claim (and may send what it reads to ``proposer.baseURL``), runs
+``spec.image``, and (with ``spec.agent``) scales the agent's workload. The operator may do all of that; its author
+may not have been allowed to. A ValidatingAdmissionPolicy runs inside the API server, and its CEL ``authorizer``
+asks the API server's own authorizer about the *requesting* user (``request.userInfo``): no webhook, no
+certificate, no dependence on the operator running. Each ``ResourceCheck`` below is one such question.
 
-A check runs on CREATE and when an UPDATE changes the fields it names (so the operator's own metadata patches,
-and a tenant's runNowToken, are never refused over rights someone else exercised when they set the field).
-Parameters (allowed image prefixes, namespaces never served) live in a ConfigMap the binding names; a missing
-ConfigMap denies (fail closed).
+**An edit is checked like a creation** (issue 21). A check that re-ran only when "its" field changed left every
+other field of a schedule an admin created to anyone with edit rights: a proposer pointed at their own server
+without a Secret (the cycle then sent them the memory), safeguards turned off, ``spec.agent`` removed. So ANY
+change of the spec, except ``suspend`` and ``runNowToken``, re-runs every check as if its requester created the
+schedule now (``RECHECKED``: every spec field of the model but those two, so a new field is covered the day it is
+added). ``runNowToken`` (and resuming a suspended schedule) starts a cycle, which with ``spec.agent`` disturbs the
+agent: that needs the right to scale (Stop) or restart (RestartAfter) the workload (``DISTURB``). The operator's
+own metadata patches change no spec and are never refused.
+
+Parameters (allowed images, namespaces never served) live in a ConfigMap the binding names; a missing ConfigMap
+denies (fail closed). An allowed image is an exact reference, or a prefix that ends at a boundary (``/``, ``:`` or
+``@``): ``localhost/dreamkeeper:test`` never admits ``localhost/dreamkeeper:test-bobs-build``, and
+``registry.example/dreamkeeper/`` never admits ``registry.example/dreamkeeper-bob/evil``.
 """
 
 from __future__ import annotations
@@ -21,10 +29,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL
+from dreamkeeper.kube.models import DreamScheduleSpec
 
 POLICY_API = "admissionregistration.k8s.io/v1"
-PARAMS_KEY_IMAGES = "allowedImagePrefixes"  # comma-separated: an image starting with one needs no `create pods`
+PARAMS_KEY_IMAGES = "allowedImages"  # comma-separated exact references or boundary prefixes (see the docstring)
 PARAMS_KEY_EXCLUDED = "excludedNamespaces"  # comma-separated: no DreamSchedule is created there
+IMAGE_BOUNDARIES = ("/", ":", "@")
+# The verb an admin grants (on dreamschedules) to let a schedule run its cycle with group 0 (allowRootGroup).
+ROOT_GROUP_VERB = "allow-root-group"
+# Spec fields whose change needs no re-check of what the schedule reaches: they choose WHEN it runs, not what it
+# reads, writes, sends or stops. Starting a cycle still needs the right to disturb the agent (DISTURB).
+NOT_RECHECKED = ("suspend", "runNowToken")
+
+
+def spec_fields() -> tuple[str, ...]:
+    """Every field of a DreamSchedule's spec, as the API server names it."""
+    return tuple(field.alias or name for name, field in DreamScheduleSpec.model_fields.items())
+
+
+RECHECKED = tuple(f for f in spec_fields() if f not in NOT_RECHECKED)
 
 
 def _changed(field: str) -> str:
@@ -38,15 +61,14 @@ class ResourceCheck:
     """One thing a schedule makes the operator touch, and the right its author must hold for it."""
 
     name: str
-    fields: tuple[str, ...]  # spec fields whose change re-runs the check on UPDATE
     applies: str  # CEL: the schedule names such a thing
     allowed: str  # CEL: the requester holds the right (the authorizer speaks for request.userInfo)
     message: str  # CEL messageExpression when refused
+    when: str = "variables.recheck"  # CEL: the request is one this check runs on
 
     def validation(self) -> dict[str, Any]:
-        changed = " || ".join(_changed(f) for f in self.fields)
         skip = "" if self.applies == "true" else f"!({self.applies}) || "
-        expression = f"{skip}!(request.operation == 'CREATE' || {changed}) || ({self.allowed})"
+        expression = f"!({self.when}) || {skip}({self.allowed})"
         return {"expression": expression, "messageExpression": self.message, "reason": "Forbidden"}
 
 
@@ -54,9 +76,28 @@ def _who() -> str:
     return "'user ' + request.userInfo.username"
 
 
+# Appended to every refusal of an UPDATE: why an edit of someone else's schedule needs what its creation needed.
+_AS_CREATED = (
+    "(request.operation == 'UPDATE' ? ' (an edit of a DreamSchedule, other than suspend and runNowToken, is checked "
+    "as if you created it now)' : '')"
+)
+
 NS = "request.namespace"
 SECRET = "object.spec.proposer.apiKeySecretRef.name"
 WORKLOAD = "object.spec.agent.workloadRef"
+IMAGE = "object.spec.image"
+_WORKLOAD_PLURAL = f"({WORKLOAD}.kind == 'StatefulSet' ? 'statefulsets' : 'deployments')"
+
+
+def _may_patch_workload(subresource: str | None = None) -> str:
+    sub = f".subresource('{subresource}')" if subresource else ""
+    return (
+        f"authorizer.group('apps').resource({_WORKLOAD_PLURAL}){sub}.namespace({NS}).name({WORKLOAD}.name)"
+        ".check('patch').allowed()"
+    )
+
+
+_COORDINATION = "(has(object.spec.agent.coordination) ? object.spec.agent.coordination : 'Stop')"
 
 VARIABLES: list[dict[str, str]] = [
     {
@@ -65,7 +106,7 @@ VARIABLES: list[dict[str, str]] = [
         "expression": f"authorizer.group('').resource('pods').namespace({NS}).check('create').allowed()",
     },
     {
-        "name": "imagePrefixes",
+        "name": "allowedImages",
         "expression": f"has(params.data) && '{PARAMS_KEY_IMAGES}' in params.data ? "
         f"params.data['{PARAMS_KEY_IMAGES}'].split(',').filter(p, p != '') : []",
     },
@@ -74,48 +115,89 @@ VARIABLES: list[dict[str, str]] = [
         "expression": f"has(params.data) && '{PARAMS_KEY_EXCLUDED}' in params.data ? "
         f"params.data['{PARAMS_KEY_EXCLUDED}'].split(',').filter(n, n != '') : []",
     },
+    {
+        # A creation, or an edit of anything but suspend and runNowToken: every check runs, as for a creation.
+        "name": "recheck",
+        "expression": "request.operation == 'CREATE' || " + " || ".join(_changed(f) for f in RECHECKED),
+    },
+    {
+        # This request starts a cycle that disturbs the agent: a new runNowToken, or a suspended schedule resumed,
+        # on a schedule whose spec.agent scales (Stop) or restarts (RestartAfter) its workload.
+        "name": "disturbsAgent",
+        "expression": f"request.operation == 'UPDATE' && has(object.spec.agent) && {_COORDINATION} != 'None' && "
+        f"(({_changed('runNowToken')} && has(object.spec.runNowToken)) || "
+        "(has(oldObject.spec.suspend) && oldObject.spec.suspend && "
+        "!(has(object.spec.suspend) && object.spec.suspend)))",
+    },
 ]
+
+_IMAGE_ALLOWED = (
+    f"variables.allowedImages.exists(p, {IMAGE} == p || ("
+    + " || ".join(f"p.endsWith('{b}')" for b in IMAGE_BOUNDARIES)
+    + f") && {IMAGE}.startsWith(p))"
+)
 
 CHECKS: tuple[ResourceCheck, ...] = (
     ResourceCheck(
-        # The kubelet mounts the key into the cycle pod as OPENAI_API_KEY, and the proposer sends it to baseURL:
-        # any change of the proposer (type, baseURL, the reference) is re-checked, or a tenant could redirect a key
-        # someone else was allowed to name.
+        # The kubelet mounts the key into the cycle pod as OPENAI_API_KEY, and the proposer sends it to baseURL. Any
+        # change re-checks it (the image, the proposer, anything): a tenant could otherwise run an image of theirs
+        # with a key someone else was allowed to name, or send it elsewhere.
         name="secret",
-        fields=("proposer",),
         applies="has(object.spec.proposer) && has(object.spec.proposer.apiKeySecretRef)",
         allowed=f"authorizer.group('').resource('secrets').namespace({NS}).name({SECRET}).check('get').allowed()",
         message=f"{_who()} + ' may not get Secret ' + {SECRET} + ' in namespace ' + {NS} + "
-        "': the cycle pod would mount it and send it to proposer.baseURL on your behalf'",
+        f"': the cycle pod would mount it and send it to proposer.baseURL on your behalf' + {_AS_CREATED}",
     ),
     ResourceCheck(
-        # The cycle writes into the claim (under agentPath). `use` on the claim is the dedicated grant.
+        # The cycle reads and writes the whole claim (under agentPath), and its proposer sends what it reads to
+        # baseURL, with or without a Secret: `use` on the claim is the dedicated grant.
         name="claim",
-        fields=("claimName", "agentPath"),
         applies="true",
         allowed=f"variables.mayCreatePods || authorizer.group('').resource('persistentvolumeclaims')"
         f".namespace({NS}).name(object.spec.claimName).check('use').allowed()",
         message=f"{_who()} + ' may neither create pods in namespace ' + {NS} + ' nor use PersistentVolumeClaim ' + "
-        "object.spec.claimName + ' (verb use): the cycle would write into it on your behalf'",
+        "object.spec.claimName + ' (verb use): the cycle would read it, write it and send its memory to the "
+        f"proposer on your behalf' + {_AS_CREATED}",
     ),
     ResourceCheck(
         name="image",
-        fields=("image",),
-        applies="has(object.spec.image)",
-        allowed="variables.mayCreatePods || variables.imagePrefixes.exists(p, object.spec.image.startsWith(p))",
-        message=f"{_who()} + ' may not create pods in namespace ' + {NS} + ', and image ' + object.spec.image + "
-        "' starts with none of the allowed prefixes (' + variables.imagePrefixes.join(', ') + '): the operator "
-        "would run it on your behalf'",
+        applies=f"has({IMAGE})",
+        allowed=f"variables.mayCreatePods || {_IMAGE_ALLOWED}",
+        message=f"{_who()} + ' may not create pods in namespace ' + {NS} + ', and image ' + {IMAGE} + "
+        "' is not an allowed image (' + variables.allowedImages.join(', ') + '; a prefix must end in /, : or @): "
+        f"the operator would run it on your behalf' + {_AS_CREATED}",
     ),
     ResourceCheck(
-        # spec.agent (the live-agent coordination): the operator scales and restarts that workload.
+        # spec.agent (the live-agent coordination): the operator records its replicas on it, scales and restarts it.
         name="agent-workload",
-        fields=("agent",),
         applies=f"has(object.spec.agent) && has({WORKLOAD})",
-        allowed=f"authorizer.group('apps').resource({WORKLOAD}.kind == 'StatefulSet' ? 'statefulsets' : "
-        f"'deployments').namespace({NS}).name({WORKLOAD}.name).check('patch').allowed()",
+        allowed=_may_patch_workload(),
         message=f"{_who()} + ' may not patch ' + {WORKLOAD}.kind + ' ' + {WORKLOAD}.name + ' in namespace ' + {NS} + "
-        "': the operator would scale and restart it on your behalf'",
+        f"': the operator would scale and restart it on your behalf' + {_AS_CREATED}",
+    ),
+    ResourceCheck(
+        # Group 0 owns what the kubelet chowns to fsGroup: an admin's decision (Pod Security does not ask).
+        name="root-group",
+        applies="has(object.spec.securityContext) && has(object.spec.securityContext.allowRootGroup) && "
+        "object.spec.securityContext.allowRootGroup",
+        allowed=f"authorizer.group('{GROUP}').resource('{SCHEDULE_PLURAL}').namespace({NS})"
+        f".check('{ROOT_GROUP_VERB}').allowed()",
+        message=f"{_who()} + ' may not set securityContext.allowRootGroup in namespace ' + {NS} + ' (verb "
+        f"{ROOT_GROUP_VERB} on {SCHEDULE_PLURAL}.{GROUP}, an admin grant): the cycle would run with group 0' + "
+        f"{_AS_CREATED}",
+    ),
+    ResourceCheck(
+        # A runNowToken (or resuming) on a schedule whose agent is stopped or restarted for each cycle: the
+        # requester must be allowed to do that to the workload themselves (Stop: patch its scale subresource, or the
+        # workload itself, which includes its replicas; RestartAfter: patch the workload).
+        name="disturb-agent",
+        when="variables.disturbsAgent",
+        applies=f"has({WORKLOAD})",
+        allowed=f"{_may_patch_workload()} || ({_COORDINATION} == 'Stop' && {_may_patch_workload('scale')})",
+        message=f"{_who()} + ' may not ' + ({_COORDINATION} == 'Stop' ? 'scale ' : 'restart ') + {WORKLOAD}.kind + "
+        f"' ' + {WORKLOAD}.name + ' in namespace ' + {NS} + ': a runNowToken (or resuming the schedule) makes the "
+        "operator ' + (" + _COORDINATION + " == 'Stop' ? 'scale it to 0 (needs patch on its scale subresource)' : "
+        "'restart it (needs patch on it)') + ' on your behalf'",
     ),
 )
 
@@ -178,14 +260,14 @@ def admission_binding(
 
 
 def admission_params(
-    name: str, namespace: str, *, image_prefixes: list[str], excluded_namespaces: list[str]
+    name: str, namespace: str, *, allowed_images: list[str], excluded_namespaces: list[str]
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace},
         "data": {
-            PARAMS_KEY_IMAGES: ",".join(image_prefixes),
+            PARAMS_KEY_IMAGES: ",".join(allowed_images),
             PARAMS_KEY_EXCLUDED: ",".join(excluded_namespaces),
         },
     }

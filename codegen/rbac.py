@@ -73,10 +73,12 @@ def operator_rules() -> list[dict[str, Any]]:
             "verbs": ["patch"],
         },
         {
-            # Events for skipped slots, safeguards that fired and failed cycles (kopf posts core/v1 Events).
+            # Events for skipped slots, safeguards that fired and failed cycles (kopf posts core/v1 Events); listed
+            # (by involvedObject.uid) only for the Job controller's FailedCreate on a cycle Job whose pod the API
+            # server refuses (a quota, a LimitRange): the only place that says why (kube/refusals.py).
             "apiGroups": [""],
             "resources": ["events"],
-            "verbs": ["create"],
+            "verbs": ["create", "list"],
         },
     ]
 

@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 DREAMKEEPER = REPO / ".venv" / "bin" / "dreamkeeper"
 OPERATOR_SA = "dreamkeeper-operator"
 JOB_IMAGE = "localhost/dreamkeeper:test"
+# The admission policy's allowed images in these tests: the test image exactly, a tagless repository (no boundary:
+# matched exactly, never as a prefix) and a registry path ending at its boundary (a prefix).
+ALLOWED_IMAGES = (JOB_IMAGE, "registry.example/dreamkeeper", "registry.example/approved/")
 RESTRICTED = {
     "runAsNonRoot": True,
     "allowPrivilegeEscalation": False,
@@ -90,7 +93,7 @@ def install_admission(cluster: ControlPlane) -> None:
     if cluster.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NAMESPACE}") is None:
         cluster.create_namespace(ADMISSION_NAMESPACE)
     params = admission_params(
-        "admission", ADMISSION_NAMESPACE, image_prefixes=[JOB_IMAGE], excluded_namespaces=SYSTEM_NAMESPACES
+        "admission", ADMISSION_NAMESPACE, allowed_images=list(ALLOWED_IMAGES), excluded_namespaces=SYSTEM_NAMESPACES
     )
     _apply(cluster, f"/api/v1/namespaces/{ADMISSION_NAMESPACE}/configmaps", params)
     registration = "/apis/admissionregistration.k8s.io/v1"

@@ -49,7 +49,8 @@ class FakeCluster:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (kind, namespace, name)
         self._rv = itertools.count(1)
-        self.events: list[Obj] = []
+        self.events: list[Obj] = []  # what the operator posted
+        self.controller_events: list[Obj] = []  # what other controllers posted (the Job controller's FailedCreate)
         self.calls: list[str] = []
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -219,6 +220,16 @@ class FakeCluster:
     def create_event(self, namespace: str, body: Obj) -> Obj:
         self.events.append(copy.deepcopy(body))
         return body
+
+    def list_events(self, namespace: str, field_selector: str) -> list[Obj]:
+        """Events from other components (``controller_events``), by ``involvedObject.uid=<uid>``."""
+        key, _, value = field_selector.partition("=")
+        assert key == "involvedObject.uid", field_selector
+        return [
+            copy.deepcopy(e)
+            for e in self.controller_events
+            if e["metadata"].get("namespace") == namespace and e["involvedObject"].get("uid") == value
+        ]
 
     # ---- the agent's workload (apps/v1) -------------------------------------------------------------------
 

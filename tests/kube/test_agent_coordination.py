@@ -450,15 +450,42 @@ def test_a_missing_workload_makes_the_schedule_not_ready() -> None:
     assert c.of_kind("Job", NS) == []
 
 
-def test_a_stop_record_lost_from_the_status_is_rebuilt_from_the_workload() -> None:
+def test_a_stop_record_lost_from_the_status_while_its_cycle_runs_is_adopted_from_the_workload() -> None:
+    """The status reset by hand while the cycle Job runs: the annotation names a Job the operator created for this
+    schedule, for the slot it says, so it is adopted and the agent comes back once the cycle ends."""
     c, world = setup(replicas=1)
     r = reconciler(c, world)
-    _passes(c, world, r, 4)  # recorded and scaled down
-    assert deployment(c)["spec"]["replicas"] == 0
+    for _ in range(30):
+        _passes(c, world, r, 1)
+        if c.of_kind("Job", NS):
+            break
+    assert c.of_kind("Job", NS) and deployment(c)["spec"]["replicas"] == 0
     schedule = c.objects[("DreamSchedule", NS, "nightly")]
     schedule["status"].pop("agent")  # someone reset the status
     drive(c, world, until=_done(c))
     assert deployment(c)["spec"]["replicas"] == 1 and c.violations == []
+    assert "StopRecordIgnored" not in c.reasons()
+
+
+def test_a_stop_record_whose_cycle_never_started_is_removed_and_quoted_never_acted_on() -> None:
+    """Issue 21: the status is the record. Reset by hand before the cycle Job exists, the annotation is
+    indistinguishable from a forgery: removed with a Warning Event that quotes it (its replicas, for whoever reset
+    the status), never scaled from, and lastScheduleTime does not move."""
+    c, world = setup(replicas=1)
+    r = reconciler(c, world)
+    _passes(c, world, r, 4)  # recorded and scaled down
+    assert deployment(c)["spec"]["replicas"] == 0
+    annotation = deployment(c)["metadata"]["annotations"][ANNOTATION_AGENT_STOP]
+    schedule = c.objects[("DreamSchedule", NS, "nightly")]
+    schedule["status"].pop("agent")  # someone reset the status
+    before = status(c).get("lastScheduleTime")
+    c.edit_spec("DreamSchedule", NS, "nightly", suspend=True)  # a full pass, and no new stop
+    _passes(c, world, reconciler(c, world), 3)
+    assert ANNOTATION_AGENT_STOP not in (deployment(c)["metadata"].get("annotations") or {})
+    (ignored,) = [e for e in c.events if e["reason"] == "StopRecordIgnored"]
+    assert ignored["type"] == "Warning" and annotation[:200] in ignored["message"]
+    assert deployment(c)["spec"]["replicas"] == 0 and c.of_kind("Job", NS) == []  # nothing acted on it
+    assert status(c).get("lastScheduleTime") == before
 
 
 # ---- RestartAfter and None ---------------------------------------------------------------------------------------

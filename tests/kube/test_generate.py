@@ -140,7 +140,7 @@ def test_rbac_is_least_privilege() -> None:
         (g, r): set(rule["verbs"]) for rule in operator_rules() for g in rule["apiGroups"] for r in rule["resources"]
     }
     assert verbs[("", "pods")] == {"get", "list"}
-    assert verbs[("", "events")] == {"create"}
+    assert verbs[("", "events")] == {"create", "list"}  # list: a refused pod's FailedCreate (kube/refusals.py)
     assert verbs[("batch", "jobs")] == {"create", "get", "list", "patch", "delete"}
     assert verbs[("", "persistentvolumeclaims")] == {"get", "list", "watch"}  # watched: ClaimNotFound clears at once
     # spec.agent: read and annotate the workload, replicas only through the scale subresource; nothing else.

@@ -104,18 +104,26 @@ def test_admission_policy_is_the_generated_spec_bound_to_its_parameters() -> Non
     assert ref["parameterNotFoundAction"] == "Deny"  # no parameters: refuse, never skip the checks
     (params,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == ref["name"]]
     assert params["metadata"]["namespace"] == ref["namespace"] == "dreamkeeper-system"
-    assert params["data"]["allowedImagePrefixes"] == "localhost/dreamkeeper:,localhost/dreamkeeper@"
+    # Exactly the Jobs' default image (issue 21: `localhost/dreamkeeper:` admitted any tag anybody pushed).
+    assert params["data"]["allowedImages"] == f"localhost/dreamkeeper:{_chart_version()}"
     assert params["data"]["excludedNamespaces"] == "kube-system,kube-public,kube-node-lease"
     assert "matchResources" not in binding["spec"]  # cluster scope: every namespace
 
 
 def test_admission_in_namespace_scope_binds_only_the_served_namespaces_and_takes_extra_images() -> None:
-    docs = template("namespaced.yaml", namespace="ops", sets=["admission.allowedImagePrefixes={registry.example/dk:}"])
+    docs = template(
+        "namespaced.yaml",
+        namespace="ops",
+        sets=["admission.allowedImages={registry.example/dk:}", "operator.jobImage=registry.example/dk:1"],
+    )
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
     (expression,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
     assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agents-a", "agents-b"]}
     params = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-admission"))
-    assert params["data"]["allowedImagePrefixes"].split(",")[-1] == "registry.example/dk:"
+    assert params["data"]["allowedImages"].split(",") == ["registry.example/dk:1", "registry.example/dk:"]
+    legacy = template(sets=["admission.allowedImagePrefixes={registry.example/old/}"])
+    legacy_params = next(d for d in by_kind(legacy, "ConfigMap") if d["metadata"]["name"].endswith("-admission"))
+    assert legacy_params["data"]["allowedImages"].split(",")[-1] == "registry.example/old/"  # the deprecated name
     assert params["data"]["excludedNamespaces"] == ""  # namespaces named explicitly are asked for
     assert not by_kind(template(sets=["admission.enabled=false"]), "ValidatingAdmissionPolicy")
 
@@ -125,6 +133,13 @@ def test_redacted_logs_and_served_system_namespaces_are_chart_values() -> None:
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--redact-logs" in args
     assert [a for a in args if a.startswith("--exclude-namespace")] == ["--exclude-namespace="]
+
+
+def test_the_edit_role_says_what_it_does_not_grant() -> None:
+    """Issue 21: a runNowToken on a schedule with spec.agent needs the right to scale the workload; the role says so."""
+    edit = next(d for d in by_kind(template(), "ClusterRole") if d["metadata"]["name"].endswith("-edit"))
+    note = edit["metadata"]["annotations"]["dreamkeeper.io/note"]
+    assert "runNowToken" in note and "scale subresource" in note
 
 
 def test_cluster_scope_rbac_is_exactly_the_generated_rules() -> None:

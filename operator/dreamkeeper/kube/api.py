@@ -24,6 +24,7 @@ from dreamkeeper.kube.objects import (
     Body,
     ConfigMap,
     DreamSchedule,
+    Event,
     Job,
     KubeObject,
     MemoryVocabulary,
@@ -90,6 +91,8 @@ class ClusterApi(Protocol):
     def patch_config_map(self, namespace: str, name: str, patch: Body) -> Body: ...
 
     def create_event(self, namespace: str, body: Body) -> Body: ...
+
+    def list_events(self, namespace: str, field_selector: str) -> list[Event]: ...
 
     def get_workload(self, namespace: str, kind: str, name: str) -> Workload | None: ...
 
@@ -237,6 +240,10 @@ class KubeApi:
 
     def create_event(self, namespace: str, body: Body) -> Body:
         return dict(self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body=body))
+
+    def list_events(self, namespace: str, field_selector: str) -> list[Event]:
+        path = f"/api/v1/namespaces/{quote(namespace)}/events"
+        return cast("list[Event]", self._items(path, {"fieldSelector": field_selector}))
 
     # ---- the agent's workload (apps/v1) ---------------------------------------------------------------------
 

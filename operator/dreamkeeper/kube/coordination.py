@@ -23,20 +23,39 @@ one step to take. The rules it enforces:
 * restoring is idempotent (the recorded count is set only while the workload is still at 0), and the record is
   released afterwards: the annotation first, then the status record. An operator killed between any two API
   calls therefore restores the agent exactly once.
+
+**The status is the record; the annotation is a copy** for people (and the way out with the operator gone). Whoever
+may patch the workload may write the annotation (issue 21: a tenant with no rights on schedules forged one naming a
+Job of her choice and slot 2999-01-01, and the schedule never ran again). So an annotation the status does not hold
+is adopted only when it names a Job the operator created for that schedule (owned by its uid) and the slot that
+Job was created for (a slot the cron produced, for a scheduled cycle): the only way one can be genuine, since a
+Job is created only after the status holds the record (the status was reset by hand). Any other is a forgery or
+a record whose status write was lost before anything was scaled: it is removed, with a Warning Event quoting it,
+and never moves ``lastScheduleTime`` or names a Job.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from dreamkeeper.kube import ANNOTATION_AGENT_STOP, LABEL_MANAGED_BY, MANAGED_BY
-from dreamkeeper.kube.models import AgentSpec, AgentStop, RunSummary
+from dreamkeeper.kube import (
+    ANNOTATION_AGENT_STOP,
+    ANNOTATION_RUN_NOW_TOKEN,
+    ANNOTATION_SLOT,
+    ANNOTATION_STOPPED,
+    LABEL_MANAGED_BY,
+    LABEL_TRIGGER,
+    MANAGED_BY,
+)
+from dreamkeeper.kube.models import CONDITION_REASON, AgentSpec, AgentStop, RunSummary
 from dreamkeeper.kube.objects import Job, Pod, PodSpec, Workload, annotations_of, labels_of, owned_by, parse_time
 from dreamkeeper.kube.placement import mounts_claim
 from dreamkeeper.kube.results import job_active
+from dreamkeeper.kube.slots import CronSchedule
 from dreamkeeper.memory import loads_json
 
 # After maxDowntimeSeconds the Job's own deadline has stopped the cycle; this much later the operator deletes the
@@ -144,6 +163,8 @@ class WorkloadView:
     record: StopRecord | None = None  # this schedule's stop record
     holder: str | None = None  # another schedule holding the workload (its annotation), or "unreadable"
     template: PodSpec | None = None
+    annotation: str | None = None  # the annotation as found (quoted when it is ignored)
+    foreign: StopRecord | None = None  # the record of ``holder``, when readable
 
     @property
     def ref(self) -> str:
@@ -157,10 +178,11 @@ class WorkloadView:
         raw = annotations_of(workload).get(ANNOTATION_AGENT_STOP)
         record = StopRecord.parse(raw)
         holder: str | None = None
+        foreign: StopRecord | None = None
         if raw and record is None:
             holder = "unreadable"
         elif record is not None and record.schedule_uid != schedule_uid:
-            holder, record = record.schedule or record.schedule_uid, None
+            holder, foreign, record = record.schedule or record.schedule_uid, record, None
         replicas = spec.get("replicas")
         return cls(
             kind,
@@ -171,6 +193,8 @@ class WorkloadView:
             record=record,
             holder=holder,
             template=(spec.get("template") or {}).get("spec") or {},
+            annotation=raw,
+            foreign=foreign,
         )
 
 
@@ -186,6 +210,12 @@ class ClaimView:
     job: JobState = "absent"
     job_uid: str | None = None
     other_jobs_active: tuple[str, ...] = ()  # active cycle Jobs on the claim besides the stop's own
+    # What the operator wrote on the stop's own Job when it created it (a Job only the operator creates, so this,
+    # not the workload's annotation, says which trigger and slot the cycle is for), and why it stopped the Job.
+    job_trigger: str | None = None
+    job_slot: datetime | None = None
+    job_token: str | None = None
+    job_stopped: str | None = None  # the reason of ANNOTATION_STOPPED (PodRefused, SecretUnavailable, ...)
 
     @classmethod
     def of(cls, pods: list[Pod], jobs: list[Job], claim: str, job_name: str | None, schedule_uid: str) -> ClaimView:
@@ -202,12 +232,49 @@ class ClaimView:
         )
         state: JobState = "absent" if own is None else "active" if job_active(own) else "finished"
         others = tuple(sorted(j["metadata"]["name"] for j in jobs if j is not own and job_active(j)))
-        return cls(agents, cycle, state, own["metadata"]["uid"] if own else None, others)
+        if own is None:
+            return cls(agents, cycle, state, None, others)
+        notes = annotations_of(own)
+        stopped = (notes.get(ANNOTATION_STOPPED) or "").partition(": ")[0]
+        return cls(
+            agents,
+            cycle,
+            state,
+            own["metadata"]["uid"],
+            others,
+            job_trigger=labels_of(own).get(LABEL_TRIGGER, "schedule"),
+            job_slot=parse_time(notes.get(ANNOTATION_SLOT)),
+            job_token=notes.get(ANNOTATION_RUN_NOW_TOKEN),
+            job_stopped=stopped if re.fullmatch(CONDITION_REASON, stopped) else None,
+        )
+
+
+def record_problem(record: StopRecord, claim: ClaimView, cron: CronSchedule | None, now: datetime) -> str | None:
+    """Why a stop record found on the workload, and not in the status, may not be adopted (None: it may).
+
+    ``claim`` was read for ``record.job_name``. Genuine only with the Job the operator created for it, owned by this
+    schedule, for the trigger and slot the record says (and, for a scheduled cycle, a slot the cron produced, not in
+    the future): see the module docstring."""
+    if claim.job == "absent":
+        return (
+            f"it names cycle Job {record.job_name!r}, which the operator never created for this schedule (a forged "
+            "record, or one whose status write was lost before anything was scaled)"
+        )
+    if claim.job_trigger != record.trigger or claim.job_slot != record.slot:
+        return (
+            f"its trigger and slot ({record.trigger}, {_stamp(record.slot)}) are not those of Job {record.job_name} "
+            f"({claim.job_trigger}, {_stamp(claim.job_slot) if claim.job_slot else 'none'})"
+        )
+    if record.trigger == "schedule" and (cron is None or not cron.produced(record.slot, now)):
+        return f"slot {_stamp(record.slot)} is not one the schedule's cron produced by now"
+    if record.trigger == "run-now" and claim.job_token != record.run_now_token:
+        return f"its runNowToken is not the one Job {record.job_name} ran for"
+    return None
 
 
 # ---- the decision ------------------------------------------------------------------------------------------------
 
-Step = Literal["none", "adopt", "scale-down", "wait", "start-cycle", "delete-cycle", "restore", "release"]
+Step = Literal["none", "adopt", "discard", "scale-down", "wait", "start-cycle", "delete-cycle", "restore", "release"]
 
 
 @dataclass(frozen=True)
@@ -229,18 +296,23 @@ def decide_stop(
     limits: AgentSpec,
     active_deadline_seconds: int,
     now: datetime,
+    untrusted: str | None = None,
 ) -> StopDecision:
-    """The next step of the stop recorded in ``stop`` (the status) and ``workload.record`` (the annotation)."""
+    """The next step of the stop recorded in ``stop`` (the status) and ``workload.record`` (the annotation).
+
+    ``untrusted``: why the annotation may not be adopted (``record_problem``), when the status holds no stop."""
     if stop is None:
         if workload.record is None:
             return StopDecision("none")
-        # Written on the workload by a pass whose status write was lost (or a status reset by hand): the
-        # annotation alone rebuilds the record; nothing is scaled until the status holds it too.
+        if untrusted is not None:
+            return StopDecision("discard", "RecordIgnored", f"stop record on {workload.ref} ignored: {untrusted}")
+        # The status lost a stop whose Job the operator created (reset by hand): the annotation, checked against that
+        # Job, rebuilds the record, and the cycle is watched to its end; nothing is scaled from it.
         phase: Literal["Stopping", "CycleRunning"] = "Stopping" if claim.job == "absent" else "CycleRunning"
         return StopDecision(
             "adopt",
             "Recorded",
-            f"stop record of {workload.ref} adopted from its annotation",
+            f"stop record of {workload.ref} adopted from its annotation (cycle {workload.record.job_name} exists)",
             adopted=workload.record.status(workload.kind, workload.name, phase),
         )
     if stop.phase == "Restored":
@@ -304,6 +376,8 @@ def _cycle_running(
         busy = ", ".join(claim.cycle_pods + claim.other_jobs_active)
         return StopDecision("wait", "WaitingForCycle", f"waiting for {busy} to stop before restoring")
     if claim.job == "finished":
+        if claim.job_stopped:  # the operator stopped it: its pod was refused or could never start
+            return _restore(stop, workload, claim.job_stopped, f"cycle {stop.job_name} stopped ({claim.job_stopped})")
         return _restore(stop, workload, "CycleFinished", f"cycle {stop.job_name} finished")
     return _restore(stop, workload, "CycleLost", f"cycle {stop.job_name} is gone (deleted)")
 
@@ -372,6 +446,7 @@ __all__ = [
     "cycle_changed_files",
     "decide_stop",
     "downtime_seconds",
+    "record_problem",
     "restart_value",
     "stale_window_seconds",
     "stop_limits",

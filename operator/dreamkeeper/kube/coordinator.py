@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_RESTARTED_AT, LABEL_CLAIM
-from dreamkeeper.kube.api import ClusterApi, ConflictError, NotFoundError
+from dreamkeeper.kube.api import ApiError, ClusterApi, ConflictError, NotFoundError
 from dreamkeeper.kube.conditions import AGENT_STOPPED
 from dreamkeeper.kube.coordination import (
     ClaimView,
@@ -29,6 +29,7 @@ from dreamkeeper.kube.coordination import (
     cycle_changed_files,
     decide_stop,
     downtime_seconds,
+    record_problem,
     restart_value,
     stale_window_seconds,
     stop_limits,
@@ -43,7 +44,7 @@ from dreamkeeper.kube.models import (
     RunSummary,
 )
 from dreamkeeper.kube.naming import label_value
-from dreamkeeper.kube.objects import Job
+from dreamkeeper.kube.objects import Job, owned_by
 from dreamkeeper.kube.placement import Placement, unpinned_placement
 
 if TYPE_CHECKING:
@@ -72,9 +73,17 @@ class CycleIntent:
     run_now_token: str | None
 
 
+@dataclass(frozen=True)
+class NotStarted:
+    """Why the cycle of a Stop was not started: ``reason`` ends the stop (``lastStop.reason``)."""
+
+    reason: str  # CycleNotStarted (not ready, a name conflict) or JobRefused (the API server said no)
+    message: str
+
+
 # The reconciler's Job creation: (stop, placement, activeDeadlineSeconds) -> None when the Job exists now, else why
-# it cannot be started (not ready, name conflict).
-StartCycle = Callable[[AgentStop, Placement, int], "str | None"]
+# it cannot be started.
+StartCycle = Callable[[AgentStop, Placement, int], "NotStarted | None"]
 
 
 def _agent(p: _Pass) -> AgentStatus:
@@ -109,36 +118,36 @@ class AgentCoordinator:
         view = self.workload(p, ref.kind, ref.name)
         if not view.found:
             return f"{view.ref} not found"
-        if view.holder is not None:
-            return f"{view.ref} is held by another stop ({view.holder}); remove its {ANNOTATION_AGENT_STOP} if stale"
-        if view.record is not None:
-            if view.record.job_name != intent.job_name:
-                return f"{view.ref} is stopped for cycle {view.record.job_name}"
-            record = view.record  # written by a pass whose status write was lost: adopt it
-        else:
-            record = StopRecord(
-                schedule_uid=p.schedule.uid,
-                schedule=f"{p.namespace}/{p.name}",
-                job_name=intent.job_name,
-                replicas=view.replicas,
-                stopped_at=p.now,
-                trigger=intent.trigger,
-                slot=intent.slot,
-                run_now_token=intent.run_now_token,
-            )
-            patch = {
-                "metadata": {
-                    "resourceVersion": view.resource_version,  # the replicas recorded are the ones read
-                    "annotations": {ANNOTATION_AGENT_STOP: record.annotation()},
-                }
+        if view.holder is not None and self._held_by_another(p.namespace, view):
+            return f"{view.ref} is held by another stop ({view.holder})"
+        if view.annotation is not None:
+            # Not this stop's (the status holds none): a forgery, a stale record, or ours from a pass whose status
+            # write was lost before anything was scaled. Replaced below, in the same guarded patch.
+            why = "no schedule holds it" if view.holder is not None else "this schedule's status holds no stop"
+            self._ignored(p, view, f"{why}; replaced by the record of cycle {intent.job_name}")
+        record = StopRecord(
+            schedule_uid=p.schedule.uid,
+            schedule=f"{p.namespace}/{p.name}",
+            job_name=intent.job_name,
+            replicas=view.replicas,
+            stopped_at=p.now,
+            trigger=intent.trigger,
+            slot=intent.slot,
+            run_now_token=intent.run_now_token,
+        )
+        patch = {
+            "metadata": {
+                "resourceVersion": view.resource_version,  # the replicas recorded are the ones read
+                "annotations": {ANNOTATION_AGENT_STOP: record.annotation()},
             }
-            try:
-                self.api.patch_workload(p.namespace, ref.kind, ref.name, patch)
-            except ConflictError:
-                return f"{view.ref} changed while its replicas were recorded; retrying"
-            except NotFoundError:
-                return f"{view.ref} not found"
-            crash_point("record")
+        }
+        try:
+            self.api.patch_workload(p.namespace, ref.kind, ref.name, patch)
+        except ConflictError:
+            return f"{view.ref} changed while its replicas were recorded; retrying"
+        except NotFoundError:
+            return f"{view.ref} not found"
+        crash_point("record")
         _set_agent(p, stop=record.status(ref.kind, ref.name, "Stopping"))
         p.condition(
             AGENT_STOPPED, "True", "Recorded", f"{view.ref}: {record.replicas} replica(s) recorded; scaling to 0 next"
@@ -168,7 +177,10 @@ class AgentCoordinator:
         claim = ClaimView.of(self.api.list_pods(p.namespace), jobs, p.schedule.claim, job_name, p.schedule.uid)
         limits = stop_limits(agent)
         deadline = spec.active_deadline_seconds if spec is not None else 3600
-        decision = decide_stop(stop, view, claim, limits, deadline, p.now)
+        untrusted = None
+        if stop is None and view.record is not None:
+            untrusted = record_problem(view.record, claim, p.schedule.cron, p.now)
+        decision = decide_stop(stop, view, claim, limits, deadline, p.now, untrusted)
         log.debug("%s/%s: agent stop step %s (%s)", p.namespace, p.name, decision.step, decision.message)
         return self._do(p, decision, stop, view, claim, start)
 
@@ -187,6 +199,9 @@ class AgentCoordinator:
             assert d.adopted is not None
             self._adopt(p, d, stop)
             return True
+        if d.step == "discard":
+            self._ignored(p, view, d.message.partition(": ")[2] or d.message, remove=True)
+            return False
         assert stop is not None
         if d.step == "release":
             self._release(p, stop, view)
@@ -199,9 +214,11 @@ class AgentCoordinator:
             assert d.deadline_seconds is not None
             refused = start(stop, unpinned_placement(view.template, view.ref), d.deadline_seconds)
             if refused is not None:
-                _set_agent(p, stop=stop.model_copy(update={"reason": "CycleNotStarted"}))
-                p.event("Warning", "AgentCycleNotStarted", f"cycle {stop.job_name} not started: {refused}")
-                p.condition(AGENT_STOPPED, "True", "Restoring", f"cycle not started ({refused}); restoring")
+                # Persisted first, then the next pass (at once: p.again) restores: a restore is never repeated.
+                _set_agent(p, stop=stop.model_copy(update={"reason": refused.reason}))
+                p.event("Warning", "AgentCycleNotStarted", f"cycle {stop.job_name} not started: {refused.message}")
+                p.condition(AGENT_STOPPED, "True", "Restoring", f"cycle not started ({refused.message}); restoring now")
+                p.again = True
                 return True
             crash_point("start-cycle")
             _set_agent(p, stop=stop.model_copy(update={"phase": "CycleRunning", "cycle_started_at": p.now}))
@@ -223,19 +240,57 @@ class AgentCoordinator:
         p.condition(AGENT_STOPPED, "True", d.reason, d.message)
         if stop is not None:
             return  # our own record moving on (its Job exists): nothing else to mark
-        # The record's request was being handled by the pass whose status write was lost: mark it handled now,
-        # or the next pass would stop the agent a second time for the same token or slot.
-        if adopted.trigger == "run-now" and adopted.run_now_token is not None:
-            p.update(last_run_now_token=adopted.run_now_token)
-        elif adopted.trigger == "schedule":
-            last = p.status.last_schedule_time
-            p.update(last_schedule_time=adopted.slot if last is None else max(last, adopted.slot))
+        # Its Job exists (record_problem checked it): the pass's slot and token logic finds that Job by name and
+        # marks the request handled; the annotation never moves lastScheduleTime by itself.
         p.event(
             "Normal",
             "AgentStopping",
             f"stopping {adopted.kind}/{adopted.name} for cycle {adopted.job_name}: {adopted.replicas} replica(s) "
             "recorded (adopted from the workload's annotation)",
         )
+
+    def _ignored(self, p: _Pass, view: WorkloadView, why: str, *, remove: bool = False) -> None:
+        """A stop record the status does not hold: never acted on; quoted in a Warning Event and the log (it may
+        carry the replicas someone wants back), and removed when ``remove`` (else the caller overwrites it)."""
+        quoted = view.annotation or ""
+        log.info("%s/%s: ignoring the stop record on %s (%s): %s", p.namespace, p.name, view.ref, why, quoted)
+        if remove:
+            patch = {
+                "metadata": {"resourceVersion": view.resource_version, "annotations": {ANNOTATION_AGENT_STOP: None}}
+            }
+            try:
+                self.api.patch_workload(p.namespace, view.kind, view.name, patch)
+            except (ConflictError, NotFoundError) as exc:  # changed meanwhile: the next pass reads it again
+                log.info("%s/%s: the ignored stop record stays for now: %s", p.namespace, p.name, exc)
+                return
+        p.event(
+            "Warning",
+            "StopRecordIgnored",
+            f"ignored{' and removed' if remove else ''} the {ANNOTATION_AGENT_STOP} annotation on {view.ref}: {why}. "
+            f"Nothing was scaled for it. It said: {quoted[:500]}",
+        )
+
+    def _held_by_another(self, namespace: str, view: WorkloadView) -> bool:
+        """Whether the foreign record on ``view`` is another schedule's real Stop: that schedule exists with the
+        record's uid and its status holds a stop of this workload, or it owns the Job the record names."""
+        record = view.foreign
+        if record is None:
+            return False  # unreadable
+        owner_namespace, _, owner_name = record.schedule.partition("/")
+        if owner_namespace != namespace or not owner_name:
+            return False
+        try:
+            owner = self.api.get_schedule(namespace, owner_name)
+            if owner is None or owner["metadata"].get("uid") != record.schedule_uid:
+                return False
+            held = ((owner.get("status") or {}).get("agent") or {}).get("stop") or {}
+            if (held.get("kind"), held.get("name")) == (view.kind, view.name):
+                return True
+            job = self.api.get_job(namespace, record.job_name)
+        except ApiError as exc:  # cannot tell: treat it as held (never take a workload from a real stop)
+            log.info("%s: cannot check the stop record of %s: %s", view.ref, record.schedule, exc)
+            return True
+        return job is not None and owned_by(job, record.schedule_uid)
 
     def _restore(self, p: _Pass, d: StopDecision, stop: AgentStop, view: WorkloadView) -> None:
         if d.scale:
@@ -296,6 +351,25 @@ class AgentCoordinator:
         post("Normal", "AgentRestored", f"schedule deleted: {view.ref} restored to {stop.replicas} replica(s)")
         return True
 
+    def drop_record(
+        self, namespace: str, schedule_uid: str, kind: str, name: str, post: Callable[[str, str, str], None]
+    ) -> None:
+        """The schedule is being deleted and its status holds no stop: a record naming it on the workload is
+        removed (quoted in a Warning Event), never acted on."""
+        view = self.workload_view(namespace, schedule_uid, kind, name)
+        if view.record is None:
+            return
+        log.info("%s: removing the stop record of a deleted schedule (it holds no stop): %s", view.ref, view.annotation)
+        patch = {"metadata": {"resourceVersion": view.resource_version, "annotations": {ANNOTATION_AGENT_STOP: None}}}
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.api.patch_workload(namespace, kind, name, patch)
+            post(
+                "Warning",
+                "StopRecordIgnored",
+                f"removed the {ANNOTATION_AGENT_STOP} annotation on {view.ref}: the schedule holds no stop, so "
+                f"nothing was scaled for it. It said: {(view.annotation or '')[:500]}",
+            )
+
     # ---- RestartAfter -------------------------------------------------------------------------------------------
 
     def note_run(self, p: _Pass, spec: DreamScheduleSpec | None, run: RunSummary) -> None:
@@ -347,4 +421,4 @@ class AgentCoordinator:
         return False
 
 
-__all__ = ["CRASH_ENV", "AgentCoordinator", "CycleIntent", "StartCycle", "crash_point", "stop_of"]
+__all__ = ["CRASH_ENV", "AgentCoordinator", "CycleIntent", "NotStarted", "StartCycle", "crash_point", "stop_of"]

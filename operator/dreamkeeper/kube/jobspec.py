@@ -35,10 +35,11 @@ from dreamkeeper.kube import (
     SCHEDULE_KIND,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import CycleSecurityContext, DreamScheduleSpec, ProposerSpec
+from dreamkeeper.kube.models import DreamScheduleSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.placement import Placement
+from dreamkeeper.kube.pod_models import CycleSecurityContext
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
 from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
 

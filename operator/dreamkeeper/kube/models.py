@@ -11,10 +11,15 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from dreamkeeper.consolidation import COUNTS
+from dreamkeeper.kube.model_base import KubeModel, StatusModel, cel
+from dreamkeeper.kube.pod_models import (
+    CycleSecurityContext,
+    LabelSelector,
+    ResourceRequirementsSpec,
+)
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Relative path inside the volume: segments may not start with a dot, so "." and ".." are impossible.
@@ -24,10 +29,6 @@ CRON = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+(\s+\S+){4
 CATEGORY_PATH = r"^/?[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*/?$"
 # A vocabulary word: no surrounding whitespace, no control characters.
 WORD = r"^[^\s\x00-\x1f]([^\x00-\x1f]*[^\s\x00-\x1f])?$"
-QUANTITY = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 # A base URL whose host is loopback or an in-cluster Service (<svc>, <svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local):
 # the only places plain http:// may go, and the only servers that may need no API key. A regex (not CEL's url()
@@ -37,37 +38,6 @@ INTERNAL_URL = (
     rf"^https?://(localhost|127(\.[0-9]{{1,3}}){{3}}|\[::1\]|{_LABEL}(\.{_LABEL}\.svc(\.cluster\.local)?)?)"
     r"(:[0-9]{1,5})?(/[^@]*)?$"
 )
-
-Quantity = Annotated[
-    int | str,
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
-
-
-def cel(rule: str, message: str, **extra: str) -> dict[str, Any]:
-    return {"rule": rule, "message": message, **extra}
-
-
-class KubeModel(BaseModel):
-    """camelCase on the wire; unknown fields are refused (the API server prunes them before we see them)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-
-    def wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class StatusModel(KubeModel):
-    """Status is read back from the cluster: tolerate fields written by a newer operator instead of failing."""
-
-    model_config = ConfigDict(extra="ignore")
-
 
 # ---- shared pieces ------------------------------------------------------------------------------------------------
 
@@ -84,29 +54,6 @@ class SecretKeySelector(KubeModel):
     name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN, description="Name of the Secret.")
     key: str = Field(
         min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Key inside the Secret's data."
-    )
-
-
-class LabelSelectorRequirement(KubeModel):
-    """One label requirement: key, operator, values."""
-
-    key: str = Field(min_length=1, max_length=317, description="The label key.")
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
-        description="How the key relates to the values: In, NotIn, Exists or DoesNotExist."
-    )
-    values: list[Annotated[str, Field(max_length=63)]] | None = Field(
-        default=None, max_length=64, description="Values for In and NotIn (empty for Exists and DoesNotExist)."
-    )
-
-
-class LabelSelector(KubeModel):
-    """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
-
-    match_labels: dict[str, Annotated[str, Field(max_length=63)]] | None = Field(
-        default=None, max_length=32, description="Labels the pods must carry, key to value."
-    )
-    match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, max_length=16, description="Label requirements the pods must meet."
     )
 
 
@@ -350,30 +297,6 @@ class SafeguardsSpec(KubeModel):
     )
 
 
-class ResourceRequirementsSpec(KubeModel):
-    """Compute resources of the cycle's containers."""
-
-    requests: dict[str, Quantity] | None = Field(
-        default=None, max_length=8, description="Resources reserved, e.g. cpu: 100m, memory: 256Mi."
-    )
-    limits: dict[str, Quantity] | None = Field(
-        default=None, max_length=8, description="Resources the containers may not exceed, e.g. memory: 1Gi."
-    )
-
-
-class CycleSecurityContext(KubeModel):
-    """Identity of the cycle's pod. Unset fields are copied from the agent pod mounting the claim, when found.
-
-    Root is refused: the pod must pass Pod Security "restricted".
-    """
-
-    run_as_user: int | None = Field(default=None, ge=1, le=2147483647, description="UID (non-zero).")
-    run_as_group: int | None = Field(default=None, ge=0, le=2147483647, description="Primary GID.")
-    fs_group: int | None = Field(
-        default=None, ge=0, le=2147483647, description="Supplemental group owning the agent's files (the agent's)."
-    )
-
-
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 Coordination = Literal["Stop", "RestartAfter", "None"]
 
@@ -487,8 +410,10 @@ class DreamScheduleSpec(KubeModel):
         default=None,
         min_length=1,
         max_length=512,
+        pattern=r"^\S+$",
         description="Cycle image (default: the operator's setting). The admission policy requires its author may "
-        "create pods in the namespace, or that the image starts with an allowed prefix.",
+        "create pods in the namespace, or that the image is an allowed one (an exact reference, or under an "
+        "allowed prefix ending in '/', ':' or '@').",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="Pull policy of the cycle image (default: the operator's setting)."

@@ -178,6 +178,23 @@ class DreamSchedule(KubeObject, total=False):
     status: Body  # DreamScheduleStatus
 
 
+class ObjectReference(TypedDict, total=False):
+    kind: str
+    name: str
+    uid: str
+
+
+class Event(KubeObject, total=False):
+    """A core/v1 Event (read only for what the Job controller says about a cycle Job's pods)."""
+
+    involvedObject: ObjectReference
+    reason: str
+    message: str
+    type: str
+    lastTimestamp: str
+    eventTime: str
+
+
 class MemoryVocabularyStatusBody(TypedDict, total=False):
     sha256: str
     configMapName: str

@@ -42,6 +42,14 @@ class Placement:
 
 
 def check_claim(pvc: PersistentVolumeClaim) -> None:
+    if pvc["metadata"].get("deletionTimestamp"):
+        # Kept only by its protection finalizer until no pod uses it; a new pod naming it never starts (the
+        # scheduler refuses a claim being deleted), so a cycle Job would sit Pending until its deadline.
+        name = pvc["metadata"].get("name", "?")
+        raise ClaimUnusableError(
+            "ClaimTerminating",
+            f"PersistentVolumeClaim {name} is being deleted (it stays until no pod uses it); no cycle starts on it",
+        )
     modes = (pvc.get("spec") or {}).get("accessModes") or []
     if "ReadWriteOncePod" in modes:
         name = pvc["metadata"].get("name", "?")

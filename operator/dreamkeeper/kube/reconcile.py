@@ -45,7 +45,7 @@ from dreamkeeper.kube.conditions import (
     get_condition,
     set_condition,
 )
-from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, stop_of
+from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, NotStarted, stop_of
 from dreamkeeper.kube.jobspec import JobDefaults, JobRequest, Trigger, VocabularySource, build_job, cycle_settings
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.models import (
@@ -71,6 +71,7 @@ from dreamkeeper.kube.objects import (
     parse_time,
 )
 from dreamkeeper.kube.placement import ClaimUnusableError, Placement, check_claim, placement_for, selector_string
+from dreamkeeper.kube.refusals import POD_REFUSED, REFUSAL_REASONS, Refusal, is_refusal, refused_pod
 from dreamkeeper.kube.results import (
     JobOutcome,
     add_run,
@@ -82,7 +83,7 @@ from dreamkeeper.kube.results import (
 )
 from dreamkeeper.kube.slots import CronSchedule, Due, ScheduleError, SlotDecision, due_at
 from dreamkeeper.kube.stop_hold import has_hold, holds_agent, with_hold, without_hold
-from dreamkeeper.kube.stuck import STUCK_REASONS, Stuck, stuck_reason
+from dreamkeeper.kube.stuck import STUCK_REASONS, stuck_reason
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,7 @@ class _Pass:
     agent_busy: bool = False  # a Stop of the agent is in progress: no other cycle starts, the pass polls
     agent_downtime: float | None = None  # a Stop ended in this pass: seconds the agent was down
     agent_stale_window: float | None = None  # RestartAfter restarted the agent in this pass: the stale window
+    again: bool = False  # the next pass must follow at once (a Stop whose cycle was refused: restore now)
 
     @property
     def namespace(self) -> str:
@@ -408,13 +410,6 @@ class ScheduleReconciler:
         schedule = read_schedule(body)
         status = load_status(body.get("status") or {}, f"{schedule.namespace}/{schedule.name}")
         stop = status.agent.stop if status.agent is not None else None
-        if stop is None and schedule.spec is not None and schedule.spec.agent is not None:
-            ref = schedule.spec.agent.workload_ref  # a record only on the workload (its status write was lost)
-            workload = self.agents.workload_view(schedule.namespace, schedule.uid, ref.kind, ref.name)
-            if workload.record is not None:
-                stop = workload.record.status(ref.kind, ref.name, "Stopping")
-        if stop is None:
-            return True
 
         def post(kind: str, reason: str, message: str) -> None:
             try:
@@ -422,6 +417,13 @@ class ScheduleReconciler:
             except ApiError as exc:
                 log.warning("%s/%s: event %s not posted: %s", schedule.namespace, schedule.name, reason, exc)
 
+        if stop is None:
+            if schedule.spec is not None and schedule.spec.agent is not None:
+                # A record only on the workload never scaled anything (the scale-down waits for the status to hold
+                # it): it is removed, not acted on (coordination.py, "the status is the record").
+                ref = schedule.spec.agent.workload_ref
+                self.agents.drop_record(schedule.namespace, schedule.uid, ref.kind, ref.name, post)
+            return True
         with self.claim_locks.get(schedule.namespace, schedule.claim):
             return self.agents.release_deleted(schedule.namespace, schedule.uid, schedule.claim, stop, post)
 
@@ -437,8 +439,9 @@ class ScheduleReconciler:
             claim_jobs = self._account(p)
         if stopping or full:
             # A Stop in progress goes one step further before anything new is started beside it (on a full pass
-            # the workload is read too: a stop recorded on it by a pass whose status write was lost is adopted).
-            def start(stop: AgentStop, where: Placement, deadline: int) -> str | None:
+            # the workload is read too: a record on it that the status does not hold is checked against the Job
+            # it names, and adopted or removed: coordination.record_problem).
+            def start(stop: AgentStop, where: Placement, deadline: int) -> NotStarted | None:
                 return self._start_stopped(p, stop, where, deadline)
 
             p.agent_busy = self.agents.step(p, p.schedule.spec, claim_jobs, start)
@@ -467,28 +470,45 @@ class ScheduleReconciler:
         return True
 
     def _stop_if_stuck(self, p: _Pass, job: Job) -> None:
-        """Stop an active Job whose pod can never start (stuck.py); it is counted as failed when it ends."""
+        """Stop an active Job whose pod can never start (stuck.py) or was refused by the API server (refusals.py);
+        it is counted as failed when it ends."""
         if (job.get("status") or {}).get("ready") or ANNOTATION_STOPPED in annotations_of(job):
             return  # its containers run (or it is being stopped already)
         uid = job["metadata"]["uid"]
         pods = self.api.list_pods(p.namespace, f"batch.kubernetes.io/controller-uid={uid}")
-        stuck = stuck_reason(pods, p.now, self.settings.stuck_pod_grace_seconds)
-        if stuck is None:
-            return
+        grace = self.settings.stuck_pod_grace_seconds
+        stuck = stuck_reason(pods, p.now, grace)
         name = job["metadata"]["name"]
+        if stuck is not None:
+            self._stop_job(p, name, stuck.reason, stuck.annotation(), _stuck_message(name, stuck.message))
+            return
+        created = parse_time(job["metadata"].get("creationTimestamp"))
+        if pods or created is None or (p.now - created).total_seconds() < grace:
+            return
+        refusal = self._pod_refusal(p, uid)
+        if refusal is not None:
+            self._stop_job(p, name, POD_REFUSED, refusal.annotation(), _stuck_message(name, refusal.text))
+
+    def _pod_refusal(self, p: _Pass, job_uid: str) -> Refusal | None:
+        """Why the Job controller cannot create the Job's pod, from its FailedCreate Events."""
+        try:
+            events = self.api.list_events(p.namespace, f"involvedObject.uid={job_uid}")
+        except ApiError as exc:  # an older install without `list events`: the deadline still ends the Job
+            log.info("%s/%s: cannot read the Events of Job uid %s: %s", p.namespace, p.name, job_uid, exc)
+            return None
+        return refused_pod(events)
+
+    def _stop_job(self, p: _Pass, name: str, reason: str, annotation: str, message: str) -> None:
         # The reason first (it is what the Job is counted by), then the deadline cut: the Job controller fails it
         # at once (DeadlineExceeded) and deletes the pod, so the claim is free for the next cycle.
         self.api.patch_job(
             p.namespace,
             name,
-            {
-                "metadata": {"annotations": {ANNOTATION_STOPPED: stuck.annotation()}},
-                "spec": {"activeDeadlineSeconds": 1},
-            },
+            {"metadata": {"annotations": {ANNOTATION_STOPPED: annotation}}, "spec": {"activeDeadlineSeconds": 1}},
         )
-        log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, stuck.annotation())
-        p.condition(READY, "False", stuck.reason, _stuck_message(name, stuck))
-        p.event("Warning", stuck.reason, _stuck_message(name, stuck))
+        log.info("%s/%s: stopped Job %s: %s", p.namespace, p.name, name, annotation)
+        p.condition(READY, "False", reason, message)
+        p.event("Warning", reason, message)
 
     @staticmethod
     def _default_conditions(p: _Pass) -> None:
@@ -703,7 +723,9 @@ class ScheduleReconciler:
             if refused is None:
                 p.update(last_run_now_token=token)
                 return True
-            if refused != NAME_CONFLICT:
+            if isinstance(refused, Refusal):
+                p.update(last_run_now_token=token)  # handled: the same request would be refused again
+            elif refused != NAME_CONFLICT:
                 self._announce_deferral(p, token, refused)
         return False
 
@@ -738,7 +760,9 @@ class ScheduleReconciler:
             reason = self._slot_refusal(p, due.spec, slot, ready, busy=busy)
             if reason is None:
                 refused = self._launch(p, due.spec, CycleIntent(name, "schedule", slot, None), ready.vocabulary)
-                if refused == NAME_CONFLICT:
+                if isinstance(refused, Refusal):
+                    reason = "refused"
+                elif refused == NAME_CONFLICT:
                     reason = "name_conflict"
                 elif refused is not None:
                     p.event("Warning", "SlotSkipped", f"slot {slot.isoformat()} skipped: {refused}")
@@ -822,26 +846,26 @@ class ScheduleReconciler:
 
     def _launch(
         self, p: _Pass, spec: DreamScheduleSpec, intent: CycleIntent, vocabulary: VocabularySource | None
-    ) -> str | None:
+    ) -> str | Refusal | None:
         """Start the cycle; with ``spec.agent`` Stop, begin stopping the agent for it instead (the Job follows once
-        no pod mounts the claim). None when done, else why not (``NAME_CONFLICT``: a foreign Job has the name)."""
+        no pod mounts the claim). None when done, else why not (``NAME_CONFLICT``: a foreign Job has the name; a
+        ``Refusal``: the API server refused the Job, said in Ready and an Event already)."""
         agent = spec.agent
         if agent is not None and agent.coordination == "Stop":
             refused = self.agents.begin(p, agent, intent)
             p.agent_busy = p.agent_busy or refused is None
             return refused
-        started = self._start(p, spec, intent.job_name, intent.trigger, intent.slot, vocabulary, intent.run_now_token)
-        return None if started else NAME_CONFLICT
+        return self._start(p, spec, intent.job_name, intent.trigger, intent.slot, vocabulary, intent.run_now_token)
 
-    def _start_stopped(self, p: _Pass, stop: AgentStop, placement: Placement, deadline: int) -> str | None:
+    def _start_stopped(self, p: _Pass, stop: AgentStop, placement: Placement, deadline: int) -> NotStarted | None:
         """The cycle of a Stop, now that no pod mounts the claim: unpinned, its deadline within the downtime bound."""
         spec = p.schedule.spec
         if spec is None:
-            return "the spec is invalid"
+            return NotStarted("CycleNotStarted", "the spec is invalid")
         try:
             vocabulary = self._check_ready(p, spec)
         except (NotReadyError, ClaimUnusableError) as exc:
-            return f"not ready ({exc.reason}): {exc}"
+            return NotStarted("CycleNotStarted", f"not ready ({exc.reason}): {exc}")
         started = self._start(
             p,
             spec,
@@ -854,7 +878,11 @@ class ScheduleReconciler:
             deadline=deadline,
             agent_stopped=f"{stop.kind}/{stop.name}",
         )
-        return None if started else f"Job {stop.job_name} exists and is not this schedule's"
+        if isinstance(started, Refusal):
+            return NotStarted(started.reason, started.text)
+        if started == NAME_CONFLICT:
+            return NotStarted("CycleNotStarted", f"Job {stop.job_name} exists and is not this schedule's")
+        return None
 
     def _start(
         self,
@@ -869,12 +897,17 @@ class ScheduleReconciler:
         placement: Placement | None = None,
         deadline: int | None = None,
         agent_stopped: str | None = None,
-    ) -> bool:
-        """Create (or adopt) the Job. False when a foreign object holds the name."""
+    ) -> str | Refusal | None:
+        """Create (or adopt) the Job: None when it exists now, ``NAME_CONFLICT`` when a foreign object holds the
+        name, a ``Refusal`` when the API server refused it (set in Ready and posted: the pass goes on)."""
         if placement is None:
-            pods = self.api.list_pods(
-                p.namespace, selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
-            )
+            selector = selector_string(spec.agent_selector.wire() if spec.agent_selector else None)
+            try:
+                pods = self.api.list_pods(p.namespace, selector)
+            except ApiError as exc:
+                if not is_refusal(exc):
+                    raise
+                return self._refused(p, Refusal.of(f"the agent's pod list (agentSelector {selector!r})", exc))
             placement = placement_for(pods, spec.claim_name)
         request = JobRequest(
             schedule_name=p.name,
@@ -902,10 +935,26 @@ class ScheduleReconciler:
             existing = self.api.get_job(p.namespace, job_name)
             if existing is None or not owned_by(existing, p.schedule.uid):
                 p.event("Warning", "NameConflict", f"Job {job_name} exists and is not this schedule's; slot skipped")
-                return False
+                return NAME_CONFLICT
             job = existing  # created by an earlier pass whose status write was lost: adopt it
+        except ApiError as exc:
+            if not is_refusal(exc):
+                raise
+            return self._refused(p, Refusal.of(f"Job {job_name}", exc))
         p.track(job)
-        return True
+        return None
+
+    @staticmethod
+    def _refused(p: _Pass, refusal: Refusal) -> Refusal:
+        """The API server said no to a cycle's object: Ready=False with its words, and a Warning Event."""
+        log.info("%s/%s: %s", p.namespace, p.name, refusal.text)
+        message = (
+            f"{refusal.text}; fix the schedule (or the namespace's quota or policy) and the next slot or a new "
+            "runNowToken tries again"
+        )
+        p.condition(READY, "False", refusal.reason, message)
+        p.event("Warning", refusal.reason, message)
+        return refusal
 
     # ---- after the status write ------------------------------------------------------------------------------
 
@@ -983,6 +1032,8 @@ class ScheduleReconciler:
 
     def _delay(self, p: _Pass, slots: SlotDecision | None) -> float:
         s = self.settings
+        if p.again:
+            return 0.0
         if p.running or p.deferred_run_now or p.agent_busy:
             return s.poll_seconds
         if slots is None:  # the spec cannot be used: wait for a change (it wakes the loop)
@@ -1031,21 +1082,21 @@ def _where(placement: Placement) -> str:
 
 
 def _stuck_still_stands(p: _Pass) -> bool:
-    """Ready=False from a stopped Job (a missing Secret) stays until the spec changes or a cycle is tried again:
-    the claim being usable says nothing about the Secret the operator cannot read."""
+    """Ready=False from a stopped or refused Job (a missing Secret, a quota) stays until the spec changes or a cycle
+    is tried again: the claim being usable says nothing about the Secret the operator cannot read."""
     ready = get_condition(p.status.conditions, READY)
     return (
         ready is not None
         and ready.status == "False"
-        and ready.reason in STUCK_REASONS
+        and ready.reason in STUCK_REASONS | REFUSAL_REASONS
         and ready.observed_generation == p.schedule.generation
     )
 
 
-def _stuck_message(job_name: str, stuck: Stuck) -> str:
+def _stuck_message(job_name: str, why: str) -> str:
     return (
-        f"Job {job_name} stopped: its pod can never start ({stuck.message}); fix the reference (a Secret the pod "
-        "can read, an image that exists) and the next slot or a new runNowToken tries again"
+        f"Job {job_name} stopped: its pod can never start ({why}); fix the cause (a Secret the pod can read, an "
+        "image that exists, what the quota or policy asks for) and the next slot or a new runNowToken tries again"
     )
 
 

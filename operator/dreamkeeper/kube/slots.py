@@ -67,6 +67,13 @@ class CronSchedule:
         probe = moment + timedelta(microseconds=1)  # croniter's get_prev is strictly before its start
         return _utc(self._iter(probe).get_prev(datetime))
 
+    def produced(self, slot: datetime, now: datetime) -> bool:
+        """``slot`` is one of this schedule's slots and not later than ``now`` (what a stop record may name)."""
+        try:
+            return slot <= now and self.latest_at_or_before(slot) == slot
+        except (CroniterBadDateError, ValueError, OverflowError):
+            return False
+
     def period_after(self, slot: datetime) -> float:
         """Seconds from ``slot`` to the slot after it: the cadence the no-success alert counts periods in."""
         return (self.next_after(slot) - slot).total_seconds()

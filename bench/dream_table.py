@@ -151,7 +151,9 @@ def _shown(entry: Entry) -> str:
     return " ".join([entry.category or "", *entry.tags, f"{entry.created_at:%Y-%m-%d}", f"{entry.seen_at:%Y-%m-%d}"])
 
 
-def decision_of(plan: Plan | None, report: CycleReport, before: dict[str, Entry], world: World) -> Decision:
+def decision_of(
+    plan: Plan | None, report: CycleReport, before: dict[str, Entry], world: World, decided: Plan | None = None
+) -> Decision:
     """The cycle's decisions as texts: merges and prunes from the plan applied (a held plan's, once approved),
     rejections and refusals from the report of the cycle that validated them. A merge folded into a live entry (a
     subsumption) is judged against its sources and that entry's own text; declined clusters are graded by the
@@ -165,7 +167,8 @@ def decision_of(plan: Plan | None, report: CycleReport, before: dict[str, Entry]
             accepted.append(([e.content for e in sources], merge.successor.content, [_shown(e) for e in sources]))
         pruned = [p.target.entry.content for p in plan.prunes]
         clusters: dict[str, list[str]] = {}
-        for stamp in plan.stamps:
+        # A held plan's stamps were never written, but its declines were decided: graded from what was decided.
+        for stamp in (decided or plan).stamps:
             chash = stamp.metadata.get(DECLINED_CLUSTER)
             if chash:
                 clusters.setdefault(chash, []).append(stamp.target.id)
@@ -265,7 +268,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
             outcome = asyncio.run(run_cycle(CycleOptions(agent, settings, now=now), OpenAIProposer(config)))
             held = outcome.report.held
             first = outcome.report
-            plan = outcome.plan
+            plan, decided = outcome.plan, outcome.decided
             if held:
                 log(f"{model} cycle {k + 1}: plan held ({held} entries); approving it")
                 approval = CycleOptions(agent, settings, now=now, force=True, approve_hold=first.cycle_id)
@@ -275,7 +278,7 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
             live = {s.id: s.entry for s in store.scan().live}
             world.follow(plan)
             texts = {i: e.content for i, e in live.items()}
-            verdicts: CycleVerdicts = judge(decision_of(plan, first, before, world), texts, lexicon)
+            verdicts: CycleVerdicts = judge(decision_of(plan, first, before, world, decided), texts, lexicon)
             r = outcome.report
             row = Row(
                 cycle=k + 1,

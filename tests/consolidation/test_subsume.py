@@ -131,8 +131,11 @@ def test_subsumption_is_held_by_the_blast_radius_and_applied_on_approval(tmp_pat
     store = write_corpus(tmp_path, seeds)
     for n in range(6):
         near(store, f"s{n}a", f"s{n}b", axis=n)
-    held = cycle(tmp_path, ScriptedProposer([]), archive_cap=0.2, archive_cap_min_entries=2).report
+    outcome = cycle(tmp_path, ScriptedProposer([]), archive_cap=0.2, archive_cap_min_entries=2)
+    held = outcome.report
     assert (held.subsumed, held.held, held.archived) == (6, 6, 0)  # 6 of 16 would leave: over the 20% cap
+    assert outcome.plan is not None and outcome.plan.is_empty  # nothing applied ...
+    assert outcome.decided is not None and len(outcome.decided.merges) == 6  # ... what was decided, kept to judge
     assert all(s.entry.is_live for s in store.scan().entries)
     options = CycleOptions(
         tmp_path,

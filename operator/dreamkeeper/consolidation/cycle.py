@@ -141,6 +141,9 @@ class CycleOutcome:
     plan: Plan | None = None
     gating: GatingResult | None = None
     report_path: Path | None = None
+    # What validation decided, before the blast radius: the same as ``plan`` unless the plan was held (then what
+    # would have been applied, stamps included). For callers that judge the decisions (benchmarks, tests).
+    decided: Plan | None = None
 
     def __repr__(self) -> str:
         # Short on purpose: asyncio.run() reprs its finished main task, result included, when it restores the
@@ -328,7 +331,8 @@ class Cycle:
             )
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path)
+        decided = s.validated.plan if s.validated else None
+        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path, decided)
 
     # ---- the blast radius (blast.py) -----------------------------------------------------------------------
 

@@ -151,6 +151,7 @@ def test_subsumption_is_held_by_the_blast_radius_and_applied_on_approval(tmp_pat
         assert kept.is_live and kept.meta(MERGED_FROM) == f"s{n}a"  # folded into the kept entry, no new entry
         assert store.require(f"s{n}a").entry.archive_reason == f"merged into s{n}b"
     assert len(store.scan().live) == 10
+    assert applied.merged_into_existing == 6
 
 
 def test_on_the_sample_23_of_the_35_offered_clusters_are_settled_and_none_wrongly() -> None:

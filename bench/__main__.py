@@ -12,6 +12,8 @@ SUBCOMMANDS: dict[str, str] = {
     "coverage": "bench.coverage_eval",  # merge coverage check: false rejections and catch rate
     "llm-tokens": "bench.llm_tokens",  # LLM input tokens per cycle: whole corpus vs RockBot-style vs dreamkeeper
     "year-sim": "bench.year_sim",  # a year of adversarial cycles: naive applier vs dreamkeeper
+    "audit-year": "bench.audit_year",  # a year beside RockBot's own purge and memory audit: alerts, purges, pauses
+    "embeddings-sample": "bench.embeddings_sample",  # the sample's clusters with and without a real embedding model
     "scale": "bench.scale",  # cycle time, peak RSS and per-stage time at 1k / 10k / 100k entries
     "clustering": "bench.clustering_bench",  # near-duplicate scan: LSH vs brute force time, memory, recall
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart

@@ -84,6 +84,7 @@ _AS_CREATED = (
 
 NS = "request.namespace"
 SECRET = "object.spec.proposer.apiKeySecretRef.name"
+EMBEDDINGS_SECRET = "object.spec.embeddings.apiKeySecretRef.name"
 WORKLOAD = "object.spec.agent.workloadRef"
 IMAGE = "object.spec.image"
 _WORKLOAD_PLURAL = f"({WORKLOAD}.kind == 'StatefulSet' ? 'statefulsets' : 'deployments')"
@@ -147,6 +148,15 @@ CHECKS: tuple[ResourceCheck, ...] = (
         allowed=f"authorizer.group('').resource('secrets').namespace({NS}).name({SECRET}).check('get').allowed()",
         message=f"{_who()} + ' may not get Secret ' + {SECRET} + ' in namespace ' + {NS} + "
         f"': the cycle pod would mount it and send it to proposer.baseURL on your behalf' + {_AS_CREATED}",
+    ),
+    ResourceCheck(
+        # The embeddings endpoint is sent memory content and the key, as the proposer is: the same check.
+        name="embeddings-secret",
+        applies="has(object.spec.embeddings) && has(object.spec.embeddings.apiKeySecretRef)",
+        allowed=f"authorizer.group('').resource('secrets').namespace({NS}).name({EMBEDDINGS_SECRET}).check('get')"
+        ".allowed()",
+        message=f"{_who()} + ' may not get Secret ' + {EMBEDDINGS_SECRET} + ' in namespace ' + {NS} + "
+        f"': the cycle pod would mount it and send it to embeddings.baseURL on your behalf' + {_AS_CREATED}",
     ),
     ResourceCheck(
         # The cycle reads and writes the whole claim (under agentPath), and its proposer sends what it reads to

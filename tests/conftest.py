@@ -1,3 +1,3 @@
 """Shared pytest configuration. Fixture plugins live in their own modules and are listed here."""
 
-pytest_plugins: list[str] = ["tests.cluster.fixtures", "tests.realmodel.fixtures"]
+pytest_plugins: list[str] = ["tests.cluster.fixtures", "tests.realmodel.fixtures", "tests.embeddings.fixtures"]

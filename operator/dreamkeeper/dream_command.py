@@ -40,7 +40,16 @@ from dreamkeeper.memory import (
     redacted_logs,
     utcnow,
 )
-from dreamkeeper.proposers import PRICE_FILE, PROPOSER_KINDS, PROPOSER_SECTION, ProposerConfig, make_proposer
+from dreamkeeper.proposers import (
+    EMBEDDINGS_SECTION,
+    PRICE_FILE,
+    PROPOSER_KINDS,
+    PROPOSER_SECTION,
+    EmbeddingsConfig,
+    ProposerConfig,
+    make_embedder,
+    make_proposer,
+)
 
 # soft_wrap: a pod has no terminal, and a console's hard wraps at 80 columns would reach the termination message
 # (and from there conditions and Events) as line breaks in the middle of a sentence.
@@ -116,11 +125,15 @@ def _settings_data(settings_file: Path | None, settings_json: str | None) -> dic
         except ValueError as exc:
             kind = "JSON object" if not text.strip() else "valid settings object"
             raise ValueError(f"{origin}: expected a {kind}: {exc}") from None
-        section = layer.pop(PROPOSER_SECTION, None)
-        if section is not None and not isinstance(section, dict):
-            raise ValueError(f"{origin}: {PROPOSER_SECTION!r} must be an object, not {type(section).__name__}")
+        sections = {}
+        for name in (PROPOSER_SECTION, EMBEDDINGS_SECTION):
+            section = layer.pop(name, None)
+            if section is not None and not isinstance(section, dict):
+                raise ValueError(f"{origin}: {name!r} must be an object, not {type(section).__name__}")
+            sections[name] = section
         data.update(layer)
-        data[PROPOSER_SECTION] = {**data.get(PROPOSER_SECTION, {}), **(section or {})}
+        for name, section in sections.items():
+            data[name] = {**data.get(name, {}), **(section or {})}
     return data
 
 
@@ -190,6 +203,14 @@ def register(app: typer.Typer) -> None:
         request_token_budget: int | None = typer.Option(
             None, help="openai: a request whose prompt would be larger is asked in parts (clusters kept whole)."
         ),
+        embeddings_url: str | None = typer.Option(
+            None,
+            help="An OpenAI-compatible embeddings endpoint (its /v1 base URL): missing vectors are generated before "
+            "clustering and written as RockBot's EmbeddingCache does (key: DREAMKEEPER_EMBEDDINGS_API_KEY).",
+        ),
+        embeddings_model: str | None = typer.Option(None, help="embeddings: the model name (the agent's)."),
+        embeddings_batch_size: int | None = typer.Option(None, help="embeddings: texts per request (64)."),
+        embeddings_timeout: float | None = typer.Option(None, help="embeddings: seconds per request (60)."),
         approve_hold: str | None = typer.Option(
             None,
             "--approve-hold",
@@ -220,6 +241,16 @@ def register(app: typer.Typer) -> None:
         try:
             data = _settings_data(settings_file, settings_json)
             section = data.pop(PROPOSER_SECTION, {})
+            embeddings = _overlay(
+                data.pop(EMBEDDINGS_SECTION, {}),
+                {
+                    "base_url": embeddings_url,
+                    "model": embeddings_model,
+                    "batch_size": embeddings_batch_size,
+                    "timeout": embeddings_timeout,
+                },
+            )
+            embeddings_config = EmbeddingsConfig.model_validate(embeddings) if embeddings else None
             settings = CycleSettings.model_validate(
                 _overlay(
                     data,
@@ -261,6 +292,7 @@ def register(app: typer.Typer) -> None:
         vocabulary = load_vocabulary(vocab_path if vocab_path.is_absolute() else agent_dir / vocab_path).vocabulary
         try:
             chosen = make_proposer(config, vocabulary)
+            embedder = make_embedder(embeddings_config)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
@@ -271,6 +303,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run,
             force=force,
             approve_hold=approve_hold,
+            embedder=embedder,
         )
         status = err.status("dreaming…") if err.is_terminal and not as_json else None
         stop = GracefulStop()

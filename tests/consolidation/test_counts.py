@@ -115,5 +115,6 @@ def test_the_closing_log_lines() -> None:
         "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 useless merge(s) refused, "
         "0 merge(s) copying the offer refused, 0 proposal(s) naming ids as ID:… refused, 0 entry(s) protected from "
         "pruning, 0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, "
-        "0 stale write-back(s) repaired, 0 repl(ies) naming no offered id decided nothing"
+        "0 stale write-back(s) repaired, 0 archived entr(ies) held from RockBot's purge, 0 source-less save(s) "
+        "refused, 0 repl(ies) naming no offered id decided nothing"
     )

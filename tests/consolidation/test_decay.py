@@ -115,14 +115,25 @@ def test_decay_is_calendar_time_invariant_across_cycles(tmp_path: Path) -> None:
         assert effective[0] == pytest.approx(effective[1], abs=1e-5)
 
 
-def test_an_entry_is_rewritten_once_it_has_fallen_a_hundredth(agent: Path) -> None:
+def test_the_frugal_mode_rewrites_an_entry_once_it_has_fallen_a_hundredth(agent: Path) -> None:
     root = agent / "memory"
-    run(agent)  # the first decay of old entries writes them
-    later = run(agent, now=NOW + timedelta(hours=12)).report  # half a day: 0.6 loses ~0.005
+    frugal = DecaySettings(min_step=0.01)
+    run(agent, decay=frugal)  # the first decay of old entries writes them
+    later = run(agent, now=NOW + timedelta(hours=12), decay=frugal).report  # half a day: 0.6 loses ~0.005
     assert later.decayed == 0
-    assert run(agent, now=NOW + timedelta(days=3)).report.decayed == 1  # milo (0.31) lost 0.014, rose (0.20) 0.009
-    assert run(agent, now=NOW + timedelta(days=5)).report.decayed == 1  # rose, from its own anchor: 0.015 now
+    assert run(agent, now=NOW + timedelta(days=3), decay=frugal).report.decayed == 1  # milo lost 0.014, rose 0.009
+    assert run(agent, now=NOW + timedelta(days=5), decay=frugal).report.decayed == 1  # rose, from its own anchor
     assert obj(root / "rose.json")["updatedAt"].startswith("2026-09-19T06:00:00")
+
+
+def test_by_default_every_drop_is_written_as_rockbot_does(agent: Path) -> None:
+    """RockBot writes every decaying entry on every pass (DreamService.cs @05346ff0; the parity vector is in
+    tests/parity/test_parity_citizen.py): half a day later both old entries are written again."""
+    root = agent / "memory"
+    run(agent)
+    later = run(agent, now=NOW + timedelta(hours=12)).report
+    assert later.decayed == 2
+    assert obj(root / "rose.json")["updatedAt"].startswith("2026-09-14T18:00:00")
 
 
 def test_an_entry_decay_takes_below_the_floor_is_not_pruned_in_that_cycle(tmp_path: Path) -> None:

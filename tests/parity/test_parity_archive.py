@@ -183,8 +183,10 @@ def test_the_rockbot_settings_to_switch_off_are_documented(vector: dict[str, Any
         assert "| `Dream__MemoryConsolidationEnabled` | `true` | `Dream__MemoryConsolidationEnabled=false` |" in text
     for key in vector["inputs"].get("config", {}):
         assert "Dream__" + key.split(":", 1)[1] in text, key
-    for must in ("Dream__MemoryExactDuplicateFoldEnabled=false", "Dream__MemoryArchiveRetention=00:00:00"):
+    # RockBot's retention stays on, equal to dreamkeeper's: its audit counts a purge as one only then (issue 24).
+    for must in ("Dream__MemoryExactDuplicateFoldEnabled=false", "Dream__MemoryArchiveRetention=90.00:00:00"):
         assert must in text
+    assert "Dream__MemoryArchiveRetention=00:00:00" not in text
 
 
 # ---- audit hooks ------------------------------------------------------------------------------------------------

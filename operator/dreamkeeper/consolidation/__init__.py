@@ -7,6 +7,7 @@ from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, sent
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.directives import compose
 from dreamkeeper.consolidation.dryrun import render_plan, render_report
+from dreamkeeper.consolidation.embeddings import Embedder, EmbeddingError, Vector
 from dreamkeeper.consolidation.journal import incomplete_journals
 from dreamkeeper.consolidation.proposal import (
     Batch,
@@ -33,6 +34,8 @@ __all__ = [
     "CycleOptions",
     "CycleReport",
     "CycleSettings",
+    "Embedder",
+    "EmbeddingError",
     "Family",
     "MergeProposal",
     "OfferGroup",
@@ -43,6 +46,7 @@ __all__ = [
     "ProposerUsage",
     "RepairRequest",
     "ReplyFault",
+    "Vector",
     "compose",
     "cycles_dir",
     "incomplete_journals",

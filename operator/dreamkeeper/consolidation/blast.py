@@ -32,10 +32,11 @@ PENDING = "pending.json"
 
 
 def live_drop(plan: Plan) -> int:
-    """Entries the plan takes out of the live corpus, net of the successors it creates (the audit's measure). A merge
-    folded into a live entry (``into``: a subsumption, or a merge restating a live text) creates none."""
+    """Entries the plan takes out of the live corpus, net of the successors it creates (the audit's measure). A
+    merge folded into a live entry (``into``: a subsumption, or a merge restating a live text) creates none; a
+    source-less save (sourceless.py) offsets nothing: a plan cannot buy room for prunes by writing new entries."""
     sources = sum(len(m.sources) for m in plan.merges)
-    return max(0, sources + len(plan.prunes) - sum(1 for m in plan.merges if m.into is None))
+    return max(0, sources + len(plan.prunes) - sum(1 for m in plan.merges if m.sources and m.into is None))
 
 
 def exceeds(drop: int, live: int, cap: float, min_entries: int) -> bool:

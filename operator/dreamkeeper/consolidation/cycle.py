@@ -17,14 +17,15 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.clustering import Cluster
@@ -33,6 +34,8 @@ from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
 from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
+from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written, write_vectors
+from dreamkeeper.consolidation.embeddings import Embedder, Vector
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.journal import (
@@ -49,13 +52,17 @@ from dreamkeeper.consolidation.journal import (
     write_journal,
     write_journal_steps,
 )
+from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds
+from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import BatchReply, ProposalRequest, Proposer
-from dreamkeeper.consolidation.purge import LastRecords
+from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
+from dreamkeeper.consolidation.scope import scope_ids, scoped
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.sourceless import SourcelessGate
 from dreamkeeper.consolidation.stages import (
     Applied,
     Approved,
@@ -63,6 +70,7 @@ from dreamkeeper.consolidation.stages import (
     CycleContext,
     Decayed,
     Effects,
+    Embedded,
     Folded,
     Gated,
     Measured,
@@ -129,6 +137,9 @@ class CycleOptions:
     # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
     # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
     stop_requested: Callable[[], bool] | None = None
+    # An embeddings endpoint (proposers/embeddings.py): missing vectors are generated before the gate, and the
+    # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
+    embedder: Embedder | None = None
 
     @property
     def memory_root(self) -> Path:
@@ -179,6 +190,16 @@ def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) 
         }
     )
     replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
+
+
+def _record_in_rockbot_ledger(agent_dir: Path, at: datetime) -> None:
+    """RockBot's ``dream-pass-ledger.json`` (pass_ledger.py): recorded on a cycle that reviewed entries, as RockBot's
+    pass records itself only when it reviewed something (2 or more eligible, a usable reply). Bookkeeping: a
+    failure to write it is logged, never the cycle's failure."""
+    try:
+        record_consolidation(agent_dir, at)
+    except (OSError, MemoryStoreError) as exc:
+        log.warning("RockBot's dream-pass ledger not updated: %s", exc)
 
 
 def sweep_leftovers(agent_dir: Path, memory_root: Path) -> SweepReport:
@@ -234,6 +255,9 @@ class Cycle:
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
+        self.agent = agent_view(self.agent_dir, self.settings.rockbot)
+        for note in self.agent.notes:
+            log.warning("agent settings: %s", note)
         self.context = CycleContext(
             cycle_id=self.cycle_id,
             agent_dir=self.agent_dir,
@@ -242,11 +266,14 @@ class Cycle:
             now=self.now,
             clock_given=options.now is not None,
             stage=self._stage,
+            agent=self.agent,
         )
         self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
         self.stages = Stages()
-        self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now)
+        self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now, self.agent.described())
         self._frozen = False
+        self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
+        self._fold_waiting = 0
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -273,10 +300,12 @@ class Cycle:
             finally:
                 self._thaw()
                 await self.proposer.aclose()
+                if self.options.embedder is not None:
+                    await self.options.embedder.aclose()
 
     async def _run_stages(self) -> CycleOutcome:
         s, effects = self.stages, self.effects
-        if (marker := read_pause_marker(self.agent_dir)) is not None:
+        if (marker := read_pause_marker(self.agent_dir, self.agent.pause_marker)) is not None:
             return self._paused(marker)
         s.recovered = effects.recover()
         if not self.options.force and (reason := effects.too_soon()) is not None:
@@ -300,6 +329,7 @@ class Cycle:
         else:
             s.folded = self._fold(s.repaired.snapshot)
             s.decayed = self._decay(s.folded)
+            s.embedded = await self._embed_missing(s.decayed)
             s.gated = self._gate(s.decayed)
             s.subsumed = self._subsume(s.gated, s.vocabulary.vocabulary)
             s.proposed = await self._propose(s.gated, s.decayed, s.subsumed)
@@ -307,6 +337,7 @@ class Cycle:
             s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
+        s.reembedded = await self._embed_written(s.folded, s.applied)
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         # An approved hold gated nothing: its corpus is clustered for the backlog alone.
         clusters = s.gated.gating.all_clusters if s.gated else self._clusters(s.folded.live)
@@ -342,11 +373,14 @@ class Cycle:
         self._stage("blast-radius")
         settings, plan = self.settings, validated.plan
         drop = live_drop(plan)
-        if not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
+        # Paced (pacing.py): past what RockBot's audit allows before its next run, the plan is held as well.
+        paced = self._budget is not None and drop > self._budget.left
+        if not paced and not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
             return Capped(validated)
         held = HeldPlan.of(self.cycle_id, self.now, plan, live, settings.archive_cap)
         self.effects.keep_hold(held)
-        note = f"held for approval: {held.describe()}; approve with approve_hold={held.cycle_id}"
+        why = f" (paced: {self._budget.describe()}, {self._budget.left} left)" if paced and self._budget else ""
+        note = f"held for approval: {held.describe()}{why}; approve with approve_hold={held.cycle_id}"
         log.warning("blast radius: %s", note)
         nothing = Validated(
             validated.decisions,
@@ -438,10 +472,19 @@ class Cycle:
         """Exact duplicates, planned here; executed (or, in a dry run, only taken out of the corpus) by the effects."""
         self._stage("fold")
         folds = self._plan_folds(snapshot)
-        return self.effects.fold(snapshot, folds) if folds else Folded(snapshot.scan, snapshot.live)
+        paced = CycleCounts(fold_paced=self._fold_waiting)
+        if not folds:
+            return Folded(snapshot.scan, snapshot.live, counts=paced)
+        folded = self.effects.fold(snapshot, folds)
+        return replace(folded, counts=folded.counts + paced)
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
-        folds = plan_folds(snapshot.live, self.settings, self.now)
+        folds = plan_folds(scoped(snapshot.live, self.settings.scope), self.settings, self.now)
+        if self.settings.rockbot.pace_audit_loss:
+            self._budget = loss_budget(
+                self.agent_dir, self.agent, len(snapshot.live), self.settings.rockbot.read_agent_settings
+            )
+        folds, self._fold_waiting = pace_folds(folds, self._budget)
         for fold in folds:
             log.info(
                 "folded %d exact duplicate(s) [%s] into %s",
@@ -457,7 +500,7 @@ class Cycle:
     def _decay(self, folded: Folded) -> Decayed:
         """Importance decay, planned here and written (or, in a dry run, only shown) by the effects."""
         self._stage("decay")
-        plan = plan_decay(folded.live, self.settings.decay, self.settings.floor, self.now)
+        plan = plan_decay(scoped(folded.live, self.settings.scope), self.settings.decay, self.settings.floor, self.now)
         if not plan.actions:
             return Decayed(folded.live)
         decayed = self.effects.decay(folded, plan)
@@ -471,11 +514,12 @@ class Cycle:
     def _gate(self, decayed: Decayed) -> Gated:
         self._stage("gating")
         live = decayed.live
-        gating = select_candidates(live, self.settings, self.now, self._embedding_loader())
+        in_scope = scope_ids(live, self.settings.scope)
+        gating = select_candidates(live, self.settings, self.now, self._embedding_loader(), in_scope)
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
             len(gating.eligible),
-            len(live),
+            len(live) if in_scope is None else len(in_scope),
             gating.withheld,
         )
         counts = CycleCounts(
@@ -515,7 +559,7 @@ class Cycle:
         if not batches:
             log.info("every offered cluster was settled without the model; nothing to ask")
             return Proposed()
-        directives = load_directives(self.agent_dir)  # re-read every cycle, as RockBot does
+        directives = load_directives(self.agent_dir, self.agent.directive.path)  # re-read every cycle, as RockBot
         request = ProposalRequest(
             batches=tuple(batches),
             total_entries=len(live),
@@ -524,10 +568,10 @@ class Cycle:
             directive=directives.dream,
             degraded=gating.degraded,
             memory_rules=directives.memory_rules,
-            feedback=load_feedback(self.agent_dir, self.now),
+            feedback=load_feedback(self.agent_dir, self.now, self.agent.feedback_dir.path),
         )
         replies = await self._asked(request)
-        return Proposed(tuple(batches), tuple(replies))
+        return Proposed(tuple(batches), tuple(replies), feedback=tuple(f.line() for f in request.feedback))
 
     async def _asked(self, request: ProposalRequest) -> list[BatchReply]:
         """The proposer's replies; when a stop is requested meanwhile, none: its requests are cancelled (a model
@@ -552,7 +596,11 @@ class Cycle:
         if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
-        state = ValidationState(self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor)
+        gate = SourcelessGate(proposed.feedback, self.settings.sourceless_saves_max_per_cycle)
+        gate.bind(decayed.live)
+        state = ValidationState(
+            self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor, sourceless=gate
+        )
         state.settle(subsumed.merges)
         gating = gated.gating
         decisions = await validate_replies(
@@ -588,12 +636,27 @@ class Cycle:
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()
+        generated = self.stages.embedded.vectors if self.stages.embedded is not None else {}
 
         def load(entry_id: str) -> np.ndarray | None:
+            if entry_id in generated:  # this cycle's (in a dry run, never written)
+                return generated[entry_id]
             # Listed first: most entries of a corpus may have no embedding, and a failed open costs more than a read.
             return self.store.load_embedding(entry_id) if embedding_file_name(entry_id).casefold() in present else None
 
         return load
+
+    async def _embed_missing(self, decayed: Decayed) -> Embedded:
+        if self.options.embedder is None:
+            return Embedded()
+        self._stage("embeddings")
+        return await embed_missing(self.store, decayed.live, self.options.embedder, self.effects.write_embeddings)
+
+    async def _embed_written(self, folded: Folded, applied: Applied) -> Embedded | None:
+        if self.options.embedder is None:
+            return None
+        self._stage("embeddings")
+        return await embed_written(folded, applied, self.options.embedder, self.effects.write_embeddings)
 
     def _freeze(self) -> None:
         """Move everything alive (the parsed snapshot above all) out of the cyclic collector's reach until the cycle
@@ -715,28 +778,7 @@ class Writes:
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
     def purge(self, vocabulary: Vocabulary) -> Purged:
-        settings = self.context.settings
-        self.context.stage("purge")
-        retention = settings.retention
-        scan: ScanResult | None = None
-        if retention is not None and retention > timedelta(0):
-            # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that
-            # scan minus the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened
-            # first: purge never deletes a file the engine could not read safely.
-            scan = screened(self.store.scan(), self.store.root)
-        keep = LastRecords.of((s.entry for s in scan.entries), vocabulary).keep if scan is not None else None
-        started = utcnow()
-        purge = self.store.purge(
-            retention, settings.floor, self.context.now, entries=scan.entries if scan is not None else None, keep=keep
-        )
-        counts = CycleCounts(
-            purged=len(purge.purged),
-            purge_kept_above_floor=len(purge.kept_above_floor),
-            purge_kept_last_record=len(purge.kept_by_rule),
-        )
-        if purge.purged or purge.conflicts:
-            self._writing(started)
-        return Purged(scan, frozenset(e.id for e in purge.purged), purge.conflicts, counts)
+        return purge_stage(self.context, vocabulary, self._writing)
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
@@ -871,12 +913,17 @@ class Writes:
         )
         return Measured(counts, tuple(lost))
 
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        return write_vectors(self.store, vectors, replace)
+
     def record(self, report: CycleReport) -> Path:
         self._update_index()
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at
             _write_ledger(self.context.agent_dir, report, completed_at or utcnow())
+            if self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
+                _record_in_rockbot_ledger(self.context.agent_dir, completed_at or utcnow())
         return write_report(self.context.agent_dir, report)
 
     def record_failure(self, report: CycleReport, error: BaseException) -> None:

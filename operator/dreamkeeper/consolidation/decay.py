@@ -8,7 +8,7 @@ For each live entry, after the exact-duplicate fold and before gating:
     elapsed           = min(days since seen - grace, max(0, now - (updatedAt or createdAt)))
     skip if           elapsed <= 0
     importance        = max(floor, importance * 0.5 ** (elapsed / half-life))      in float32, as RockBot
-    write             importance and updatedAt = now, only if it went down (by ``min_step`` at least, below)
+    write             importance and updatedAt = now, if it went down (by ``min_step`` at least, when set: below)
 
 ``updatedAt = now`` is the anchor that makes it calendar-time invariant (one pass over 10 days equals twenty over
 half a day each), and what RockBot writes too: a corpus can move between the two engines without decaying twice.
@@ -17,10 +17,11 @@ other cycle write, each one guarded by the fingerprint read at snapshot, and ``u
 back. An entry that decay takes below the high-value floor is counted, and stays protected from pruning for the
 rest of that cycle (RockBot's prune check reads the pre-decay snapshot too).
 
-RockBot writes every decaying entry on every pass. dreamkeeper writes one once it has fallen by ``min_step`` (0.01)
-since its last write, or when it reaches the decay floor or leaves the high-value floor: the anchor (updatedAt)
-stays until then, so the value written is the one RockBot's passes would have reached, minus float32 rounding —
-several times fewer writes (and fsyncs) a cycle on a mature corpus.
+RockBot writes every decaying entry on every pass, and so does dreamkeeper by default (``min_step`` 0). With a
+positive ``min_step`` (the frugal mode) an entry is written once it has fallen that much since its last write, or
+when it reaches the decay floor or leaves the high-value floor: the anchor (updatedAt) stays until then, so the
+value written is the one RockBot's passes would have reached, minus float32 rounding — several times fewer writes
+(and fsyncs) a cycle on a mature corpus, with what is on disk lagging by less than ``min_step``.
 """
 
 from __future__ import annotations

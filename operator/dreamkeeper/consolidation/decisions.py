@@ -14,6 +14,7 @@ from dreamkeeper.consolidation.refusals import REASON_PREFIX
 from dreamkeeper.consolidation.replies import BatchTally
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.sourceless import SourcelessGate
 from dreamkeeper.coverage import CoverageIndex, Vocabulary
 
 
@@ -40,6 +41,8 @@ class Decisions:
     # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
     # instead of indexing the whole corpus a second time.
     census_index: CoverageIndex | None = None
+    sourceless_saved: int = 0
+    sourceless_refused: int = 0
 
     @property
     def counts(self) -> CycleCounts:
@@ -61,6 +64,8 @@ class Decisions:
             refused_restating=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["restates"])),
             refused_layout=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["layout"])),
             refused_notation=sum(1 for r in self.refusals if r.reason.startswith(REASON_PREFIX["notation"])),
+            sourceless_saved=self.sourceless_saved,
+            sourceless_refused=self.sourceless_refused,
         )
 
     def leaving_ids(self) -> set[str]:
@@ -96,6 +101,7 @@ class ValidationState:
     census_index: CoverageIndex | None = None
     live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
     fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
+    sourceless: SourcelessGate | None = None  # source-less saves (sourceless.py); None: refused, as before
 
     def settle(self, merges: Sequence[MergeAction]) -> None:
         """Merges decided before any reply (subsumptions): in the plan, their sources consumed, their targets
@@ -124,6 +130,8 @@ class ValidationState:
             undecided_batches=frozenset(self.undecided_batches),
             batches=self.batches,
             census_index=self.census_index,
+            sourceless_saved=self.sourceless.saved if self.sourceless else 0,
+            sourceless_refused=self.sourceless.refused if self.sourceless else 0,
         )
 
 

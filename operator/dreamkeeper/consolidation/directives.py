@@ -67,12 +67,14 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def load_directives(agent_dir: Path) -> Directives:
-    """``dream.md`` and ``memory-rules.md`` of the profile, read at the start of every cycle."""
-    dream = _read_text(agent_dir / DIRECTIVE_FILE)
+def load_directives(agent_dir: Path, directive: Path | None = None) -> Directives:
+    """``dream.md`` (or the agent's ``Dream:DirectivePath``, agent_view.py) and ``memory-rules.md`` of the profile,
+    read at the start of every cycle (RockBot reads memory-rules.md from the profile whatever the directive path)."""
+    directive = directive if directive is not None else agent_dir / DIRECTIVE_FILE
+    dream = _read_text(directive)
     rules = _read_text(agent_dir / MEMORY_RULES_FILE)
-    if dream is None and os.path.lexists(agent_dir / DIRECTIVE_FILE):
-        log.warning("cannot read %s; using the built-in directive", agent_dir / DIRECTIVE_FILE)
+    if dream is None and os.path.lexists(directive):
+        log.warning("cannot read %s; using the built-in directive", directive)
     return Directives(dream=dream if dream and dream.strip() else None, memory_rules=rules or None)
 
 
@@ -161,9 +163,10 @@ def _bounded_lines(handle: BinaryIO, size: int) -> Iterator[bytes | None]:
         yield None
 
 
-def load_feedback(agent_dir: Path, now: datetime) -> tuple[FeedbackSignal, ...]:
-    """The signals of the last 7 days, oldest first, at most 50; () when the profile keeps none."""
-    root = agent_dir / FEEDBACK_DIR
+def load_feedback(agent_dir: Path, now: datetime, root: Path | None = None) -> tuple[FeedbackSignal, ...]:
+    """The signals of the last 7 days, oldest first, at most 50; () when the profile keeps none. ``root``: the
+    agent's ``Feedback:BasePath`` (agent_view.py); default ``AGENT_DIR/feedback``."""
+    root = root if root is not None else agent_dir / FEEDBACK_DIR
     if not root.is_dir():
         return ()
     since = now - FEEDBACK_WINDOW

@@ -3,6 +3,7 @@ reads of a cycle — the plan as a diff, the report as a table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -14,6 +15,7 @@ from rich.table import Table
 from dreamkeeper.consolidation.blast import HeldPlan, read_pending
 from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
@@ -57,6 +59,9 @@ class DryRun:
 
     def purge(self, vocabulary: Vocabulary) -> Purged:
         return Purged()
+
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        return 0  # a dry run writes nothing; the vectors only serve its gate
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")

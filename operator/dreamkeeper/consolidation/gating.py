@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -61,10 +61,14 @@ def select_candidates(
     settings: CycleSettings,
     now: datetime,
     embeddings: EmbeddingLoader | None = None,
+    in_scope: frozenset[str] | None = None,
 ) -> GatingResult:
+    """``in_scope`` (``scope: rockbot``, scope.py): clusters are found over all of ``live``, as RockBot's are, but
+    only entries in scope are offered, and a cluster is offered by its members in scope (two or more)."""
     result = GatingResult()
     by_id = {s.id: s for s in live}
-    unreviewed = {s.id for s in live if not is_reviewed(s)}
+    pool = live if in_scope is None else [s for s in live if s.id in in_scope]
+    unreviewed = {s.id for s in pool if not is_reviewed(s)}
     # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
     # back-off ends; a new sibling still brings them along (its cluster is offered whole).
     held = {i for i in unreviewed if is_held(by_id[i], settings, now)}
@@ -88,6 +92,9 @@ def select_candidates(
         result.degraded = True
         result.degraded_reason = str(exc)
         clusters = []
+    if in_scope is not None:
+        trimmed = (replace(c, ids=tuple(i for i in c.ids if i in in_scope)) for c in clusters)
+        clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
     clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
     result.items = {item.id: item for item in items if item.id in clustered} if clusters else {}
@@ -110,8 +117,8 @@ def select_candidates(
         eligible_ids.update(cluster.ids)
         result.merge_only.update(cluster.ids)
     # Store order is kept so prompts are stable from cycle to cycle.
-    result.eligible = [s for s in live if s.id in eligible_ids]
-    result.withheld = len(live) - len(result.eligible)
+    result.eligible = [s for s in pool if s.id in eligible_ids]
+    result.withheld = len(pool) - len(result.eligible)
     return result
 
 

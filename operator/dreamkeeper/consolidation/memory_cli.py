@@ -8,17 +8,19 @@ for each archived entry what the purge would do with it now, and why.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
+from dreamkeeper.consolidation.purge_policy import KeepRule, purge_window
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.settings import CycleSettings, RockBotSettings
 from dreamkeeper.coverage import VOCABULARY_FILE
-from dreamkeeper.memory import CycleLock, HighValueFloor, PurgeReport, StoredEntry, entry_summary, utcnow
+from dreamkeeper.memory import CycleLock, HighValueFloor, PurgeReport, StoredEntry, entry_summary, unheld, utcnow
 from dreamkeeper.memory.cli import (
     AGENT_DIR_ARG,
     JSON_OPT,
@@ -139,13 +141,18 @@ def purge_command(
     with expected_errors():
         store = open_store(agent_dir, memory_dir)
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
-        retention = timedelta(days=retention_days)
         words = agent_vocabulary(agent_dir, vocabulary)
+
+        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py).
+        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, RockBotSettings()))
+        if window.note:
+            out.print(escape(window.note))
 
         def run(dry_run: bool) -> PurgeReport:
             entries = screened(store.scan(), store.root).entries  # never a file the engine would not act on
             rule = LastRecords.of((s.entry for s in entries), words)
-            return store.purge(retention, floor, dry_run=dry_run, entries=entries, keep=rule.keep)
+            own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in entries]
+            return store.purge(window.retention, floor, dry_run=dry_run, entries=own, keep=KeepRule(own, rule))
 
         if yes:
             with CycleLock(agent_dir, "purge"):

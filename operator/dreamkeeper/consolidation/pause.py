@@ -41,14 +41,16 @@ class PauseMarker(BaseModel):
         ]
         detail = "; ".join(said) if said else (self.unreadable or "no content")
         return (
-            f"paused by the agent's memory audit ({PAUSE_MARKER.as_posix()}: {detail}); remove the marker (RockBot: "
+            f"paused by the agent's memory audit ({self.path}: {detail}); remove the marker (RockBot: "
             "resume_memory_consolidation) to let cycles run again"
         )
 
 
-def read_pause_marker(agent_dir: Path) -> PauseMarker | None:
-    """The marker, when present (a regular file: what ``File.Exists`` answers true for)."""
-    path = agent_dir / PAUSE_MARKER
+def read_pause_marker(agent_dir: Path, path: Path | None = None) -> PauseMarker | None:
+    """The marker, when present (a regular file: what ``File.Exists`` answers true for). ``path``: where the agent's
+    audit writes it (``{MemoryAudit:BasePath}/consolidation-paused.json``, agent_view.py); default
+    ``AGENT_DIR/memory-audit/``."""
+    path = path if path is not None else agent_dir / PAUSE_MARKER
     if not path.is_file():
         return None
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from dreamkeeper.consolidation.declines import later
 from dreamkeeper.coverage import Inventory, Specific, Vocabulary, extract_specifics, fold, load_vocabulary
-from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
+from dreamkeeper.memory import HELD_FOR, HELD_IMPORTANCE, Entry, HighValueFloor, StoredEntry
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,9 @@ def archived_state(
     """What the purge would do with an archived entry now, and why: for ``memory list --archived``."""
     if entry.archived_at is None:
         return "live", ""
+    held = entry.meta(HELD_FOR)
+    if held is not None:
+        return "kept", f"held above RockBot's floor ({held}; own importance {entry.meta(HELD_IMPORTANCE)})"
     if retention_days <= 0:
         return "kept", "retention 0: archived entries are kept forever"
     due = later(entry.archived_at, timedelta(days=retention_days))

@@ -87,7 +87,11 @@ def decides(proposal: Proposal, offered: Mapping[str, StoredEntry]) -> bool:
 
     if any(named(raw) for raw in proposal.to_delete):
         return True
-    return any(_has_text(m.content) and any(named(raw) for raw in m.source_ids) for m in proposal.to_save)
+    # A save naming no source at all (sourceIds empty) is a decision too: a new entry written from the feedback
+    # shown, as RockBot's directive asks (sourceless.py). Ids that resolve to nothing are not.
+    return any(
+        _has_text(m.content) and (not m.source_ids or any(named(raw) for raw in m.source_ids)) for m in proposal.to_save
+    )
 
 
 def _has_text(content: str) -> bool:

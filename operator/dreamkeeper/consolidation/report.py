@@ -71,6 +71,9 @@ class CycleReport(CycleCounts, _ReportHead):
     protections: list[Protection] = Field(default_factory=list)
     lost_specifics: list[str] = Field(default_factory=list)
     pause_marker: PauseMarker | None = None  # the agent's pause marker, when it stopped the cycle
+    # RockBot's paths and purge settings this cycle used, each with its source (agent_view.py): settings, the
+    # agent's appsettings*.json / rockbot.env / environment, or RockBot's default.
+    agent_settings: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -87,7 +90,16 @@ class CycleReport(CycleCounts, _ReportHead):
         data = self.model_dump(
             mode="json",
             by_alias=True,
-            exclude={"rejections", "refusals", "protections", "lost_specifics", "notes", "agent_dir", "pause_marker"},
+            exclude={
+                "rejections",
+                "refusals",
+                "protections",
+                "lost_specifics",
+                "notes",
+                "agent_dir",
+                "pause_marker",
+                "agent_settings",
+            },
         )
         data["durationSeconds"] = round(self.duration_seconds, 3)
         if self.error:

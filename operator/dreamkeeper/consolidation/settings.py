@@ -35,15 +35,45 @@ class DecaySettings(BaseModel):
     grace_days: float = Field(default=30.0, ge=0.0, le=MAX_DAYS)
     half_life_days: float = Field(default=45.0, ge=0.0, le=MAX_DAYS)
     floor: float = Field(default=0.10, ge=0.0, le=1.0)
-    # An entry is rewritten only once its importance has fallen by this much since its last write (or it reaches
-    # the decay floor, or leaves the high-value floor). RockBot rewrites every decaying entry on every pass (about
-    # two thirds of a mature corpus, twice a day); decay is anchored on updatedAt, so waiting changes no value,
-    # only when it is written. 0.01 is the precision the model is shown (importance=0.00). 0: RockBot's cadence.
-    min_step: float = Field(default=0.01, ge=0.0, le=1.0)
+    # 0 (the default): every drop is written, as RockBot's pass does (``if (newImportance >= entry.ImportanceScore)
+    # continue;`` and nothing else, DreamService.cs @05346ff0), so the importance on disk is always the one RockBot
+    # would hold. A positive value is the frugal mode: an entry is rewritten only once its importance has fallen by
+    # this much since its last write (or it reaches the decay floor, or leaves the high-value floor); decay is
+    # anchored on updatedAt, so waiting changes no value, only when it is written (about a fifth of the writes
+    # in the year simulation at 0.01, with what is on disk lagging RockBot's by less than that).
+    min_step: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @property
     def active(self) -> bool:
         return self.enabled and self.half_life_days > 0
+
+
+class RockBotSettings(BaseModel):
+    """Where RockBot keeps what dreamkeeper reads and writes beside it, and what its purge and audit do.
+
+    Each value unset here is read from the agent's own configuration when it is visible (``appsettings*.json`` or
+    ``rockbot.env`` in the agent directory, or dreamkeeper's environment: agent_config.py), else RockBot's default.
+    Paths are as the agent sees them: relative to its profile directory (the agent directory), or absolute under
+    ``profile_base`` (RockBot's ``AgentProfile:BasePath``, e.g. ``/data/agent``), which maps onto the agent
+    directory here."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    profile_base: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT, pattern=r"^/[^\x00]*$")
+    directive_path: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
+    audit_base_path: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
+    feedback_base_path: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
+    # RockBot's Dream:MemoryArchiveRetention, in days (0: its purge is off, and its audit then counts every purge
+    # as a hard delete). The purge never deletes before that window has closed (purge_policy.py).
+    archive_retention_days: float | None = Field(default=None, ge=0.0, le=MAX_DAYS)
+    read_agent_settings: bool = True  # read appsettings*.json / rockbot.env / the environment (agent_config.py)
+    pass_ledger: bool = True  # record each cycle in RockBot's dream-pass-ledger.json (pass_ledger.py)
+    # An archived entry dreamkeeper keeps past retention is held above RockBot's high-value floor this long before
+    # RockBot's own purge could reach it (purge_policy.py). 7: the audit's purge outlook window (PurgeWarningDays).
+    hold_ahead_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
+    # Where RockBot's audit state is visible, never take the live corpus down further than its loss alert allows
+    # between two of its runs (pacing.py).
+    pace_audit_loss: bool = True
 
 
 ClusterTokens = Literal["rockbot", "unicode"]
@@ -66,6 +96,9 @@ class CycleSettings(BaseModel):
     cluster_split: ClusterSplit = "rockbot"
     cluster_tokens: ClusterTokens = "rockbot"
     same_category_clusters: bool = False
+    # corpus: fold, decay and offer every live entry; rockbot: RockBot's snapshot, the 1,000 most recently seen
+    # (scope.py says what each means for decay and the floor).
+    scope: Literal["corpus", "rockbot"] = "corpus"
     decay: DecaySettings = Field(default_factory=DecaySettings)
     floor: HighValueFloor = Field(default_factory=HighValueFloor)
     protected_categories: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
@@ -78,8 +111,17 @@ class CycleSettings(BaseModel):
     reopen_max_interval_days: float = Field(default=56.0, ge=0.0, le=MAX_DAYS)
     reopen_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
     exact_fold: bool = True
+    # Categories the exact-duplicate fold never touches (their own passes act on them by id), with RockBot's two
+    # rules (``IsExactDuplicateEligible``, DreamService.cs @05346ff0): ``feedback`` and ``claim/capability`` are
+    # compared ordinally, the category itself or below it (``FeedbackMemoryCategories.IsFeedbackMemory`` @d425b9b4,
+    # ``CapabilityClaimCategories.IsCapabilityClaim`` @e9c6443b: "Feedback/x" is folded there); ``observation/
+    # theory/`` is a prefix of the trimmed category, ignoring case (so " Observation/Theory/x" is excluded, and
+    # "observation/theory" itself is not).
     fold_excluded_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
-        default_factory=lambda: ["feedback", "claim/capability", "observation/theory"], max_length=MAX_LIST
+        default_factory=lambda: ["feedback", "claim/capability"], max_length=MAX_LIST
+    )
+    fold_excluded_prefixes_ignore_case: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+        default_factory=lambda: ["observation/theory/"], max_length=MAX_LIST
     )
     vocabulary_path: str = Field(default=VOCABULARY_FILE, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
     batch_max_entries: int = Field(default=40, ge=2, le=1_000_000)
@@ -98,6 +140,9 @@ class CycleSettings(BaseModel):
     prune_census: PruneCensus = "identity"
     # Entries whose batch got unusable replies twice in a row wait this long, doubling (backoff.py); 0 = never.
     unusable_backoff_days: float = Field(default=1.0, ge=0.0, le=MAX_DAYS)
+    # Source-less toSave items (sourceless.py): saved, as RockBot does, at most this many a cycle; 0 refuses them.
+    sourceless_saves_max_per_cycle: int = Field(default=5, ge=0, le=MAX_PER_CYCLE)
+    rockbot: RockBotSettings = Field(default_factory=RockBotSettings)
 
     @field_validator("protected_categories")
     @classmethod
@@ -126,5 +171,7 @@ class CycleSettings(BaseModel):
     def is_fold_excluded(self, category: str | None) -> bool:
         if category is None:
             return False
-        lowered = category.lower()
-        return any(lowered == p or lowered.startswith(p + "/") for p in self.fold_excluded_prefixes)
+        if any(category == p or category.startswith(p + "/") for p in self.fold_excluded_prefixes):
+            return True
+        trimmed = category.strip().casefold()
+        return any(trimmed.startswith(p.casefold()) for p in self.fold_excluded_prefixes_ignore_case)

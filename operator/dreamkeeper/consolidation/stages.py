@@ -17,17 +17,19 @@ narrows the plan (a hold) takes ``Validated`` and returns the value apply takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from dreamkeeper.consolidation.agent_view import AgentView
 from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.decisions import Decisions
+from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, MergeAction, Plan
@@ -52,6 +54,7 @@ class CycleContext:
     now: datetime
     clock_given: bool  # the caller set `now` (simulations, tests): the ledger is kept on that clock
     stage: Callable[[str], None]  # announces a stage (logs, progress)
+    agent: AgentView | None = None  # RockBot's paths and purge settings as this cycle uses them (agent_view.py)
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,17 @@ class Subsumed:
 
 
 @dataclass(frozen=True)
+class Embedded:
+    """Vectors generated this cycle (embeddings.py): before the gate, the live entries that had none; after apply,
+    the entries the cycle created or re-tagged. Written where RockBot's EmbeddingCache keeps them (not in a dry
+    run, where they only serve the gate)."""
+
+    vectors: Mapping[str, Vector] = field(default_factory=dict)
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Proposed:
     """The proposer's replies to the gate's batches (none when it was not asked)."""
 
@@ -177,6 +191,7 @@ class Proposed:
     replies: tuple[BatchReply, ...] = ()
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
+    feedback: tuple[str, ...] = ()  # the feedback lines the requests showed (what a source-less save may use)
 
     @property
     def offered_ids(self) -> set[str]:
@@ -283,6 +298,7 @@ class Stages:
     repaired: Repaired | None = None
     folded: Folded | None = None
     decayed: Decayed | None = None
+    embedded: Embedded | None = None
     gated: Gated | None = None
     subsumed: Subsumed | None = None
     proposed: Proposed | None = None
@@ -291,6 +307,7 @@ class Stages:
     approved: Approved | None = None
     usage: Usage | None = None
     applied: Applied | None = None
+    reembedded: Embedded | None = None
     measured: Measured | None = None
 
     def done(self) -> Iterator[StageValue]:
@@ -306,6 +323,7 @@ class ReportHead:
     agent_dir: str
     proposer: str
     started_at: datetime
+    agent_settings: Mapping[str, str] = field(default_factory=dict)  # what the cycle used of RockBot's settings
 
 
 def compose_report(
@@ -341,6 +359,7 @@ def compose_report(
         protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
         pause_marker=stages.skipped.paused if stages.skipped else None,
+        agent_settings=dict(head.agent_settings),
         notes=[n for s in done for n in s.notes],
     )
 
@@ -385,6 +404,11 @@ class Effects(Protocol):
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         """Apply the plan, or show it."""
+        ...
+
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        """Write vectors where RockBot's EmbeddingCache keeps them (``replace``: ids whose file is overwritten);
+        how many were written."""
         ...
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:

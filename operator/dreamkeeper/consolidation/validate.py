@@ -21,6 +21,7 @@ from dreamkeeper.consolidation.quarantine import displayable, unencodable
 from dreamkeeper.consolidation.refusals import REASON_PREFIX, Refusal, in_offer_notation, useless
 from dreamkeeper.consolidation.replies import BatchOutcome, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
+from dreamkeeper.consolidation.sourceless import log_refused, log_saved, sourceless_entry
 from dreamkeeper.coverage import (
     IDENTITY_KINDS,
     CoverageIndex,
@@ -162,9 +163,7 @@ async def _validate_merge(
         state.shielded.update(s.id for s in sources)
         return
     if not sources:
-        log.warning(
-            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
-        )
+        _save_sourceless(merge, batch, state)
         return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
@@ -223,6 +222,32 @@ async def _validate_merge(
     if _fold_into_live(MergeAction(successor, sources, repaired, batch.index), state):
         return
     state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
+
+
+def _save_sourceless(merge: MergeProposal, batch: Batch, state: ValidationState) -> None:
+    """A ``toSave`` naming no offered entry: a new entry, as RockBot saves it, behind sourceless.py's safeguards."""
+    gate = state.sourceless
+    if gate is None:
+        log.warning(
+            "merge names no offered entry (sourceIds %s); not saved: %s", shown(merge.source_ids), shown(merge.content)
+        )
+        return
+    content = merge.content.strip()
+    why = gate.refusal(content, merge.category, state.vocabulary)
+    if why is None and any(unencodable(text) for text in (content, merge.category or "", *merge.tags)):
+        why = "its text holds a lone surrogate, which UTF-8 cannot hold"
+    if why is not None:
+        gate.refused += 1
+        log_refused(content, merge.source_ids, why)
+        return
+    entry = sourceless_entry(
+        new_entry_id(), content, merge.category, merge.tags, merge.importance, state.cycle_id, state.now
+    )
+    gate.saved += 1
+    action = MergeAction(entry, [], False, batch.index)
+    if not _fold_into_live(action, state):
+        state.plan.merges.append(action)
+        log_saved(entry)
 
 
 def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:

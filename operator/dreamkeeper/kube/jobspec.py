@@ -35,13 +35,19 @@ from dreamkeeper.kube import (
     SCHEDULE_KIND,
     SEED_CONTAINER,
 )
-from dreamkeeper.kube.models import DreamScheduleSpec, ProposerSpec
+from dreamkeeper.kube.models import DreamScheduleSpec, EmbeddingsSpec, ProposerSpec
 from dreamkeeper.kube.naming import label_value
 from dreamkeeper.kube.objects import Body
 from dreamkeeper.kube.placement import Placement
 from dreamkeeper.kube.pod_models import CycleSecurityContext
 from dreamkeeper.kube.vocabulary_render import CONFIG_MAP_KEY
-from dreamkeeper.proposers import PROPOSER_SECTION, ProposerConfig
+from dreamkeeper.proposers import (
+    EMBEDDINGS_API_KEY_ENV,
+    EMBEDDINGS_SECTION,
+    PROPOSER_SECTION,
+    EmbeddingsConfig,
+    ProposerConfig,
+)
 
 Trigger = Literal["schedule", "run-now"]
 
@@ -123,8 +129,14 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["cluster_tokens"] = guards.cluster_tokens
         if guards.subsume is not None:
             data["subsume"] = guards.subsume
+        if guards.scope is not None:
+            data["scope"] = guards.scope
+        if guards.sourceless_saves_max_per_cycle is not None:
+            data["sourceless_saves_max_per_cycle"] = guards.sourceless_saves_max_per_cycle
     if spec.proposer.offer_shape is not None:
         data["offer_shape"] = spec.proposer.offer_shape
+    if spec.rockbot is not None:
+        data["rockbot"] = spec.rockbot.model_dump(exclude_none=True)
     CycleSettings.model_validate(data)
     return data
 
@@ -149,7 +161,21 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
 def dream_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
     """The ``--settings-json`` of the dream container: the safeguards, and the proposer as its own section."""
     proposer = proposer_config(spec.proposer).model_dump(mode="json", exclude_unset=True)
-    return {**cycle_settings(spec), PROPOSER_SECTION: proposer}
+    settings = {**cycle_settings(spec), PROPOSER_SECTION: proposer}
+    if spec.embeddings is not None:
+        settings[EMBEDDINGS_SECTION] = embeddings_config(spec.embeddings).model_dump(mode="json", exclude_unset=True)
+    return settings
+
+
+def embeddings_config(spec: EmbeddingsSpec) -> EmbeddingsConfig:
+    """``spec.embeddings`` in the shape the cycle reads (the settings' ``embeddings`` section)."""
+    data = {
+        "base_url": spec.base_url,
+        "model": spec.model,
+        "timeout": spec.timeout_seconds,
+        "batch_size": spec.batch_size,
+    }
+    return EmbeddingsConfig.model_validate({k: v for k, v in data.items() if v is not None})
 
 
 def agent_dir(spec: DreamScheduleSpec) -> str:
@@ -246,6 +272,10 @@ def _env(req: JobRequest) -> list[Body]:
         # Admission allows no key only for loopback and in-cluster servers (a local llama.cpp, vLLM): the client
         # still wants a non-empty one.
         env.append({"name": "OPENAI_API_KEY", "value": NO_API_KEY})
+    embeddings = req.spec.embeddings
+    if embeddings is not None and embeddings.api_key_secret_ref is not None:
+        ref = embeddings.api_key_secret_ref
+        env.append({"name": EMBEDDINGS_API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     return env
 
 

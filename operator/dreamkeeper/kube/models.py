@@ -203,6 +203,109 @@ class ProposerSpec(KubeModel):
         return self
 
 
+class EmbeddingsSpec(KubeModel):
+    """An OpenAI-compatible embeddings endpoint: vectors missing from the agent's memory are generated before
+    clustering and written where RockBot's EmbeddingCache keeps them (docs/rockbot.md). It is sent memory content,
+    so it is held to the same rules as an openai proposer."""
+
+    model_config = ConfigDict(
+        strict=True,
+        allow_inf_nan=False,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!self.baseURL.startsWith('http://') || (has(self.allowPlainHTTP) && self.allowPlainHTTP)",
+                    "embeddings.baseURL is plain http://: set embeddings.allowPlainHTTP: true to send memory (and "
+                    "the API key) unencrypted; only to loopback or an in-cluster Service",
+                ),
+                cel(
+                    f"!self.baseURL.startsWith('http://') || {_cel_internal('baseURL')}",
+                    "embeddings.baseURL: plain http:// only to loopback or an in-cluster Service",
+                ),
+                cel(
+                    f"has(self.apiKeySecretRef) || ({_cel_internal('baseURL')})",
+                    "embeddings.apiKeySecretRef is required unless baseURL is loopback or an in-cluster Service",
+                ),
+            ]
+        },
+    )
+
+    base_url: str = Field(
+        alias="baseURL",
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://\S+$",
+        description="Base URL of an OpenAI-compatible API with POST /embeddings (the agent's embedding model). Plain "
+        "http:// only with allowPlainHTTP, and only to loopback or an in-cluster Service.",
+    )
+    model: str = Field(min_length=1, max_length=256, description="The embedding model's name (the agent's).")
+    allow_plain_http: bool | None = Field(
+        default=None, alias="allowPlainHTTP", description="Allow an http:// baseURL (loopback or in-cluster only)."
+    )
+    api_key_secret_ref: SecretKeySelector | None = Field(
+        default=None,
+        description="The API key, read only from this Secret (the admission policy requires its author may get it). "
+        "Required unless baseURL is loopback or an in-cluster Service.",
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0, le=3600, description="Seconds per request (60).")
+    batch_size: int | None = Field(default=None, ge=1, le=4096, description="Texts per request (64).")
+
+    @model_validator(mode="after")
+    def _reachable(self) -> EmbeddingsSpec:
+        internal = re.fullmatch(INTERNAL_URL, self.base_url) is not None
+        if self.base_url.startswith("http://"):
+            if not self.allow_plain_http:
+                raise ValueError("embeddings.baseURL is plain http://: set embeddings.allowPlainHTTP: true")
+            if not internal:
+                raise ValueError("embeddings.baseURL: plain http:// only to loopback or an in-cluster Service")
+        if self.api_key_secret_ref is None and not internal:
+            raise ValueError("embeddings.apiKeySecretRef is required unless baseURL is loopback or in-cluster")
+        return self
+
+
+class RockBotSpec(KubeModel):
+    """Where the agent (RockBot) keeps what dreamkeeper reads and writes beside it, and its purge window. Unset
+    fields are read from the agent's appsettings*.json / rockbot.env in agentPath when present, else RockBot's
+    defaults; the cycle report says which was used."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    profile_base: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        pattern=r"^/",
+        description="The agent's AgentProfile:BasePath as it sees it (e.g. /data/agent): absolute paths under it "
+        "are read under agentPath.",
+    )
+    directive_path: str | None = Field(default=None, min_length=1, max_length=1024, description="Dream:DirectivePath.")
+    audit_base_path: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="MemoryAudit:BasePath (where its pause marker is)."
+    )
+    feedback_base_path: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="Feedback:BasePath."
+    )
+    archive_retention_days: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=36500.0,
+        description="RockBot's Dream:MemoryArchiveRetention in days: nothing is purged before it (0: nothing at all).",
+    )
+    read_agent_settings: bool | None = Field(
+        default=None, description="Read the agent's appsettings*.json and rockbot.env in agentPath (default true)."
+    )
+    pass_ledger: bool | None = Field(
+        default=None, description="Record each cycle in RockBot's dream-pass-ledger.json (default true)."
+    )
+    hold_ahead_days: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=36500.0,
+        description="Days before RockBot's purge window closes that an archived entry dreamkeeper keeps is held above "
+        "RockBot's floor (default 7).",
+    )
+
+
 class FloorSpec(KubeModel):
     """Entries at or above either bound are never pruned standalone and never purged."""
 
@@ -230,7 +333,8 @@ class DecaySpec(KubeModel):
         default=None,
         ge=0.0,
         le=1.0,
-        description="An entry is rewritten once its importance has fallen this much (0.01; 0: every cycle).",
+        description="An entry is rewritten once its importance has fallen this much (default 0: every drop, as "
+        "RockBot; 0.01 writes about a fifth as often).",
     )
 
 
@@ -294,6 +398,18 @@ class SafeguardsSpec(KubeModel):
         default=None,
         description="Settle a near-duplicate cluster without the model when one member holds every specific of the "
         "others (and no newer member may be news): the others are archived merged into it (default true).",
+    )
+    sourceless_saves_max_per_cycle: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="Source-less saves (a new entry written from the feedback shown, as RockBot's directive asks) "
+        "accepted per cycle (default 5; 0 refuses them).",
+    )
+    scope: Literal["corpus", "rockbot"] | None = Field(
+        default=None,
+        description="Entries a cycle folds, decays and offers: corpus (every live entry; default) or rockbot "
+        "(RockBot's snapshot: the 1000 most recently seen; older ones keep their importance and are never offered).",
     )
 
 
@@ -405,6 +521,12 @@ class DreamScheduleSpec(KubeModel):
         "the cycle runs beside whatever mounts the claim.",
     )
     proposer: ProposerSpec = Field(default_factory=ProposerSpec)
+    embeddings: EmbeddingsSpec | None = Field(
+        default=None, description="An embeddings endpoint that fills in missing vectors (default: none)."
+    )
+    rockbot: RockBotSpec | None = Field(
+        default=None, description="The agent's (RockBot's) paths and purge window, where they are not its defaults."
+    )
     safeguards: SafeguardsSpec | None = None
     image: str | None = Field(
         default=None,

@@ -45,6 +45,12 @@ UNUSABLE_COUNT = "dreamkeeperUnusableCount"
 # on a stale copy archived again, the journal that first archived it (whose undo brings it back too).
 CARRIED_AT = "dreamkeeperCarriedAt"
 STALE_COPY_OF = "dreamkeeperStaleCopyOf"
+# The purge's hold (consolidation/purge_policy.py): an archived entry dreamkeeper keeps past retention is lifted to
+# RockBot's high-value floor before RockBot's own purge could reach it; its own importance is kept here, and put
+# back by a restore or when the hold is released.
+HELD_IMPORTANCE = "dreamkeeperHeldImportance"
+HELD_FOR = "dreamkeeperHeldFor"
+HELD_AT = "dreamkeeperHeldAt"
 BOOKKEEPING_KEYS = frozenset(
     {
         MERGED_FROM,
@@ -65,6 +71,9 @@ BOOKKEEPING_KEYS = frozenset(
         UNUSABLE_COUNT,
         CARRIED_AT,
         STALE_COPY_OF,
+        HELD_IMPORTANCE,
+        HELD_FOR,
+        HELD_AT,
     }
 )
 
@@ -93,6 +102,19 @@ def format_timestamp(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.isoformat(timespec="microseconds")
+
+
+def unheld(entry: Entry) -> Entry:
+    """The entry as it was before the purge's hold lifted its importance (itself when it is not held)."""
+    held = entry.meta(HELD_IMPORTANCE)
+    if held is None:
+        return entry
+    try:
+        importance = float(held)
+    except ValueError:
+        return entry.with_meta(**{HELD_IMPORTANCE: None, HELD_FOR: None, HELD_AT: None})
+    restored = entry.evolve(importance_score=importance)
+    return restored.with_meta(**{HELD_IMPORTANCE: None, HELD_FOR: None, HELD_AT: None})
 
 
 def as_aware(value: datetime) -> datetime:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dreamkeeper.memory.atomic import (
     CONFLICT_SUFFIX,
     MUST_NOT_EXIST,
+    UNCHECKED,
     Fingerprint,
     SweepReport,
     read_with_fingerprint,
@@ -35,7 +36,7 @@ from dreamkeeper.memory.atomic import (
     sweep,
     unlink_durably,
 )
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, utcnow
+from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, unheld, utcnow
 from dreamkeeper.memory.errors import (
     ConflictError,
     EntryNotFoundError,
@@ -72,7 +73,13 @@ class HighValueFloor(BaseModel):
     reinforcement: int = Field(default=5, ge=0, le=2**31 - 1)  # RockBot's int
 
     def protects(self, entry: Entry) -> bool:
-        return entry.importance_score >= self.importance or entry.reinforcement_count >= self.reinforcement
+        # In float32, as RockBot compares them (``IsProtectedFromPruning``: ``float ImportanceScore >= float
+        # PruningProtectionImportance``, DreamService.cs / DreamOptions.cs @05346ff0): a file saying 0.7999999999
+        # holds the float32 0.8, which the floor protects there, and must here too, or the two engines disagree
+        # about what may be pruned or purged.
+        with np.errstate(over="ignore"):
+            importance = np.float32(entry.importance_score) >= np.float32(self.importance)
+        return bool(importance) or entry.reinforcement_count >= self.reinforcement
 
     def describe(self, entry: Entry) -> str:
         return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"
@@ -322,6 +329,37 @@ class MemoryStore:
         except OSError:
             return frozenset()
 
+    def embedding_sizes(self) -> dict[str, int]:
+        """Casefolded name -> size of each regular file in ``.embeddings/`` (one listing)."""
+        sizes: dict[str, int] = {}
+        try:
+            with os.scandir(self._embeddings_dir) as listing:
+                for child in listing:
+                    try:
+                        if child.is_file(follow_symlinks=False):
+                            sizes[child.name.casefold()] = child.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            return {}
+        return sizes
+
+    def write_embedding(self, entry_id: str, data: bytes, *, replace: bool) -> bool:
+        """Write ``.embeddings/{id}.bin`` as RockBot's EmbeddingCache names it. ``replace`` False creates only (a
+        vector the agent wrote meanwhile wins); True overwrites, as RockBot's ``UpdateAsync`` does after a save.
+        Returns whether it was written."""
+        validate_id(entry_id)
+        directory = Path(self._embeddings_dir)
+        if directory.is_symlink():
+            raise ConflictError(directory, "is a symlink; no vector is written through it")
+        directory.mkdir(exist_ok=True)
+        path = directory / embedding_file_name(entry_id)
+        try:
+            replace_file(path, data, UNCHECKED if replace else MUST_NOT_EXIST)
+        except ConflictError:
+            return False
+        return True
+
     def load_embedding(self, entry_id: str) -> np.ndarray | None:
         """Raw float32 vector at ``.embeddings/{id}.bin``; absent, empty or ragged → None (never required)."""
         validate_id(entry_id)
@@ -427,7 +465,8 @@ class MemoryStore:
         """Bring an archived entry back to live. Returns it unchanged when it was not archived."""
         if not stored.entry.is_archived:
             return stored
-        entry = stored.entry.evolve(archived_at=None, archive_reason=None)
+        # Held by the purge (its importance lifted to RockBot's floor while archived): its own importance comes back.
+        entry = unheld(stored.entry).evolve(archived_at=None, archive_reason=None)
         entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: None, STALE_COPY_OF: None})
         result = self.update(stored, entry)
         log.info(
@@ -464,7 +503,9 @@ class MemoryStore:
             entry = stored.entry
             if entry.archived_at is None:
                 continue
-            if as_aware(entry.archived_at) > cutoff:
+            # Strictly before the cutoff, as RockBot's purge (``ArchivedAt < cutoff``, FileMemoryStore @8a7e360e) and
+            # its audit (``archivedAt + retention < now``, MemoryAuditAnalyzer @26053e10) both count it.
+            if as_aware(entry.archived_at) >= cutoff:
                 report.not_due += 1
                 continue
             if floor.protects(entry):

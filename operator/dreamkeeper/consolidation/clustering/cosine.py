@@ -1,5 +1,6 @@
 """The cosine scan of one group of same-dimension embeddings: a sampled plan (SimHash or blocked brute
-force), float32 screening, and the decision in float64 exactly as :func:`.similarity.similarity` makes it."""
+force), float32 screening, and the decision exactly as :func:`.similarity.similarity` makes it (in float32, as
+RockBot)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def scan_cosine(
         verified = len(left)
         close = _rowwise_dot_of(corpus, members, left, right) >= threshold - _COSINE_MARGIN
         left, right = left[close], right[close]
-    # float32 screened; the decision and the weight come from float64, exactly as similarity() computes them
+    # screened; the decision and the weight come from cosine_rows, exactly as similarity() computes them
     left, right = members[left], members[right]
     weight = _exact_cosines(corpus, left, right)
     accept = weight >= threshold
@@ -112,5 +113,5 @@ def _exact_cosines(corpus: Corpus, left: IntArray, right: IntArray) -> F64Array:
     for start in range(0, len(left), step):
         a = np.stack([corpus.vector(k) for k in left[start : start + step].tolist()])
         b = np.stack([corpus.vector(k) for k in right[start : start + step].tolist()])
-        out[start : start + step] = cosine_rows(a.astype(np.float64), b.astype(np.float64))
+        out[start : start + step] = cosine_rows(a, b)
     return out

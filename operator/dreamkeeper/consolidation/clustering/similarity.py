@@ -60,9 +60,7 @@ def similarity(a: ClusterItem, b: ClusterItem, tokens: Tokens = "unicode") -> tu
     """Similarity of one pair and its measure: cosine when both have same-dimension usable embeddings."""
     va, vb = usable_vector(a), usable_vector(b)
     if va is not None and vb is not None and va.shape == vb.shape:
-        rows_a = va.astype(np.float64)[None, :]
-        rows_b = vb.astype(np.float64)[None, :]
-        return float(cosine_rows(rows_a, rows_b)[0]), "cosine"
+        return float(cosine_rows(va[None, :], vb[None, :])[0]), "cosine"
     split = tokenizer(tokens)
     return _jaccard(frozenset(split(a.content)), frozenset(split(b.content))), "jaccard"
 
@@ -74,15 +72,21 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-def cosine_rows(a: F64Array, b: F64Array) -> F64Array:
-    """Row-wise cosine in float64; the one formula behind every accepted cosine edge and :func:`similarity`.
+def cosine_rows(a: npt.NDArray[np.floating], b: npt.NDArray[np.floating]) -> F64Array:
+    """Row-wise cosine in float32, as RockBot computes it (``EmbeddingCache.CosineSimilarity``, EmbeddingCache.cs
+    @08e13c9f: float dot product, ``MathF.Sqrt`` of each norm, a float division), widened to float64 only for the
+    comparison with the threshold, which RockBot makes in double (``similarity(i, j) >= similarityThreshold``,
+    FileMemoryStore @8a7e360e). The one formula behind every accepted cosine edge and :func:`similarity`.
 
     Row reductions over a contiguous axis give each row the same result whatever the batch size, so a
-    batch-verified edge and a single ``similarity()`` call agree to the last bit at the threshold.
+    batch-verified edge and a single ``similarity()`` call agree to the last bit at the threshold. (RockBot sums
+    with SIMD lanes in another order: a pair within a few float32 ulps of the threshold may be decided otherwise.)
     """
-    dots = (a * b).sum(axis=1)
-    norms = np.sqrt((a * a).sum(axis=1)) * np.sqrt((b * b).sum(axis=1))
-    result: F64Array = np.clip(dots / norms, -1.0, 1.0)
+    a32, b32 = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        dots = (a32 * b32).sum(axis=1, dtype=np.float32)
+        norms = np.sqrt((a32 * a32).sum(axis=1, dtype=np.float32)) * np.sqrt((b32 * b32).sum(axis=1, dtype=np.float32))
+        result: F64Array = np.clip((dots / norms).astype(np.float64), -1.0, 1.0)
     return result
 
 

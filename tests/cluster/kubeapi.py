@@ -68,7 +68,7 @@ class KubeApi:
     ) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self._url(path, params), data=data, method=method)
-        request.add_header("Accept", "application/json")
+        request.add_header("Accept", "application/json, */*")
         if data is not None:
             request.add_header("Content-Type", content_type)
         if self.token:
@@ -97,6 +97,11 @@ class KubeApi:
         with self._open(method, path, body, params, content_type, self.timeout) as response:
             raw = response.read()
         return dict(json.loads(raw)) if raw else {}
+
+    def request_text(self, method: str, path: str, *, params: Mapping[str, Any] | None = None) -> str:
+        """A plain-text answer: a pod's log, a node's metrics through the apiserver's proxy."""
+        with self._open(method, path, None, params, "application/json", self.timeout) as response:
+            return str(response.read().decode(errors="replace"))
 
     def get(self, path: str, **params: Any) -> Obj:
         return self.request("GET", path, params=params)

@@ -98,8 +98,11 @@ def _signed_cert(d: Path, name: str, subject: str, ext_lines: list[str]) -> None
     )
 
 
-def make_pki(directory: Path) -> Pki:
-    """Create CA, apiserver serving cert, admin client cert and the service-account key pair in `directory`."""
+def make_pki(directory: Path, server_ips: tuple[str, ...] = ()) -> Pki:
+    """Create CA, apiserver serving cert, admin client cert and the service-account key pair in `directory`.
+
+    `server_ips` are more IP SANs of the serving certificate (the real node reaches the apiserver on its bridge
+    address, see realnode.py)."""
     if shutil.which("openssl") is None:
         raise RuntimeError("openssl is required to create the test control plane's certificates")
     directory.mkdir(parents=True, exist_ok=True)
@@ -133,7 +136,7 @@ def make_pki(directory: Path) -> Pki:
             "basicConstraints=CA:FALSE",
             "keyUsage=critical,digitalSignature,keyEncipherment",
             "extendedKeyUsage=serverAuth",
-            f"subjectAltName={_SERVER_SANS}",
+            f"subjectAltName={_SERVER_SANS}{''.join(f',IP:{ip}' for ip in server_ips)}",
         ],
     )
     _signed_cert(
@@ -149,3 +152,19 @@ def make_pki(directory: Path) -> Pki:
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     return Pki(d)
+
+
+def issue_client_cert(pki: Pki, name: str, subject: str) -> tuple[Path, Path]:
+    """A client certificate signed by the test CA (e.g. `/O=system:nodes/CN=system:node:<node>` for a kubelet);
+    returns (certificate, key) in the PKI directory."""
+    _signed_cert(
+        pki.dir,
+        name,
+        subject,
+        [
+            "basicConstraints=CA:FALSE",
+            "keyUsage=critical,digitalSignature,keyEncipherment",
+            "extendedKeyUsage=clientAuth",
+        ],
+    )
+    return pki.dir / f"{name}.crt", pki.dir / f"{name}.key"

@@ -16,6 +16,9 @@ HERE = Path(__file__).resolve().parent
 VERSIONS_FILE = HERE / "versions.env"
 BUILD_SCRIPT = HERE / "build-control-plane.sh"
 CONTROL_PLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+NODE_BUILD_SCRIPT = HERE / "build-node.sh"
+NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr")
+NODE_IMAGES_SCRIPT = HERE.parent / "tools" / "node-images.sh"
 
 
 class ToolMissingError(RuntimeError):
@@ -55,6 +58,24 @@ def k8s_cache() -> Path:
 def control_plane_bin_dir() -> Path:
     """Directory with kube-apiserver, kube-controller-manager, kube-scheduler, etcd and the STAMP file."""
     return k8s_cache() / f"bin-{pins()['K8S_VERSION']}"
+
+
+def node_bin_dir() -> Path:
+    """Directory with the real node's kubelet, kube-proxy, containerd, its shim, ctr and the pause image archive."""
+    return k8s_cache() / f"node-{pins()['K8S_VERSION']}"
+
+
+def node_binary(name: str) -> Path:
+    """Path of a real-node binary (build-node.sh); raises ToolMissingError if absent."""
+    if name not in NODE_BINARIES:
+        raise ValueError(f"unknown node binary {name!r}; expected one of {NODE_BINARIES}")
+    path = node_bin_dir() / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ToolMissingError(
+            f"{name} not found at {path}. Build it with `make tools` (or `bash {NODE_BUILD_SCRIPT}`); "
+            'see tests/cluster/README.md, "The real node".'
+        )
+    return path
 
 
 def client_bin_dir() -> Path:

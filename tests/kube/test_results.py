@@ -187,3 +187,27 @@ def test_totals_add_each_run_and_slots() -> None:
     assert (wire["archivedEphemeral"], wire["mergesRejected"], wire["llmInputTokens"]) == (2, 8, 14)
     totals = add_slots(add_slots(totals, missed=3, skipped_reason="concurrent"), skipped_reason="concurrent")
     assert totals.missed_slots == 3 and totals.skipped_slots == {"concurrent": 2}
+
+
+def test_an_oom_killed_cycle_is_reported_as_such_with_its_limit() -> None:
+    """Issue 26: a real kubelet ends a container over its memory limit with reason OOMKilled and exit code 137 (the
+    stand-in node agent never did); that is reported as OOMKilled with the limit and the remedy, not as an anonymous
+    "exit code 137" CycleFailed."""
+    killed = pod(137, "")
+    killed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    killed["spec"] = {"containers": [{"name": "dream", "resources": {"limits": {"memory": "40Mi"}}}]}
+    out = outcome_of(job("Failed", "BackoffLimitExceeded"), [killed], job_name="j", job_uid="u", trigger="schedule")
+    assert (out.run.result, out.run.reason) == ("failed", "OOMKilled"), out.run
+    assert not out.succeeded
+    assert "OOM killer at its memory limit 40Mi (exit code 137)" in (out.run.error or "")
+    assert "raise spec.resources.limits.memory" in (out.run.error or "")
+
+    # The same exit code without the kubelet's reason (a SIGKILL from elsewhere) stays a plain failure.
+    plain = outcome_of(job("Failed"), [pod(137, "")], job_name="j", job_uid="u", trigger="schedule")
+    assert plain.run.reason == "CycleFailed"
+
+    # The init container killed: no limit of its own (requests only), so the node ran out; named as such.
+    seeded = pod(0, "", seed=(137, ""))
+    seeded["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    out = outcome_of(job("Failed"), [seeded], job_name="j", job_uid="u", trigger="schedule")
+    assert out.run.reason == "OOMKilled" and "seed-vocabulary container" in (out.run.error or ""), out.run

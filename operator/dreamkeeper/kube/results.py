@@ -318,6 +318,33 @@ def _stopped_by_operator(e: _Evidence) -> RunSummary | None:
     return e.run("failed", reason, error=_clip(f"the pod could never start, so the Job was stopped: {detail}"))
 
 
+def _memory_limit(pod: Pod | None, container: str, *, init: bool) -> str | None:
+    # Read as plain JSON: the typed Pod names only the fields the placement code uses.
+    raw: dict[str, Any] = dict(pod) if pod else {}
+    spec: dict[str, Any] = dict(raw.get("spec") or {})
+    entries: list[dict[str, Any]] = spec.get("initContainers" if init else "containers") or []
+    for entry in entries:
+        if entry.get("name") == container:
+            limit = ((entry.get("resources") or {}).get("limits") or {}).get("memory")
+            return None if limit is None else str(limit)
+    return None
+
+
+def _oom_killed(e: _Evidence) -> RunSummary | None:
+    """The kernel's OOM killer ended a container at its memory limit (the kubelet says reason OOMKilled, exit 137):
+    not the cycle's fault and not a crash of ours; the remedy is a larger spec.resources.limits.memory."""
+    for container, state, init in ((SEED_CONTAINER, e.seed_state, True), (DREAM_CONTAINER, e.dream_state, False)):
+        if not state or state.get("reason") != "OOMKilled":
+            continue
+        limit = _memory_limit(e.pod, container, init=init)
+        at = f"at its memory limit {limit}" if limit else "(no memory limit of its own: the node ran out of memory)"
+        remedy = "; raise spec.resources.limits.memory" if limit and not init else ""
+        error = f"the {container} container was killed by the kernel's OOM killer {at}"
+        error += f" (exit code {state.get('exitCode')}){remedy}"
+        return e.run("failed", "OOMKilled", error=_clip(error))
+    return None
+
+
 def _lock_held(e: _Evidence) -> RunSummary | None:
     if e.exit_code != EXIT_LOCKED:
         return None
@@ -371,6 +398,7 @@ RULES: tuple[Callable[[_Evidence], RunSummary | None], ...] = (
     _held,
     _completed,
     _stopped_by_operator,
+    _oom_killed,
     _proposer_failed,
     _seed_failed,
     _lock_held,

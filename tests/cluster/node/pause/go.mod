@@ -1,0 +1,3 @@
+module dreamkeeper.test/pause
+
+go 1.26

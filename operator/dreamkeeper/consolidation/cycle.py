@@ -52,7 +52,7 @@ from dreamkeeper.consolidation.journal import (
     write_journal,
     write_journal_steps,
 )
-from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds
+from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds, pace_subsumptions
 from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
@@ -538,6 +538,8 @@ class Cycle:
         self._stage("subsumption")
         gating = gated.gating
         found = find_subsumptions(gating.clusters, gating.eligible, vocabulary, near_duplicates(gating, self.settings))
+        # What RockBot's audit allows to leave before its next run bounds these too; the rest go to the model.
+        found, _ = pace_subsumptions(found, lambda f: len(f.covered), self._budget)
         merges = tuple(merge_of(f, self.now) for f in found)
         settled = frozenset(i for f in found for i in (f.kept.id, *(c.id for c in f.covered)))
         return Subsumed(merges, settled)  # counted by validation: what stood after the census

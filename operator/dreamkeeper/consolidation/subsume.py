@@ -87,10 +87,18 @@ def _key(stored: StoredEntry) -> tuple[datetime, bytes]:
     return (stored.entry.created_at, ordinal_key(stored.id))
 
 
+_DIGITS = re.compile(r"\d+")
+
+
 def _covers(host: StoredEntry, other: StoredEntry, vocabulary: Vocabulary) -> bool:
     """Every specific of ``other`` is in ``host``'s text; ``other`` has at least one (a text with none says nothing
-    the coverage check can hold, so it is never taken in on that check alone)."""
+    the coverage check can hold, so it is never taken in on that check alone); and every number ``other`` writes,
+    even one the coverage check does not count (a single digit), is written in ``host`` too: "Fact number 3 about
+    the NAS backup job" is not a copy of "Fact number 12 about the NAS backup job", though the 3 is no specific.
+    With no model asked, a difference the check cannot see must not be settled by it."""
     if not extract_specifics(other.entry.content, other.entry.category, vocabulary):
+        return False
+    if not set(_DIGITS.findall(other.entry.content)) <= set(_DIGITS.findall(host.entry.content)):
         return False
     text = SourceText(text=other.entry.content, category=other.entry.category)
     return not find_missing_specifics([text], host.entry.content, vocabulary)

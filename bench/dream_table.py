@@ -512,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "dk-dream-table.log")
     args = parser.parse_args(argv)
     args.singletons = {"default": None, "review": True, "never": False}[args.singletons]
+    args.commit = _commit()  # the code that runs is the code at the start: a table takes hours, the tree moves on
     logging.basicConfig(
         filename=args.log, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
@@ -542,7 +543,7 @@ def _save(args: argparse.Namespace, argv: list[str] | None, runs: list[dict[str,
         "command": " ".join(
             ["python -m bench dream-table", shlex.join(sys.argv[2:] if argv is None else argv)]
         ).strip(),
-        "commit": _commit(),
+        "commit": args.commit,
         "server": server_version(),
         "context": CONTEXT_TOKENS,
         "temperature": f"temperature {args.temperature:g}" if args.temperature is not None else "server default",

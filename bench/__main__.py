@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "offer-pairs": "bench.offer_pairs",  # near-duplicate pairs never shown in the same request: main vs now
     "dream-table": "bench.dream_table",  # the seed's six-cycle table with Qwen2.5-Coder 1.5B / 0.5B, judged
     "dream-ceiling": "bench.dream_ceiling",  # the dream table with a perfect (scripted) model: the clustering's reach
+    "invariant-cost": "bench.invariant_cost",  # the end-of-run invariant's cost per cycle, with / without
 }
 
 

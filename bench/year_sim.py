@@ -1,13 +1,18 @@
 """A year of adversarial dreams: the same adversary against the seed's naive applier and against dreamkeeper.
 
     python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--retention-days D] [--name NAME]
-                             [--out DIR]
+                             [--out DIR] [--chaos]
 
 Twice-daily cycles for a year on a growing corpus (bench/sim/world.py). Before each cycle the agent mines a few
 new facts and restatements; both arms receive exactly the same entries. Then each arm runs one consolidation
 cycle against the same seeded adversary (bench/sim/adversary.py explains how its stream is kept the same) and is
 measured by the same ledger (bench/sim/ledger.py). Results: ``<out>/<name>.json`` (summary and every cycle),
 ``<name>.md`` and ``<name>-survival.png``.
+
+``--chaos`` (issue 22) adds random undos, SIGKILLs of undo, restore and cycle, and clock jumps to the dreamkeeper arm
+(bench/sim/chaos.py), each command followed by the simulation's own census (bench/sim/census.py): the goals then
+also require 0 specifics lost, 0 entries orphaned, and every reported ``specificsLost``/``orphaned`` equal to the
+census.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.sim.adversary import DESTRUCTIVE, Adversary, Rates, Tally
+from bench.sim.chaos import Chaos, ChaosRates
 from bench.sim.dreamkeeper_arm import DreamkeeperArm
 from bench.sim.ledger import ArmMeasure, Ledger, is_protected
 from bench.sim.naive import NaiveCorpus, NaiveOutcome
@@ -79,6 +85,7 @@ class SimConfig:
     sweep: bool = True
     progress_every: int = 50
     retention_days: int = 90
+    chaos: ChaosRates | None = None
     argv: tuple[str, ...] = ()
 
 
@@ -161,6 +168,7 @@ def run(config: SimConfig) -> dict[str, Any]:
     naive = NaiveCorpus()
     workdir = _workdir(config)
     dk = DreamkeeperArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"])
+    chaos = Chaos(dk, config.seed, config.chaos) if config.chaos is not None else None
     measures = {"naive": ArmMeasure("naive", ledger), "dreamkeeper": ArmMeasure("dreamkeeper", ledger)}
     # dreamkeeper's whole store, archive included: a specific that leaves it has left for good (the purge deleted its
     # last record). The live-corpus measure above allows ephemeral prunes; this one allows nothing.
@@ -194,7 +202,7 @@ def run(config: SimConfig) -> dict[str, Any]:
             t1 = time.perf_counter()
             outcome = naive.cycle(adversary, cycle, tallies["naive"])
             t2 = time.perf_counter()
-            arm = dk.cycle(cycle, now)
+            arm = chaos.cycle(cycle, now) if chaos is not None else dk.cycle(cycle, now)
             t3 = time.perf_counter()
             measures["naive"].sync({e.id: e.content for e in naive.live.values()})
             measures["naive"].measure(cycle, known, _naive_explain(ledger, outcome))
@@ -222,6 +230,16 @@ def run(config: SimConfig) -> dict[str, Any]:
     result["arms"]["dreamkeeper"]["store"] = _store_summary(store_measure, measures["dreamkeeper"])
     result["goals"]["dreamkeeperSpecificsLeftTheStore"] = sum(store_measure.ever_lost.values())
     result["goals"]["met"] = result["goals"]["met"] and result["goals"]["dreamkeeperSpecificsLeftTheStore"] == 0
+    if chaos is not None:
+        summary = chaos.tally.summary()
+        result["chaos"] = {"rates": asdict(chaos.rates), **summary}
+        goals = result["goals"]
+        goals["chaosSpecificsLost"] = summary["independentSpecificsLost"]
+        goals["chaosOrphaned"] = summary["independentOrphaned"]
+        goals["chaosReportCensusMismatches"] = summary["reportCensusMismatches"]
+        goals["met"] = goals["met"] and not (
+            goals["chaosSpecificsLost"] or goals["chaosOrphaned"] or goals["chaosReportCensusMismatches"]
+        )
     if config.sweep:
         result["naiveSweep"] = [naive_only(config, rate) for rate in SWEEP_RATES]
     return result
@@ -476,6 +494,11 @@ def parse(argv: Sequence[str]) -> SimConfig:
     parser.add_argument(
         "--retention-days", type=int, default=None, help="archive retention before purge (default 90; quick: 3)"
     )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="random undos, SIGKILLs of undo/restore/cycle and clock jumps, each command censused (issue 22)",
+    )
     args = parser.parse_args(list(argv))
     rates = Rates()
     config = SimConfig(seed=args.seed, rates=rates, out=args.out, workdir=args.workdir, keep=args.keep)
@@ -494,6 +517,12 @@ def parse(argv: Sequence[str]) -> SimConfig:
         rates.drift_rate = args.drift_rate
     if args.name:
         config.name = args.name
+    if args.chaos:
+        config.chaos = ChaosRates()
+        if args.quick:  # twenty cycles: every kind of event, several times
+            config.chaos = ChaosRates(kill_cycle=0.25, undo=0.3, restore=0.3, clock_ahead=0.08, clock_back=0.08)
+        if not args.name:
+            config.name += "-chaos"
     config.plot = not args.no_plot
     config.sweep = not (args.no_sweep or args.quick)
     config.argv = tuple(argv)

@@ -17,7 +17,6 @@ from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycl
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, RepairRequest
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import REASON_EPHEMERAL, Entry, MemoryStore
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE
 from dreamkeeper.proposers import ScriptedProposer
 
 
@@ -49,6 +48,7 @@ class DreamkeeperArm:
         self.tally = tally
         self._ids = random.Random(f"successor-ids-{adversary.seed}")
         self._on_disk: dict[str, tuple[str, str | None]] = {}  # id -> (content, category) after the last cycle
+        self._archived: set[str] = set()  # ids archived at the last observation
 
     def _next_id(self) -> str:
         return f"{self._ids.getrandbits(48):012x}"
@@ -71,6 +71,11 @@ class DreamkeeperArm:
         )
 
     def cycle(self, cycle: int, now: datetime) -> ArmCycle:
+        return self.observe(self.run_engine(cycle, now))
+
+    def run_engine(self, cycle: int, now: datetime, *, trust_clock: bool = False) -> CycleOutcome:
+        """One cycle of the real engine against the adversary (no observation: ``observe`` reads the store)."""
+
         def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
             mine = batch.ids
             elsewhere = [
@@ -95,23 +100,35 @@ class DreamkeeperArm:
         # sees together.
         # force: the engine stamps lastCompletedAt with the wall clock, not CycleOptions.now, so with a simulated
         # clock the minimum-interval check compares simulated time with real time. Cycles are 12 h apart anyway.
-        options = CycleOptions(agent_dir=self.agent_dir, settings=self.settings, now=now, force=True)
+        options = CycleOptions(
+            agent_dir=self.agent_dir, settings=self.settings, now=now, force=True, trust_clock=trust_clock
+        )
         engine_ids = validate.new_entry_id
         validate.new_entry_id = self._next_id
         try:
-            outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
+            return asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
         finally:
             validate.new_entry_id = engine_ids
+
+    def reseed_ids(self, label: str) -> None:
+        """A fresh id stream (after a killed child drew ids this process never saw: they may be on disk)."""
+        self._ids = random.Random(f"successor-ids-{self.adversary.seed}-{label}")
+
+    def observe(self, outcome: CycleOutcome) -> ArmCycle:
+        """The store as read back after a cycle (and whatever else ran in its slot)."""
         scan = self.store.scan()
         on_disk = {s.id: (s.entry.content, s.entry.category) for s in scan.entries}
         purged = [text for entry_id, text in self._on_disk.items() if entry_id not in on_disk]
         self._on_disk = on_disk
         live = {s.id: s.entry.content for s in scan.live}
         views = {s.id: to_view(s.entry) for s in scan.live}
+        # Pruned since the last observation, by whichever run pruned it (a killed cycle's journal is finished by
+        # the next one's recovery, under the killed cycle's id).
         ephemeral = [
             (s.entry.content, s.entry.category)
             for s in scan.archived
-            if s.entry.archive_reason == REASON_EPHEMERAL and s.entry.meta(ARCHIVED_BY_CYCLE) == outcome.report.cycle_id
+            if s.entry.archive_reason == REASON_EPHEMERAL and s.id not in self._archived
         ]
+        self._archived = {s.id for s in scan.archived}
         stored = {entry_id: content for entry_id, (content, _) in on_disk.items()}
         return ArmCycle(outcome, live, views, len(scan.archived), ephemeral, stored, purged)

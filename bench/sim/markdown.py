@@ -116,6 +116,7 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
             f"- specifics at the end said only by archived entries (what RockBot's purge would delete once they "
             f"are 90 days archived): {store['specificsOnlyInTheArchiveAtEnd']}",
         ]
+    lines += _chaos_lines(result)
     lines += [
         "",
         "## Goals",
@@ -126,7 +127,40 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
         f"- naive specifics lost: {goals['naiveLost']} (expected > 0)",
         f"- dreamkeeper specifics that left the store (archive included) for good: "
         f"**{goals.get('dreamkeeperSpecificsLeftTheStore', 0)}** (goal 0)",
+        *(
+            [
+                f"- chaos: specifics lost by any command (census): **{goals['chaosSpecificsLost']}** (goal 0); "
+                f"entries orphaned: **{goals['chaosOrphaned']}** (goal 0); reports disagreeing with the census: "
+                f"**{goals['chaosReportCensusMismatches']}** (goal 0)"
+            ]
+            if "chaosSpecificsLost" in goals
+            else []
+        ),
         f"- all met: **{goals['met']}**",
         "",
     ]
     return "\n".join(lines)
+
+
+def _chaos_lines(result: dict[str, Any]) -> list[str]:
+    chaos = result.get("chaos")
+    if not chaos:
+        return []
+    rates = ", ".join(f"{k} {v}" for k, v in chaos["rates"].items())
+    return [
+        "",
+        "## Chaos: undos, SIGKILLs and clock jumps (issue 22)",
+        "",
+        f"Rates: {rates}. Every command, the killed ones included, was followed by the simulation's own census of the "
+        "store (bench/sim/census.py: specifics of the live corpus before it that no live entry says after it, "
+        "documented ephemeral prunes apart; entries live before it whose merged-into chain ends in no live entry).",
+        "",
+        f"- events: {_counts(chaos['events'])}",
+        f"- commands censused: {_counts(chaos['commandsCensused'])}",
+        f"- specifics lost (census): **{chaos['independentSpecificsLost']}**; entries orphaned (census): "
+        f"**{chaos['independentOrphaned']}**",
+        f"- reported by the commands: specificsLost {chaos['reportedSpecificsLost']}, orphaned "
+        f"{chaos['reportedOrphaned']}; reports disagreeing with the census: **{chaos['reportCensusMismatches']}**",
+        f"- losses the end-of-run invariant brought back: {chaos['lossesReversed']}; purge/decay refusals for a "
+        f"disagreeing clock: {chaos['clockRefusals']}",
+    ]

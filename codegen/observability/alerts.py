@@ -114,6 +114,20 @@ ALERTS: tuple[AlertRule, ...] = (
         probes=("increase(dreamkeeper_specifics_lost_total[6h])",),
     ),
     AlertRule(
+        alert="DreamkeeperLossReversed",
+        expr=("increase(dreamkeeper_losses_reversed_total[6h]) > 0 or increase(dreamkeeper_orphaned_total[6h]) > 0"),
+        for_="0m",
+        severity="critical",
+        summary=f"{WHO}: a run's end-of-run invariant found a live fact orphaned or lost",
+        description=(
+            "A cycle of " + WHO + " archived entries that left a fact unreachable from the live corpus "
+            "({{ $value }} in the last 6 h): the end-of-run invariant brought them back (lossesReversed) or could "
+            "not (orphaned). A stage slipped: the cycle failed; find out which before the next one."
+        ),
+        runbook="dreamkeeperlossreversed",
+        probes=("increase(dreamkeeper_losses_reversed_total[6h])", "increase(dreamkeeper_orphaned_total[6h])"),
+    ),
+    AlertRule(
         alert="DreamkeeperLiveCorpusDropped",
         expr=_drop("24h", DROP_24H),
         for_="0m",

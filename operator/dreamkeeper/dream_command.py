@@ -36,6 +36,7 @@ from dreamkeeper.memory import (
     MemoryStoreError,
     MiB,
     parse_json_object,
+    read_regular,
     read_regular_text,
     redacted_logs,
     utcnow,
@@ -104,6 +105,7 @@ class GracefulStop:
 
 
 SETTINGS_FILE_LIMIT = 1 * MiB
+REPORT_LIMIT = 64 * MiB  # a cycle report of ours (its notes are capped): never a FIFO, never unbounded
 
 
 def _settings_data(settings_file: Path | None, settings_json: str | None) -> dict[str, Any]:
@@ -217,6 +219,12 @@ def register(app: typer.Typer) -> None:
             help="Apply the plan this cycle id held over the blast-radius cap, if the corpus is unchanged "
             "(AGENT_DIR/.dreamkeeper/holds/pending.json).",
         ),
+        trust_clock: bool = typer.Option(
+            False,
+            "--trust-clock",
+            help="Purge and decay even when the clock disagrees with the newest ledger or journal time (it is then "
+            "recorded, and history dated ahead of this clock is disregarded from then on).",
+        ),
         shared_group: bool = typer.Option(
             False,
             "--shared-group",
@@ -303,6 +311,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run,
             force=force,
             approve_hold=approve_hold,
+            trust_clock=trust_clock,
             embedder=embedder,
         )
         status = err.status("dreaming…") if err.is_terminal and not as_json else None
@@ -382,7 +391,7 @@ def _stopped_summary(agent_dir: Path, started: datetime, why: str) -> dict[str, 
     reports = sorted(cycles_dir(agent_dir).glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in reports[:1]:
         try:
-            report = CycleReport.model_validate_json(path.read_text(encoding="utf-8"))
+            report = CycleReport.model_validate_json(read_regular(path, REPORT_LIMIT, follow_symlinks=False))
         except (OSError, ValueError):
             break
         if report.started_at >= started - timedelta(seconds=1) and report.result == "failed":

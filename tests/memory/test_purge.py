@@ -92,22 +92,28 @@ def test_floor_is_configurable(corpus: Path) -> None:
 # ---- purge is the only deleting path ----------------------------------------------------------------------------
 
 # Every call in operator/dreamkeeper that can make a file disappear, by (module, function, call). Extending this
-# list needs a reason that holds up: entry files may only ever be deleted by MemoryStore._purge_one.
+# list needs a reason that holds up: entry files may only ever be deleted by memory/purging.py:purge_file.
 ALLOWED_DELETIONS = Counter(
     {
         ("memory/atomic.py", "_write_temp", "os.unlink"): 1,  # our own temp file (O_EXCL) after a failed write
-        ("memory/atomic.py", "_discard_own", "os.unlink"): 1,  # a temp of ours, only while its inode is still ours
+        ("memory/atomic.py", "discard_own", "os.unlink"): 1,  # a temp of ours, only while its inode is still ours
         ("memory/atomic.py", "_arm", "os.rename"): 1,  # our temp renamed to the name recording its inode
-        ("memory/atomic.py", "_replaced", "os.unlink"): 1,  # the version a swap displaced, verified to be the one read
-        ("memory/atomic.py", "_keep_conflict_copy", "os.rename"): 1,  # a displaced agent version, kept under a name
-        ("memory/atomic.py", "sweep", "os.unlink"): 1,  # a killed write's .dk-new temp: never swapped, only our data
+        ("memory/atomic.py", "replaced", "os.unlink"): 1,  # the version a swap displaced, verified to be the one read
+        ("memory/atomic.py", "keep_conflict_copy", "os.rename"): 1,  # a displaced agent version, kept under a name
+        ("memory/atomic.py", "_late_write", "os.rename"): 1,  # a file we just wrote, named as a conflict copy
+        ("memory/atomic.py", "_park_then_link", "os.rename"): 1,  # no exchange: the entry moved aside, then verified
+        ("memory/atomic.py", "_unpark", "os.unlink"): 1,  # the aside's extra name, once linked back under its own
+        ("memory/atomic.py", "_late_without_exchange", "os.rename"): 1,  # our own file moved aside (checked by inode)
+        ("memory/leftovers.py", "sweep", "os.unlink"): 1,  # a killed write's .dk-new temp: never swapped, only our data
+        ("memory/leftovers.py", "_sweep_aside", "os.unlink"): 1,  # the extra name, once linked back under its own
         ("memory/atomic.py", "unlink_durably", "os.unlink"): 1,  # the primitive purge uses
         ("memory/store.py", "MemoryStore.sweep", "os.rename"): 1,  # a purge-parked entry kept as a conflict copy
         ("consolidation/journal.py", "set_aside", "os.rename"): 1,  # an unreadable journal of ours, moved aside
         ("memory/lock.py", "CycleLock.release", "self.info_path.unlink"): 1,  # the lock holder file
-        ("memory/store.py", "MemoryStore._purge_one", "os.rename"): 1,  # park the entry before verifying it
-        ("memory/store.py", "MemoryStore._purge_one", "unlink_durably"): 2,  # THE purge: entry file + its embedding
-        ("memory/store.py", "MemoryStore._unpark", "unlink_durably"): 1,  # parked name, after linking it back
+        ("memory/purging.py", "purge_file", "os.rename"): 1,  # park the entry before verifying it
+        ("memory/purging.py", "purge_file", "unlink_durably"): 1,  # THE purge: the entry file
+        ("memory/store.py", "MemoryStore._purge_one", "unlink_durably"): 1,  # the purged entry's embedding
+        ("memory/purging.py", "unpark", "unlink_durably"): 1,  # parked name, after linking it back
         ("demo/sample.py", "write_bundled", "shutil.rmtree"): 2,  # package data regeneration, not an agent
         ("demo/sample.py", "write_bundled", "os.rename"): 1,
         ("kube/seed.py", "create_no_clobber", "os.unlink"): 1,  # its own temp file's second name after link()
@@ -174,7 +180,7 @@ def test_purge_is_the_only_path_that_deletes_files() -> None:
     found = _deleting_calls()
     unexpected = found - ALLOWED_DELETIONS
     assert not unexpected, (
-        "new file-deleting calls; entry files may only be deleted by MemoryStore._purge_one: "
+        "new file-deleting calls; entry files may only be deleted by purging.purge_file: "
         + ", ".join(f"{m}:{f}: {c} x{n}" for (m, f, c), n in unexpected.items())
     )
     # The memory package's own list must be exact, so a removed safeguard (say, the park step) is noticed too.

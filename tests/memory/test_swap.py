@@ -191,7 +191,7 @@ def test_the_real_exchange_is_used_here(store: MemoryStore, entry: tuple[StoredE
     stages: list[str] = []
     with atomic_module.write_seam(lambda stage, _: stages.append(stage)):
         stamp(store, stored)
-    assert stages == ["checked", "swapped"]
+    assert stages == ["checked", "swapped", "replaced"]
 
 
 # ---- what a killed write leaves, and the sweep -------------------------------------------------------------------
@@ -218,8 +218,9 @@ def test_a_write_killed_after_its_swap_leaves_nothing_the_sweep_loses(
     (left,) = ours_left(path.parent)
     assert left.endswith(".dk-swap")  # the temp's name now holds the displaced agent version: never deleted
     report = store.sweep()
-    assert report.removed == [] and len(report.conflict_copies) == 1
-    assert report.conflict_copies[0].read_bytes() == first[0]
+    # The agent's version is the newest (ours was made from the one before it): back in place, ours gone (issue 22).
+    assert report.put_back == [path] and report.conflict_copies == []
+    assert path.read_bytes() == first[0]
     assert ours_left(path.parent) == []
 
 

@@ -142,6 +142,28 @@ def cases() -> list[Case]:
             [series("dreamkeeper_specifics_lost_total", steps((0, 500)))],
             "450m",
         ),
+        # ---- the end-of-run invariant had to act (issue 22) --------------------------------------------------------
+        Case(
+            "DreamkeeperLossReversed",
+            "losses brought back page",
+            "1m",
+            [
+                series("dreamkeeper_losses_reversed_total", steps((0, 400), (2, 100))),
+                series("dreamkeeper_orphaned_total", steps((0, 500))),
+            ],
+            "450m",
+            [Expect(SCHEDULE, 2)],
+        ),
+        Case(
+            "DreamkeeperLossReversed",
+            "no loss is quiet",
+            "1m",
+            [
+                series("dreamkeeper_losses_reversed_total", steps((0, 500))),
+                series("dreamkeeper_orphaned_total", steps((0, 500))),
+            ],
+            "450m",
+        ),
         # ---- live corpus: > 10% in 24 h ----------------------------------------------------------------------------
         Case(
             "DreamkeeperLiveCorpusDropped",

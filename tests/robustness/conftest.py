@@ -139,7 +139,7 @@ class Killed(BaseException):
     """Stands for SIGKILL at that instant: not an Exception, so no handler of ours turns it into an outcome."""
 
 
-def run_dream(agent_dir: Path, *, now: object = None, **settings: object) -> object:
+def run_dream(agent_dir: Path, *, now: object = None, trust_clock: bool = False, **settings: object) -> object:
     """One offline cycle, in process (no blast-radius hold: these tests are about files, and undo a whole plan)."""
     import asyncio
 
@@ -150,6 +150,7 @@ def run_dream(agent_dir: Path, *, now: object = None, **settings: object) -> obj
         agent_dir=agent_dir,
         settings=CycleSettings(**{"min_interval_hours": 0, "archive_cap": 1.0, **settings}),  # type: ignore[arg-type]
         now=now,  # type: ignore[arg-type]
+        trust_clock=trust_clock,
     )
     return asyncio.run(run_cycle(options, make_proposer(ProposerConfig())))
 

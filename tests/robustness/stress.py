@@ -1,6 +1,6 @@
 """The delayed-rename stress: an agent writing as RockBot does while our guarded writes are slowed down.
 
-    python -m tests.robustness.stress [--delay 0.02] [--writes 5000] [--entries 48] [--check-then-rename]
+    python -m tests.robustness.stress [--delay 0.02] [--writes 5000] [--entries 48] [--no-exchange|--check-then-rename]
 
 Issue 16 finding 1: with renames slowed by 5-20 ms (CPU throttling, preemption in a pod), check-then-rename lost
 7 of ~6,700 agent writes. The delay is injected through ``dreamkeeper.memory.atomic.write_seam`` (a test seam, not
@@ -23,12 +23,15 @@ an agent write destroyed by one of ours.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,36 @@ from dreamkeeper.memory import atomic as atomic_module
 from tests.agents.caching_agent import Cached, Store, record_of
 
 _MARKER = re.compile(r"\[w-(\d+)\]$")
+_FALLBACK = atomic_module._park_then_link
+
+
+def _check_then_rename(temp: Any, path: Path, expected: atomic_module.Fingerprint) -> None:
+    """The fallback without the exchange before issue 22 (atomic.py @fa2ec85): a save the agent makes between the
+    check and the rename is replaced by our older version. Kept here only as the stress's control."""
+    atomic_module.check_unchanged(path, expected)
+    atomic_module._at("checked", path)
+    os.replace(temp.path, path)
+
+
+@contextlib.contextmanager
+def without_exchange(*, check_then_rename: bool = False) -> Iterator[None]:
+    """Our writes as on a volume without ``RENAME_EXCHANGE`` (NFS and others): today's park-then-link fallback, or,
+    with ``check_then_rename``, the old one (the control that must lose writes)."""
+    enabled = atomic_module.exchange_enabled
+    atomic_module.exchange_enabled = False
+    if check_then_rename:
+        atomic_module._park_then_link = _check_then_rename  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        atomic_module.exchange_enabled = enabled
+        atomic_module._park_then_link = _FALLBACK
+
+
+def _mode() -> str:
+    if atomic_module.exchange_enabled:
+        return "swap"
+    return "check-then-rename" if atomic_module._park_then_link is _check_then_rename else "park-then-link"
 
 
 @dataclass
@@ -98,7 +131,7 @@ def run_stress(
     """Run the agent and our writer side by side until the agent made ``writes`` writes."""
     memory = workdir / "memory"
     agent = _seed(memory, entries)
-    result = StressResult(delay=delay, mode="swap" if atomic_module.exchange_enabled else "check-then-rename")
+    result = StressResult(delay=delay, mode=_mode())
     hot = _Hot()
     last: dict[str, int] = {c.entry["id"]: 0 for c in agent.index.values()}
     stop = threading.Event()
@@ -221,10 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.020)
     parser.add_argument("--writes", type=int, default=5000)
     parser.add_argument("--entries", type=int, default=48)
-    parser.add_argument("--check-then-rename", action="store_true", help="the old way (no exchange): the control")
+    parser.add_argument("--no-exchange", action="store_true", help="without RENAME_EXCHANGE (park, then link)")
+    parser.add_argument("--check-then-rename", action="store_true", help="the old fallback (no exchange): the control")
     args = parser.parse_args(argv)
-    atomic_module.exchange_enabled = not args.check_then_rename
-    with tempfile.TemporaryDirectory(prefix="dk-stress-") as workdir:
+    fallback = (
+        without_exchange(check_then_rename=args.check_then_rename)
+        if args.no_exchange or args.check_then_rename
+        else contextlib.nullcontext()
+    )
+    with tempfile.TemporaryDirectory(prefix="dk-stress-") as workdir, fallback:
         result = run_stress(Path(workdir), writes=args.writes, delay=args.delay, entries=args.entries)
     print(json.dumps(result.as_dict(), indent=2))
     return 1 if result.lost and not args.check_then_rename else 0

@@ -98,10 +98,10 @@ def test_an_oversized_entry_is_refused_before_reading(tmp_path: Path) -> None:
     assert big.stat().st_size == 9 * 1024 * 1024
 
 
-@pytest.mark.parametrize("name", ["lock.json", "ledger.json"])
-def test_a_fifo_among_our_state_files_does_not_hang(tmp_path: Path, name: str) -> None:
+def test_a_fifo_at_the_lock_holder_file_does_not_hang(tmp_path: Path) -> None:
+    """The lock replaces its holder file as it takes the lock; the other state files: test_state_files.py."""
     agent = make_agent(tmp_path / "agent")
-    _fifo(agent / ".dreamkeeper" / name)
+    _fifo(agent / ".dreamkeeper" / "lock.json")
     outcome = run_dream(agent)
     assert outcome.report.result == "completed"  # type: ignore[attr-defined]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction
-from dreamkeeper.memory import UNCHECKED, Entry, StoredEntry, replace_file, state_dir
+from dreamkeeper.memory import UNCHECKED, Entry, StoredEntry, read_state_file, replace_file, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -122,13 +122,16 @@ def holds_dir(agent_dir: Path) -> Path:
 
 
 def read_pending(agent_dir: Path) -> HeldPlan | None:
+    """The plan waiting for approval, if one does. Read bounded, and only as a regular file: anything else (a FIFO
+    hung the cycle holding the lock, issue 22) is a ``StateFileError``, one clear error with nothing changed."""
     path = holds_dir(agent_dir) / PENDING
-    try:
-        held = HeldPlan.model_validate_json(path.read_text(encoding="utf-8"))
-        return held if held.outcome is None else None
-    except FileNotFoundError:
+    data = read_state_file(path)
+    if data is None:
         return None
-    except (OSError, ValueError) as exc:
+    try:
+        held = HeldPlan.model_validate_json(data)
+        return held if held.outcome is None else None
+    except ValueError as exc:
         log.warning("held plan %s is unreadable (%s); it is ignored and kept for inspection", path, exc)
         return None
 

@@ -15,8 +15,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from dreamkeeper.consolidation.cycle import recover
-from dreamkeeper.consolidation.undo import undo_cycle
-from dreamkeeper.memory import CycleLock, MemoryStoreError, ensure_state_dir, memory_root
+from dreamkeeper.consolidation.invariant import Census, end_check, invariant_error, scan_map, tags_in
+from dreamkeeper.consolidation.purge import agent_vocabulary
+from dreamkeeper.consolidation.undo import resume_undos, undo_cycle, undo_tags
+from dreamkeeper.coverage import VOCABULARY_FILE
+from dreamkeeper.memory import (
+    CycleLock,
+    MemoryStore,
+    MemoryStoreError,
+    check_state_files,
+    ensure_state_dir,
+    memory_root,
+)
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -63,13 +73,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(result.__dict__, indent=2))
         else:
             typer.echo(
-                f"undid {cycle_id}: {len(result.restored)} restored, {len(result.archived)} successor(s) archived, "
+                f"{'resumed and finished the undo of' if result.resumed else 'undid'} {cycle_id}: "
+                f"{len(result.restored)} restored, {len(result.archived)} successor(s) archived, "
                 f"{len(result.reverted)} rewrite(s) reverted (folds, decays), {len(result.unstamped)} review stamp(s) "
-                f"removed, {len(result.conflicts)} conflict(s)"
+                f"removed, {len(result.conflicts)} conflict(s), {len(result.kept)} successor(s) kept live as the last "
+                f"holder of a specific, {len(result.missing)} archived entr(ies) gone since"
             )
             for detail in result.details:
                 err.print(f"[yellow]kept:[/yellow] {escape(detail)}")
-        if result.conflicts:
+        if result.incomplete:
             raise typer.Exit(EXIT_FAILED)
 
     @app.command("recover")
@@ -84,10 +96,17 @@ def register(app: typer.Typer) -> None:
                 typer.echo("nothing to recover")
                 return
             with CycleLock(agent_dir, "recover"):
+                check_state_files(agent_dir)
+                store = MemoryStore(root)
+                before = Census.of(store.scan().entries)
                 done = recover(agent_dir, root)
+                undos = resume_undos(agent_dir, root)
+                tags = {cycle_id for cycle_id, _ in done} | {t for u in undos for t in undo_tags(u.journals)}
+                words = agent_vocabulary(agent_dir, VOCABULARY_FILE)
+                checked = end_check(agent_dir, store, before, scan_map(store), tags_in(tags), words, what="recovery")
         except (MemoryStoreError, OSError) as exc:
             raise _fail(str(exc)) from None
-        if not done:
+        if not done and not undos:
             typer.echo("nothing to recover")
         failed = False
         for cycle_id, tally in done:
@@ -98,5 +117,12 @@ def register(app: typer.Typer) -> None:
             for error in tally.errors:
                 err.print(f"[yellow]skipped:[/yellow] {escape(error)}")
             failed |= tally.failed > 0
-        if failed:
+        for undo in undos:
+            typer.echo(f"finished the interrupted undo of {undo.cycle_id}: {len(undo.restored)} restored")
+            for detail in undo.details:
+                err.print(f"[yellow]kept:[/yellow] {escape(detail)}")
+            failed |= undo.incomplete
+        for note in checked.notes:
+            err.print(f"[red]error:[/red] {escape(note)}")
+        if failed or invariant_error(checked.counts) is not None:
             raise typer.Exit(EXIT_FAILED)

@@ -466,11 +466,53 @@ class CycleCounts(BaseModel):
     specifics_lost: Annotated[
         int,
         Count(
-            "specifics no live entry carries any more after a cycle (census)",
+            "specifics of the live corpus before the cycle that no live entry says after it, ephemeral prunes apart "
+            "(the end-of-run invariant's census, after any reversal)",
             reach="totals",
             metric=metric("dreamkeeper_specifics_lost"),
             event=Event("Warning", "SpecificsLost", "specific(s) no live entry carries any more"),
             cli=Cell(Row.SPECIFICS_LOST),
+        ),
+    ] = 0
+    orphaned: Annotated[
+        int,
+        Count(
+            "entries live before the cycle whose merged-into chain ends in no live entry after it (end-of-run "
+            "invariant, after any reversal)",
+            reach="totals",
+            metric=metric("dreamkeeper_orphaned"),
+            event=Event("Warning", "Orphaned", "entry(ies) live before the cycle reach no live entry after it"),
+            cli=Cell(Row.SPECIFICS_LOST, detail=True),
+        ),
+    ] = 0
+    losses_reversed: Annotated[
+        int,
+        Count(
+            "entries the cycle archived and the end-of-run invariant brought back: they carried a fact no live "
+            "entry said any more, or reached no live entry (a stage slipped: the cycle fails)",
+            reach="totals",
+            metric=metric("dreamkeeper_losses_reversed"),
+            event=Event(
+                "Warning",
+                "LossesReversed",
+                "entry(ies) the cycle archived brought back by the end-of-run invariant (a fact would have been lost)",
+            ),
+            cli=Cell(Row.SPECIFICS_LOST, detail=True),
+        ),
+    ] = 0
+    clock_refusals: Annotated[
+        int,
+        Count(
+            "stages (purge, decay) refused because the clock disagrees with the newest ledger or journal time (run "
+            "with --trust-clock to override)",
+            reach="totals",
+            metric=metric("dreamkeeper_clock_refusals"),
+            event=Event(
+                "Warning",
+                "ClockDisagrees",
+                "stage(s) refused: the clock disagrees with the newest ledger or journal time (purge, decay skipped)",
+            ),
+            cli=Cell(Row.CLOCK),
         ),
     ] = 0
     ephemeral_specifics: Annotated[int, Count("specifics that ephemeral prunes took out of the live corpus")] = 0

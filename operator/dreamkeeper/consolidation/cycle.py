@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
+from dreamkeeper.consolidation.clock import SKEW, ClockCheck, check_clock
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
@@ -38,9 +39,11 @@ from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written, 
 from dreamkeeper.consolidation.embeddings import Embedder, Vector
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
+from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
+    JOURNAL_SUFFIXES,
     WRITEBACK_JOURNAL_SUFFIX,
     ExecutionTally,
     Executor,
@@ -93,10 +96,12 @@ from dreamkeeper.consolidation.stages import (
 )
 from dreamkeeper.consolidation.stamps import review_stamps
 from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
+from dreamkeeper.consolidation.undo import resume_undos, undo_tags
 from dreamkeeper.consolidation.validate import census, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
-from dreamkeeper.coverage import CoverageIndex, Vocabulary, extract_specifics, load_vocabulary, merged_inventory
+from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
 from dreamkeeper.memory import (
+    RESTORED_BY_HAND,
     UNCHECKED,
     CycleLock,
     Fingerprint,
@@ -106,14 +111,16 @@ from dreamkeeper.memory import (
     ScanResult,
     StoredEntry,
     SweepReport,
+    check_state_files,
     embedding_file_name,
     format_timestamp,
     memory_root,
+    read_reversals,
     read_state_json,
     replace_file,
-    shown_all,
     state_dir,
     sweep,
+    unfinished_undos,
     utcnow,
 )
 
@@ -134,6 +141,7 @@ class CycleOptions:
     now: datetime | None = None
     progress: Progress | None = None
     approve_hold: str | None = None  # the cycle id of a held plan a human approved (blast.py)
+    trust_clock: bool = False  # purge and decay run even when the clock disagrees with the history (clock.py)
     # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
     # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
     stop_requested: Callable[[], bool] | None = None
@@ -181,12 +189,15 @@ def read_ledger(agent_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _write_ledger(agent_dir: Path, report: CycleReport, completed_at: datetime) -> None:
+def _write_ledger(
+    agent_dir: Path, report: CycleReport, completed_at: datetime, extra: dict[str, str] | None = None
+) -> None:
     ledger = read_ledger(agent_dir)
     ledger.update(
         {
             "lastCompletedAt": format_timestamp(completed_at),
             "lastCycleId": report.cycle_id,
+            **(extra or {}),
         }
     )
     replace_file(ledger_path(agent_dir), json.dumps(ledger, indent=2).encode(), UNCHECKED)
@@ -218,6 +229,7 @@ def recover_journals(
     (kept) and reported; a step that fails is recorded and skipped, so recovery always completes."""
     store = MemoryStore(memory_root)
     done = []
+    undone: set[str] | None = None
     for path in incomplete_journals(agent_dir):
         try:
             journal = Journal.load(path)
@@ -225,6 +237,15 @@ def recover_journals(
             log.error("%s; moved aside to %s, recovery goes on without it", exc, set_aside(path))
             continue
         if journal.complete:
+            continue
+        if undone is None:
+            undone = {j for r in read_reversals(agent_dir)[0] for j in r.reversed_journals}
+        if journal.header.cycle_id in undone:
+            # Undone (or being undone): finishing it would archive sources "merged into" a successor the undo archived
+            # (issue 22). Closed as undone; an unfinished undo is resumed instead (``resume_undos``).
+            log.warning("journal %s belongs to an undone cycle: closed, not finished", path)
+            with contextlib.suppress(OSError):
+                journal.close_undone()
             continue
         log.warning("recovering interrupted cycle %s from its journal %s", journal.header.cycle_id, path)
         tally = Executor(store, journal, now or utcnow()).run()
@@ -272,6 +293,7 @@ class Cycle:
         self.stages = Stages()
         self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now, self.agent.described())
         self._frozen = False
+        self.clock = ClockCheck(self.now)  # checked once recovery is done (``check_clock``)
         self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
         self._fold_waiting = 0
 
@@ -308,10 +330,17 @@ class Cycle:
         if (marker := read_pause_marker(self.agent_dir, self.agent.pause_marker)) is not None:
             return self._paused(marker)
         s.recovered = effects.recover()
+        self.clock = check_clock(
+            self.agent_dir,
+            self.now,
+            read_ledger(self.agent_dir),
+            timedelta(days=self.settings.clock_max_gap_days) if self.settings.clock_max_gap_days > 0 else None,
+            trust=self.options.trust_clock,
+        )
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
         s.vocabulary = self._load_vocabulary()
-        s.purged = effects.purge(s.vocabulary.vocabulary)
+        s.purged = effects.purge(s.vocabulary.vocabulary, self.clock)
         s.snapshot = effects.snapshot(s.purged)
         self._freeze()  # the snapshot lives for the whole cycle
         # The repair first: it only puts the agent's own write-backs right, and a held plan is judged against the
@@ -346,12 +375,16 @@ class Cycle:
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
         )
-        if report.write_failures:
+        broken = invariant_error(report)
+        if report.write_failures or broken is not None:
             # Every change that could be made was, and the journal is complete; but a cycle the filesystem would not
             # let write (a read-only tree, files it may not replace) has failed, and says so. An entry that cannot be
-            # written back (its own content) only fails its own step: one bad entry never stops a cycle.
+            # written back (its own content) only fails its own step: one bad entry never stops a cycle. So has a
+            # cycle whose end-of-run invariant found a loss (even one it reversed): a stage slipped.
             first = next((n for n in report.notes if n.startswith("not written: ")), "")
             error = f"{report.write_failures} change(s) could not be written; {first}".rstrip("; ")
+            if broken is not None:
+                error = broken if not report.write_failures else f"{error}; {broken}"
             report = compose_report(
                 self._head,
                 s,
@@ -451,6 +484,12 @@ class Cycle:
         report = compose_report(
             self._head, self.stages, "skipped", finished_at=utcnow(), first_write_at=self.effects.first_write_at
         )
+        broken = invariant_error(report)  # what recovery did before the skip is checked all the same
+        if broken is not None:
+            report = compose_report(
+                self._head, self.stages, "failed", finished_at=report.finished_at, error=broken,
+                first_write_at=self.effects.first_write_at,
+            )  # fmt: skip
         return CycleOutcome(report, report_path=self.effects.record(report))
 
     def _load_vocabulary(self) -> VocabularyLoaded:
@@ -479,7 +518,9 @@ class Cycle:
         return replace(folded, counts=folded.counts + paced)
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
-        folds = plan_folds(scoped(snapshot.live, self.settings.scope), self.settings, self.now)
+        # Restored by a person: never folded again, so the restore sticks (issue 22).
+        unrestored = [s for s in snapshot.live if RESTORED_BY_HAND not in (s.entry.metadata or {})]
+        folds = plan_folds(scoped(unrestored, self.settings.scope), self.settings, self.now)
         if self.settings.rockbot.pace_audit_loss:
             self._budget = loss_budget(
                 self.agent_dir, self.agent, len(snapshot.live), self.settings.rockbot.read_agent_settings
@@ -500,6 +541,10 @@ class Cycle:
     def _decay(self, folded: Folded) -> Decayed:
         """Importance decay, planned here and written (or, in a dry run, only shown) by the effects."""
         self._stage("decay")
+        if self.settings.decay.active and not self.clock.allows:
+            refusal = self.clock.refusal("decay")
+            log.warning("importance decay pass — %s", refusal)
+            return Decayed(folded.live, counts=CycleCounts(clock_refusals=1), notes=(refusal,))
         plan = plan_decay(scoped(folded.live, self.settings.scope), self.settings.decay, self.settings.floor, self.now)
         if not plan.actions:
             return Decayed(folded.live)
@@ -515,6 +560,11 @@ class Cycle:
         self._stage("gating")
         live = decayed.live
         in_scope = scope_ids(live, self.settings.scope)
+        # Restored by a person: never offered again (merged or pruned), so the restore sticks (issue 22).
+        restored = {s.id for s in live if RESTORED_BY_HAND in (s.entry.metadata or {})}
+        if restored:
+            log.info("%d entr(ies) restored by hand are not offered for merging or pruning", len(restored))
+            in_scope = frozenset((in_scope if in_scope is not None else {s.id for s in live}) - restored)
         gating = select_candidates(live, self.settings, self.now, self._embedding_loader(), in_scope)
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
@@ -738,6 +788,12 @@ class Writes:
         self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
+        # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
+        # archive this run makes (its own journals, those recovery finishes, the undos it resumes).
+        self._before: Census | None = None
+        self._tags: set[str] = {context.cycle_id + suffix for suffix in JOURNAL_SUFFIXES}
+        self._purged: frozenset[str] = frozenset()
+        self._clock: ClockCheck | None = None  # as checked when the cycle began; a trusted disagreement is recorded
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -749,23 +805,49 @@ class Writes:
 
     def recover(self) -> Recovered:
         self.context.stage("recover")
-        if next(incomplete_journals(self.context.agent_dir), None) is not None:
+        agent_dir = self.context.agent_dir
+        check_state_files(agent_dir)  # a FIFO, device, link or directory among them: one clear error, nothing changed
+        undos = unfinished_undos(read_reversals(agent_dir)[0])
+        before: Census | None = None
+        if next(incomplete_journals(agent_dir), None) is not None or undos:
             self._writing()
-        swept = sweep_leftovers(self.context.agent_dir, self.store.root)
-        if swept.removed or swept.restored:
+            # Recovery is checked by the end-of-run invariant on its own (a cycle may then be skipped, or fail).
+            before = Census.of(screened(self.store.scan(), self.store.root).entries)
+        swept = sweep_leftovers(agent_dir, self.store.root)
+        if swept.removed or swept.restored or swept.put_back:
             self._writing()
-        done = recover_journals(self.context.agent_dir, self.store.root, self.context.now)
+        done = recover_journals(agent_dir, self.store.root, self.context.now)
+        resumed = resume_undos(agent_dir, self.store.root) if undos else []
         notes = [f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done]
         notes += [note for _, tally in done for note in _not_written(tally)]
+        notes += [f"finished the interrupted undo of cycle {u.cycle_id}: {len(u.restored)} restored" for u in resumed]
+        notes += [f"undo of {u.cycle_id}: {detail}" for u in resumed for detail in u.details]
         notes += [f"conflict copy kept: {path}" for path in swept.conflict_copies]
         notes += [f"put back an entry an interrupted purge had parked: {path}" for path in swept.restored]
-        for _, tally in done:
+        notes += [f"put back the agent's newer version displaced by an interrupted write: {p}" for p in swept.put_back]
+        tags: set[str] = set()
+        for cycle_id, tally in done:
             self._written_ids |= tally.written_ids
+            tags.add(cycle_id)
+        for undo in resumed:
+            tags |= undo_tags(undo.journals)
         counts = CycleCounts(
             write_failures=sum(tally.write_failed for _, tally in done),
             temps_removed=len(swept.removed),
             conflict_copies=len(swept.conflict_copies),
         )
+        if before is not None:
+            checked = end_check(
+                agent_dir,
+                self.store,
+                before,
+                scan_map(self.store),
+                tags_in(tags),
+                load_vocabulary(_vocabulary_path(self.context)).vocabulary,
+                what="recovery",
+            )
+            counts += checked.counts
+            notes += checked.notes
         return Recovered(counts, tuple(notes))
 
     def too_soon(self) -> str | None:
@@ -775,12 +857,25 @@ class Writes:
             return None
         try:
             age = self.context.now - datetime.fromisoformat(last)
-        except ValueError:
+        except (ValueError, TypeError):
+            return None
+        if age < -SKEW:
+            # A last completion dated ahead of the clock says nothing about when this cycle may run: skipping would
+            # skip every cycle until the clock caught up, silently (issue 22). The clock check refuses purge and
+            # decay instead, and says which times disagree.
             return None
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
 
-    def purge(self, vocabulary: Vocabulary) -> Purged:
-        return purge_stage(self.context, vocabulary, self._writing)
+    def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
+        self._clock = clock
+        purged = purge_stage(self.context, vocabulary, self._writing, clock)
+        if purged.scan is not None and self._before is None:
+            # Its scan was read before the purge deleted anything (the purge deletes archived entries only): the live
+            # corpus before. A purge whose holds rewrote files gives none; the snapshot's own scan then serves.
+            self._before = Census.of(purged.scan.entries)
+        self._purged = purged.purged_ids
+        trusted = clock.trusted_note()
+        return replace(purged, notes=(*purged.notes, trusted)) if trusted else purged
 
     def snapshot(self, purged: Purged) -> Snapshot:
         self.context.stage("snapshot")
@@ -793,6 +888,8 @@ class Writes:
                 malformed=scan.malformed,
                 duplicates=scan.duplicates,
             )
+        if self._before is None:
+            self._before = Census.of(scan.entries)  # the corpus before anything but a purge of archives was written
         return snapshot_of(scan, purged.purged_ids)
 
     def repair(self, snapshot: Snapshot) -> Repaired:
@@ -901,7 +998,11 @@ class Writes:
         self.context.stage("report")
         final = self._final_state(folded.scan)
         census_index = validated.decisions.census_index
-        lost = self._measure_loss(applied.plan, final, validated.vocabulary, census_index, folded.live)
+        checked = self._check_end(
+            final, validated.vocabulary, lambda: _final_index(census_index, applied.plan, folded.live, final)
+        )
+        if checked.reversed.restored:
+            final = self._final_state(folded.scan)  # the corpus as the reversal left it
         # Gone, and not purged: ours when this cycle wrote the entry (the alert must mean us), else the agent's own
         # deletion (RockBot's DeleteMemory, a re-categorisation) while the cycle ran.
         gone = snapshot.ids_before - final.ids - snapshot.purged_ids
@@ -911,9 +1012,24 @@ class Writes:
             agent_deletes=len(gone) - len(ours),
             live_entries=len(final.live),
             archived_entries=final.archived,
-            specifics_lost=len(lost),
         )
-        return Measured(counts, tuple(lost))
+        return Measured(counts + checked.counts, tuple(checked.verdict.lost), checked.notes)
+
+    def _check_end(self, final: FinalState, vocabulary: Vocabulary, index: Callable[[], CoverageIndex]) -> EndCheck:
+        """The end-of-run invariant over the whole cycle, recovery and purge included (invariant.py)."""
+        if self._before is None:
+            return EndCheck()
+        return end_check(
+            self.context.agent_dir,
+            self.store,
+            self._before,
+            final.entries,
+            tags_in(self._tags),
+            vocabulary,
+            purged=self._purged,
+            index=index,
+            what="cycle",
+        )
 
     def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
         return write_vectors(self.store, vectors, replace)
@@ -923,7 +1039,8 @@ class Writes:
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at
-            _write_ledger(self.context.agent_dir, report, completed_at or utcnow())
+            trusted = self._clock.ledger_update() if self._clock is not None else {}
+            _write_ledger(self.context.agent_dir, report, completed_at or utcnow(), trusted)
             if self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
                 _record_in_rockbot_ledger(self.context.agent_dir, completed_at or utcnow())
         return write_report(self.context.agent_dir, report)
@@ -1009,6 +1126,7 @@ class Writes:
             if isinstance(item, MalformedFile):
                 continue
             final.ids.add(item.id)
+            final.entries.setdefault(item.id, item)
             key = item.id.lower()
             if key in first:
                 log.warning(
@@ -1044,42 +1162,10 @@ class Writes:
             log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
         return result
 
-    def _measure_loss(
-        self,
-        plan: Plan,
-        final: FinalState,
-        vocabulary: Vocabulary,
-        census_index: CoverageIndex | None,
-        live: list[StoredEntry],
-    ) -> list[str]:
-        """After apply: specifics of entries this cycle archived with a replacement must still be live.
 
-        Successor first: the successor's text as on disk now is a live text of the final corpus, so what its
-        inventory covers the final corpus covers. The rest is looked up in an index of the final live corpus,
-        built only then; a successor that is not live (never written, or gone since) covers nothing. The
-        vocabulary is the one the cycle checked with (loading it again could differ).
-        """
-        if not any(m.sources for m in plan.merges):
-            return []
-        index: CoverageIndex | None = None
-        lost: list[str] = []
-        for merge in plan.merges:
-            on_disk = final.live.get(merge.successor.id)
-            successor = merged_inventory(on_disk) if on_disk is not None else None
-            for stored in merge.sources:
-                current = self.store.get(stored.id)
-                if current is None or not current.entry.is_archived:
-                    continue  # not archived after all (conflict): nothing left the live corpus
-                for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
-                    if (successor is not None and successor.covers(specific)) or specific.text in lost:
-                        continue
-                    if index is None:
-                        index = _final_index(census_index, plan, live, final)
-                    if not index.covers(specific):
-                        lost.append(specific.text)
-        if lost:
-            log.error("specifics lost from the live corpus this cycle: %s", shown_all(lost))
-        return lost
+def _vocabulary_path(context: CycleContext) -> Path:
+    path = Path(context.settings.vocabulary_path)
+    return path if path.is_absolute() else context.agent_dir / path
 
 
 NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
@@ -1099,6 +1185,9 @@ class FinalState:
     ids: set[str] = field(default_factory=set)
     live: dict[str, str] = field(default_factory=dict)
     archived: int = 0
+    entries: dict[str, StoredEntry] = field(
+        default_factory=dict
+    )  # exact id -> the entry (the snapshot's when unchanged)
 
 
 def _final_index(

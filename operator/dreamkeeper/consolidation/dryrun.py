@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dreamkeeper.consolidation.blast import HeldPlan, read_pending
+from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.embeddings import Vector
@@ -57,7 +58,7 @@ class DryRun:
     def too_soon(self) -> str | None:
         return None
 
-    def purge(self, vocabulary: Vocabulary) -> Purged:
+    def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
         return Purged()
 
     def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:

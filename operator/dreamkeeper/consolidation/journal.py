@@ -69,6 +69,7 @@ UNREADABLE_SUFFIX: Final = ".unreadable"  # a journal that cannot be loaded is m
 STOPPING_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 """Write errors of the whole volume: applying stops (the journal stays, to be finished when it takes writes)."""
 WRITEBACK_JOURNAL_SUFFIX = "-writeback"  # the stale write-back repair's journal: <cycle id>-writeback.jsonl
+JOURNAL_SUFFIXES: Final = ("", WRITEBACK_JOURNAL_SUFFIX, FOLD_JOURNAL_SUFFIX, DECAY_JOURNAL_SUFFIX)
 
 Op = Literal["create", "update", "archive", "stamp", "decay"]
 DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
@@ -339,6 +340,7 @@ class Journal:
         self.header = header
         self.outcomes: dict[int, str] = outcomes or {}
         self.complete = False
+        self.undone = False  # an undo reversed it (and closed it): recovery never finishes it
 
     @classmethod
     def create(cls, agent_dir: Path, header: JournalHeader) -> Journal:
@@ -365,6 +367,8 @@ class Journal:
                 continue
             if record.get("kind") == "complete":
                 journal.complete = True
+            elif record.get("kind") == "undone":
+                journal.undone = True
             elif isinstance(record.get("step"), int) and "outcome" in record:
                 journal.outcomes[record["step"]] = str(record["outcome"])
         return journal
@@ -393,6 +397,14 @@ class Journal:
     def finish(self) -> None:
         self._append({"kind": "complete", "at": format_timestamp(datetime.now().astimezone())})
         self.complete = True
+
+    def close_undone(self) -> None:
+        """An undo reverses this journal: it is closed (complete) unfinished, so no recovery ever runs its remaining
+        steps (issue 22: a cycle killed mid-apply, undone, was finished by the next cycle's recovery, archiving
+        sources "merged into" the successor the undo had archived)."""
+        at = format_timestamp(datetime.now().astimezone())
+        self._append({"kind": "undone", "at": at}, {"kind": "complete", "at": at})
+        self.undone = self.complete = True
 
     def _append(self, *records: dict[str, Any], sync: bool = True) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:

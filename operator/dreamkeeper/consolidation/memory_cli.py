@@ -1,9 +1,11 @@
-"""`dreamkeeper memory list|purge`: the memory commands that need the purge's last-record rule.
+"""`dreamkeeper memory list|restore|purge`: the memory commands that need the coverage package.
 
-They sit in the ``memory`` group with ``stats|show|restore`` (``memory/cli.py``), but live at this layer because the
-rule needs the coverage package (memory ← coverage ← consolidation). ``purge`` deletes exactly what a cycle's purge
-would: past retention, below the high-value floor, and not the last record of any specific. ``list --archived`` says
-for each archived entry what the purge would do with it now, and why.
+They sit in the ``memory`` group with ``stats|show`` (``memory/cli.py``), but live at this layer because they need
+the coverage package (memory ← coverage ← consolidation): the purge's last-record rule, and the end-of-run invariant
+every command that writes ends with (``invariant.py``). ``purge`` deletes exactly what a cycle's purge would: past
+retention, below the high-value floor, and not the last record of any specific, and only when the clock agrees with
+the agent's history (``clock.py``). ``list --archived`` says for each archived entry what the purge would do with it
+now, and why. ``restore`` is announced in the reversals log before its first write.
 """
 
 from __future__ import annotations
@@ -15,16 +17,32 @@ from rich.markup import escape
 from rich.table import Table
 
 from dreamkeeper.consolidation.agent_view import agent_view
+from dreamkeeper.consolidation.clock import check_clock
+from dreamkeeper.consolidation.cycle import read_ledger
+from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
 from dreamkeeper.consolidation.purge_policy import KeepRule, purge_window
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.settings import CycleSettings, RockBotSettings
-from dreamkeeper.coverage import VOCABULARY_FILE
-from dreamkeeper.memory import CycleLock, HighValueFloor, PurgeReport, StoredEntry, entry_summary, unheld, utcnow
+from dreamkeeper.coverage import VOCABULARY_FILE, Vocabulary
+from dreamkeeper.memory import (
+    CycleLock,
+    HighValueFloor,
+    MemoryStoreError,
+    PurgeReport,
+    StoredEntry,
+    check_state_files,
+    entry_summary,
+    note_restored,
+    unheld,
+    utcnow,
+    validate_id,
+)
 from dreamkeeper.memory.cli import (
     AGENT_DIR_ARG,
     JSON_OPT,
     MEMORY_DIR_OPT,
+    Failure,
     Scope,
     UsageError,
     _clip,
@@ -32,6 +50,7 @@ from dreamkeeper.memory.cli import (
     _in_scope,
     _listing,
     emit_json,
+    err,
     expected_errors,
     memory_group,
     open_store,
@@ -48,6 +67,7 @@ VOCABULARY_OPT = typer.Option(
 def register(app: typer.Typer) -> None:
     memory = memory_group(app)
     memory.command("list")(list_command)
+    memory.command("restore")(restore_command)
     memory.command("purge")(purge_command)
 
 
@@ -134,10 +154,14 @@ def purge_command(
     ),
     vocabulary: str = VOCABULARY_OPT,
     yes: bool = typer.Option(False, "--yes", help="Really delete. Without it, only shows what would go."),
+    trust_clock: bool = typer.Option(
+        False, "--trust-clock", help="Purge even when the clock is earlier than the newest ledger or journal time."
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Hard-delete entries archived longer than the retention, except high-value ones and last records (an entry
-    holding a specific no live entry says). A dry run unless --yes."""
+    holding a specific no live entry says). A dry run unless --yes. Refused (nothing deleted) when the clock is
+    earlier than the agent's newest ledger or journal time, unless --trust-clock."""
     with expected_errors():
         store = open_store(agent_dir, memory_dir)
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
@@ -147,12 +171,26 @@ def purge_command(
         window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, RockBotSettings()))
         if window.note:
             out.print(escape(window.note))
+        checked: EndCheck | None = None
 
         def run(dry_run: bool) -> PurgeReport:
+            nonlocal checked
             entries = screened(store.scan(), store.root).entries  # never a file the engine would not act on
             rule = LastRecords.of((s.entry for s in entries), words)
+            now = utcnow()
+            if not dry_run:
+                check_state_files(agent_dir)
+                clock = check_clock(agent_dir, now, read_ledger(agent_dir), None, trust=trust_clock)
+                if not clock.allows:
+                    raise Failure(clock.refusal("purge") + "; nothing was deleted")
             own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in entries]
-            return store.purge(window.retention, floor, dry_run=dry_run, entries=own, keep=KeepRule(own, rule))
+            report = store.purge(window.retention, floor, now, dry_run=dry_run, entries=own, keep=KeepRule(own, rule))
+            if not dry_run:
+                purged = {e.id for e in report.purged}
+                checked = end_check(
+                    agent_dir, store, Census.of(entries), scan_map(store), tags_in(()), words, purged=purged
+                )
+            return report
 
         if yes:
             with CycleLock(agent_dir, "purge"):
@@ -187,8 +225,68 @@ def purge_command(
         )
         if report.dry_run and report.purged:
             out.print("dry run: nothing was deleted; re-run with --yes to purge")
-    if report.conflicts:
+    if checked is not None:
+        for note in checked.notes:
+            err.print(f"[red]error:[/red] {escape(note)}")
+    if report.conflicts or (checked is not None and invariant_error(checked.counts) is not None):
         raise typer.Exit(1)
+
+
+def restore_command(
+    agent_dir: Path = AGENT_DIR_ARG,
+    entry_ids: list[str] = typer.Argument(..., metavar="ID...", help="Archived entries to bring back."),
+    memory_dir: Path | None = MEMORY_DIR_OPT,
+) -> None:
+    """Bring archived entries back to live, for good: a restored entry is never merged or pruned again. Under the
+    cycle lock; announced in the reversals log before the first write, so no cycle takes it for a stale copy. An id
+    is the file's own (case01 and CASE01 are two entries); exit 1 when an entry was not restored (it is then
+    exactly as it was)."""
+    failed = 0
+    with expected_errors():
+        for entry_id in entry_ids:
+            validate_id(entry_id)
+        store = open_store(agent_dir, memory_dir)
+        with CycleLock(agent_dir, "restore"):
+            check_state_files(agent_dir)
+            scan = store.scan()
+            before = Census.of(scan.entries)
+            wanted: list[StoredEntry] = []
+            for entry_id in entry_ids:
+                try:
+                    stored = store.require(entry_id)
+                except MemoryStoreError as exc:
+                    err.print(f"[red]error:[/red] {escape(str(exc))}")
+                    failed += 1
+                    continue
+                if not stored.entry.is_archived:
+                    out.print(f"{stored.id}: not archived; left as it is", soft_wrap=True)
+                elif stored.id not in {w.id for w in wanted}:
+                    wanted.append(stored)
+            # Said before the first write (issue 22: a restore whose log line failed after it had happened was
+            # reverted by the next cycle's stale write-back repair). If it cannot be said, nothing is restored.
+            note_restored(agent_dir, [s.id for s in wanted])
+            now = utcnow()
+            for stored in wanted:
+                try:
+                    store.restore(stored, by_hand=now)
+                except MemoryStoreError as exc:
+                    err.print(f"[red]error:[/red] {escape(str(exc))}; {stored.id} was left as it is")
+                    failed += 1
+                    continue
+                out.print(
+                    f"restored {escape(entry_summary(stored.entry))}: {escape(stored.entry.content)}", soft_wrap=True
+                )
+            checked = end_check(agent_dir, store, before, scan_map(store), tags_in(()), _words(agent_dir))
+    for note in checked.notes:
+        err.print(f"[red]error:[/red] {escape(note)}")
+    if failed:
+        err.print(f"{failed} of {len(entry_ids)} not restored")
+    if failed or invariant_error(checked.counts) is not None:
+        raise typer.Exit(1)
+
+
+def _words(agent_dir: Path) -> Vocabulary:
+    return agent_vocabulary(agent_dir, VOCABULARY_FILE)
 
 
 __all__ = ["list_command", "purge_command", "register"]

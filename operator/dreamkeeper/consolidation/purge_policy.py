@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 
 from dreamkeeper.consolidation.agent_config import format_timespan
 from dreamkeeper.consolidation.agent_view import AgentView
+from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.purge import LastRecords
 from dreamkeeper.consolidation.quarantine import screened
@@ -259,15 +260,22 @@ def apply_holds(store: MemoryStore, holds: Sequence[Hold]) -> tuple[int, int, in
     return held, released, conflicts
 
 
-def purge_stage(context: CycleContext, vocabulary: Vocabulary, writing: Callable[..., None]) -> Purged:
+def purge_stage(
+    context: CycleContext, vocabulary: Vocabulary, writing: Callable[..., None], clock: ClockCheck | None = None
+) -> Purged:
     """The cycle's purge, as this module says: the window, the keep rule, then the holds. ``writing`` marks that
-    the cycle wrote (with when it started, for a purge)."""
+    the cycle wrote (with when it started, for a purge). Refused, with nothing written, when ``clock`` disagrees with
+    the agent's history (clock.py: retention is an age)."""
     settings, store = context.settings, context.store
     context.stage("purge")
     window = purge_window(settings, context.agent)
     notes = (window.note,) if window.note else ()
     if not ((window.retention is not None and window.retention > timedelta(0)) or window.rockbot is not None):
         return Purged(notes=notes)
+    if clock is not None and not clock.allows:
+        refusal = clock.refusal("purge")
+        log.warning("archive purge — %s", refusal)
+        return Purged(counts=CycleCounts(clock_refusals=1), notes=(*notes, refusal))
     # One scan serves purge and snapshot: purge removes only the files it names, so the snapshot is that scan minus
     # the purged entries (a purge conflict means the agent wrote meanwhile: rescan). Screened first: purge never
     # deletes a file the engine could not read safely.

@@ -140,6 +140,10 @@ class CycleSettings(BaseModel):
     prune_census: PruneCensus = "identity"
     # Entries whose batch got unusable replies twice in a row wait this long, doubling (backoff.py); 0 = never.
     unusable_backoff_days: float = Field(default=1.0, ge=0.0, le=MAX_DAYS)
+    # The clock check (clock.py): purge and decay are refused when the clock is more than this past the newest
+    # ledger/journal time (a clock jumped ahead would purge early); 0 = no such bound. Longer than the schedule's
+    # period: a weekly schedule needs more than 7.
+    clock_max_gap_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
     # Source-less toSave items (sourceless.py): saved, as RockBot does, at most this many a cycle; 0 refuses them.
     sourceless_saves_max_per_cycle: int = Field(default=5, ge=0, le=MAX_PER_CYCLE)
     rockbot: RockBotSettings = Field(default_factory=RockBotSettings)

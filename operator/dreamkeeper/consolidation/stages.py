@@ -26,6 +26,7 @@ from typing import Protocol
 
 from dreamkeeper.consolidation.agent_view import AgentView
 from dreamkeeper.consolidation.blast import HeldPlan
+from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.decisions import Decisions
@@ -382,8 +383,9 @@ class Effects(Protocol):
         """Why this cycle must not run yet (minimum interval), if so."""
         ...
 
-    def purge(self, vocabulary: Vocabulary) -> Purged:
-        """Delete archived entries past retention (never a last record: ``purge.LastRecords``)."""
+    def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
+        """Delete archived entries past retention (never a last record: ``purge.LastRecords``); refused when the
+        clock disagrees with the history (``clock.py``)."""
         ...
 
     def snapshot(self, purged: Purged) -> Snapshot:

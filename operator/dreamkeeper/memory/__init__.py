@@ -5,12 +5,10 @@ from dreamkeeper.memory.atomic import (
     MUST_NOT_EXIST,
     UNCHECKED,
     Fingerprint,
-    SweepReport,
     create_exclusive,
     fsync_directory,
     read_with_fingerprint,
     replace_file,
-    sweep,
 )
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
@@ -32,6 +30,7 @@ from dreamkeeper.memory.entry import (
     REASON_STALE_WRITE_BACK,
     REJECTED_AT,
     REJECTED_CLUSTER,
+    RESTORED_BY_HAND,
     REVIEWED_AT,
     REVIEWED_HASH,
     STALE_COPY_OF,
@@ -58,6 +57,7 @@ from dreamkeeper.memory.errors import (
 )
 from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regular, read_regular, read_regular_text
 from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
+from dreamkeeper.memory.leftovers import SweepReport, sweep
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
@@ -70,7 +70,21 @@ from dreamkeeper.memory.paths import (
     validate_id,
 )
 from dreamkeeper.memory.redaction import redacted_logs, redacting, set_redaction, shown, shown_all
-from dreamkeeper.memory.reversals import Reversal, note_restored, note_undone, read_reversals
+from dreamkeeper.memory.reversals import (
+    Reversal,
+    note_restored,
+    note_undoing,
+    note_undone,
+    read_reversals,
+    unfinished_undos,
+)
+from dreamkeeper.memory.statefiles import (
+    LARGE_STATE_LIMIT,
+    SMALL_STATE_LIMIT,
+    StateFileError,
+    check_state_files,
+    read_state_file,
+)
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
     HighValueFloor,
@@ -97,6 +111,7 @@ __all__ = [
     "HELD_AT",
     "HELD_FOR",
     "HELD_IMPORTANCE",
+    "LARGE_STATE_LIMIT",
     "MERGED_AT",
     "MERGED_FROM",
     "MUST_NOT_EXIST",
@@ -105,8 +120,10 @@ __all__ = [
     "REASON_STALE_WRITE_BACK",
     "REJECTED_AT",
     "REJECTED_CLUSTER",
+    "RESTORED_BY_HAND",
     "REVIEWED_AT",
     "REVIEWED_HASH",
+    "SMALL_STATE_LIMIT",
     "STALE_COPY_OF",
     "UNCHECKED",
     "UNUSABLE_AT",
@@ -130,10 +147,12 @@ __all__ = [
     "Reversal",
     "ScanResult",
     "StateDirError",
+    "StateFileError",
     "StoreWriteError",
     "StoredEntry",
     "SweepReport",
     "UnsafeFileError",
+    "check_state_files",
     "cluster_hash",
     "compute_stats",
     "create_exclusive",
@@ -149,6 +168,7 @@ __all__ = [
     "loads_json",
     "memory_root",
     "note_restored",
+    "note_undoing",
     "note_undone",
     "open_regular",
     "ordinal_key",
@@ -156,6 +176,7 @@ __all__ = [
     "read_regular",
     "read_regular_text",
     "read_reversals",
+    "read_state_file",
     "read_state_json",
     "read_with_fingerprint",
     "redacted_logs",
@@ -168,6 +189,7 @@ __all__ = [
     "state_dir",
     "successor_in",
     "sweep",
+    "unfinished_undos",
     "unheld",
     "utcnow",
     "validate_category",

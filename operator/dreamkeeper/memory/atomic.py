@@ -3,19 +3,26 @@ optimistic concurrency.
 
 Every mutation of an entry file goes through :func:`replace_file`: a hidden temp file in the same directory,
 fsync of the file, then the temp is put in place, then fsync of the directory. A crash at any instant leaves the
-old file or the new one, never a torn or missing one.
+old file or the new one, never a torn or missing one (or, without the exchange, the old one under a hidden name that
+the next run's sweep puts back).
 
-The agent writes without any lock (RockBot saves by temp file + rename, archives by rewriting the file in place),
-so a check of the file followed by a rename over it loses any write that lands in between. A guarded replacement
-therefore *swaps* the temp with the target (Linux ``renameat2(RENAME_EXCHANGE)``): whatever it displaces is still
-there, under the temp's name, and is compared with the version the caller read. If it is not that version the
-agent won: its version is swapped back (see :func:`_put_back`) and the write reports a conflict. Filesystems
-without the exchange get today's check-then-rename.
+The agent writes without any lock (RockBot saves by temp file + rename, archives and restores by rewriting the file
+in place: .NET opens it, then truncates and writes), so a check of the file followed by a rename over it loses any
+write that lands in between. A guarded replacement therefore *swaps* the temp with the target (Linux
+``renameat2(RENAME_EXCHANGE)``): whatever it displaces is still there, under the temp's name, and is compared with
+the version the caller read. If it is not that version the agent won: its version is swapped back (see
+:func:`_put_back`) and the write reports a conflict. The displaced version is held open by descriptor (``Held``)
+until its name is gone and then read once more: a write the agent made through a descriptor it opened before the
+swap lands there, and is put back in place as the newest version (issue 22). Filesystems without the exchange move
+the entry aside, verify it, and link ours in only while the name is free (``_park_then_link``): a newer save of the
+agent's is never replaced.
 
 Names of our own files in an entry directory (never ``*.json``, which RockBot's index load would read):
-``.{name}.{hex}.dk-new`` (a temp being written: only ever our data), ``.{name}.{inode}.dk-swap`` (a temp that is
-being swapped: our data exactly while its inode is the one in its name), ``.{name}.{hex}.dk-conflict`` (a version
-of the agent's we displaced and could not put back: kept, and reported by every sweep).
+``.{name}.{hex}.dk-new`` (a temp being written: only ever our data), ``.{name}.{inode}-{sha}.dk-swap`` (a temp
+that is being swapped: our data exactly while its inode is the one in its name), ``.{name}.{hex}-{sha}.dk-aside``
+(the entry moved aside by a write without the exchange), ``.{name}.{hex}.dk-conflict`` (a version of the agent's
+we displaced and could not put back: kept, and reported by every sweep). What a killed write leaves is cleaned by
+``leftovers.sweep``.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import stat
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -72,6 +79,7 @@ MUST_NOT_EXIST: Final = None
 
 NEW_SUFFIX: Final = ".dk-new"
 SWAP_SUFFIX: Final = ".dk-swap"
+ASIDE_SUFFIX: Final = ".dk-aside"
 CONFLICT_SUFFIX: Final = ".dk-conflict"
 
 _NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
@@ -176,7 +184,7 @@ def current_fingerprint(path: Path) -> Fingerprint | None:
         return None
 
 
-def _fingerprint_or_none(path: Path) -> Fingerprint | None:
+def fingerprint_or_none(path: Path) -> Fingerprint | None:
     """What is at ``path`` now; None when it cannot be read as a regular file (it is then not anyone's we expect)."""
     try:
         return read_with_fingerprint(path, limit=sys.maxsize)[1]
@@ -280,7 +288,7 @@ def _write_temp(path: Path, data: bytes) -> _Temp:
     return _Temp(temp, st.st_ino, fingerprint)
 
 
-def _discard_own(temp: Path, inode: int) -> None:
+def discard_own(temp: Path, inode: int) -> None:
     """Remove ``temp`` if it is still our own file (its inode): after a swap the name may hold another version."""
     with contextlib.suppress(OSError):
         if os.lstat(temp).st_ino == inode:
@@ -292,12 +300,12 @@ def _arm(temp: _Temp, expected: Fingerprint) -> _Temp:
     swapped. Whenever the process dies, ``sweep`` can then tell what the name holds: our data (its inode), the
     version we meant to replace (its hash: the swap was done), or someone else's version (kept)."""
     stem = temp.path.name.removesuffix(NEW_SUFFIX).rsplit(".", 1)[0]
-    armed = temp.path.with_name(f"{stem}.{temp.inode}-{expected.sha256[:_SHA_IN_NAME]}{SWAP_SUFFIX}")
+    armed = temp.path.with_name(f"{stem}.{temp.inode}-{expected.sha256[:SHA_IN_NAME]}{SWAP_SUFFIX}")
     os.rename(temp.path, armed)
     return _Temp(armed, temp.inode, temp.fingerprint)
 
 
-_SHA_IN_NAME: Final = 32
+SHA_IN_NAME: Final = 32
 
 
 def replace_file(
@@ -331,13 +339,13 @@ def replace_file(
             fsync_directory(path.parent)
     except OSError as exc:
         if temp is not None:
-            _discard_own(temp.path, temp.inode)
+            discard_own(temp.path, temp.inode)
         if exc.errno in _WRITE_ERRNOS and not isinstance(exc, UnsafeFileError):
             raise StoreWriteError(path, exc) from exc
         raise
     except BaseException:
         if temp is not None:
-            _discard_own(temp.path, temp.inode)
+            discard_own(temp.path, temp.inode)
         raise
     return fingerprint
 
@@ -356,13 +364,13 @@ def _create(temp: _Temp, path: Path) -> None:
         os.replace(temp.path, path)
     else:
         # A leftover would be a hidden temp, which scans ignore and the next sweep removes; the entry is in place.
-        _discard_own(temp.path, temp.inode)
+        discard_own(temp.path, temp.inode)
 
 
 def _swap_in(temp: _Temp, path: Path, expected: Fingerprint, device: int) -> None:
     """Put ``temp`` (our data) at ``path`` if ``path`` still holds ``expected``; never destroy another version."""
     if not can_exchange(device):
-        _check_then_rename(temp, path, expected)
+        _park_then_link(temp, path, expected)
         return
     _at("checked", path)
     try:
@@ -370,29 +378,182 @@ def _swap_in(temp: _Temp, path: Path, expected: Fingerprint, device: int) -> Non
     except FileNotFoundError:
         raise ConflictError(path, "the file was removed since it was read") from None
     if not swapped:  # the filesystem refused the exchange just now
-        _check_then_rename(temp, path, expected)
+        _park_then_link(temp, path, expected)
         return
     _at("swapped", path)
-    displaced = _fingerprint_or_none(temp.path)
-    if displaced == expected:
-        _replaced(temp.path)
-        return
-    kept = _put_back(temp, path, device)
+    held = Held.open(temp.path)
+    try:
+        if held is not None and held.fingerprint == expected:
+            replaced(temp.path)
+            _at("replaced", path)
+            late = held.changed()
+            if late is None:
+                return
+            _late_write(late, temp, path, device)
+        kept = _put_back(temp, path, device)
+    finally:
+        if held is not None:
+            held.close()
     with contextlib.suppress(OSError):
         fsync_directory(path.parent)  # the agent's version back in place survives a crash
     where = f"; an older version of the agent's is kept at {kept}" if kept else ""
     raise ConflictError(path, f"the agent wrote it meanwhile; its version was put back in place{where}")
 
 
-def _check_then_rename(temp: _Temp, path: Path, expected: Fingerprint) -> None:
-    """The fallback where there is no exchange: a write landing between the check and the rename is lost (the
-    window is the time of one rename; it was the only way before)."""
-    check_unchanged(path, expected)
+class Held:
+    """A version of an entry this write displaces, held open by descriptor from the moment it is verified.
+
+    The agent rewrites files in place (.NET's ``File.WriteAllText``: open, lock, *then* truncate and write). A
+    descriptor it opened before our swap still reaches the displaced version after its name is gone: its write
+    then lands in a file nobody can see any more (issue 22). Only a descriptor of ours on the same file can tell:
+    ``changed`` reads it again after the name is gone."""
+
+    def __init__(self, fd: int, fingerprint: Fingerprint) -> None:
+        self.fd = fd
+        self.fingerprint = fingerprint
+
+    @classmethod
+    def open(cls, path: Path) -> Held | None:
+        """The file at ``path``, held; None when it is not a regular file (then it is no one's version we expect)."""
+        try:
+            fd, _ = open_regular(path, sys.maxsize, follow_symlinks=False)
+        except (OSError, UnsafeFileError):
+            return None
+        try:
+            data = read_fd(fd, path, sys.maxsize)
+            return cls(fd, Fingerprint.of_bytes(data, os.fstat(fd)))
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def changed(self) -> bytes | None:
+        """What the file holds now, when it is not what was verified (someone wrote through a descriptor)."""
+        st = os.fstat(self.fd)
+        data = os.pread(self.fd, max(st.st_size, 0), 0)
+        return None if Fingerprint.of_bytes(data, st) == self.fingerprint else data
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _late_write(data: bytes, ours: _Temp, path: Path, device: int) -> None:
+    """The agent wrote into the version we displaced after we verified it (its descriptor predates our swap): that
+    write is the newest version of the entry. It goes back in place, and ours (bookkeeping a later cycle redoes)
+    goes; if the agent wrote the entry yet again meanwhile, that newer file stays and this one is kept as a
+    conflict copy. Raises ConflictError: our write did not stand."""
+    written = _write_temp(path, data)
+    # Named as a conflict copy at once: if anything below fails, the agent's version is kept and reported, never
+    # taken for a temp of ours.
+    late = _Temp(path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}", written.inode, written.fingerprint)
+    os.rename(written.path, late.path)
+    log.warning("the agent wrote %s in place through a descriptor held across our write; putting it back", path)
+    if can_exchange(device):
+        kept = _put_back(_Temp(late.path, ours.inode, ours.fingerprint), path, device)
+    else:
+        kept = _late_without_exchange(late, ours, path)
+    with contextlib.suppress(OSError):
+        fsync_directory(path.parent)
+    where = f"; an older version of the agent's is kept at {kept}" if kept else ""
+    raise ConflictError(path, f"the agent wrote it in place during our write; its version was put back{where}")
+
+
+def _park_then_link(temp: _Temp, path: Path, expected: Fingerprint) -> None:
+    """Where there is no exchange (NFS and others): move the file out of the agent's namespace, verify what was
+    moved, then link ours in only while the name is free. Check-then-rename replaced a newer save of the agent's
+    with an older version when it landed between the check and the rename (issue 22); here a file the agent
+    writes meanwhile takes the name first and ours is never placed over it."""
     _at("checked", path)
-    os.replace(temp.path, path)
+    aside = path.with_name(aside_name(path, expected))
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        raise ConflictError(path, "the file was removed since it was read") from None
+    held = Held.open(aside)
+    try:
+        if held is None or held.fingerprint != expected:
+            kept = _unpark(aside, path)
+            where = f"; an older version of the agent's is kept at {kept}" if kept else ""
+            raise ConflictError(path, f"the agent wrote it meanwhile; its version was put back in place{where}")
+        _at("parked", path)
+        if not _link_in(temp, path):
+            # The agent saved a newer version meanwhile (temp + rename, or an open that created the file): it stays.
+            # The version we moved aside is the one we read, which that save replaced: it goes, unless the agent
+            # wrote into it as well (then it is kept).
+            _drop_aside(aside, held, path)
+            raise ConflictError(path, "the agent saved a newer version meanwhile; it was kept")
+        replaced(aside)
+        _at("replaced", path)
+        late = held.changed()
+        if late is not None:
+            _late_write(late, temp, path, path.lstat().st_dev)
+    finally:
+        if held is not None:
+            held.close()
 
 
-def _replaced(displaced: Path) -> None:
+def aside_name(path: Path, replacing: Fingerprint) -> str:
+    """``.{name}.{hex}-{sha}.dk-aside``: the sweep tells from the hash whether it holds the version being replaced."""
+    return f".{path.name}.{uuid.uuid4().hex[:12]}-{replacing.sha256[:SHA_IN_NAME]}{ASIDE_SUFFIX}"
+
+
+def _link_in(temp: _Temp, path: Path) -> bool:
+    """Give ``path`` our temp's file, only if the name is free; False when something took it first."""
+    try:
+        os.link(temp.path, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARDLINKS:
+            raise
+        # No hard links (some SMB/CSI drivers): the name was free a moment ago; the window is one rename.
+        if os.path.lexists(path):
+            return False
+        os.replace(temp.path, path)
+        return True
+    discard_own(temp.path, temp.inode)  # its second name; the data is in place
+    return True
+
+
+def _unpark(aside: Path, path: Path) -> Path | None:
+    """Put a version moved aside back under its name; when the name is taken (the agent wrote again) it is kept as
+    a conflict copy, older than the file in place. Returns the copy, if one was kept."""
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        return keep_conflict_copy(aside, path)
+    os.unlink(aside)  # only the extra name: the version is back under its own
+    return None
+
+
+def _drop_aside(aside: Path, held: Held, path: Path) -> None:
+    if held.changed() is None:
+        replaced(aside)
+    else:
+        keep_conflict_copy(aside, path)
+
+
+def _late_without_exchange(late: _Temp, ours: _Temp, path: Path) -> Path | None:
+    """``_late_write`` where there is no exchange: our file moved aside and checked to be ours (by inode), then the
+    agent's late version linked in while the name is free."""
+    aside = path.with_name(aside_name(path, ours.fingerprint))
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return keep_conflict_copy(late.path, path)  # the agent removed the entry since
+    if os.lstat(aside).st_ino != ours.inode:
+        kept = keep_conflict_copy(late.path, path)  # the agent wrote by name again: its newer file goes back
+        _unpark(aside, path)
+        return kept
+    if not _link_in(late, path):
+        kept = keep_conflict_copy(late.path, path)
+        discard_own(aside, ours.inode)
+        return kept
+    discard_own(aside, ours.inode)
+    return None
+
+
+def replaced(displaced: Path) -> None:
     """The swap displaced exactly the version the caller read and meant to replace: that version goes."""
     os.unlink(displaced)
 
@@ -406,27 +567,27 @@ def _put_back(temp: _Temp, path: Path, device: int, attempts: int = 16) -> Path 
     in place, and the older one it displaces is kept as a conflict copy. Nothing but our own data is deleted."""
     ours = temp.fingerprint
     expect: Fingerprint | None = ours  # what we hope the next swap takes out of `path`
-    holding = _fingerprint_or_none(temp.path)  # what the next swap puts at `path`
+    holding = fingerprint_or_none(temp.path)  # what the next swap puts at `path`
     for _ in range(attempts):
         _at("put-back", path)
         try:
             swapped = exchange(temp.path, path, device)
         except FileNotFoundError:
             # The agent removed `path` meanwhile (a delete or re-categorise): its displaced version stays kept.
-            return _keep_conflict_copy(temp.path, path)
+            return keep_conflict_copy(temp.path, path)
         if not swapped:
-            return _keep_conflict_copy(temp.path, path)
-        taken = _fingerprint_or_none(temp.path)
+            return keep_conflict_copy(temp.path, path)
+        taken = fingerprint_or_none(temp.path)
         if taken == expect:
             if taken == ours and os.lstat(temp.path).st_ino == temp.inode:
-                _discard_own(temp.path, temp.inode)
+                discard_own(temp.path, temp.inode)
                 return None
-            return _keep_conflict_copy(temp.path, path)
+            return keep_conflict_copy(temp.path, path)
         expect, holding = holding, taken
-    return _keep_conflict_copy(temp.path, path)
+    return keep_conflict_copy(temp.path, path)
 
 
-def _keep_conflict_copy(temp: Path, path: Path) -> Path:
+def keep_conflict_copy(temp: Path, path: Path) -> Path:
     copy = path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}"
     os.rename(temp, copy)
     log.warning("kept a displaced version of %s at %s (the agent wrote it while we did)", path, copy)
@@ -449,100 +610,3 @@ def unlink_durably(path: Path) -> None:
     """Remove a file and persist the directory change. Only purge may call this on an entry file."""
     os.unlink(path)
     fsync_directory(path.parent)
-
-
-# ---- what a killed writer leaves behind ----------------------------------------------------------------------
-
-
-@dataclass
-class SweepReport:
-    """What ``sweep`` found: our temps removed, displaced versions kept (as conflict copies), and every conflict
-    copy now present (reported each time until someone looks at them)."""
-
-    removed: list[Path] = field(default_factory=list)
-    kept: list[Path] = field(default_factory=list)
-    conflict_copies: list[Path] = field(default_factory=list)
-    restored: list[Path] = field(default_factory=list)  # entries a killed purge had parked, back under their name
-    collected: list[Path] = field(default_factory=list)  # hidden files with one of the caller's suffixes (``collect``)
-
-
-def sweep(directory: Path, skip: frozenset[str] = frozenset(), collect: tuple[str, ...] = ()) -> SweepReport:
-    """Clean what killed writes of ours left under ``directory``; the caller holds the cycle lock, so no write of
-    ours is in flight. Only names of our own making are looked at: the agent's files (its own ``.tmp`` temps
-    included) are never touched. A swapped temp whose inode changed holds a displaced version: kept."""
-    report = SweepReport()
-    for path in _own_files(directory, skip, collect):
-        name = path.name
-        try:
-            if collect and name.endswith(collect):
-                report.collected.append(path)
-            elif name.endswith(NEW_SUFFIX):
-                # Never swapped under this name: only ever our data (a create's second name, or a write cut short).
-                os.unlink(path)
-                report.removed.append(path)
-            elif name.endswith(SWAP_SUFFIX):
-                inode = _own_swap_inode(path)
-                if inode is not None:
-                    _discard_own(path, inode)
-                    report.removed.append(path)
-                elif _holds_the_replaced_version(path):
-                    _replaced(path)  # the swap was done and fair: the version it displaced is the one we read
-                    report.removed.append(path)
-                else:
-                    kept = _keep_conflict_copy(path, _target_of(path))
-                    report.kept.append(kept)
-                    report.conflict_copies.append(kept)
-            elif name.endswith(CONFLICT_SUFFIX):
-                report.conflict_copies.append(path)
-        except OSError as exc:
-            log.warning("could not clean %s: %s", path, exc)
-    return report
-
-
-def _own_files(directory: Path, skip: frozenset[str], collect: tuple[str, ...]) -> Iterator[Path]:
-    suffixes = (NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX, *collect)
-    stack = [directory]
-    while stack:
-        current = stack.pop()
-        try:
-            children = list(os.scandir(current))
-        except OSError:
-            continue
-        for child in children:
-            if child.is_dir(follow_symlinks=False):
-                if child.name not in skip:
-                    stack.append(Path(child.path))
-            elif child.name.startswith(".") and child.name.endswith(suffixes):
-                yield Path(child.path)
-
-
-def _swap_name_parts(path: Path) -> tuple[str, str]:
-    """The inode and the hash prefix a swap temp's name records (``.{name}.{inode}-{sha}.dk-swap``)."""
-    recorded = path.name.removesuffix(SWAP_SUFFIX).rsplit(".", 1)[-1]
-    inode, _, sha = recorded.partition("-")
-    return inode, sha
-
-
-def _own_swap_inode(path: Path) -> int | None:
-    """The inode a swap temp's name records, when the file under that name is still that inode (ours)."""
-    recorded, _ = _swap_name_parts(path)
-    st = os.lstat(path)
-    if recorded.isdigit() and int(recorded) == st.st_ino and stat.S_ISREG(st.st_mode):
-        return st.st_ino
-    return None
-
-
-def _holds_the_replaced_version(path: Path) -> bool:
-    """Whether a swap temp holds exactly the version its write meant to replace (a kill between swap and
-    verification): that version may go, as it would have a moment later."""
-    _, sha = _swap_name_parts(path)
-    found = _fingerprint_or_none(path)
-    return len(sha) == _SHA_IN_NAME and found is not None and found.sha256.startswith(sha)
-
-
-def _target_of(temp: Path) -> Path:
-    """``.{name}.{token}{suffix}`` -> ``name`` in the same directory."""
-    stem = temp.name[1:]
-    for suffix in (NEW_SUFFIX, SWAP_SUFFIX, CONFLICT_SUFFIX):
-        stem = stem.removesuffix(suffix)
-    return temp.with_name(stem.rsplit(".", 1)[0])

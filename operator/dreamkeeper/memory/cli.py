@@ -1,4 +1,4 @@
-"""`dreamkeeper memory stats|show|restore` (`list` and `purge`: consolidation/memory_cli.py).
+"""`dreamkeeper memory stats|show` (`list`, `restore` and `purge`: consolidation/memory_cli.py).
 
 Exit codes: 0 ok, 1 the operation failed (lock held, conflict, entry missing), 2 bad usage (bad id, missing
 directory). Expected failures print one clear line on stderr, never a traceback. ``--json`` output goes to stdout
@@ -21,14 +21,13 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from dreamkeeper.memory.atomic import ENTRY_FILE_LIMIT
 from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.errors import InvalidIdError, MemoryStoreError
-from dreamkeeper.memory.files import loads_json
-from dreamkeeper.memory.lock import CycleLock
+from dreamkeeper.memory.files import loads_json, read_regular
 from dreamkeeper.memory.paths import memory_root, validate_id
-from dreamkeeper.memory.reversals import note_restored
 from dreamkeeper.memory.stats import compute_stats
-from dreamkeeper.memory.store import MemoryStore, StoredEntry, entry_summary
+from dreamkeeper.memory.store import MemoryStore, StoredEntry
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -117,13 +116,12 @@ def _in_scope(entry: Entry, scope: Scope) -> bool:
 
 
 def register(app: typer.Typer) -> None:
-    """``memory stats|show|restore``. ``list`` and ``purge`` need the purge's last-record rule, which needs the
-    coverage package: they are registered by ``consolidation/memory_cli.py`` into the same group."""
+    """``memory stats|show``. ``list``, ``restore`` and ``purge`` need the coverage package (the purge's last-record
+    rule, the end-of-run invariant): they are registered by ``consolidation/memory_cli.py`` into the same group."""
     memory = typer.Typer(help="Inspect and maintain an agent's memory store.", no_args_is_help=True)
     app.add_typer(memory, name=MEMORY_GROUP)
     memory.command("stats")(stats_command)
     memory.command("show")(show_command)
-    memory.command("restore")(restore_command)
 
 
 def memory_group(app: typer.Typer) -> typer.Typer:
@@ -186,7 +184,7 @@ def show_command(
         store = open_store(agent_dir, memory_dir)
         stored = store.require(entry_id)
         vector = store.load_embedding(stored.id)
-        raw = loads_json(stored.path.read_bytes().decode("utf-8-sig"))
+        raw = loads_json(read_regular(stored.path, ENTRY_FILE_LIMIT, follow_symlinks=False).decode("utf-8-sig"))
     if as_json:
         emit_json(
             {
@@ -224,37 +222,3 @@ def show_command(
     for key, value in (entry.model_extra or {}).items():
         grid.add_row(f"{escape(key)} (unknown field, kept)", escape(json.dumps(value, ensure_ascii=False)))
     out.print(grid)
-
-
-def restore_command(
-    agent_dir: Path = AGENT_DIR_ARG,
-    entry_ids: list[str] = typer.Argument(..., metavar="ID...", help="Archived entries to bring back."),
-    memory_dir: Path | None = MEMORY_DIR_OPT,
-) -> None:
-    """Bring archived entries back to live (under the cycle lock, so no dream cycle runs meanwhile)."""
-    failed = 0
-    with expected_errors():
-        for entry_id in entry_ids:
-            validate_id(entry_id)
-        store = open_store(agent_dir, memory_dir)
-        with CycleLock(agent_dir, "restore"):
-            for entry_id in entry_ids:
-                try:
-                    stored = store.require(entry_id)
-                    if not stored.entry.is_archived:
-                        out.print(f"{entry_id}: not archived; left as it is", soft_wrap=True)
-                        continue
-                    store.restore(stored)
-                    # Said before the next cycle can run (the lock is held): the repair of stale write-backs must
-                    # not take this entry for an agent's cached copy and archive it again.
-                    note_restored(agent_dir, [stored.id])
-                except MemoryStoreError as exc:
-                    err.print(f"[red]error:[/red] {escape(str(exc))}")
-                    failed += 1
-                    continue
-                out.print(
-                    f"restored {escape(entry_summary(stored.entry))}: {escape(stored.entry.content)}", soft_wrap=True
-                )
-    if failed:
-        err.print(f"{failed} of {len(entry_ids)} not restored")
-        raise typer.Exit(1)

@@ -45,6 +45,10 @@ UNUSABLE_COUNT = "dreamkeeperUnusableCount"
 # on a stale copy archived again, the journal that first archived it (whose undo brings it back too).
 CARRIED_AT = "dreamkeeperCarriedAt"
 STALE_COPY_OF = "dreamkeeperStaleCopyOf"
+# `dreamkeeper memory restore`: a person brought the entry back, on purpose. It is never offered for merging or
+# pruning again (issue 22: a restored merge source was merged again by the next cycle, its text still in a live
+# successor), until the key is removed.
+RESTORED_BY_HAND = "dreamkeeperRestoredAt"
 # The purge's hold (consolidation/purge_policy.py): an archived entry dreamkeeper keeps past retention is lifted to
 # RockBot's high-value floor before RockBot's own purge could reach it; its own importance is kept here, and put
 # back by a restore or when the hold is released.
@@ -71,6 +75,7 @@ BOOKKEEPING_KEYS = frozenset(
         UNUSABLE_COUNT,
         CARRIED_AT,
         STALE_COPY_OF,
+        RESTORED_BY_HAND,
         HELD_IMPORTANCE,
         HELD_FOR,
         HELD_AT,

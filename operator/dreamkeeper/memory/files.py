@@ -20,6 +20,7 @@ KiB: Final = 1024
 MiB: Final = 1024 * KiB
 
 _KINDS: Final = (
+    (stat.S_ISREG, "a regular file"),
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISCHR, "a character device"),
@@ -44,7 +45,7 @@ def describe_mode(mode: int) -> str:
     for test, kind in _KINDS:
         if test(mode):
             return kind
-    return "not a regular file"
+    return "a special file of an unknown kind"
 
 
 def check_regular(path: Path | str, st: os.stat_result, limit: int) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,20 +29,29 @@ from dreamkeeper.memory.atomic import (
     MUST_NOT_EXIST,
     UNCHECKED,
     Fingerprint,
-    SweepReport,
     read_with_fingerprint,
     replace_file,
-    sweep,
     unlink_durably,
 )
-from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE, STALE_COPY_OF, Entry, as_aware, unheld, utcnow
+from dreamkeeper.memory.entry import (
+    ARCHIVED_BY_CYCLE,
+    RESTORED_BY_HAND,
+    STALE_COPY_OF,
+    Entry,
+    as_aware,
+    format_timestamp,
+    unheld,
+    utcnow,
+)
 from dreamkeeper.memory.errors import (
     ConflictError,
+    DuplicateIdError,
     EntryNotFoundError,
     InvalidCategoryError,
     InvalidIdError,
 )
 from dreamkeeper.memory.files import MiB, read_regular
+from dreamkeeper.memory.leftovers import SweepReport, sweep
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     ID_PATTERN,
@@ -55,12 +63,12 @@ from dreamkeeper.memory.paths import (
     validate_category,
     validate_id,
 )
+from dreamkeeper.memory.purging import PURGING_SUFFIX, purge_file, unpark
 from dreamkeeper.memory.redaction import shown
 
 log = logging.getLogger(__name__)
 
 EMBEDDING_FILE_LIMIT = 1 * MiB  # 262,144 float32 dimensions; a larger .bin is ignored, as a ragged one is
-PURGING_SUFFIX = ".purging"  # an entry file parked by purge while it verifies it (``MemoryStore._purge_one``)
 
 
 class HighValueFloor(BaseModel):
@@ -157,6 +165,7 @@ class MemoryStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._index: dict[str, Path] | None = None
+        self._files: dict[str, list[tuple[str, Path]]] | None = None  # lowercased id -> every (exact id, file)
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
         self._categories: dict[str | None, tuple[str, tuple[str, ...]] | str] = {}  # category -> where, or why not
@@ -272,11 +281,13 @@ class MemoryStore:
     def _scan(self) -> ScanResult:
         result = ScanResult()
         index: dict[str, Path] = {}
+        files: dict[str, list[tuple[str, Path]]] = {}
         for item in self.iter_entries():
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
             key = item.id.lower()
+            files.setdefault(key, []).append((item.id, item.path))
             if key in index:
                 # Two files claim one id: neither is trusted for mutation, both are kept.
                 log.warning(
@@ -290,21 +301,28 @@ class MemoryStore:
             index[key] = item.path
             result.entries.append(item)
         self._index = index
+        self._files = files
         return result
 
     def _lookup(self, entry_id: str) -> Path | None:
-        if self._index is None:
-            self.scan()
-        assert self._index is not None
-        path = self._index.get(entry_id.lower())
-        if path is not None and path.exists():
-            return path
-        # The agent may have written since the index was built.
-        self.scan()
-        return self._index.get(entry_id.lower())
+        """The file of ``entry_id`` as the filesystem stores ids: the exact id first (``case01`` and ``CASE01`` are
+        two entries on Linux, issue 22); otherwise the one entry whose id equals it ignoring case (RockBot's ids
+        are case-insensitive). Several such entries and no exact one: ``DuplicateIdError`` (nothing is guessed)."""
+        for attempt in range(2):
+            if self._files is None or attempt:
+                self.scan()  # the agent may have written since the index was built
+            assert self._files is not None
+            named = self._files.get(entry_id.lower(), [])
+            exact = [path for found, path in named if found == entry_id]
+            if len(named) > 1 and not exact:
+                raise DuplicateIdError(entry_id, [path for _, path in named])
+            path = exact[0] if exact else named[0][1] if named else None
+            if path is not None and path.exists():
+                return path
+        return None
 
     def get(self, entry_id: str) -> StoredEntry | None:
-        """By id, archived entries included (ids are case-insensitive, as in RockBot)."""
+        """By id, archived entries included (``_lookup``: the exact id first, then the one case-insensitive match)."""
         validate_id(entry_id)
         path = self._lookup(entry_id)
         if path is None:
@@ -388,7 +406,9 @@ class MemoryStore:
         if expected is None and self._index is None:
             # A create must not give an id a second file in another category: know every id first.
             self.scan()
-        existing = self._index.get(entry.id.lower()) if self._index is not None else None
+        # Creates only: a rewrite goes to the file's own path (``_rewrite_path``), and a case twin (``case01`` beside
+        # ``CASE01``) is another entry of its own on a case-sensitive volume.
+        existing = self._index.get(entry.id.lower()) if self._index is not None and expected is None else None
         if existing is not None and existing != path and existing.exists():
             raise InvalidCategoryError(
                 entry.category or "", f"entry {entry.id} lives at {existing}; moving entries is not supported"
@@ -461,13 +481,16 @@ class MemoryStore:
         log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, shown(entry.content))
         return result
 
-    def restore(self, stored: StoredEntry) -> StoredEntry:
-        """Bring an archived entry back to live. Returns it unchanged when it was not archived."""
+    def restore(self, stored: StoredEntry, *, by_hand: datetime | None = None) -> StoredEntry:
+        """Bring an archived entry back to live. Returns it unchanged when it was not archived. ``by_hand``: a person
+        restored it (``memory restore``), then: marked so, it is never offered for merging or pruning again."""
         if not stored.entry.is_archived:
             return stored
         # Held by the purge (its importance lifted to RockBot's floor while archived): its own importance comes back.
         entry = unheld(stored.entry).evolve(archived_at=None, archive_reason=None)
         entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: None, STALE_COPY_OF: None})
+        if by_hand is not None:
+            entry = entry.with_meta(**{RESTORED_BY_HAND: format_timestamp(by_hand)})
         result = self.update(stored, entry)
         log.info(
             "Restored memory entry %s (was archived %s — %s): %s",
@@ -555,21 +578,9 @@ class MemoryStore:
     def _purge_one(self, stored: StoredEntry) -> None:
         ensure_inside(self.root, stored.path)
         entry = stored.entry
-        # Move the file out of the agent's namespace first, then verify what was moved: a version the agent wrote
-        # (say, a restore) after our scan is put back instead of deleted, with no check-then-delete window.
-        parked = stored.path.with_name(f".{stored.path.name}.{uuid.uuid4().hex}{PURGING_SUFFIX}")
-        try:
-            os.rename(stored.path, parked)
-        except FileNotFoundError as exc:
-            raise ConflictError(stored.path, "removed since it was read") from exc
-        try:
-            _, fingerprint = read_with_fingerprint(parked)
-        except OSError:
-            fingerprint = None
-        if fingerprint != stored.fingerprint:
-            self._unpark(parked, stored.path)
-            raise ConflictError(stored.path, "changed since it was read")
-        unlink_durably(parked)
+        # Parked and verified through a kept descriptor, re-checked after the name is gone (``purging.py``): a
+        # version the agent wrote, even in place through a descriptor it held, is put back instead of deleted.
+        purge_file(stored.path, stored.fingerprint)
         embedding = self.root / EMBEDDINGS_DIR / embedding_file_name(entry.id)
         if embedding.exists():
             unlink_durably(embedding)
@@ -582,18 +593,6 @@ class MemoryStore:
             entry.archive_reason,
             shown(entry.content),
         )
-
-    @staticmethod
-    def _unpark(parked: Path, original: Path) -> bool:
-        """Put a parked entry back under its name; False (and the parked copy kept) when the name is taken."""
-        try:
-            os.link(parked, original)
-        except FileExistsError:
-            # The agent wrote yet again; its newest file is in place. Keep the parked one too, and say where.
-            log.warning("purge: %s was written again meanwhile; the earlier copy is kept at %s", original, parked)
-            return False
-        unlink_durably(parked)  # only the extra name: the data is back under its own name
-        return True
 
     # ---- housekeeping --------------------------------------------------------------------------------
 
@@ -608,7 +607,7 @@ class MemoryStore:
         for parked in report.collected:
             original = parked.with_name(parked.name[1:].removesuffix(PURGING_SUFFIX).rsplit(".", 1)[0])
             try:
-                if self._unpark(parked, original):
+                if unpark(parked, original):
                     log.warning("an interrupted purge had parked %s; it is back under its name", original)
                     report.restored.append(original)
                     continue

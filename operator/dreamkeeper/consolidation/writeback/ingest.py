@@ -129,7 +129,7 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
     """What one journal's done steps did, into the records of the entries it touched."""
     header = journal.header
     journal_id = header.cycle_id
-    if journal_id in index.journals or journal_id in index.undone:
+    if journal_id in index.journals or journal_id in index.undone or journal.undone:
         return
     index.journals[journal_id] = header.created_at
     index.changed = True
@@ -246,8 +246,10 @@ def apply_reversal(index: WriteBackIndex, reversal: Reversal) -> None:
         if record is not None and record.archived is not None:
             record.archived = None  # live again by a person's decision
             index.changed = True
-    if reversal.undone:
-        forget(index, reversal.undone)
+    if reversal.reversed_journals:
+        # An undo is said before its first write: from then on its journals no longer stand, whether it finishes
+        # or is killed (then resumed): what it restored is never taken for a stale copy.
+        forget(index, reversal.reversed_journals)
 
 
 def forget(index: WriteBackIndex, journal_ids: Iterable[str]) -> None:

@@ -30,11 +30,14 @@ from typing import Any
 from dreamkeeper.consolidation.baseline import Counters
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
+    LARGE_STATE_LIMIT,
     STALE_COPY_OF,
     UNCHECKED,
     Entry,
+    StateFileError,
     StoredEntry,
     loads_json,
+    read_state_file,
     replace_file,
     state_dir,
 )
@@ -342,7 +345,12 @@ class WriteBackIndex:
         collecting = gc.isenabled()
         gc.disable()  # a hundred thousand small lists, all long-lived: nothing for the collector to find
         try:
-            data = loads_json(path.read_bytes())
+            # Bounded, and only a regular file (a FIFO here hung the cycle holding the lock, issue 22): anything
+            # else is a StateFileError, which stops the command before it writes.
+            raw = read_state_file(path, LARGE_STATE_LIMIT)
+            if raw is None:
+                return cls()
+            data = loads_json(raw)
             if data.get("version") != VERSION:
                 raise ValueError(f"version {data.get('version')!r}")
             index.journals = {str(k): str(v) for k, v in data["journals"].items()}
@@ -355,6 +363,8 @@ class WriteBackIndex:
             index._raw = data["records"]
         except FileNotFoundError:
             return cls()
+        except StateFileError:
+            raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("%s unreadable (%s); rebuilding it from the journals", path, exc)
             return cls()

@@ -224,7 +224,23 @@ class _Planner:
         carried = 0
         for slot in targets.values():
             carried += self._carry_into(slot)
+        kept = [stale for stale in orphans if _archived(stale).successor is not None]
+        for stale in kept:
+            # Merged into a successor whose chain ends in no live entry (archived since, undone, purged): archived
+            # again, its facts would reach nothing live (issue 22: 57 live facts orphaned this way after an undo).
+            # It stays live, a fact of its own from now on.
+            log.warning(
+                "stale write-back of %s (archived by %s: %s): kept live, its successor chain ends in no live entry: %s",
+                stale.copy.id,
+                _archived(stale).journal,
+                _archived(stale).reason,
+                shown(stale.copy.entry.content),
+            )
+            self.index.drop(stale.copy.id)
+            del self.resurrected[stale.copy.id.lower()]
         for stale in orphans:
+            if _archived(stale).successor is not None:
+                continue
             self.group += 1
             self.steps.append(self._rearchive(stale, None, 0))
             log.info(
@@ -239,6 +255,11 @@ class _Planner:
         stale_paths = {s.copy.path for s in self.resurrected.values()} | {s.copy.path for s in self.restores.values()}
         stale_paths |= {t.stored.path for t in targets.values() if t.restored}
         notes = []
+        if kept:
+            notes.append(
+                f"stale write-back: {len(kept)} entr(ies) live again whose successor chain ends in no live entry kept "
+                f"live: {', '.join(s.copy.id for s in kept[:20])}"
+            )
         if self.resurrected:
             notes.append(
                 f"stale write-back: {len(self.resurrected)} archived entr(ies) live again (an agent wrote its cached "

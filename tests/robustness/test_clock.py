@@ -99,7 +99,7 @@ def test_undo_after_a_purge_of_subsumed_entries_loses_nothing(cli_app: typer.Typ
     said by that member, and the exit says not everything could be reversed."""
     agent = make_agent(tmp_path / "agent", size=300)
     before = live_texts(agent)
-    first = _report(agent, T0)
+    first = _report(agent, T0, subsume=True)
     assert first.subsumed > 10
     purged = invoke(cli_app, "memory", "purge", agent, "--retention-days", "1", "--yes")
     assert purged.exit_code == 0 and "purged 0;" not in purged.output, purged.output

@@ -49,9 +49,10 @@ tools:
 test: $(STAMP) tools lint typecheck
 	$(PY) -m pytest -p no:cacheprovider
 
-# The quick loop: no control plane, no real node, no podman, no real model (chat or embeddings), no slow crash loops.
+# The quick loop: no control plane, no real node, no podman, no real model (chat or embeddings), no real agent, no
+# slow crash loops.
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not realnode and not podman and not realmodel and not embeddings and not slow' -x -q
+	$(PY) -m pytest -p no:cacheprovider -m 'not cluster and not realnode and not podman and not realmodel and not embeddings and not realagent and not slow' -x -q
 
 bench: $(STAMP)
 	$(PY) -m bench all

@@ -1,13 +1,17 @@
 """A year of adversarial dreams: the same adversary against the seed's naive applier and against dreamkeeper.
 
     python -m bench year-sim [--quick] [--cycles 730] [--seed N] [--harm-rate P] [--retention-days D] [--name NAME]
-                             [--out DIR] [--chaos]
+                             [--out DIR] [--format rockbot|openclaw|hermes|claude] [--chaos]
 
 Twice-daily cycles for a year on a growing corpus (bench/sim/world.py). Before each cycle the agent mines a few
 new facts and restatements; both arms receive exactly the same entries. Then each arm runs one consolidation
 cycle against the same seeded adversary (bench/sim/adversary.py explains how its stream is kept the same) and is
 measured by the same ledger (bench/sim/ledger.py). Results: ``<out>/<name>.json`` (summary and every cycle),
 ``<name>.md`` and ``<name>-survival.png``.
+
+``--format openclaw|hermes|claude``: the dreamkeeper arm keeps its memory as that agent does
+(bench/sim/format_arm.py) and cycles run through the format seam. A fact the agent could not write (Hermes' caps)
+reaches neither arm nor the ledger: both arms are measured on what the agent actually stored.
 
 ``--chaos`` (issue 22) adds random undos, SIGKILLs of undo, restore and cycle, and clock jumps to the dreamkeeper arm
 (bench/sim/chaos.py), each command followed by the simulation's own census (bench/sim/census.py): the goals then
@@ -37,6 +41,7 @@ from typing import Any
 from bench.sim.adversary import DESTRUCTIVE, Adversary, Rates, Tally
 from bench.sim.chaos import Chaos, ChaosRates
 from bench.sim.dreamkeeper_arm import DreamkeeperArm
+from bench.sim.format_arm import FormatArm
 from bench.sim.ledger import ArmMeasure, Ledger, is_protected
 from bench.sim.naive import NaiveCorpus, NaiveOutcome
 from bench.sim.world import EPHEMERAL_CATEGORY, World
@@ -84,6 +89,8 @@ class SimConfig:
     plot: bool = True
     sweep: bool = True
     progress_every: int = 50
+    format: str = "rockbot"
+    format_profile: str | None = None
     retention_days: int = 90
     chaos: ChaosRates | None = None
     argv: tuple[str, ...] = ()
@@ -167,8 +174,16 @@ def run(config: SimConfig) -> dict[str, Any]:
     tallies = {"naive": Tally(), "dreamkeeper": Tally()}
     naive = NaiveCorpus()
     workdir = _workdir(config)
-    dk = DreamkeeperArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"])
-    chaos = Chaos(dk, config.seed, config.chaos) if config.chaos is not None else None
+    dk: DreamkeeperArm | FormatArm = (
+        DreamkeeperArm(workdir / "agent", settings, adversary, tallies["dreamkeeper"])
+        if config.format == "rockbot"
+        else FormatArm(
+            workdir / "agent", settings, adversary, tallies["dreamkeeper"], config.format, config.format_profile
+        )
+    )
+    chaos = (
+        Chaos(dk, config.seed, config.chaos) if config.chaos is not None and isinstance(dk, DreamkeeperArm) else None
+    )
     measures = {"naive": ArmMeasure("naive", ledger), "dreamkeeper": ArmMeasure("dreamkeeper", ledger)}
     # dreamkeeper's whole store, archive included: a specific that leaves it has left for good (the purge deleted its
     # last record). The live-corpus measure above allows ephemeral prunes; this one allows nothing.
@@ -178,11 +193,10 @@ def run(config: SimConfig) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     started, cpu_started = time.perf_counter(), _cpu_seconds()
     try:
-        initial = world.initial(config.initial_families, START)
+        initial = [m for m in world.initial(config.initial_families, START) if dk.add(m)]
         for mined in initial:
             ledger.record(mined, 0)
             naive.add(mined)
-            dk.add(mined)
         cohort = [m.id for m in initial if m.id in ledger.entry_keys]
         live0 = {m.id: m.content for m in initial}
         for measure in (*measures.values(), store_measure):
@@ -191,11 +205,10 @@ def run(config: SimConfig) -> dict[str, Any]:
         for cycle in range(config.cycles):
             now = START + STEP * (cycle + 1)
             t0 = time.perf_counter()
-            mined_now = world.mine(now)
+            mined_now = [m for m in world.mine(now) if dk.add(m)]  # what the agent could write (Hermes' caps)
             for mined in mined_now:
                 ledger.record(mined, cycle)
                 naive.add(mined)
-                dk.add(mined)
                 for measure in (*measures.values(), store_measure):
                     measure.covered |= ledger.keys_of(mined.content, mined.category)
             known = set(ledger.mined)
@@ -229,7 +242,16 @@ def run(config: SimConfig) -> dict[str, Any]:
     result = _summary(config, ledger, measures, tallies, report_totals, timings, rows, cohort, elapsed, workdir)
     result["arms"]["dreamkeeper"]["store"] = _store_summary(store_measure, measures["dreamkeeper"])
     result["goals"]["dreamkeeperSpecificsLeftTheStore"] = sum(store_measure.ever_lost.values())
-    result["goals"]["met"] = result["goals"]["met"] and result["goals"]["dreamkeeperSpecificsLeftTheStore"] == 0
+    result["goals"]["dreamkeeperHardDeletes"] = report_totals["hard_deletes"]
+    result["goals"]["met"] = (
+        result["goals"]["met"]
+        and result["goals"]["dreamkeeperSpecificsLeftTheStore"] == 0
+        and result["goals"]["dreamkeeperHardDeletes"] == 0
+    )
+    result["config"]["format"] = config.format
+    result["config"]["formatProfile"] = config.format_profile
+    if isinstance(dk, FormatArm):
+        result["arms"]["dreamkeeper"]["factsTheAgentCouldNotWrite"] = dk.refused
     if chaos is not None:
         summary = chaos.tally.summary()
         result["chaos"] = {"rates": asdict(chaos.rates), **summary}
@@ -326,6 +348,12 @@ _REPORT_FIELDS = (
     "specifics_lost",
     "invalid_replies",
     "llm_calls",
+    "units_ingested",
+    "units_kept_for_agent",
+    "units_written",
+    "units_taken_out",
+    "units_refused",
+    "stale_units",
 )
 
 
@@ -495,11 +523,22 @@ def parse(argv: Sequence[str]) -> SimConfig:
         "--retention-days", type=int, default=None, help="archive retention before purge (default 90; quick: 3)"
     )
     parser.add_argument(
+        "--format",
+        default="rockbot",
+        choices=("rockbot", "openclaw", "hermes", "claude"),
+        help="the dreamkeeper arm's format",
+    )
+    parser.add_argument(
+        "--format-profile", default=None, help='profile overrides as JSON, e.g. \'{"caps": {"MEMORY.md": 100000}}\''
+    )
+    parser.add_argument(
         "--chaos",
         action="store_true",
         help="random undos, SIGKILLs of undo/restore/cycle and clock jumps, each command censused (issue 22)",
     )
     args = parser.parse_args(list(argv))
+    if args.chaos and args.format != "rockbot":
+        parser.error("--chaos runs on the RockBot arm only")
     rates = Rates()
     config = SimConfig(seed=args.seed, rates=rates, out=args.out, workdir=args.workdir, keep=args.keep)
     if args.quick:
@@ -517,6 +556,10 @@ def parse(argv: Sequence[str]) -> SimConfig:
         rates.drift_rate = args.drift_rate
     if args.name:
         config.name = args.name
+    config.format = args.format
+    config.format_profile = args.format_profile
+    if args.format != "rockbot" and not args.name:
+        config.name = f"{config.name}-{args.format}"
     if args.chaos:
         config.chaos = ChaosRates()
         if args.quick:  # twenty cycles: every kind of event, several times

@@ -37,12 +37,15 @@ def test_the_tree_keeps_every_contract() -> None:
         # a lower layer reaching up
         ("memory/_probe.py", "import dreamkeeper.kube.models\n", "memory <- coverage <- consolidation"),
         ("coverage/_probe.py", "from dreamkeeper.consolidation import CycleSettings\n", "memory <- coverage"),
+        ("formats/_probe.py", "from dreamkeeper.consolidation import CycleSettings\n", "memory <- coverage"),
         # siblings of one layer are independent
         ("kube/_probe.py", "import dreamkeeper.dream_command\n", "memory <- coverage"),
+        ("coverage/_probe.py", "import dreamkeeper.formats\n", "memory <- coverage"),
         # a package's submodules are its own
         ("kube/_probe.py", "from dreamkeeper.memory.atomic import replace_file\n", "through its face"),
         ("proposers/_probe.py", "from dreamkeeper.memory.entry import Entry\n", "through its face"),
         ("kube/_probe.py", "from dreamkeeper.consolidation.clustering.scan import edge_graph\n", "through its face"),
+        ("consolidation/_probe.py", "from dreamkeeper.formats.render import render\n", "through its face"),
         # the demo is a leaf; the runtime never imports build-time code
         ("demo/_probe.py", "from dreamkeeper.consolidation import run_cycle\n", "demo sample sits on memory"),
         ("memory/_probe.py", "import codegen\n", "never imports build-time code"),

@@ -53,7 +53,8 @@ class DreamkeeperArm:
     def _next_id(self) -> str:
         return f"{self._ids.getrandbits(48):012x}"
 
-    def add(self, mined: MinedEntry) -> None:
+    def add(self, mined: MinedEntry) -> bool:
+        """Write a mined entry; True: it is in the store (RockBot's format takes every entry)."""
         self._on_disk[mined.id] = (mined.content, mined.category)
         self.store.create(
             Entry(
@@ -69,6 +70,7 @@ class DreamkeeperArm:
                 metadata={"subjectTime": mined.subject_time} if mined.subject_time else None,
             )
         )
+        return True
 
     def cycle(self, cycle: int, now: datetime) -> ArmCycle:
         return self.observe(self.run_engine(cycle, now))

@@ -17,8 +17,10 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
     config, arms, goals = result["config"], result["arms"], result["goals"]
     nv, dk = arms["naive"], arms["dreamkeeper"]
     rates = config["rates"]
+    fmt = config.get("format", "rockbot")
     lines = [
-        f"# Year simulation: {config['cycles']} adversarial cycles",
+        f"# Year simulation: {config['cycles']} adversarial cycles"
+        + (f", the dreamkeeper arm in {fmt}'s Markdown format" if fmt != "rockbot" else ""),
         "",
         f"Command: `{result['command']}` (seed {config['seed']}; {result['seconds']['total']} s wall, of which "
         f"dreamkeeper cycles {result['seconds']['dreamkeeper']} s, naive {result['seconds']['naive']} s, "
@@ -102,6 +104,16 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
     for arm_name, arm in (("naive", nv), ("dreamkeeper", dk)):
         for cause, examples in arm["examples"].items():
             lines.append(f"- {arm_name}, {cause}: {', '.join(examples)}")
+    if fmt != "rockbot":
+        lines += [
+            "",
+            f"## The {fmt} arm",
+            "",
+            f"- units merged (archived with a successor): {totals.get('archivedWithReplacement', 0)}; archived in all: "
+            f"{totals.get('archived', 0)}; successors written into the agent's files: {totals.get('saved', 0)}",
+            f"- facts the agent itself could not write (its caps refused them; they reached neither arm): "
+            f"{dk.get('factsTheAgentCouldNotWrite', 0)}",
+        ]
     store = dk.get("store")
     if store is not None:
         lines += [
@@ -127,6 +139,8 @@ def year_sim_markdown(result: dict[str, Any], png: str | None) -> str:
         f"- naive specifics lost: {goals['naiveLost']} (expected > 0)",
         f"- dreamkeeper specifics that left the store (archive included) for good: "
         f"**{goals.get('dreamkeeperSpecificsLeftTheStore', 0)}** (goal 0)",
+        f"- dreamkeeper hard deletes (files or units gone without a purge): "
+        f"**{goals.get('dreamkeeperHardDeletes', 0)}** (goal 0)",
         *(
             [
                 f"- chaos: specifics lost by any command (census): **{goals['chaosSpecificsLost']}** (goal 0); "

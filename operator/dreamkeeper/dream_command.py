@@ -2,7 +2,8 @@
 
 Settings come from ``--settings`` (a JSON file), then ``--settings-json``, then flags, each overriding the one
 before. The cycle's dials are top-level keys (``CycleSettings``); the proposer's are the ``proposer`` section
-(``ProposerConfig``), which is also how a DreamSchedule's ``spec.proposer`` reaches its cycle Job.
+(``ProposerConfig``), which is also how a DreamSchedule's ``spec.proposer`` reaches its cycle Job; the memory
+format's are the ``format`` section (``{"name": "openclaw", "memoryDir": ...}``; ``--format``/``--profile-json``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from dreamkeeper.consolidation import (
+    FORMAT_OPT,
+    FORMAT_SECTION,
+    PROFILE_OPT,
     CycleOptions,
     CycleReport,
     CycleSettings,
     cycles_dir,
+    format_of,
     render_plan,
     render_report,
     run_cycle,
 )
 from dreamkeeper.coverage import load_vocabulary
+from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (
     LockHeldError,
     MemoryStoreError,
@@ -133,9 +139,14 @@ def _settings_data(settings_file: Path | None, settings_json: str | None) -> dic
             if section is not None and not isinstance(section, dict):
                 raise ValueError(f"{origin}: {name!r} must be an object, not {type(section).__name__}")
             sections[name] = section
+        memory_format = layer.pop(FORMAT_SECTION, None)
+        if memory_format is not None and not isinstance(memory_format, dict):
+            raise ValueError(f"{origin}: {FORMAT_SECTION!r} must be an object, not {type(memory_format).__name__}")
         data.update(layer)
         for name, section in sections.items():
             data[name] = {**data.get(name, {}), **(section or {})}
+        if memory_format is not None:
+            data[FORMAT_SECTION] = {**data.get(FORMAT_SECTION, {}), **memory_format}
     return data
 
 
@@ -156,7 +167,9 @@ def proposer_config(agent_dir: Path, section: dict[str, Any], flags: dict[str, A
 def register(app: typer.Typer) -> None:
     @app.command("dream")
     def dream_command(
-        agent_dir: Path = typer.Argument(..., help="The agent's data directory (memory under AGENT_DIR/memory)."),
+        agent_dir: Path = typer.Argument(
+            ..., help="The agent's data directory (RockBot: memory under AGENT_DIR/memory; see --format)."
+        ),
         proposer: str | None = typer.Option(None, help=f"{' | '.join(PROPOSER_KINDS)} (default offline)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan as a diff; write nothing."),
         as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout."),
@@ -237,6 +250,8 @@ def register(app: typer.Typer) -> None:
             envvar="DREAMKEEPER_REDACT_LOGS",
             help="Log entry ids and counts only, never memory content (for shipped logs); the volume keeps it all.",
         ),
+        memory_format: str | None = FORMAT_OPT,
+        profile_json: str | None = PROFILE_OPT,
     ) -> None:
         """Run one consolidation cycle. Nothing is ever hard-deleted; every archive is reversible.
 
@@ -249,6 +264,9 @@ def register(app: typer.Typer) -> None:
         try:
             data = _settings_data(settings_file, settings_json)
             section = data.pop(PROPOSER_SECTION, {})
+            chosen_format = format_of(memory_format, profile_json, data.pop(FORMAT_SECTION, None))
+            if chosen_format.name != ROCKBOT and memory_dir is not None:
+                raise ValueError("--memory-dir is RockBot's; a Markdown format's files are named by its profile")
             embeddings = _overlay(
                 data.pop(EMBEDDINGS_SECTION, {}),
                 {
@@ -311,6 +329,7 @@ def register(app: typer.Typer) -> None:
             dry_run=dry_run,
             force=force,
             approve_hold=approve_hold,
+            format=chosen_format if chosen_format.name != ROCKBOT else None,
             trust_clock=trust_clock,
             embedder=embedder,
         )
@@ -361,6 +380,12 @@ def register(app: typer.Typer) -> None:
             typer.echo(report.to_json())
         elif not dry_run:
             _print_report(report)
+            if chosen_format.name != ROCKBOT:
+                err.print(
+                    f"{chosen_format.name} files: {report.units_written} unit(s) written, {report.units_taken_out} "
+                    f"taken out (kept in the archive), {report.units_kept_for_agent} the agent removed kept "
+                    f"(restorable), {report.units_refused} refused, {report.stale_units} stale copies taken out again"
+                )
         if report.result == "failed":
             err.print(f"[red]failed:[/red] {escape(report.error or 'the cycle failed')}")
             raise typer.Exit(EXIT_FAILED)

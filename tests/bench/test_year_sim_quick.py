@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from bench.year_sim import main
 
 
@@ -33,3 +34,25 @@ def test_year_sim_quick_pipeline(tmp_path: Path) -> None:
     assert (out / "year-sim-quick.md").read_text().startswith("# Year simulation")
     assert (out / "year-sim-quick-survival.png").stat().st_size > 10_000
     assert not list(tmp_path.glob("dk-year-sim-*")), "the simulation's work directory is removed"
+
+
+@pytest.mark.parametrize("memory_format", ["openclaw", "hermes", "claude"])
+def test_year_sim_quick_on_each_markdown_format(tmp_path: Path, memory_format: str) -> None:
+    """The year simulation through the format seam (issue 25's "Must show"): the agent writes its Markdown as it
+    does, the engine consolidates the units against the adversary, render writes them back; nothing leaves the
+    store, nothing is hard-deleted, and units really are merged (archived with a successor)."""
+    out = tmp_path / "results"
+    code = main(["--quick", "--format", memory_format, "--out", str(out), "--workdir", str(tmp_path), "--no-plot"])
+    result = json.loads((out / f"year-sim-quick-{memory_format}.json").read_text())
+    assert code == 0
+    assert result["config"]["format"] == memory_format
+    goals, dk = result["goals"], result["arms"]["dreamkeeper"]
+    assert goals["met"]
+    assert goals["dreamkeeperSpecificsLeftTheStore"] == 0 == dk["store"]["specificsLeftTheStore"]
+    assert goals["dreamkeeperHardDeletes"] == 0 == dk["cycleReportTotals"]["hardDeletes"]
+    assert goals["naiveLost"] > 0 and dk["destructiveProposed"] > 0  # the adversary was hostile to both arms
+    totals = dk["cycleReportTotals"]
+    assert totals["unitsIngested"] > 0
+    assert totals["archivedWithReplacement"] > 0
+    if memory_format != "hermes":  # Hermes' caps leave the quick world few entries: its merges may fold in place
+        assert totals["unitsTakenOut"] > 0 and totals["unitsWritten"] > 0

@@ -167,12 +167,19 @@ def make_agent(
     claim: str = "agent-data",
     access_mode: str = "ReadWriteOnce",
     with_pod: bool = True,
+    populate: Callable[[Path], Path] | None = None,
 ) -> Path:
     """A PV (hostPath) + bound PVC holding the bundled sample agent under agent/, and an agent pod mounting it.
+    ``populate(volume_dir)`` fills the volume instead (an OpenClaw state directory at its root, say) and says where
+    the agent directory is.
 
     Returns the host path of the agent directory (what the cycle's /data/agent maps to)."""
     volume_dir = host_root / f"{namespace}-{claim}"
-    copy_bundled(volume_dir / "agent")
+    if populate is None:
+        copy_bundled(volume_dir / "agent")
+        agent_dir = volume_dir / "agent"
+    else:
+        agent_dir = populate(volume_dir)
     pv_name = pv_name_of(namespace, claim)
     cluster.create_host_volume(pv_name, volume_dir, access_modes=(access_mode,), claim=(namespace, claim))
     pvc = {
@@ -222,7 +229,7 @@ def make_agent(
             ),
             timeout=90,
         )
-    return volume_dir / "agent"
+    return agent_dir
 
 
 def unbound_claim(cluster: ControlPlane, namespace: str, name: str = "agent-data", mode: str = "ReadWriteOnce") -> None:

@@ -117,6 +117,11 @@ ALLOWED_DELETIONS = Counter(
         ("demo/sample.py", "write_bundled", "shutil.rmtree"): 2,  # package data regeneration, not an agent
         ("demo/sample.py", "write_bundled", "os.rename"): 1,
         ("kube/seed.py", "create_no_clobber", "os.unlink"): 1,  # its own temp file's second name after link()
+        ("formats/agentlock.py", "_exclusive", "os.unlink"): 1,  # our own lock file (its inode checked first)
+        # A Claude-style topic file moved into the archive (never deleted; verified after the move), and the archive's
+        # extra name after an agent's version written meanwhile was linked back under its own name.
+        ("formats/topics.py", "TopicRender._move_out", "os.rename"): 1,
+        ("formats/topics.py", "TopicRender._move_out", "os.unlink"): 1,
     }
 )
 _DELETING_ATTRS = {"unlink", "rmdir", "rmtree", "removedirs", "rename", "unlink_durably"}

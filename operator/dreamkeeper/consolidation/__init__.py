@@ -24,9 +24,13 @@ from dreamkeeper.consolidation.proposal import (
 )
 from dreamkeeper.consolidation.report import CycleReport, cycles_dir
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.units_cli import FORMAT_OPT, FORMAT_SECTION, PROFILE_OPT, format_of
 
 __all__ = [
     "COUNTS",
+    "FORMAT_OPT",
+    "FORMAT_SECTION",
+    "PROFILE_OPT",
     "SUMMED",
     "Batch",
     "BatchReply",
@@ -49,6 +53,7 @@ __all__ = [
     "Vector",
     "compose",
     "cycles_dir",
+    "format_of",
     "incomplete_journals",
     "render_plan",
     "render_report",

@@ -367,6 +367,37 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.AGENT_DELETES),
         ),
     ] = 0
+    units_ingested: Annotated[
+        int, Count("Markdown formats: units found new in the agent's files (their records created)")
+    ] = 0
+    units_kept_for_agent: Annotated[
+        int,
+        Count(
+            "Markdown formats: units the agent removed or changed in its files, kept in the archive (restorable)",
+            reach="run",
+        ),
+    ] = 0
+    units_written: Annotated[
+        int,
+        Count("Markdown formats: units written into the agent's files (merge successors, restored units)", reach="run"),
+    ] = 0
+    units_taken_out: Annotated[
+        int,
+        Count(
+            "Markdown formats: archived units taken out of the agent's files (their text kept in the archive first)",
+            reach="run",
+        ),
+    ] = 0
+    units_refused: Annotated[
+        int,
+        Count(
+            "Markdown formats: units that could not be written (a cap, the agent's lock, a file that would not parse "
+            "back): a successor's merge undone, a restore left pending"
+        ),
+    ] = 0
+    stale_units: Annotated[
+        int, Count("Markdown formats: archived units a stale writer put back in a file, taken out again")
+    ] = 0
     temps_removed: Annotated[int, Count("temp files of an interrupted write of ours, removed at the start")] = 0
     conflict_copies: Annotated[
         int, Count("conflict copies present: versions of the agent's a swap displaced, kept (see the notes)")

@@ -1,7 +1,11 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → subsume
-    → propose → validate → cap (blast radius) → apply | plan → measure
+    (pause) → (recover) → (ingest) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate
+    → subsume → propose → validate → cap (blast radius) → apply | plan → (render) → measure
+
+A memory format (``CycleOptions.format``) decides where the entries are: RockBot's files are the store, and ingest
+and render do nothing; a Markdown profile's units are records in ``AGENT_DIR/.dreamkeeper/units``, ingested from the
+agent's files first and rendered back into them after apply (``dreamkeeper.formats``).
 
 The proposer is consulted once per batch and trusted with nothing. What touches the disk is the cycle's
 ``Effects``: ``Writes`` below, or the dry run's ``DryRun`` (``dryrun.py``), which changes nothing — the only place
@@ -38,6 +42,7 @@ from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written, write_vectors
 from dreamkeeper.consolidation.embeddings import Embedder, Vector
 from dreamkeeper.consolidation.fold import plan_folds
+from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
@@ -76,10 +81,12 @@ from dreamkeeper.consolidation.stages import (
     Embedded,
     Folded,
     Gated,
+    Ingested,
     Measured,
     Proposed,
     Purged,
     Recovered,
+    Rendered,
     Repaired,
     ReportHead,
     Skipped,
@@ -100,6 +107,7 @@ from dreamkeeper.consolidation.undo import resume_undos, undo_tags
 from dreamkeeper.consolidation.validate import census, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
+from dreamkeeper.formats import ROCKBOT, MemoryFormat, RockBotFormat
 from dreamkeeper.memory import (
     RESTORED_BY_HAND,
     UNCHECKED,
@@ -148,9 +156,16 @@ class CycleOptions:
     # An embeddings endpoint (proposers/embeddings.py): missing vectors are generated before the gate, and the
     # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
     embedder: Embedder | None = None
+    format: MemoryFormat | None = None  # None: RockBot's entry files (dreamkeeper.formats.get_format)
+
+    @property
+    def memory_format(self) -> MemoryFormat:
+        return self.format if self.format is not None else RockBotFormat()
 
     @property
     def memory_root(self) -> Path:
+        if self.format is not None and self.format.name != ROCKBOT:
+            return self.format.store_root(self.agent_dir)
         return memory_root(self.agent_dir, self.memory_dir)
 
 
@@ -213,12 +228,18 @@ def _record_in_rockbot_ledger(agent_dir: Path, at: datetime) -> None:
         log.warning("RockBot's dream-pass ledger not updated: %s", exc)
 
 
-def sweep_leftovers(agent_dir: Path, memory_root: Path) -> SweepReport:
+def sweep_leftovers(agent_dir: Path, memory_root: Path, memory_format: MemoryFormat | None = None) -> SweepReport:
     """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
-    lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported."""
+    lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported. A Markdown
+    format's own directory (the agent's files) is swept too."""
     swept = MemoryStore(memory_root).sweep()
     state = sweep(state_dir(agent_dir))
     swept.removed += state.removed
+    if memory_format is not None and memory_format.name != ROCKBOT:
+        agent_files = memory_format.sweep(agent_dir)
+        swept.removed += agent_files.removed
+        swept.kept += agent_files.kept
+        swept.conflict_copies += agent_files.conflict_copies
     return swept
 
 
@@ -276,7 +297,11 @@ class Cycle:
         self.store = MemoryStore(options.memory_root)
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
-        self.agent = agent_view(self.agent_dir, self.settings.rockbot)
+        rockbot = self.settings.rockbot
+        if options.memory_format.name != ROCKBOT:
+            # Another agent's directory: RockBot's configuration files are not read there (its defaults stand).
+            rockbot = rockbot.model_copy(update={"read_agent_settings": False})
+        self.agent = agent_view(self.agent_dir, rockbot)
         for note in self.agent.notes:
             log.warning("agent settings: %s", note)
         self.context = CycleContext(
@@ -287,6 +312,7 @@ class Cycle:
             now=self.now,
             clock_given=options.now is not None,
             stage=self._stage,
+            memory_format=options.memory_format,
             agent=self.agent,
         )
         self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
@@ -303,7 +329,10 @@ class Cycle:
             self.options.progress(name)
 
     async def run(self) -> CycleOutcome:
-        if not self.options.memory_root.is_dir():
+        memory_format = self.context.memory_format
+        if memory_format.name != ROCKBOT:
+            memory_format.check(self.agent_dir)  # the agent's Markdown directory (the records are made by ingest)
+        elif not self.options.memory_root.is_dir():
             raise FileNotFoundError(f"no memory directory at {self.options.memory_root}; nothing was changed")
         with self.effects.hold():
             try:
@@ -339,6 +368,7 @@ class Cycle:
         )
         if not self.options.force and (reason := effects.too_soon()) is not None:
             return self._skipped(reason)
+        s.ingested = effects.ingest()
         s.vocabulary = self._load_vocabulary()
         s.purged = effects.purge(s.vocabulary.vocabulary, self.clock)
         s.snapshot = effects.snapshot(s.purged)
@@ -367,6 +397,7 @@ class Cycle:
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
         s.reembedded = await self._embed_written(s.folded, s.applied)
+        s.rendered = effects.render()
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
         # An approved hold gated nothing: its corpus is clustered for the backlog alone.
         clusters = s.gated.gating.all_clusters if s.gated else self._clusters(s.folded.live)
@@ -813,7 +844,7 @@ class Writes:
             self._writing()
             # Recovery is checked by the end-of-run invariant on its own (a cycle may then be skipped, or fail).
             before = Census.of(screened(self.store.scan(), self.store.root).entries)
-        swept = sweep_leftovers(agent_dir, self.store.root)
+        swept = sweep_leftovers(agent_dir, self.store.root, self.context.memory_format)
         if swept.removed or swept.restored or swept.put_back:
             self._writing()
         done = recover_journals(agent_dir, self.store.root, self.context.now)
@@ -865,6 +896,24 @@ class Writes:
             # decay instead, and says which times disagree.
             return None
         return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
+
+    def ingest(self) -> Ingested:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Ingested()
+        self.context.stage("ingest")
+        prepared = memory_format.prepare(self.context.agent_dir, self.store, self.context.now)
+        return Ingested(format_counts(prepared.counts), prepared.notes)
+
+    def render(self) -> Rendered:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Rendered()
+        self.context.stage("render")
+        finished = memory_format.finish(self.context.agent_dir, self.store, self.context.now)
+        if finished.files_written:
+            self._writing()
+        return Rendered(format_counts(finished.counts), finished.notes)
 
     def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
         self._clock = clock
@@ -1041,7 +1090,8 @@ class Writes:
             completed_at = self.context.now if self.context.clock_given else report.finished_at
             trusted = self._clock.ledger_update() if self._clock is not None else {}
             _write_ledger(self.context.agent_dir, report, completed_at or utcnow(), trusted)
-            if self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
+            rockbot = self.context.memory_format.name == ROCKBOT  # never a RockBot file in another agent's folders
+            if rockbot and self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
                 _record_in_rockbot_ledger(self.context.agent_dir, completed_at or utcnow())
         return write_report(self.context.agent_dir, report)
 
@@ -1215,6 +1265,13 @@ def _final_index(
 
 
 async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:
+    memory_format = options.memory_format
+    if options.dry_run and memory_format.name != ROCKBOT:
+        # A dry run writes nothing, the records included: it plans on a throwaway copy of them, ingested.
+        memory_format.check(options.agent_dir)
+        with memory_format.preview(options.agent_dir, options.now or utcnow()) as records:
+            preview = replace(options, format=None, memory_dir=records)
+            return await Cycle(preview, proposer).run()
     return await Cycle(options, proposer).run()
 
 

@@ -25,9 +25,11 @@ from dreamkeeper.consolidation.stages import (
     CycleContext,
     Decayed,
     Folded,
+    Ingested,
     Measured,
     Purged,
     Recovered,
+    Rendered,
     Repaired,
     Snapshot,
     Validated,
@@ -57,6 +59,12 @@ class DryRun:
 
     def too_soon(self) -> str | None:
         return None
+
+    def ingest(self) -> Ingested:
+        return Ingested()  # a Markdown format's dry run plans on a copy of its records, ingested (run_cycle)
+
+    def render(self) -> Rendered:
+        return Rendered()
 
     def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
         return Purged()

@@ -19,11 +19,14 @@ from rich.table import Table
 from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.clock import check_clock
 from dreamkeeper.consolidation.cycle import read_ledger
+from dreamkeeper.consolidation.format_stages import KeepFn, kept_by_format
 from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
+from dreamkeeper.consolidation.memory_units_cli import with_formats
 from dreamkeeper.consolidation.purge import LastRecords, agent_vocabulary, archived_state
 from dreamkeeper.consolidation.purge_policy import KeepRule, purge_window
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.settings import CycleSettings, RockBotSettings
+from dreamkeeper.consolidation.units_cli import FORMAT_OPT, PROFILE_OPT, format_of, is_markdown, unit_session
 from dreamkeeper.coverage import VOCABULARY_FILE, Vocabulary
 from dreamkeeper.memory import (
     CycleLock,
@@ -69,6 +72,20 @@ def register(app: typer.Typer) -> None:
     memory.command("list")(list_command)
     memory.command("restore")(restore_command)
     memory.command("purge")(purge_command)
+    with_formats(memory, restore_command)  # stats, show and restore learn --format (memory_units_cli.py)
+
+
+def _store_dir(
+    agent_dir: Path, memory_dir: Path | None, memory_format: str | None, profile_json: str | None
+) -> Path | None:
+    """Where the entries are: RockBot's memory folder, or a Markdown format's unit records."""
+    chosen = format_of(memory_format, profile_json)
+    if not is_markdown(chosen):
+        return memory_dir
+    if memory_dir is not None:
+        raise UsageError("--memory-dir is RockBot's; a Markdown format's files are named by its profile")
+    chosen.check(agent_dir)
+    return chosen.store_root(agent_dir)
 
 
 def list_command(
@@ -86,13 +103,16 @@ def list_command(
     ),
     vocabulary: str = VOCABULARY_OPT,
     as_json: bool = JSON_OPT,
+    memory_format: str | None = FORMAT_OPT,
+    profile_json: str | None = PROFILE_OPT,
 ) -> None:
-    """List entries in store order (category folders, then id); archived ones with the purge's verdict."""
+    """List entries in store order (category folders, then id); archived ones with the purge's verdict. For a
+    Markdown format, its units as of the last cycle (each unit's file and heading are in ``show``)."""
     with expected_errors():
         if live + archived + all_entries > 1:
             raise UsageError("give at most one of --live, --archived, --all")
         scope = Scope.archived if archived else Scope.all if all_entries else Scope.live
-        store = open_store(agent_dir, memory_dir)
+        store = open_store(agent_dir, _store_dir(agent_dir, memory_dir, memory_format, profile_json))
         scan = store.scan()
         rows: list[StoredEntry] = []
         for stored in scan.entries:
@@ -158,17 +178,23 @@ def purge_command(
         False, "--trust-clock", help="Purge even when the clock is earlier than the newest ledger or journal time."
     ),
     as_json: bool = JSON_OPT,
+    memory_format: str | None = FORMAT_OPT,
+    profile_json: str | None = PROFILE_OPT,
 ) -> None:
     """Hard-delete entries archived longer than the retention, except high-value ones and last records (an entry
     holding a specific no live entry says). A dry run unless --yes. Refused (nothing deleted) when the clock is
-    earlier than the agent's newest ledger or journal time, unless --trust-clock."""
+    earlier than the agent's newest ledger or journal time, unless --trust-clock. For a Markdown
+    format, archived units (never one whose text is still in the agent's files)."""
     with expected_errors():
-        store = open_store(agent_dir, memory_dir)
+        chosen = format_of(memory_format, profile_json)
+        store = open_store(agent_dir, _store_dir(agent_dir, memory_dir, memory_format, profile_json))
         floor = HighValueFloor(importance=floor_importance, reinforcement=floor_reinforcement)
         words = agent_vocabulary(agent_dir, vocabulary)
 
-        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py).
-        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, RockBotSettings()))
+        # As a cycle's purge: never before RockBot's own window when its retention is known (purge_policy.py); in
+        # another agent's directory RockBot's configuration is not read.
+        rockbot = RockBotSettings(read_agent_settings=not is_markdown(chosen))
+        window = purge_window(CycleSettings(retention_days=retention_days), agent_view(agent_dir, rockbot))
         if window.note:
             out.print(escape(window.note))
         checked: EndCheck | None = None
@@ -184,7 +210,10 @@ def purge_command(
                 if not clock.allows:
                     raise Failure(clock.refusal("purge") + "; nothing was deleted")
             own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in entries]
-            report = store.purge(window.retention, floor, now, dry_run=dry_run, entries=own, keep=KeepRule(own, rule))
+            keep: KeepFn = KeepRule(own, rule)
+            if is_markdown(chosen):
+                keep = kept_by_format(keep, chosen)
+            report = store.purge(window.retention, floor, now, dry_run=dry_run, entries=own, keep=keep)
             if not dry_run:
                 purged = {e.id for e in report.purged}
                 checked = end_check(
@@ -192,7 +221,10 @@ def purge_command(
                 )
             return report
 
-        if yes:
+        if yes and is_markdown(chosen):
+            with unit_session(agent_dir, chosen, "purge"):  # the agent's latest files first
+                report = run(dry_run=False)
+        elif yes:
             with CycleLock(agent_dir, "purge"):
                 report = run(dry_run=False)
         else:

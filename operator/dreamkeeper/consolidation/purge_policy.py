@@ -43,11 +43,13 @@ from dreamkeeper.consolidation.agent_config import format_timespan
 from dreamkeeper.consolidation.agent_view import AgentView
 from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.format_stages import KeepFn, kept_by_format
 from dreamkeeper.consolidation.purge import LastRecords
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.stages import CycleContext, Purged
 from dreamkeeper.coverage import Vocabulary
+from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (
     HELD_AT,
     HELD_FOR,
@@ -285,7 +287,12 @@ def purge_stage(
     # Held entries are judged with their own importance: a hold whose reason has gone ends.
     own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in scan.entries]
     started = datetime.now(UTC)
-    purge = store.purge(window.retention, settings.floor, context.now, entries=own, keep=KeepRule(own, rule))
+    keep: KeepFn = KeepRule(own, rule)
+    if context.memory_format.name != ROCKBOT:
+        # A Markdown format's records of units still in the agent's files (an append-only log's consolidated line)
+        # are kept: purged, the next ingest would take the unit for new (format_stages.py).
+        keep = kept_by_format(keep, context.memory_format)
+    purge = store.purge(window.retention, settings.floor, context.now, entries=own, keep=keep)
     chained = sum(1 for _, why in purge.kept_by_rule if why.startswith(CHAIN))
     gone = frozenset(e.id for e in purge.purged)
     held = released = conflicts = 0

@@ -1,7 +1,7 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
-    (pause) → (recover) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate → subsume
-    → propose → validate → cap → apply | plan → measure
+    (pause) → (recover) → (ingest) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate
+    → subsume → propose → validate → cap → apply | plan → (render) → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -39,6 +39,7 @@ from dreamkeeper.consolidation.quarantine import malformed_notes
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import Vocabulary
+from dreamkeeper.formats import MemoryFormat, RockBotFormat
 from dreamkeeper.memory import MemoryStore, ScanResult, StoredEntry
 
 NONE = CycleCounts()
@@ -56,11 +57,22 @@ class CycleContext:
     clock_given: bool  # the caller set `now` (simulations, tests): the ledger is kept on that clock
     stage: Callable[[str], None]  # announces a stage (logs, progress)
     agent: AgentView | None = None  # RockBot's paths and purge settings as this cycle uses them (agent_view.py)
+    # How the agent keeps its memory: RockBot's entry files are the store itself (ingest and render do nothing); a
+    # Markdown profile's units are kept as records in the store and rendered back into the agent's files.
+    memory_format: MemoryFormat = field(default_factory=RockBotFormat)
 
 
 @dataclass(frozen=True)
 class Recovered:
     """Journals of killed cycles, finished before anything else."""
+
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A Markdown format's files brought into its unit records (formats/ingest.py); nothing for RockBot's."""
 
     counts: CycleCounts = NONE
     notes: tuple[str, ...] = ()
@@ -258,6 +270,14 @@ class Applied:
 
 
 @dataclass(frozen=True)
+class Rendered:
+    """What the cycle changed, written into a Markdown format's files (formats/render.py); nothing for RockBot's."""
+
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Measured:
     """The corpus after apply, measured (or, in a dry run, as planned)."""
 
@@ -293,6 +313,7 @@ class Stages:
 
     recovered: Recovered | None = None
     skipped: Skipped | None = None
+    ingested: Ingested | None = None
     vocabulary: VocabularyLoaded | None = None
     purged: Purged | None = None
     snapshot: Snapshot | None = None
@@ -309,6 +330,7 @@ class Stages:
     usage: Usage | None = None
     applied: Applied | None = None
     reembedded: Embedded | None = None
+    rendered: Rendered | None = None
     measured: Measured | None = None
 
     def done(self) -> Iterator[StageValue]:
@@ -383,6 +405,10 @@ class Effects(Protocol):
         """Why this cycle must not run yet (minimum interval), if so."""
         ...
 
+    def ingest(self) -> Ingested:
+        """Bring a Markdown format's unit records up to date with the agent's files."""
+        ...
+
     def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
         """Delete archived entries past retention (never a last record: ``purge.LastRecords``); refused when the
         clock disagrees with the history (``clock.py``)."""
@@ -406,6 +432,10 @@ class Effects(Protocol):
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         """Apply the plan, or show it."""
+        ...
+
+    def render(self) -> Rendered:
+        """Write what changed into a Markdown format's files."""
         ...
 
     def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
@@ -447,10 +477,12 @@ __all__ = [
     "Effects",
     "Folded",
     "Gated",
+    "Ingested",
     "Measured",
     "Proposed",
     "Purged",
     "Recovered",
+    "Rendered",
     "Repaired",
     "ReportHead",
     "Skipped",

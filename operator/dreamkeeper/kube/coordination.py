@@ -408,7 +408,17 @@ def downtime_seconds(stop: AgentStop, restored_at: datetime) -> float:
 # Failures that happen before the cycle touches a file: nothing to reload.
 _FAILED_BEFORE_WRITING = frozenset({"VocabularySeedFailed", "InvalidSettings", "PodFailed"})
 # Counts that mean files under memory/ were written (stamps go with `reviewed`: reviewed entries are stamped).
-_WRITE_COUNTS = ("folded", "saved", "archived", "purged", "reviewed", "conflicts", "stale_write_backs")
+_WRITE_COUNTS = (
+    "folded",
+    "saved",
+    "archived",
+    "purged",
+    "reviewed",
+    "conflicts",
+    "stale_write_backs",
+    "units_written",  # a Markdown format's rewrites of the agent's own files
+    "units_taken_out",
+)
 
 
 def cycle_changed_files(run: RunSummary) -> bool:

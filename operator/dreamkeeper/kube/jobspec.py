@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from dreamkeeper import __version__
-from dreamkeeper.consolidation import CycleSettings
+from dreamkeeper.consolidation import FORMAT_SECTION, CycleSettings, format_of
 from dreamkeeper.coverage import VOCABULARY_FILE
+from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.kube import (
     ANNOTATION_AGENT_STOPPED,
     ANNOTATION_CLAIM_NAME,
@@ -158,10 +159,26 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 
 
+def format_section(spec: DreamScheduleSpec) -> dict[str, Any] | None:
+    """``spec.format`` and ``spec.formatProfile`` as the settings' ``format`` section (None for rockbot), checked
+    here so a bad profile fails in the operator (condition Ready=False) rather than in a pod."""
+    if spec.format == ROCKBOT:
+        return None
+    section: dict[str, Any] = {"name": spec.format}
+    if spec.format_profile is not None:
+        section.update(spec.format_profile.wire())
+    format_of(None, None, section)
+    return section
+
+
 def dream_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
-    """The ``--settings-json`` of the dream container: the safeguards, and the proposer as its own section."""
+    """The ``--settings-json`` of the dream container: the safeguards, and the proposer and the memory format as
+    their own sections."""
     proposer = proposer_config(spec.proposer).model_dump(mode="json", exclude_unset=True)
     settings = {**cycle_settings(spec), PROPOSER_SECTION: proposer}
+    section = format_section(spec)
+    if section is not None:
+        settings[FORMAT_SECTION] = section
     if spec.embeddings is not None:
         settings[EMBEDDINGS_SECTION] = embeddings_config(spec.embeddings).model_dump(mode="json", exclude_unset=True)
     return settings

@@ -413,6 +413,35 @@ class SafeguardsSpec(KubeModel):
     )
 
 
+MemoryFormatName = Literal["rockbot", "openclaw", "hermes", "claude"]
+FilePattern = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class FormatProfileSpec(KubeModel):
+    """What a deployment changes of a Markdown format's shipped profile (docs/formats.md). Unset fields keep it."""
+
+    model_config = ConfigDict(strict=True)
+
+    memory_dir: str | None = Field(
+        default=None,
+        max_length=1024,
+        pattern=AGENT_PATH,
+        description="The agent's memory directory relative to agentPath (openclaw: workspace, hermes: memories, "
+        "claude: memory).",
+    )
+    caps: dict[FilePattern, Annotated[int, Field(ge=1, le=10_000_000)]] | None = Field(
+        default=None,
+        max_length=16,
+        description="Character caps by file pattern, e.g. MEMORY.md: 12000 (openclaw 10000 and 4000 for "
+        "USER.md; hermes 2200 and 1375). A rewrite never takes a file over its cap.",
+    )
+    append_only_logs: bool | None = Field(
+        default=None,
+        description="openclaw: daily notes are append-only logs, never rewritten (default true; false lets a "
+        "cycle take consolidated lines out of past days).",
+    )
+
+
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 Coordination = Literal["Stop", "RestartAfter", "None"]
 
@@ -478,6 +507,17 @@ class AgentSpec(KubeModel):
 class DreamScheduleSpec(KubeModel):
     """When and how to consolidate one agent's memory on its PersistentVolumeClaim."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.formatProfile) || self.format != 'rockbot'",
+                    "formatProfile is for a Markdown format (openclaw, hermes, claude), not rockbot",
+                )
+            ]
+        }
+    )
+
     schedule: str = Field(
         min_length=1, max_length=128, pattern=CRON, description="Cron schedule (5 fields or @daily, @hourly, ...)."
     )
@@ -528,6 +568,23 @@ class DreamScheduleSpec(KubeModel):
         default=None, description="The agent's (RockBot's) paths and purge window, where they are not its defaults."
     )
     safeguards: SafeguardsSpec | None = None
+    format: MemoryFormatName = Field(
+        default="rockbot",
+        description="How the agent keeps its memory: rockbot (one JSON file per entry under <agentPath>/memory), "
+        "openclaw (<agentPath> is OpenClaw's state directory: workspace/MEMORY.md, USER.md, memory/YYYY-MM-DD.md), "
+        "hermes (<agentPath> is HERMES_HOME: memories/MEMORY.md, USER.md) or claude (one file per memory under "
+        "<agentPath>/memory with a MEMORY.md index). See docs/formats.md.",
+    )
+    format_profile: FormatProfileSpec | None = Field(
+        default=None, description="A Markdown format's profile fields (not for rockbot)."
+    )
+
+    @model_validator(mode="after")
+    def _profile_of_a_markdown_format(self) -> DreamScheduleSpec:
+        if self.format_profile is not None and self.format == "rockbot":
+            raise ValueError("formatProfile is for a Markdown format (openclaw, hermes, claude), not rockbot")
+        return self
+
     image: str | None = Field(
         default=None,
         min_length=1,

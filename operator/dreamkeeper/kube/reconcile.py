@@ -46,7 +46,15 @@ from dreamkeeper.kube.conditions import (
     set_condition,
 )
 from dreamkeeper.kube.coordinator import AgentCoordinator, CycleIntent, NotStarted, stop_of
-from dreamkeeper.kube.jobspec import JobDefaults, JobRequest, Trigger, VocabularySource, build_job, cycle_settings
+from dreamkeeper.kube.jobspec import (
+    JobDefaults,
+    JobRequest,
+    Trigger,
+    VocabularySource,
+    build_job,
+    cycle_settings,
+    format_section,
+)
 from dreamkeeper.kube.metrics import OperatorMetrics
 from dreamkeeper.kube.models import (
     MAX_COUNTED_UIDS,
@@ -204,6 +212,10 @@ def _parse_spec(raw: Body) -> tuple[DreamScheduleSpec | None, CronSchedule | Non
         cycle_settings(spec)
     except ValidationError as exc:
         return spec, None, SpecProblem("InvalidSafeguards", f"spec.safeguards: {exc.errors()[0].get('msg')}")
+    try:
+        format_section(spec)
+    except ValueError as exc:
+        return spec, None, SpecProblem("InvalidFormat", f"spec.formatProfile: {exc}")
     return spec, cron, None
 
 

@@ -20,6 +20,9 @@ SUBCOMMANDS: dict[str, str] = {
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds
     "extraction": "bench.extraction",  # coverage extraction time against input length, 1 KB - 1 MB: the slope
     "real-model": "bench.real_model",  # llama.cpp + PyPI models: usable replies, decisions and an independent judge
+    "offer-pairs": "bench.offer_pairs",  # near-duplicate pairs never shown in the same request: main vs now
+    "dream-table": "bench.dream_table",  # the seed's six-cycle table with Qwen2.5-Coder 1.5B / 0.5B, judged
+    "dream-ceiling": "bench.dream_ceiling",  # the dream table with a perfect (scripted) model: the clustering's reach
     "invariant-cost": "bench.invariant_cost",  # the end-of-run invariant's cost per cycle, with / without
 }
 

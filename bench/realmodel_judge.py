@@ -7,6 +7,9 @@ a name when the corpus writes it capitalised where a sentence does not start and
 source has is a new name too ("John Smith"). Dates are compared as calendar days, phones by their digits (a
 country code may be added), numbers without thousands separators. Everything else is lowercase comparison.
 
+Declines are graded too, by the ground truth of the corpus (the bench passes which declined clusters held two
+entries of one fact): a missed duplicate counts against the cycle as a false rejection does.
+
 Verdicts: an accepted merge is *lossy* when a source fact is missing from it and *inventive* when it states a fact
 no source states; a rejected merge neither lossy nor inventive is a *false rejection*; an allowed prune *removed a
 last mention* when a name, e-mail, phone or date of the entry is said by no live entry after the cycle; a refused
@@ -47,7 +50,7 @@ _ISO = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 _MDY = re.compile(r"(?<!\d)(\d{1,2})/(\d{1,2})/(\d{4})(?!\d)")
 _MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I)
 _DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I)
-_PHONE = re.compile(r"\+?\(?\d[\d\s().-]{5,}\d")
+_PHONE = re.compile(r"(?<![\w-])\+?\(?\d[\d\s().-]{5,}\d")  # not inside a host name (gpu-03 (10.0.40.70)
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.:]*\d(?![\w])")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z'’]*\b")
 _LOWER_WORD = re.compile(r"\b[a-z][a-z'’]*\b")
@@ -192,6 +195,10 @@ class CycleVerdicts:
     prunes_removing_last_mention: int = 0
     prunes_refused: int = 0
     refusals_needed: int = 0
+    # Declined clusters (shown, or settled by a rejection, and left whole), graded by the corpus's ground truth:
+    # one that held two entries of one fact is a missed duplicate (issue 23: "0 lossy, 0 false rejections" hid 30).
+    declines: int = 0
+    missed_duplicates: int = 0
     examples: dict[str, list[dict[str, object]]] = field(default_factory=dict)
 
     def example(self, kind: str, **detail: object) -> None:
@@ -208,6 +215,8 @@ class Decision:
     rejected: list[tuple[list[str], str, list[str]]]
     pruned: list[str]  # contents of entries archived with no replacement
     refused: list[str]  # contents of entries whose prune was refused (floor, category or census)
+    # Clusters declined this cycle: for each, whether the corpus's ground truth says it held a duplicate.
+    declined: list[bool] = field(default_factory=list)
 
 
 def judge(decision: Decision, live_after: Mapping[str, str], lexicon: Lexicon) -> CycleVerdicts:
@@ -227,6 +236,9 @@ def judge(decision: Decision, live_after: Mapping[str, str], lexicon: Lexicon) -
         if not missing(sources, merged, lexicon) and not invented(sources, merged, lexicon, shown):
             v.false_rejections += 1
             v.example("false_rejection", merged=merged, sources=sources)
+    for held_duplicate in decision.declined:
+        v.declines += 1
+        v.missed_duplicates += held_duplicate
     live = list(live_after.values())
     for content in decision.pruned:
         v.prunes_allowed += 1

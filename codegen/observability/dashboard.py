@@ -206,6 +206,14 @@ ROWS: tuple[RowSpec, ...] = (
                 width=12,
             ),
             PanelSpec(
+                "Duplicate backlog",
+                "timeseries",
+                (Query(f"sum by ({SCHEDULE_LABELS}) (dreamkeeper_duplicate_backlog{{{SEL}}})", WHO),),
+                "Near-duplicate clusters still whole after the last cycle (the engine's own clustering): waiting to "
+                "reopen, declined or undecided. A backlog that never falls is consolidation doing nothing.",
+                width=12,
+            ),
+            PanelSpec(
                 "Skipped and missed slots",
                 "timeseries",
                 (

@@ -196,8 +196,8 @@ def register(app: typer.Typer) -> None:
         offer_singletons: bool | None = typer.Option(
             None,
             "--offer-singletons/--no-offer-singletons",
-            help="openai: show new or changed entries with no near-duplicate too (RockBot's gating; the default). "
-            "--no-offer-singletons is the frugal mode: they are stamped reviewed without asking.",
+            help="openai: show new or changed entries with no near-duplicate too, for the model to prune (default: "
+            "in RockBot's layout yes, in the clusters shape no). --no-offer-singletons is the frugal mode.",
         ),
         defer_below_entries: int | None = typer.Option(
             None, help="openai: hold back offers smaller than this until they are a day old (8; 0 = never)."
@@ -210,6 +210,14 @@ def register(app: typer.Typer) -> None:
             help=f"openai: JSON price table, model -> input/output per 1M tokens (default AGENT_DIR/{PRICE_FILE}).",
         ),
         batch_size: int | None = typer.Option(None, help="Maximum entries per proposer request."),
+        offer_shape: str | None = typer.Option(
+            None,
+            help="How the offer is cut into requests: clusters (one near-duplicate component per short request, "
+            "lone entries reviewed apart; the default) or batches (RockBot's layout, batches of --batch-size).",
+        ),
+        request_token_budget: int | None = typer.Option(
+            None, help="openai: a request whose prompt would be larger is asked in parts (clusters kept whole)."
+        ),
         embeddings_url: str | None = typer.Option(
             None,
             help="An OpenAI-compatible embeddings endpoint (its /v1 base URL): missing vectors are generated before "
@@ -277,6 +285,7 @@ def register(app: typer.Typer) -> None:
                         "retention_days": retention_days,
                         "min_interval_hours": min_interval_hours,
                         "batch_max_entries": batch_size,
+                        "offer_shape": offer_shape,
                     },
                 )
             )
@@ -297,6 +306,7 @@ def register(app: typer.Typer) -> None:
             "offer_singletons": offer_singletons,
             "defer_below_entries": defer_below_entries,
             "price_file": price_file,
+            "request_token_budget": request_token_budget,
         }
         try:
             config = proposer_config(agent_dir, section, flags)

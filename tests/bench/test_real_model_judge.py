@@ -47,3 +47,17 @@ def test_the_verdicts_of_one_cycle() -> None:
     assert (v.prunes_allowed, v.prunes_removing_last_mention) == (1, 1)
     assert (v.prunes_refused, v.refusals_needed) == (1, 1)  # without T2 nobody says Xebia or the phone
     assert v.examples["lossy_accept"][0]["missing"]
+
+
+def test_declines_are_graded_a_declined_duplicate_is_a_missed_one() -> None:
+    # Issue 23: the judge never graded declines, so "0 lossy, 0 false rejections" hid 30 missed merges.
+    decision = Decision(accepted=[], rejected=[], pruned=[], refused=[], declined=[True, False, True])
+    v = judge(decision, {"o": OTHER}, LEX)
+    assert (v.declines, v.missed_duplicates) == (3, 2)
+
+
+def test_a_number_inside_a_host_name_is_no_phone() -> None:
+    # "gpu-03 (10.0.40.70:5432)" and "gpu-03, 10.0.40.70:5432" state the same host and address.
+    source = "The episode store is Postgres 2.18.5 on gpu-03, 10.0.40.70:5432, database episodes."
+    merged = "Postgres 2.18.5 for the episode store runs on gpu-03 (10.0.40.70:5432), database episodes."
+    assert missing([source], merged, Lexicon.of([source, merged])) == []

@@ -5,10 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from dreamkeeper.memory import Entry, MemoryStore
 
 BASE_TIME = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
+# RockBot's batch layout with every cluster shown to the proposer (no subsumption): the settings for tests of how
+# replies are validated, which a cluster settled before any model is asked would bypass.
+ROCKBOT_SHAPE: dict[str, Any] = {"offer_shape": "batches", "subsume": False}
+# Every cluster asked about on its own (the default shape), none settled before: a reply that changes nothing
+# declines the cluster, as RockBot's empty reply does.
+ASK_EVERY_CLUSTER: dict[str, Any] = {"subsume": False}
 
 
 @dataclass

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from dreamkeeper.consolidation import cycle as cycle_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
+from dreamkeeper.consolidation.decisions import ValidationState
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
 from dreamkeeper.consolidation.settings import CycleSettings, PruneCensus
-from dreamkeeper.consolidation.validate import ValidationState, census
+from dreamkeeper.consolidation.validate import census
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, IDENTITY_KINDS, CoverageIndex, extract_specifics
 from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
 from dreamkeeper.memory.atomic import Fingerprint

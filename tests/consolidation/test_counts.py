@@ -69,6 +69,11 @@ def test_the_dream_table_rows() -> None:
         batches_usable=4,
         batches_unusable=2,
         batches_failed=1,
+        subsumed=5,
+        refused_restating=1,
+        refused_layout=2,
+        refused_notation=3,
+        duplicate_backlog=19,
     )
     assert cli_rows(r) == [
         ("entries (live at start)", "284"),
@@ -76,8 +81,10 @@ def test_the_dream_table_rows() -> None:
         ("exact duplicates folded", "24"),
         ("importance decayed (left the high-value floor)", "11 (2)"),
         ("merges saved (into an existing entry)", "26 (3)"),
+        ("merges without the model (subsumed)", "5"),
         ("archived (with replacement / ephemeral)", "80 (78 / 2)"),
         ("merges rejected (inventing) / repaired", "3 (2) / 1"),
+        ("proposals refused: restating / offer layout / offer notation", "1 / 2 / 3"),
         ("prunes refused: floor / census", "4 / 3"),
         ("conflicts with concurrent writes", "5"),
         ("changes that could not be written", "0"),
@@ -89,6 +96,7 @@ def test_the_dream_table_rows() -> None:
         ("specifics lost (orphaned / losses reversed)", "6 (0 / 0)"),
         ("stages refused: the clock disagrees", "0"),
         ("live / archived entries now", "232 / 86"),
+        ("near-duplicate clusters left (duplicate backlog)", "19"),
         ("proposer calls / tokens in / out", "9 / 1000 / 200"),
         ("proposer batches usable / unusable / failed", "4 / 2 / 1"),
     ]
@@ -97,16 +105,17 @@ def test_the_dream_table_rows() -> None:
 def test_the_closing_log_lines() -> None:
     r = report(archived=80, archived_with_replacement=78, ephemeral=2, saved=26, folded=24, decayed=3, live_entries=232)
     assert sentence(r, lambda c: c.logged) == (
-        "80 archived (78 with replacement, 2 ephemeral), 26 saved (0 into existing), 24 folded, "
+        "80 archived (78 with replacement, 2 ephemeral), 26 saved (0 into existing, 0 subsumed), 24 folded, "
         "3 decayed (0 left the high-value floor), 0 conflicts, 0 write failures, 0 stale write-backs, 0 hard deletes, "
-        "live 232, archived 0"
+        "live 232, archived 0, duplicate backlog 0"
     )
     assert not any_counted(r, lambda c: c.safeguard)
     guarded = report(repaired=1)
     assert any_counted(guarded, lambda c: c.safeguard)
     assert sentence(guarded, lambda c: c.safeguard) == (
-        "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 entry(s) protected from pruning, "
-        "0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, 0 stale write-back(s) repaired, "
-        "0 archived entr(ies) held from RockBot's purge, 0 source-less save(s) refused, "
-        "0 repl(ies) naming no offered id decided nothing"
+        "0 merge(s) rejected (0 for inventing specifics), 1 merge(s) repaired, 0 useless merge(s) refused, "
+        "0 merge(s) copying the offer refused, 0 proposal(s) naming ids as ID:… refused, 0 entry(s) protected from "
+        "pruning, 0 prune(s) refused by the census, 0 prune(s) of reopened duplicates ignored, "
+        "0 stale write-back(s) repaired, 0 archived entr(ies) held from RockBot's purge, 0 source-less save(s) "
+        "refused, 0 repl(ies) naming no offered id decided nothing"
     )

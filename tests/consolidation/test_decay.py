@@ -24,6 +24,7 @@ from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.memory import MemoryStore, review_hash
 from dreamkeeper.memory.entry import REVIEWED_AT, REVIEWED_HASH
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
@@ -42,7 +43,10 @@ def old(entry_id: str, content: str, importance: float, days: float = 100, revie
 def run(agent: Path, replies: Any = None, *, dry_run: bool = False, now: Any = NOW, **settings: Any) -> Any:
     proposer = ScriptedProposer(replies if replies is not None else (lambda b, r: NOTHING))
     options = CycleOptions(
-        agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **settings), now=now, dry_run=dry_run
+        agent_dir=agent,
+        settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, **settings),
+        now=now,
+        dry_run=dry_run,
     )
     return asyncio.run(run_cycle(options, proposer))
 

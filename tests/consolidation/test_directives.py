@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.directives import FEEDBACK_MAX, load_directives, 
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.proposers import ScriptedProposer
 from dreamkeeper.proposers.prompts import FEEDBACK_HEADING, default_directive, system_prompt, user_message
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
@@ -118,7 +119,7 @@ def test_the_block_sits_after_the_header_in_every_request(tmp_path: Path) -> Non
         assert system_prompt(request.directive, request.memory_rules).startswith("Keep every name.\n\n---\n\n")
         return {"toDelete": [], "toSave": []}
 
-    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0), now=NOW)
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     asyncio.run(run_cycle(options, ScriptedProposer(record)))
     (prompt,) = prompts
     header, rest = prompt.split("\n", 1)

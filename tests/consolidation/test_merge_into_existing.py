@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, MERGED_FROM
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
@@ -47,7 +48,7 @@ def merge(*ids: str, content: str = TARGET) -> dict[str, Any]:
 
 
 def run(agent: Path, reply: dict[str, Any]) -> Any:
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0), now=NOW)
+    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     return asyncio.run(run_cycle(options, ScriptedProposer([reply]))).report
 
 
@@ -85,3 +86,22 @@ def test_undo_puts_the_target_back_and_restores_its_sources(tmp_path: Path) -> N
     assert after["target.json"] == before["target.json"]
     for name in ("s1.json", "s2.json"):
         assert after[name]["archivedAt"] is None and after[name]["content"] == before[name]["content"]
+
+
+def test_a_held_plan_folding_a_merge_into_an_entry_is_applied_as_that_fold(tmp_path: Path) -> None:
+    # The blast radius kept such a merge as a plain create of the successor: approving the hold wrote a second file
+    # with the target's id instead of rewriting the target (found with subsumption, whose merges are all folds).
+    root = tmp_path / "memory"
+    corpus(root)
+    settings = CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, archive_cap=0.2, archive_cap_min_entries=1)
+    reply = {"toSave": [merge("s1", "s2")], "toDelete": []}
+    held = asyncio.run(run_cycle(CycleOptions(tmp_path, settings, now=NOW), ScriptedProposer([reply]))).report
+    assert (held.held, held.archived) == (2, 0)  # 2 of 4 would leave (the target stays): over the 20% cap
+    approval = CycleOptions(tmp_path, settings, now=NOW + timedelta(minutes=1), force=True, approve_hold=held.cycle_id)
+    applied = asyncio.run(run_cycle(approval, ScriptedProposer([]))).report
+    assert (applied.saved, applied.merged_into_existing, applied.archived, applied.hard_deletes) == (1, 1, 2, 0)
+    store = MemoryStore(root)
+    assert sorted(s.id for s in store.scan().live) == ["s3", "target"]
+    assert len(list(root.rglob("target.json"))) == 1
+    target = store.require("target").entry
+    assert target.content == TARGET and target.meta(MERGED_FROM) == "s1,s2" and target.reinforcement_count == 7

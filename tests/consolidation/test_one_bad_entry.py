@@ -23,6 +23,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore, cluster_hash, review_hash
 from dreamkeeper.memory.entry import DECLINED_AT, DECLINED_CLUSTER, DECLINED_COUNT, REVIEWED_AT, REVIEWED_HASH
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ASK_EVERY_CLUSTER
 from tests.parity import rockbot_files
 
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
@@ -66,7 +67,9 @@ def merge_everything(batch: Any, request: Any) -> dict[str, Any]:
 
 
 def cycle(agent: Path, proposer: ScriptedProposer | None = None, **overrides: Any) -> Any:
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **overrides), now=NOW)
+    options = CycleOptions(
+        agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **ASK_EVERY_CLUSTER, **overrides), now=NOW
+    )
     return asyncio.run(run_cycle(options, proposer or ScriptedProposer(merge_everything))).report
 
 
@@ -170,7 +173,7 @@ def test_a_reply_with_a_lone_surrogate_is_rejected_not_fatal(tmp_path: Path) -> 
     root = tmp_path / "memory"
     corpus(root)
     reply = {"toSave": [{"content": "Allen Conway works at Xebia \ud83d", "sourceIds": ["allen"]}], "toDelete": []}
-    report = cycle(tmp_path, ScriptedProposer([reply]))
+    report = cycle(tmp_path, ScriptedProposer([reply]), offer_shape="batches")  # one request: this reply
     assert report.result == "completed" and report.rejected == 1
     assert "lone surrogate" in report.rejections[0].reason
     assert "\ufffd" in report.rejections[0].content  # shown, and the report could be written

@@ -16,7 +16,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import DECLINED_CLUSTER, REVIEWED_HASH, UNUSABLE_AT, UNUSABLE_COUNT, UNUSABLE_HASH
 from dreamkeeper.proposers import ScriptedProposer
-from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+from tests.consolidation.corpus import ASK_EVERY_CLUSTER, BASE_TIME, Seed, write_corpus
 
 TOMASZ_1 = "Met Tomasz Whitfield on 2026-04-19 about the Tailspin renewal; tomasz.whitfield@tailspin.example."
 TOMASZ_2 = "Met Tomasz Whitfield on 2026-04-19 about the Tailspin renewal (tomasz.whitfield@tailspin.example)."
@@ -24,7 +24,9 @@ PAIR = [Seed("t1", TOMASZ_1, "people/tomasz", 0.39), Seed("t2", TOMASZ_2, "peopl
 
 
 def cycle(agent_dir: Path, proposer: ScriptedProposer, now: datetime = BASE_TIME, **settings: Any) -> CycleOutcome:
-    options = CycleOptions(agent_dir=agent_dir, settings=CycleSettings(min_interval_hours=0, **settings), now=now)
+    options = CycleOptions(
+        agent_dir=agent_dir, settings=CycleSettings(min_interval_hours=0, **ASK_EVERY_CLUSTER, **settings), now=now
+    )
     return asyncio.run(run_cycle(options, proposer))
 
 

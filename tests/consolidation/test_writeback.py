@@ -43,7 +43,7 @@ from dreamkeeper.memory import (
 )
 from dreamkeeper.proposers import ScriptedProposer
 from tests.agents.caching_agent import Store, dotnet_time
-from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+from tests.consolidation.corpus import ASK_EVERY_CLUSTER, BASE_TIME, Seed, write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 MILO = [
@@ -97,7 +97,7 @@ class CachingAgent:
 def cycle(agent_dir: Path, reply: Any, hour: int, **settings: Any) -> CycleOutcome:
     options = CycleOptions(
         agent_dir=agent_dir,
-        settings=CycleSettings(min_interval_hours=0, **settings),
+        settings=CycleSettings(min_interval_hours=0, **ASK_EVERY_CLUSTER, **settings),
         now=BASE_TIME + timedelta(hours=hour),
     )
     return asyncio.run(run_cycle(options, proposer(reply)))
@@ -207,7 +207,12 @@ def test_a_stamped_entry_written_back_without_its_stamps_gets_them_back_and_keep
     assert entry(milo, "k1").entry.meta(REVIEWED_HASH) is None
     second = proposer(NOTHING)
     outcome = asyncio.run(
-        run_cycle(CycleOptions(milo, CycleSettings(min_interval_hours=0), now=BASE_TIME + timedelta(hours=1)), second)
+        run_cycle(
+            CycleOptions(
+                milo, CycleSettings(min_interval_hours=0, **ASK_EVERY_CLUSTER), now=BASE_TIME + timedelta(hours=1)
+            ),
+            second,
+        )
     )
     assert outcome.report.stale_write_backs == 1 and outcome.report.resurrected == 0
     k1 = entry(milo, "k1").entry
@@ -441,7 +446,9 @@ def test_a_dry_run_shows_the_repair_and_writes_nothing(milo: Path) -> None:
     agent.reinforce("m1")
     before = {p: p.read_bytes() for p in (milo / "memory").rglob("*.json")}
     index = index_path(milo).read_bytes()
-    options = CycleOptions(milo, CycleSettings(min_interval_hours=0), dry_run=True, now=BASE_TIME + timedelta(hours=1))
+    options = CycleOptions(
+        milo, CycleSettings(min_interval_hours=0, **ASK_EVERY_CLUSTER), dry_run=True, now=BASE_TIME + timedelta(hours=1)
+    )
     outcome = asyncio.run(run_cycle(options, proposer(NOTHING)))
     assert outcome.report.resurrected == 1 and outcome.report.reinforcements_carried == 1
     assert {p: p.read_bytes() for p in (milo / "memory").rglob("*.json")} == before
@@ -475,7 +482,8 @@ CHILD = textwrap.dedent(
         return outcome
 
     J.Executor._guarded = guarded
-    options = CycleOptions(agent, CycleSettings(min_interval_hours=0), now=BASE_TIME + timedelta(hours=1))
+    settings = CycleSettings(min_interval_hours=0, subsume=False)
+    options = CycleOptions(agent, settings, now=BASE_TIME + timedelta(hours=1))
     asyncio.run(run_cycle(options, ScriptedProposer([{"toSave": [], "toDelete": []}] * 4)))
     """
 )

@@ -24,6 +24,7 @@ from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.memory import Entry, HighValueFloor, MemoryStore, cluster_hash
 from dreamkeeper.memory.entry import REJECTED_AT, REJECTED_CLUSTER
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 from tests.parity.vectors import NOW, one, take
 
@@ -199,7 +200,9 @@ def hook_cycle(agent: Path, reply: dict[str, Any], **settings: Any) -> Any:
     root = agent / "memory"
     for entry_id, content in (("a", ROCKFORD), ("b", ACCOUNTS)):
         rockbot_files.write(root, rockbot_files.entry(entry_id, content, createdAt=NOW - timedelta(days=10)))
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **settings), now=NOW)
+    options = CycleOptions(
+        agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, **settings), now=NOW
+    )
     return asyncio.run(run_cycle(options, ScriptedProposer([reply]))).report
 
 

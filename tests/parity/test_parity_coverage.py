@@ -18,6 +18,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import SourceText, Vocabulary, extract_specifics, find_missing_specifics, load_vocabulary
 from dreamkeeper.memory import HighValueFloor, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 from tests.parity.vectors import NOW, commit_of, take, when
 
@@ -151,7 +152,9 @@ def test_numeric_exempt_categories_from_json(vector: dict[str, Any], tmp_path: P
 
 
 def cycle(agent_dir: Path, proposer: ScriptedProposer, **settings: Any) -> Any:
-    options = CycleOptions(agent_dir=agent_dir, settings=CycleSettings(min_interval_hours=0, **settings), now=NOW)
+    options = CycleOptions(
+        agent_dir=agent_dir, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, **settings), now=NOW
+    )
     return asyncio.run(run_cycle(options, proposer))
 
 

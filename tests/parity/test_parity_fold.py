@@ -24,6 +24,7 @@ from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.memory.entry import FOLDED_AT, FOLDED_FROM, MERGED_AT, MERGED_FROM
 from dreamkeeper.proposers import ScriptedProposer
 from dreamkeeper.proposers.prompts import user_message
+from tests.consolidation.corpus import ROCKBOT_SHAPE
 from tests.parity import rockbot_files
 from tests.parity.vectors import NOW, one, take, when
 
@@ -158,7 +159,9 @@ def write_all(root: Path, entries: list[Entry]) -> None:
 
 
 def cycle(agent: Path, proposer: ScriptedProposer, **settings: Any) -> Any:
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **settings), now=NOW)
+    options = CycleOptions(
+        agent_dir=agent, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE, **settings), now=NOW
+    )
     return asyncio.run(run_cycle(options, proposer)).report
 
 

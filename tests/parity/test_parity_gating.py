@@ -246,7 +246,9 @@ def settled_pair(root: Path, reviewed_days_ago: float | None, entries: list[dict
 
 
 def run(agent: Path, proposer: Recorder) -> Any:
-    settings = CycleSettings(min_interval_hours=0, similarity_threshold=0.5)
+    # Each cluster asked about on its own (the default shape), so a reply that changes nothing declines it, as
+    # RockBot's empty reply does; no subsumption, so the proposer is asked (RockBot always asks).
+    settings = CycleSettings(min_interval_hours=0, subsume=False, similarity_threshold=0.5)
     return asyncio.run(run_cycle(CycleOptions(agent_dir=agent, settings=settings, now=NOW), proposer)).report
 
 

@@ -36,7 +36,9 @@ def agent(tmp_path: Path) -> Path:
 
 def dream(agent: Path, server: FakeOpenAIServer, *extra: str, message: Path | None = None) -> Any:
     _register()
+    # RockBot's layout: the model is shown ids (and can echo them, and entry text, back).
     args = ["dream", str(agent), "--proposer", "openai", "--model", "m", "--base-url", server.base_url, "--force"]
+    args += ["--offer-shape", "batches"]
     if message is not None:
         args += ["--termination-message-path", str(message)]
     return CliRunner().invoke(app, [*args, *extra], catch_exceptions=False)

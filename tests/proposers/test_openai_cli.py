@@ -30,6 +30,10 @@ def dreamkeeper(agent_dir: Path, *args: str, key: str | None = "sk-test") -> sub
     )
 
 
+# RockBot's layout, every cluster asked (no subsumption): these tests are about the requests and their replies.
+ROCKBOT = ("--offer-shape", "batches", "--settings-json", '{"subsume": false}')
+
+
 @pytest.fixture
 def agent(tmp_path: Path) -> Path:
     write_corpus(tmp_path, SEEDS)
@@ -40,7 +44,9 @@ def test_dream_with_openai_proposer_end_to_end(agent: Path, fake_openai: FakeOpe
     (agent / "dream.md").write_text("You are Rocky's dream pass. Merge duplicates; keep every name.\n")
     (agent / "llm-pricing.json").write_text(json.dumps({"m": {"input": 3.0, "output": 15.0}}))
     fake_openai.script(Reply.json(GOOD, prompt_tokens=1000, completion_tokens=200))
-    done = dreamkeeper(agent, "--proposer", "openai", "--base-url", fake_openai.base_url, "--model", "m", "--json")
+    done = dreamkeeper(
+        agent, "--proposer", "openai", "--base-url", fake_openai.base_url, "--model", "m", "--json", *ROCKBOT
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["proposer"] == "openai" and report["result"] == "completed"
@@ -69,6 +75,7 @@ def test_finding1_a_dead_endpoint_is_proposer_failed_exit_4_and_changes_nothing(
         "--max-retries",
         "0",
         "--json",
+        *ROCKBOT,
     )
     assert done.returncode == EXIT_PROPOSER_FAILED == 5, done.stderr  # not "completed, exit 0"
     report = json.loads(done.stdout)
@@ -97,7 +104,16 @@ def test_finding4_the_settings_proposer_section_and_flags_reach_the_request(
 ) -> None:
     settings = agent / "settings.json"
     section = {"type": "openai", "model": "from-file", "base_url": fake_openai.base_url, "temperature": 0.1}
-    settings.write_text(json.dumps({"retention_days": 30, "proposer": {**section, "max_output_tokens": 300}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "retention_days": 30,
+                "offer_shape": "batches",
+                "subsume": False,
+                "proposer": {**section, "max_output_tokens": 300},
+            }
+        )
+    )
     fake_openai.script(Reply.json(GOOD))
     done = dreamkeeper(agent, "--settings", str(settings), "--model", "m", "--temperature", "0.3", "--json")
     assert done.returncode == 0, done.stderr
@@ -109,7 +125,8 @@ def test_finding4_the_settings_proposer_section_and_flags_reach_the_request(
 def test_finding4_the_timeout_from_the_settings_reaches_the_client(agent: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script(Reply.json(GOOD, delay=30))
     proposer = {"type": "openai", "model": "m", "base_url": fake_openai.base_url, "timeout": 0.5, "max_retries": 0}
-    done = dreamkeeper(agent, "--settings-json", json.dumps({"proposer": proposer}), "--json")
+    settings = {"offer_shape": "batches", "subsume": False, "proposer": proposer}
+    done = dreamkeeper(agent, "--settings-json", json.dumps(settings), "--json")
     assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr  # the one request timed out: proposer-failed
     report = json.loads(done.stdout)
     assert report["llmCalls"] == 1 and any("timed out" in n for n in report["notes"])

@@ -21,7 +21,7 @@ from dreamkeeper.memory.entry import DECLINED_CLUSTER, REJECTED_CLUSTER, REVIEWE
 from dreamkeeper.proposers.config import ProposerConfig
 from dreamkeeper.proposers.openai import OpenAIProposer
 from dreamkeeper.proposers.prompts import OFFER_CONTRACT, REPLY_CONTRACT, default_directive
-from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
+from tests.consolidation.corpus import BASE_TIME, ROCKBOT_SHAPE, Seed, entry_files, write_corpus
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 from tests.proposers.scenario import ALL_IDS, ALLEN, EMPTY, GOOD, MILO, MILO_2, SEEDS, merge
 
@@ -54,7 +54,8 @@ def dream(
     options = dict(model="m", base_url=server.base_url, timeout=5.0, max_retries=2)
     options.update(config)
     proposer = OpenAIProposer(ProposerConfig(type="openai", **options))
-    cycle_settings = CycleSettings(min_interval_hours=0, **(settings or {}))
+    # RockBot's layout unless a test asks otherwise: these tests are about replies to it.
+    cycle_settings = CycleSettings(**{"min_interval_hours": 0, **ROCKBOT_SHAPE, **(settings or {})})
     outcome = asyncio.run(run_cycle(CycleOptions(agent_dir=agent_dir, settings=cycle_settings, now=now), proposer))
     return Run(outcome, MemoryStore(agent_dir / "memory"), agent_dir)
 
@@ -158,7 +159,11 @@ def test_a_reply_naming_one_offered_id_is_a_decision(agent: Path, fake_openai: F
     fake_openai.script(Reply.json({"toDelete": ["ghost0000001"], "toSave": [merge(MILO, "milo1", "ghost")]}))
     run = dream(agent, fake_openai)
     assert (run.report.invented_replies, run.report.batches_usable, run.report.result) == (0, 1, "completed")
-    assert all(run.reviewed(i) for i in ALL_IDS - {"milo1"})
+    # The merge of milo1 alone (its own text) is refused as useless; the reply still decided about Milo's pair and
+    # the lone entries. Allen's pair, which it never named, is undecided: unstamped, offered again (issue 23).
+    assert run.report.refused_restating == 1 and run.report.undecided == 1
+    assert all(run.reviewed(i) for i in ALL_IDS - {"milo1", "allen1", "allen2"})
+    assert not run.reviewed("allen1") and not run.reviewed("allen2")
 
 
 @pytest.mark.parametrize(
@@ -326,12 +331,13 @@ def test_the_contract_has_no_placeholder_id_to_copy() -> None:
         assert "<id>" not in text and '"..."' not in text
 
 
-def test_an_id_written_with_the_offers_prefix_resolves(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    # Gemma 3 answered "id:78053206c63b"; "[ID:milo1]" is the offer's own notation. Only offered ids resolve.
+def test_an_id_written_in_the_offers_notation_is_refused(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    # Gemma 3 answered "id:78053206c63b"; Qwen2.5-Coder 1.5B gave "ID:083200b7a724" as the source of a merge whose
+    # text was the offer's header line (issue 23): an id in the offer's notation is the layout copied, refused.
     fake_openai.script(Reply.json({"toDelete": [], "toSave": [merge(MILO, "ID:milo1", "[ID:milo2]")]}))
     run = dream(agent, fake_openai)
-    assert (run.report.saved, run.report.invented_replies) == (1, 0)
-    assert not {"milo1", "milo2"} & run.live()
+    assert (run.report.saved, run.report.refused_notation, run.report.invented_replies) == (0, 1, 0)
+    assert {"milo1", "milo2"} <= run.live()
 
 
 def pair_merger(request: RecordedRequest) -> Reply:
@@ -409,17 +415,40 @@ def test_rejected_cluster_is_not_resent_until_changed_or_due(agent: Path, fake_o
 
 
 def test_declined_cluster_waits_for_its_reopen_time(agent: Path, fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.script(Reply.json({"toDelete": [], "toSave": [merge(ALLEN, "allen1", "allen2")]}))
-    dream(agent, fake_openai)  # Milo pair shown and left alone: declined
+    # Each cluster asked about on its own: "they differ" declines Milo's pair; Allen's is merged.
+    def distinct_milo(request: RecordedRequest) -> Reply:
+        if request.user_text.startswith("These memory entries") and "Milo" in request.user_text:
+            return Reply.json({"same": False, "merged": ""})
+        if request.user_text.startswith("These memory entries"):
+            return Reply.json({"same": True, "merged": ALLEN})
+        return Reply.json({"obsolete": []})
+
+    shaped = {"offer_shape": "clusters"}
+    fake_openai.responder = distinct_milo
+    first = dream(agent, fake_openai, settings=shaped)
+    assert (first.report.declined, first.report.saved) == (1, 1)
 
     fake_openai.requests.clear()
     for seed in (Seed("new1", "Trish Roberts lives in Las Vegas."), Seed("new2", "Trish Roberts lives in Las Vegas!")):
         write_corpus(agent, [seed])
-    fake_openai.script(Reply.json(EMPTY))
-    dream(agent, fake_openai, now=BASE_TIME + timedelta(days=3))
-    assert "[ID:milo1]" not in fake_openai.completions[0].user_text
+    dream(agent, fake_openai, now=BASE_TIME + timedelta(days=3), settings=shaped)
+    assert not any("Milo" in q.user_text for q in fake_openai.completions)
 
-    # After the reopen interval (7 days) the pair is offered again, merge-only; prunes of it are ignored.
+    # After the reopen interval (7 days) the pair is asked about again.
+    fake_openai.requests.clear()
+    late = dream(agent, fake_openai, now=BASE_TIME + timedelta(days=8), settings=shaped)
+    assert any("Milo" in q.user_text for q in fake_openai.completions) and late.report.reopened == 1
+    assert {"milo1", "milo2"} <= late.live()
+
+
+def test_a_reopened_cluster_in_rockbots_layout_is_merge_only(agent: Path, fake_openai: FakeOpenAIServer) -> None:
+    lossy = merge("Milo was adopted.", "milo1", "milo2")
+    fake_openai.script(
+        Reply.json({"toDelete": [], "toSave": [lossy, merge(ALLEN, "allen1", "allen2")]}),
+        Reply.json({"content": "Milo was adopted."}),  # the repair drops the same specifics again
+    )
+    first = dream(agent, fake_openai)  # Milo's merge rejected: a rejection declines the cluster (RockBot #571)
+    assert (first.report.rejected, first.report.declined) == (1, 1)
     fake_openai.requests.clear()
     fake_openai.script(Reply.json({"toDelete": ["milo1"], "toSave": []}))
     late = dream(agent, fake_openai, now=BASE_TIME + timedelta(days=8))

@@ -1,8 +1,8 @@
 """pytest plugin: real llama.cpp servers with PyPI models (registered in tests/conftest.py).
 
 Fixtures (session-scoped: a model loads once per session):
-- `smollm2_server`, `gemma3_server`: a started :class:`LlamaServer` for that model.
-- `llama_server`: each of them in turn (tests using it run once per model).
+- `smollm2_server`, `gemma3_server`, `qwen05b_server`, `qwen15b_server`: a started :class:`LlamaServer` for that model.
+- `llama_server`: each of the two tiny ones in turn (tests using it run once per model).
 
 If the server or a model is not installed, every test using them *errors* with the reason and the command that
 installs it (`make tools`); nothing is skipped. Tests using them are marked `realmodel` automatically; deselect
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.realmodel.server import MODELS, LlamaServer
+from tests.realmodel.server import MODELS, SMOKE_MODELS, LlamaServer
 
 SERVER_FIXTURES = {"llama_server", *(f"{name}_server" for name in MODELS)}
 KEEP_ENV = "DREAMKEEPER_KEEP_LLAMA_LOGS"  # =1: keep the servers' logs after the session
@@ -60,7 +60,17 @@ def gemma3_server(request: pytest.FixtureRequest) -> Iterator[LlamaServer]:
     yield from _serve("gemma3", request)
 
 
-@pytest.fixture(scope="session", params=sorted(MODELS))
+@pytest.fixture(scope="session")
+def qwen05b_server(request: pytest.FixtureRequest) -> Iterator[LlamaServer]:
+    yield from _serve("qwen05b", request)
+
+
+@pytest.fixture(scope="session")
+def qwen15b_server(request: pytest.FixtureRequest) -> Iterator[LlamaServer]:
+    yield from _serve("qwen15b", request)
+
+
+@pytest.fixture(scope="session", params=SMOKE_MODELS)
 def llama_server(request: pytest.FixtureRequest) -> LlamaServer:
     server = request.getfixturevalue(f"{request.param}_server")
     assert isinstance(server, LlamaServer)

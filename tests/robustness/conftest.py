@@ -146,9 +146,12 @@ def run_dream(agent_dir: Path, *, now: object = None, trust_clock: bool = False,
     from dreamkeeper.consolidation import CycleOptions, CycleSettings, run_cycle
     from dreamkeeper.proposers import ProposerConfig, make_proposer
 
+    # Subsumption off unless asked for: these tests are about what undo, repair and recovery do to the model's
+    # merges (new successors); subsumption (issue 23) folds a cluster into a member that was live before the
+    # cycle, a different shape, tested with subsume=True where it matters (test_clock.py).
     options = CycleOptions(
         agent_dir=agent_dir,
-        settings=CycleSettings(**{"min_interval_hours": 0, "archive_cap": 1.0, **settings}),  # type: ignore[arg-type]
+        settings=CycleSettings(**{"min_interval_hours": 0, "archive_cap": 1.0, "subsume": False, **settings}),  # type: ignore[arg-type]
         now=now,  # type: ignore[arg-type]
         trust_clock=trust_clock,
     )

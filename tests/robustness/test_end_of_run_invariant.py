@@ -30,15 +30,17 @@ def _forget_the_undo(agent: Path) -> None:
 
 def test_a_repair_never_archives_what_would_reach_no_live_entry(tmp_path: Path) -> None:
     """Finding 1's shape reached through a lost reversals log: the repair keeps those copies live itself (their
-    successor chain ends in nothing live), so nothing is orphaned and the invariant has nothing to reverse."""
+    successor chain ends in nothing live), so nothing is orphaned and the invariant has nothing to reverse. The
+    shape needs the model's merges (new successors that undo archives): subsumption (issue 23), which folds into a
+    member live before the cycle, is off."""
     agent = make_agent(tmp_path / "agent", size=300)
     before = live_texts(agent)
-    first = run_dream(agent).report  # type: ignore[attr-defined]
+    first = run_dream(agent, subsume=False).report  # type: ignore[attr-defined]
     with CycleLock(agent, "undo"):
         undone = undo_cycle(agent, agent / "memory", first.cycle_id)
     assert undone.restored and undone.archived and not undone.incomplete
     _forget_the_undo(agent)
-    report = run_dream(agent).report  # type: ignore[attr-defined]
+    report = run_dream(agent, subsume=False).report  # type: ignore[attr-defined]
     assert any("successor chain ends in no live entry kept live" in n for n in report.notes), report.notes
     assert report.result == "completed" and report.losses_reversed == 0
     assert orphans(agent) == [] and lost_since(before, agent) == []

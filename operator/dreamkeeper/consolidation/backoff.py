@@ -9,7 +9,7 @@ offered again like a declined cluster reopens. A request that failed or was neve
 model never saw the entry). Reversible: a changed content, a usable reply or a review clears it; it never
 touches content.
 
-Kept apart from the decline stamps (``validate.review_stamps``, RockBot's semantics) on purpose: its own keys,
+Kept apart from the decline stamps (``stamps.review_stamps``, RockBot's semantics) on purpose: its own keys,
 its own arithmetic.
 """
 

@@ -33,9 +33,10 @@ PENDING = "pending.json"
 
 def live_drop(plan: Plan) -> int:
     """Entries the plan takes out of the live corpus, net of the successors it creates (the audit's measure). A
+    merge folded into a live entry (``into``: a subsumption, or a merge restating a live text) creates none; a
     source-less save (sourceless.py) offsets nothing: a plan cannot buy room for prunes by writing new entries."""
     sources = sum(len(m.sources) for m in plan.merges)
-    return max(0, sources + len(plan.prunes) - sum(1 for m in plan.merges if m.sources))
+    return max(0, sources + len(plan.prunes) - sum(1 for m in plan.merges if m.sources and m.into is None))
 
 
 def exceeds(drop: int, live: int, cap: float, min_entries: int) -> bool:
@@ -46,6 +47,8 @@ class HeldMerge(BaseModel):
     successor: dict[str, object]  # the successor entry, as its file will hold it
     sources: list[str]
     repaired: bool = False
+    into: str | None = None  # the live entry the merge is folded into (its successor is that entry rewritten)
+    subsumed: bool = False  # decided with no model (subsume.py)
 
 
 class HeldPlan(BaseModel):
@@ -81,7 +84,13 @@ class HeldPlan(BaseModel):
             cap=cap,
             corpus={s.id: s.fingerprint.sha256 for s in live},
             merges=[
-                HeldMerge(successor=m.successor.to_json_obj(), sources=[s.id for s in m.sources], repaired=m.repaired)
+                HeldMerge(
+                    successor=m.successor.to_json_obj(),
+                    sources=[s.id for s in m.sources],
+                    repaired=m.repaired,
+                    into=m.into.id if m.into is not None else None,
+                    subsumed=m.subsumed,
+                )
                 for m in plan.merges
             ],
             prunes=[p.target.id for p in plan.prunes],
@@ -96,7 +105,13 @@ class HeldPlan(BaseModel):
         """The plan again, over the current entries (the caller checked ``changed`` is empty)."""
         by_id = {s.id: s for s in live}
         merges = [
-            MergeAction(Entry.from_json_obj(m.successor), [by_id[i] for i in m.sources], m.repaired)
+            MergeAction(
+                Entry.from_json_obj(m.successor),
+                [by_id[i] for i in m.sources],
+                m.repaired,
+                into=by_id[m.into] if m.into is not None else None,
+                subsumed=m.subsumed,
+            )
             for m in self.merges
         ]
         return Plan(merges=merges, prunes=[PruneAction(by_id[i]) for i in self.prunes])

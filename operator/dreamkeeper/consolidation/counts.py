@@ -7,46 +7,27 @@ closing log lines and the ``dreamkeeper dream`` table. To add a count, add a fie
 travels (``reach``) and what it shows in each place.
 
 The fields' order is the order of every derived sentence (Event, log lines); the CLI table has its own layout
-(``Row``).
+(``Row``, in ``count_spec.py`` with the shape of a row).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-# How far a count travels: the cycle's own report only; also the Job's summary and the schedule's lastRun; also
-# added into the schedule's totals (and a Prometheus counter, if it has a metric).
-Reach = Literal["report", "run", "totals"]
-
-
-@dataclass(frozen=True)
-class Family:
-    """A Prometheus family (name without ``_total``). A labelled family carries several counts, one per value."""
-
-    name: str
-    description: str = ""  # a labelled family's own; an unlabelled one is described by its count
-    label: str | None = None
-
-    def series(self, value: str) -> Metric:
-        return Metric(self, value)
-
-
-@dataclass(frozen=True)
-class Metric:
-    family: Family
-    label_value: str | None = None
-
-
-def metric(name: str) -> Metric:
-    return Metric(Family(name))
-
+from dreamkeeper.consolidation.count_spec import Cell as Cell
+from dreamkeeper.consolidation.count_spec import Count as Count
+from dreamkeeper.consolidation.count_spec import Event as Event
+from dreamkeeper.consolidation.count_spec import Family as Family
+from dreamkeeper.consolidation.count_spec import Metric as Metric
+from dreamkeeper.consolidation.count_spec import Phrase as Phrase
+from dreamkeeper.consolidation.count_spec import Reach as Reach
+from dreamkeeper.consolidation.count_spec import Row as Row
+from dreamkeeper.consolidation.count_spec import metric as metric
 
 ARCHIVED = Family(
     "dreamkeeper_archived",
@@ -54,89 +35,18 @@ ARCHIVED = Family(
     label="kind",
 )
 TOKENS = Family("dreamkeeper_llm_tokens", "proposer tokens", label="direction")
+REFUSED = Family(
+    "dreamkeeper_proposals_refused",
+    "proposals refused before any check as useless or misleading, by reason: a merge of one entry that only repeats "
+    "or rewords it, a text copying the offer's layout, ids written in the offer's notation",
+    label="reason",
+)
 BATCHES = Family(
     "dreamkeeper_proposer_batches",
     "batches the proposer's model was asked about, by outcome: a usable reply, an unusable one (the model "
     "answered; nothing could be used), a failed request (or one never sent)",
     label="outcome",
 )
-
-
-@dataclass(frozen=True)
-class Event:
-    """A Kubernetes Event the operator fires when a counted cycle has this count above zero."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    what: str  # "cycle <job>: <n> <what>"
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """The count in a sentence: ``text`` with ``{}`` for the number. A detail goes in parentheses after the
-    phrase before it: "archived 7 (4 with replacement, 3 ephemeral)"."""
-
-    text: str
-    detail: bool = False
-
-
-class Row(StrEnum):
-    """The rows of the ``dreamkeeper dream`` table, in order. A row shows its counts joined by " / "; details go in
-    parentheses: "78 (78 / 0)"."""
-
-    ENTRIES = "entries (live at start)"
-    REVIEWED = "reviewed / withheld"
-    FOLDED = "exact duplicates folded"
-    DECAYED = "importance decayed (left the high-value floor)"
-    SAVED = "merges saved (into an existing entry)"
-    ARCHIVED = "archived (with replacement / ephemeral)"
-    REJECTED = "merges rejected (inventing) / repaired"
-    PROTECTED = "prunes refused: floor / census"
-    CONFLICTS = "conflicts with concurrent writes"
-    WRITE_FAILURES = "changes that could not be written"
-    STALE = "stale write-backs repaired (resurrected / reinforcements carried)"
-    HARD_DELETES = "hard deletes"
-    AGENT_DELETES = "entries the agent deleted itself"
-    HELD = "held for approval (would leave the live corpus)"
-    PURGED = "purged (retention) (kept as last records)"
-    SPECIFICS_LOST = "specifics lost (orphaned / losses reversed)"
-    CLOCK = "stages refused: the clock disagrees"
-    LIVE = "live / archived entries now"
-    PROPOSER = "proposer calls / tokens in / out"
-    BATCHES = "proposer batches usable / unusable / failed"
-
-
-@dataclass(frozen=True)
-class Cell:
-    row: Row
-    detail: bool = False
-
-
-@dataclass(frozen=True)
-class Count:
-    """One row of the table. ``name`` is the field's (filled in by ``COUNTS``)."""
-
-    description: str
-    reach: Reach = "report"
-    state: bool = False  # the corpus after the cycle, not a tally: never summed; unknown (None) in a run without it
-    totals_key: str | None = None  # its key in status.totals, where that predates the one name (the CR's API)
-    metric: Metric | None = None  # a counter when summed, a gauge when a state
-    event: Event | None = None
-    said: Phrase | None = None  # in the Event of a counted cycle
-    logged: Phrase | None = None  # in the cycle's closing log line
-    safeguard: Phrase | None = None  # in the "safeguards fired" log line
-    cli: Cell | None = None
-    name: str = ""
-
-    @property
-    def in_run(self) -> bool:
-        """Carried by the Job's summary into status.lastRun."""
-        return self.reach != "report"
-
-    @property
-    def summed(self) -> bool:
-        """Added into status.totals."""
-        return self.reach == "totals"
 
 
 class CycleCounts(BaseModel):
@@ -229,6 +139,17 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.SAVED, detail=True),
         ),
     ] = 0
+    subsumed: Annotated[
+        int,
+        Count(
+            "merges decided with no model (subsumptions): a member of a near-duplicate cluster held every specific of "
+            "others, which were archived merged into it (among the merges saved)",
+            reach="totals",
+            metric=metric("dreamkeeper_clusters_subsumed"),
+            logged=Phrase("{} subsumed", detail=True),
+            cli=Cell(Row.SUBSUMED),
+        ),
+    ] = 0
     folded: Annotated[
         int,
         Count(
@@ -293,6 +214,36 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.REJECTED),
         ),
     ] = 0
+    refused_restating: Annotated[
+        int,
+        Count(
+            "merges refused unchecked: one source, its text only repeated or reworded (nothing consolidated)",
+            reach="totals",
+            metric=REFUSED.series("restates_source"),
+            safeguard=Phrase("{} useless merge(s) refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
+    refused_layout: Annotated[
+        int,
+        Count(
+            "merges refused unchecked: the text copies the offer's layout (header line, [ID:…] marker, an id)",
+            reach="totals",
+            metric=REFUSED.series("offer_layout"),
+            safeguard=Phrase("{} merge(s) copying the offer refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
+    refused_notation: Annotated[
+        int,
+        Count(
+            "merges and prunes refused unchecked: they name ids in the offer's notation (ID:…), not as ids",
+            reach="totals",
+            metric=REFUSED.series("offer_notation"),
+            safeguard=Phrase("{} proposal(s) naming ids as ID:… refused"),
+            cli=Cell(Row.REFUSED),
+        ),
+    ] = 0
     protected: Annotated[
         int,
         Count(
@@ -326,6 +277,13 @@ class CycleCounts(BaseModel):
         ),
     ] = 0
     declined: Annotated[int, Count("clusters shown and left intact (declined)")] = 0
+    undecided: Annotated[
+        int,
+        Count(
+            "clusters a usable reply left intact without deciding on them (RockBot's batch layout has no way to say "
+            "two entries differ): not declined, offered again after a back-off (backoff.py)"
+        ),
+    ] = 0
     conflicts: Annotated[
         int,
         Count(
@@ -524,6 +482,18 @@ class CycleCounts(BaseModel):
             cli=Cell(Row.LIVE),
         ),
     ] = 0
+    duplicate_backlog: Annotated[
+        int,
+        Count(
+            "near-duplicate clusters of the live corpus still whole after the cycle (the engine's own clustering): "
+            "waiting to reopen, declined, or not yet decided",
+            reach="run",
+            state=True,
+            metric=metric("dreamkeeper_duplicate_backlog"),
+            logged=Phrase("duplicate backlog {}"),
+            cli=Cell(Row.BACKLOG),
+        ),
+    ] = 0
     specifics_lost: Annotated[
         int,
         Count(
@@ -634,9 +604,22 @@ class CycleCounts(BaseModel):
             safeguard=Phrase("{} repl(ies) naming no offered id decided nothing"),
         ),
     ] = 0
-    backed_off: Annotated[int, Count("entries stamped for back-off: their batch's reply was unusable (backoff.py)")] = 0
+    backed_off: Annotated[
+        int,
+        Count(
+            "entries stamped for back-off: their batch's reply was unusable, or left their cluster undecided "
+            "(backoff.py)"
+        ),
+    ] = 0
     llm_calls: Annotated[int, Count("requests made to the proposer's model", cli=Cell(Row.PROPOSER))] = 0
     failed_calls: Annotated[int, Count("proposer requests that failed")] = 0
+    format_refusals: Annotated[
+        int,
+        Count(
+            "requests the server refused only for their response_format: the output mode moved on and the same "
+            "request was sent again (the negotiation; not among the failed)"
+        ),
+    ] = 0
     input_tokens: Annotated[
         int,
         Count(

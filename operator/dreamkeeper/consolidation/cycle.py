@@ -1,7 +1,7 @@
 """One consolidation cycle, as stages that take and return values (``stages.py``):
 
     (pause) → (recover) → (ingest) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate
-    → propose → validate → cap (blast radius) → apply | plan → (render) → measure
+    → subsume → propose → validate → cap (blast radius) → apply | plan → (render) → measure
 
 A memory format (``CycleOptions.format``) decides where the entries are: RockBot's files are the store, and ingest
 and render do nothing; a Markdown profile's units are records in ``AGENT_DIR/.dreamkeeper/units``, ingested from the
@@ -33,15 +33,17 @@ from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, keep, live_drop, read_pending, settle
 from dreamkeeper.consolidation.clock import SKEW, ClockCheck, check_clock
+from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import DecayPlan, plan_decay
+from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written, write_vectors
 from dreamkeeper.consolidation.embeddings import Embedder, Vector
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.format_stages import format_counts
-from dreamkeeper.consolidation.gating import GatingResult, make_batches, select_candidates
+from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, invariant_error, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
@@ -58,7 +60,7 @@ from dreamkeeper.consolidation.journal import (
     write_journal,
     write_journal_steps,
 )
-from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds
+from dreamkeeper.consolidation.pacing import LossBudget, loss_budget, pace_folds, pace_subsumptions
 from dreamkeeper.consolidation.pass_ledger import record_consolidation
 from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
@@ -90,6 +92,7 @@ from dreamkeeper.consolidation.stages import (
     Skipped,
     Snapshot,
     Stages,
+    Subsumed,
     Usage,
     Validated,
     VocabularyLoaded,
@@ -98,8 +101,10 @@ from dreamkeeper.consolidation.stages import (
     snapshot_of,
     unusable_files,
 )
+from dreamkeeper.consolidation.stamps import review_stamps
+from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
 from dreamkeeper.consolidation.undo import resume_undos, undo_tags
-from dreamkeeper.consolidation.validate import Decisions, ValidationState, census, review_stamps, validate_replies
+from dreamkeeper.consolidation.validate import census, validate_replies
 from dreamkeeper.consolidation.writeback import RepairPlan, WriteBackIndex, catch_up, plan_from_journals, window_start
 from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
 from dreamkeeper.formats import ROCKBOT, MemoryFormat, RockBotFormat
@@ -170,6 +175,9 @@ class CycleOutcome:
     plan: Plan | None = None
     gating: GatingResult | None = None
     report_path: Path | None = None
+    # What validation decided, before the blast radius: the same as ``plan`` unless the plan was held (then what
+    # would have been applied, stamps included). For callers that judge the decisions (benchmarks, tests).
+    decided: Plan | None = None
 
     def __repr__(self) -> str:
         # Short on purpose: asyncio.run() reprs its finished main task, result included, when it restores the
@@ -382,14 +390,19 @@ class Cycle:
             s.decayed = self._decay(s.folded)
             s.embedded = await self._embed_missing(s.decayed)
             s.gated = self._gate(s.decayed)
-            s.proposed = await self._propose(s.gated, s.decayed)
-            s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary)
+            s.subsumed = self._subsume(s.gated, s.vocabulary.vocabulary)
+            s.proposed = await self._propose(s.gated, s.decayed, s.subsumed)
+            s.validated = await self._validate(s.gated, s.proposed, s.decayed, s.vocabulary.vocabulary, s.subsumed)
             s.capped = self._cap(s.decayed.live, s.validated)
         s.usage = self._usage()
         s.applied = effects.apply(s.folded, s.capped.validated)
         s.reembedded = await self._embed_written(s.folded, s.applied)
         s.rendered = effects.render()
         s.measured = effects.measure(s.snapshot, s.folded, s.applied, s.validated)
+        # An approved hold gated nothing: its corpus is clustered for the backlog alone.
+        clusters = s.gated.gating.all_clusters if s.gated else self._clusters(s.folded.live)
+        backlog = duplicate_backlog(clusters, s.applied.plan)
+        s.measured = replace(s.measured, counts=s.measured.counts + CycleCounts(duplicate_backlog=backlog))
         report = compose_report(
             self._head, s, self._result(s.validated), finished_at=utcnow(), first_write_at=effects.first_write_at
         )
@@ -413,7 +426,8 @@ class Cycle:
             )
         path = effects.record(report)
         _log_summary(report)
-        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path)
+        decided = s.validated.plan if s.validated else None
+        return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path, decided)
 
     # ---- the blast radius (blast.py) -----------------------------------------------------------------------
 
@@ -432,7 +446,14 @@ class Cycle:
         why = f" (paced: {self._budget.describe()}, {self._budget.left} left)" if paced and self._budget else ""
         note = f"held for approval: {held.describe()}{why}; approve with approve_hold={held.cycle_id}"
         log.warning("blast radius: %s", note)
-        nothing = Validated(validated.decisions, Plan(), validated.vocabulary, validated.declined)
+        nothing = Validated(
+            validated.decisions,
+            Plan(),
+            validated.vocabulary,
+            validated.declined,
+            undecided=validated.undecided,
+            undecided_entries=validated.undecided_entries,
+        )
         return Capped(nothing, held, CycleCounts(held=drop), (note,))
 
     def _resolve_hold(self, waiting: HeldPlan, snapshot: Snapshot) -> CycleOutcome | None:
@@ -591,7 +612,20 @@ class Cycle:
         )
         return Gated(gating, counts)
 
-    async def _propose(self, gated: Gated, decayed: Decayed) -> Proposed:
+    def _subsume(self, gated: Gated, vocabulary: Vocabulary) -> Subsumed:
+        """Clusters one member of which already says everything: settled without the model (subsume.py)."""
+        if not self.settings.subsume or not gated.asks:
+            return Subsumed()
+        self._stage("subsumption")
+        gating = gated.gating
+        found = find_subsumptions(gating.clusters, gating.eligible, vocabulary, near_duplicates(gating, self.settings))
+        # What RockBot's audit allows to leave before its next run bounds these too; the rest go to the model.
+        found, _ = pace_subsumptions(found, lambda f: len(f.covered), self._budget)
+        merges = tuple(merge_of(f, self.now) for f in found)
+        settled = frozenset(i for f in found for i in (f.kept.id, *(c.id for c in f.covered)))
+        return Subsumed(merges, settled)  # counted by validation: what stood after the census
+
+    async def _propose(self, gated: Gated, decayed: Decayed, subsumed: Subsumed) -> Proposed:
         gating, live = gated.gating, decayed.live
         if not gated.asks:
             log.info(
@@ -601,7 +635,13 @@ class Cycle:
             )
             return Proposed()
         self._stage("proposal")
-        batches = make_batches(gating, self.settings.batch_max_entries)
+        # Clustering failed: every entry looks lone. RockBot's layout shows them together, so a model can still merge
+        # them; asked one by one, they could only be pruned.
+        shape = "batches" if gating.degraded else self.settings.offer_shape
+        batches = make_batches(gating, self.settings.batch_max_entries, shape, settled=subsumed.settled)
+        if not batches:
+            log.info("every offered cluster was settled without the model; nothing to ask")
+            return Proposed()
         directives = load_directives(self.agent_dir, self.agent.directive.path)  # re-read every cycle, as RockBot
         request = ProposalRequest(
             batches=tuple(batches),
@@ -633,7 +673,9 @@ class Cycle:
                 return []
         return list(await asked)
 
-    async def _validate(self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary) -> Validated:
+    async def _validate(
+        self, gated: Gated, proposed: Proposed, decayed: Decayed, vocabulary: Vocabulary, subsumed: Subsumed
+    ) -> Validated:
         if not gated.asks:
             return Validated(Decisions(), Plan(), vocabulary)
         self._stage("validation")
@@ -642,14 +684,23 @@ class Cycle:
         state = ValidationState(
             self.settings, vocabulary, self.cycle_id, self.now, left_floor=decayed.left_floor, sourceless=gate
         )
+        state.settle(subsumed.merges)
         gating = gated.gating
         decisions = await validate_replies(
             proposed.batches, proposed.replies, gating, decayed.live, self.proposer, state
         )
-        stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now)
-        backoff = backoff_stamps(gating.eligible, decisions.backoff, self.now)
+        batch_of = {i: b.index for b in proposed.batches for i in b.ids}
+        stamps = review_stamps(gating, decisions, proposed.offered_ids, self.now, batch_of)
+        backoff = backoff_stamps(gating.eligible, decisions.backoff | stamps.undecided, self.now)
         plan = Plan(merges=list(decisions.merges), prunes=list(decisions.prunes), stamps=[*stamps.stamps, *backoff])
-        return Validated(decisions, plan, vocabulary, stamps.declined)
+        return Validated(
+            decisions,
+            plan,
+            vocabulary,
+            stamps.declined,
+            undecided=stamps.undecided_clusters,
+            undecided_entries=len(stamps.undecided - decisions.backoff),
+        )
 
     def _usage(self) -> Usage:
         usage = self.proposer.usage()
@@ -659,8 +710,12 @@ class Cycle:
             output_tokens=usage.output_tokens,
             invalid_replies=usage.invalid_replies,
             failed_calls=usage.failed_calls,
+            format_refusals=usage.format_refusals,
         )
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
+
+    def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
+        return select_candidates(live, self.settings, self.now, self._embedding_loader()).all_clusters
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()
@@ -698,6 +753,13 @@ class Cycle:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
+
+
+def duplicate_backlog(clusters: list[Cluster], plan: Plan) -> int:
+    """Near-duplicate clusters of the corpus this cycle clustered that are still whole after it: none of their
+    members left the live corpus (waiting to reopen, declined, undecided, or held with the plan)."""
+    leaving = plan.leaving_ids()
+    return sum(1 for c in clusters if not any(i in leaving for i in c.ids))
 
 
 def _counted_copies(store: MemoryStore, journal: Journal | None) -> set[Path]:

@@ -12,9 +12,10 @@ import numpy as np
 
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
+from dreamkeeper.consolidation.clustering.similarity import similarity
 from dreamkeeper.consolidation.declines import days, reopen_at
-from dreamkeeper.consolidation.proposal import Batch, OfferedEntry, OfferGroup
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
+from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ class GatingResult:
     unreviewed: int = 0
     degraded: bool = False
     degraded_reason: str | None = None
+    # What the clustering compared, for the clustered entries: subsumption asks whether two members of a component
+    # are near-duplicates of each other (not only linked through a third).
+    items: dict[str, ClusterItem] = field(default_factory=dict)
 
     @property
     def eligible_ids(self) -> set[str]:
@@ -92,6 +96,8 @@ def select_candidates(
         trimmed = (replace(c, ids=tuple(i for i in c.ids if i in in_scope)) for c in clusters)
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
+    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters else {}
     eligible_ids = set(unreviewed)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
@@ -116,28 +122,96 @@ def select_candidates(
     return result
 
 
-def make_batches(gating: GatingResult, max_entries: int) -> list[Batch]:
-    """Clusters first (never split), then singletons, packed into bounded batches."""
+def near_duplicates(gating: GatingResult, settings: CycleSettings) -> Callable[[str, str], bool]:
+    """Whether two clustered entries are near-duplicates of each other, by the clustering's own measure."""
+    items = gating.items
+
+    def near(a: str, b: str) -> bool:
+        first, second = items.get(a), items.get(b)
+        if first is None or second is None:
+            return False
+        if settings.same_category_clusters and _top(first.category) != _top(second.category):
+            return False
+        value, _ = similarity(first, second, settings.cluster_tokens)
+        return value >= settings.similarity_threshold
+
+    return near
+
+
+def _top(category: str | None) -> str | None:
+    return category.split("/")[0].casefold() if category is not None else None
+
+
+def make_batches(
+    gating: GatingResult,
+    max_entries: int,
+    shape: OfferShape = "batches",
+    settled: frozenset[str] = frozenset(),
+) -> list[Batch]:
+    """The offer cut into requests; a near-duplicate component is never split across two (issue 24 item 5).
+
+    RockBot chunks a component of more than ``max_cluster_size`` entries into clusters; each chunk stays a cluster
+    of its own (its hash, its decline stamps), but all chunks of one component go into the same request, so every
+    near-duplicate pair is shown side by side. Only a component larger than ``max_entries`` is cut, at chunk
+    boundaries. ``shape`` "clusters": one request per component, then the lone entries in batches of their own
+    (prune review); "batches": components whole, then lone entries, packed into batches of ``max_entries``.
+    ``settled``: entries settled without a model (subsumption) are not offered; what is left of their component,
+    when two or more entries are, is; a single one left is reviewed with the lone entries.
+    """
     by_id = {s.id: s for s in gating.eligible}
     reopened = {c.ids for c in gating.reopened}
-    groups: list[OfferGroup] = [OfferGroup(c.ids, True, c.ids in reopened) for c in gating.clusters]
-    in_cluster = {i for c in gating.clusters for i in c.ids}
-    groups += [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in in_cluster]
+    components: dict[int, list[OfferGroup]] = {}
+    for index, cluster in enumerate(gating.clusters):
+        key = cluster.component if cluster.component >= 0 else -1 - index  # a cluster made by hand: its own
+        left = tuple(i for i in cluster.ids if i not in settled)
+        if left:
+            components.setdefault(key, []).append(OfferGroup(left, True, cluster.ids in reopened))
+    # RockBot's chunking drops a last chunk of one: that entry is shown with its component, as a lone entry beside
+    # the clusters, not in a prune review of its own (it would never meet its near-duplicates).
+    companions = {c.component: c.leftover for c in gating.clusters if c.leftover}
+    for key, groups in components.items():
+        groups += [OfferGroup((i,), False) for i in companions.get(key, ()) if i in by_id and i not in settled]
+    for key in [k for k, groups in components.items() if sum(len(g.ids) for g in groups) < 2]:
+        del components[key]  # one entry left of a component: nothing to merge it with, reviewed alone
+    shown_with = {i for groups in components.values() for g in groups for i in g.ids}
+    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in shown_with | settled]
+    units = [_cut(groups, max_entries) for groups in components.values()]
     batches: list[Batch] = []
-    current: list[OfferGroup] = []
-    size = 0
 
-    def flush() -> None:
-        nonlocal current, size
-        if current:
-            entries = tuple(OfferedEntry(by_id[i].entry, i in gating.merge_only) for g in current for i in g.ids)
-            batches.append(Batch(len(batches), tuple(current), entries))
-        current, size = [], 0
+    def emit(groups: list[OfferGroup], kind: BatchShape) -> None:
+        entries = tuple(OfferedEntry(by_id[i].entry, i in gating.merge_only) for g in groups for i in g.ids)
+        batches.append(Batch(len(batches), tuple(groups), entries, kind))
 
-    for group in groups:
-        if current and size + len(group.ids) > max_entries:
-            flush()
-        current.append(group)
-        size += len(group.ids)
-    flush()
+    if shape == "clusters":
+        for parts in units:
+            for part in parts:
+                emit(part, "cluster")
+        for part in _packed([[g] for g in singles], max_entries):
+            emit(part, "review")
+        return batches
+    for part in _packed([part for parts in units for part in parts] + [[g] for g in singles], max_entries):
+        emit(part, "batch")
     return batches
+
+
+def _size(groups: list[OfferGroup]) -> int:
+    return sum(len(g.ids) for g in groups)
+
+
+def _cut(groups: list[OfferGroup], max_entries: int) -> list[list[OfferGroup]]:
+    """A component's chunks in as few parts as fit ``max_entries`` (one part unless the component is larger)."""
+    return _packed([[g] for g in groups], max_entries)
+
+
+def _packed(units: list[list[OfferGroup]], max_entries: int) -> list[list[OfferGroup]]:
+    """Units (each kept whole) packed in order into parts of at most ``max_entries`` (a larger unit alone)."""
+    parts: list[list[OfferGroup]] = []
+    current: list[OfferGroup] = []
+    for unit in units:
+        if current and _size(current) + _size(unit) > max_entries:
+            parts.append(current)
+            current = []
+        current.extend(unit)
+    if current:
+        parts.append(current)
+    return parts

@@ -209,6 +209,8 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
                     expected=FingerprintModel.of(into.fingerprint),
                     before=into.entry.to_json_obj(),
                     after=merge.successor.to_json_obj(),
+                    # How the log line names it: a member that held every specific, or a merge restating it.
+                    reason="subsumed near-duplicates into" if merge.subsumed else "folded a merge restating it into",
                 )
             )
         else:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from dreamkeeper.consolidation.agent_config import ConfigValueError, load_agent_config, parse_number
 from dreamkeeper.consolidation.agent_view import AgentView
@@ -31,6 +32,8 @@ from dreamkeeper.consolidation.plan import FoldAction
 from dreamkeeper.memory import MiB, loads_json, read_regular
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STATE_FILE = "state.json"
 STATE_LIMIT = 256 * MiB  # one row per entry, a few hundred bytes each
@@ -119,4 +122,23 @@ def pace_folds(folds: Sequence[FoldAction], budget: LossBudget | None) -> tuple[
     return kept, waiting
 
 
-__all__ = ["LossBudget", "audit_live_count", "loss_budget", "pace_folds"]
+def pace_subsumptions(found: Sequence[T], size: Callable[[T], int], budget: LossBudget | None) -> tuple[list[T], int]:
+    """The subsumptions (subsume.py) that fit in what the fold left of the budget, in order, and how many entries
+    wait. Not spent here: the plan's own check (cycle._cap) counts them with the model's merges. Without this, a
+    subsumption settled with no model (an exact copy the fold paced, say) went past the budget, held the plan for a
+    person, and the held plan stopped the next cycles: a model asked nothing would have held nothing."""
+    if budget is None:
+        return list(found), 0
+    left, kept, waiting = budget.left, [], 0
+    for item in found:
+        if size(item) <= left:
+            kept.append(item)
+            left -= size(item)
+        else:
+            waiting += size(item)
+    if waiting:
+        log.info("subsumption paced: %d entr(ies) wait for a later cycle (%s)", waiting, budget.describe())
+    return kept, waiting
+
+
+__all__ = ["LossBudget", "audit_live_count", "loss_budget", "pace_folds", "pace_subsumptions"]

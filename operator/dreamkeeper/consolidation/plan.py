@@ -28,6 +28,7 @@ class MergeAction:
     repaired: bool = False
     batch_index: int = 0
     into: StoredEntry | None = None
+    subsumed: bool = False  # settled with no model: ``into`` already held every specific of the sources (subsume.py)
 
 
 @dataclass

@@ -83,6 +83,12 @@ class OfferGroup:
     reopened: bool = False
 
 
+# What a batch asks (gating.make_batches): "cluster", one near-duplicate component (every chunk of it), asked
+# whether its entries state one fact; "review", lone entries offered for prune review; "batch", RockBot's layout
+# (clusters and lone entries together). Proposers that do not shape requests may ignore it.
+BatchShape = Literal["cluster", "review", "batch"]
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One request's worth: the proposer's reply to a batch may only name ids offered in it."""
@@ -90,6 +96,7 @@ class Batch:
     index: int
     groups: tuple[OfferGroup, ...]
     entries: tuple[OfferedEntry, ...]
+    shape: BatchShape = "batch"
 
     @property
     def ids(self) -> frozenset[str]:
@@ -135,6 +142,7 @@ class RepairRequest:
     sources: list[Entry]
     missing: list[str]
     invented: list[str] = field(default_factory=list)
+    shape: BatchShape = "batch"  # how the merge was asked for: a shaped request is repaired in the same shape
 
 
 @dataclass(slots=True)
@@ -144,6 +152,7 @@ class ProposerUsage:
     output_tokens: int = 0
     invalid_replies: int = 0
     failed_calls: int = 0
+    format_refusals: int = 0  # requests refused only for their response_format (the negotiation), sent again
     budget_exhausted: bool = False
     estimated_cost: float | None = None
     notes: list[str] = field(default_factory=list)

@@ -66,6 +66,8 @@ class CycleReport(CycleCounts, _ReportHead):
     clustering_degraded: bool = False
     proposer_failure: str | None = None  # why the result is proposer-failed
     rejections: list[Rejection] = Field(default_factory=list)
+    # Useless or misleading proposals refused before any check (refusals.py), each with its reason.
+    refusals: list[Rejection] = Field(default_factory=list)
     protections: list[Protection] = Field(default_factory=list)
     lost_specifics: list[str] = Field(default_factory=list)
     pause_marker: PauseMarker | None = None  # the agent's pause marker, when it stopped the cycle
@@ -90,6 +92,7 @@ class CycleReport(CycleCounts, _ReportHead):
             by_alias=True,
             exclude={
                 "rejections",
+                "refusals",
                 "protections",
                 "lost_specifics",
                 "notes",

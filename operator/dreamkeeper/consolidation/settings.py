@@ -80,6 +80,10 @@ ClusterTokens = Literal["rockbot", "unicode"]
 ClusterSplit = Literal["rockbot", "neighbours"]
 
 PruneCensus = Literal["identity", "all", "off"]
+# How the offer is cut into requests (gating.make_batches): "clusters" asks about one near-duplicate component at a
+# time (every chunk of it in the one request) and batches the lone entries for prune review apart; "batches" is
+# RockBot's layout, whole components packed with lone entries into batches of batch_max_entries.
+OfferShape = Literal["clusters", "batches"]
 
 
 class CycleSettings(BaseModel):
@@ -121,6 +125,12 @@ class CycleSettings(BaseModel):
     )
     vocabulary_path: str = Field(default=VOCABULARY_FILE, min_length=1, max_length=MAX_TEXT, pattern=r"^[^\x00]*$")
     batch_max_entries: int = Field(default=40, ge=2, le=1_000_000)
+    # Measured on the sample with Qwen2.5-Coder 1.5B (bench/results/dream-table.md): one short question per
+    # near-duplicate component got merges where 40-entry batches got "nothing to do".
+    offer_shape: OfferShape = "clusters"
+    # Inside a near-duplicate cluster, a member holding every specific of the others (and newer than any other that
+    # says more than it) takes them in with no model asked (subsume.py). False: every cluster goes to the model.
+    subsume: bool = True
     # The blast radius (blast.py): a plan taking more than this fraction of the live corpus out (and at least
     # archive_cap_min_entries) waits for a human. 0.10: RockBot's audit calls a larger live drop a loss alert.
     archive_cap: float = Field(default=0.10, gt=0.0, le=1.0)

@@ -1,7 +1,7 @@
 """The values a cycle's stages take and return, and the one seam where writing differs from a dry run.
 
     (pause) → (recover) → (ingest) → vocabulary → (purge) → snapshot → repair → [held plan?] → fold → decay → gate
-    → propose → validate → cap → apply | plan → (render) → measure
+    → subsume → propose → validate → cap → apply | plan → (render) → measure
 
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
@@ -29,15 +29,15 @@ from dreamkeeper.consolidation.blast import HeldPlan
 from dreamkeeper.consolidation.clock import ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.decisions import Decisions
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.pause import PauseMarker
-from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
+from dreamkeeper.consolidation.plan import DecayAction, FoldAction, MergeAction, Plan
 from dreamkeeper.consolidation.proposal import Batch, BatchReply
 from dreamkeeper.consolidation.quarantine import malformed_notes
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.consolidation.validate import Decisions
 from dreamkeeper.coverage import Vocabulary
 from dreamkeeper.formats import MemoryFormat, RockBotFormat
 from dreamkeeper.memory import MemoryStore, ScanResult, StoredEntry
@@ -175,6 +175,17 @@ class Gated:
 
 
 @dataclass(frozen=True)
+class Subsumed:
+    """Clusters settled with no model (subsume.py): one member already held every specific of the others. Their
+    merges are validated with the model's (census, blast radius); their entries are not offered."""
+
+    merges: tuple[MergeAction, ...] = ()
+    settled: frozenset[str] = frozenset()  # the entries kept or taken in: not offered to the model
+    counts: CycleCounts = NONE
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Embedded:
     """Vectors generated this cycle (embeddings.py): before the gate, the live entries that had none; after apply,
     the entries the cycle created or re-tagged. Written where RockBot's EmbeddingCache keeps them (not in a dry
@@ -209,10 +220,13 @@ class Validated:
     vocabulary: Vocabulary  # what the verdicts were checked with: the loss check after apply uses the same
     declined: int = 0
     notes: tuple[str, ...] = ()
+    undecided: int = 0  # clusters left intact by a reply that did not decide on them (offered again after a back-off)
+    undecided_entries: int = 0  # their members, stamped for back-off
 
     @property
     def counts(self) -> CycleCounts:
-        return self.decisions.counts + CycleCounts(declined=self.declined)
+        extra = CycleCounts(declined=self.declined, undecided=self.undecided, backed_off=self.undecided_entries)
+        return self.decisions.counts + extra
 
 
 @dataclass(frozen=True)
@@ -308,6 +322,7 @@ class Stages:
     decayed: Decayed | None = None
     embedded: Embedded | None = None
     gated: Gated | None = None
+    subsumed: Subsumed | None = None
     proposed: Proposed | None = None
     validated: Validated | None = None
     capped: Capped | None = None
@@ -363,6 +378,7 @@ def compose_report(
         budget_exhausted=usage.budget_exhausted if usage else False,
         estimated_cost=usage.estimated_cost if usage else None,
         rejections=list(validated.decisions.rejections) if validated else [],
+        refusals=list(validated.decisions.refusals) if validated else [],
         protections=[*validated.decisions.protections, *validated.decisions.refused_prunes] if validated else [],
         lost_specifics=list(measured.lost_specifics) if measured else [],
         pause_marker=stages.skipped.paused if stages.skipped else None,
@@ -472,6 +488,7 @@ __all__ = [
     "Skipped",
     "Snapshot",
     "Stages",
+    "Subsumed",
     "Usage",
     "Validated",
     "VocabularyLoaded",

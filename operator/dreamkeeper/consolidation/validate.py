@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 
-from dreamkeeper.consolidation.backoff import cleared as backoff_cleared
-from dreamkeeper.consolidation.counts import CycleCounts
-from dreamkeeper.consolidation.declines import next_decline_count
+from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.fold import LiveTexts, fold_merge_into, reinforcement_sum
 from dreamkeeper.consolidation.gating import GatingResult
-from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction, StampAction
+from dreamkeeper.consolidation.plan import MergeAction, PruneAction
 from dreamkeeper.consolidation.proposal import Batch, BatchReply, MergeProposal, Proposer, RepairRequest
 from dreamkeeper.consolidation.quarantine import displayable, unencodable
-from dreamkeeper.consolidation.replies import BatchOutcome, BatchTally, batch_outcome, id_key
+from dreamkeeper.consolidation.refusals import REASON_PREFIX, Refusal, in_offer_notation, useless
+from dreamkeeper.consolidation.replies import BatchOutcome, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
-from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.consolidation.sourceless import SourcelessGate, log_refused, log_saved, sourceless_entry
+from dreamkeeper.consolidation.sourceless import log_refused, log_saved, sourceless_entry
 from dreamkeeper.coverage import (
     IDENTITY_KINDS,
     CoverageIndex,
@@ -40,19 +36,13 @@ from dreamkeeper.coverage import (
 )
 from dreamkeeper.memory import (
     CREATED_BY_CYCLE,
-    DECLINED_AT,
-    DECLINED_CLUSTER,
-    DECLINED_COUNT,
     MERGED_AT,
     MERGED_FROM,
-    REJECTED_AT,
-    REJECTED_CLUSTER,
     REVIEWED_AT,
     REVIEWED_HASH,
     Entry,
     InvalidCategoryError,
     StoredEntry,
-    cluster_hash,
     format_timestamp,
     review_hash,
     shown,
@@ -74,101 +64,6 @@ def new_entry_id() -> str:
 
 def _ids(stored: Sequence[StoredEntry]) -> str:
     return ", ".join(s.id for s in stored)
-
-
-@dataclass(frozen=True)
-class Decisions:
-    """What validation decided, returned as a value: the only way its verdicts reach the cycle."""
-
-    merges: tuple[MergeAction, ...] = ()
-    prunes: tuple[PruneAction, ...] = ()
-    rejections: tuple[Rejection, ...] = ()
-    protections: tuple[Protection, ...] = ()
-    refused_prunes: tuple[Protection, ...] = ()  # by the census: the last live mention of an identity specific
-    merge_only_ignored: int = 0
-    census_refusals: int = 0
-    invented_merges: int = 0  # rejections for specifics no source states
-    rejected_clusters: Mapping[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
-    unstamped: frozenset[str] = frozenset()  # offered in a batch whose reply was unusable
-    backoff: frozenset[str] = frozenset()  # offered in a batch the model answered unusably: back-off stamps
-    batches: BatchTally = field(default_factory=BatchTally)
-    # The census's index as it stands at the end: the planned live corpus (live minus leaving, plus successors),
-    # or None when no question needed the whole corpus. The post-apply loss measurement starts from it, if any,
-    # instead of indexing the whole corpus a second time.
-    census_index: CoverageIndex | None = None
-    sourceless_saved: int = 0
-    sourceless_refused: int = 0
-
-    @property
-    def counts(self) -> CycleCounts:
-        return CycleCounts(
-            rejected=len(self.rejections),
-            invented=self.invented_merges,
-            repaired=sum(1 for m in self.merges if m.repaired),
-            protected=len(self.protections),
-            prunes_refused=len(self.refused_prunes),
-            merge_only_ignored=self.merge_only_ignored,
-            census_refusals=self.census_refusals,
-            ephemeral_specifics=sum(len(p.lost_specifics) for p in self.prunes),
-            batches_usable=self.batches.usable,
-            batches_unusable=self.batches.unusable,
-            batches_failed=self.batches.failed,
-            invented_replies=self.batches.invented,
-            backed_off=len(self.backoff),
-            sourceless_saved=self.sourceless_saved,
-            sourceless_refused=self.sourceless_refused,
-        )
-
-    def leaving_ids(self) -> set[str]:
-        return {s.id for m in self.merges for s in m.sources} | {p.target.id for p in self.prunes}
-
-
-@dataclass
-class ValidationState:
-    """The working state of one validation pass; ``decisions()`` is what comes out of it."""
-
-    settings: CycleSettings
-    vocabulary: Vocabulary
-    cycle_id: str
-    now: datetime
-    left_floor: frozenset[str] = frozenset()  # ids decay took below the high-value floor this cycle: still protected
-    plan: Plan = field(default_factory=Plan)
-    shielded: set[str] = field(default_factory=set)  # sources of rejected/blank merges: never pruned
-    consumed: set[str] = field(default_factory=set)  # sources of accepted merges
-    unstamped: set[str] = field(default_factory=set)  # offered in a batch whose reply was unusable
-    rejected_clusters: dict[str, list[str]] = field(default_factory=dict)  # id -> cluster ids it was rejected in
-    repairs_used: int = 0
-    rejections: list[Rejection] = field(default_factory=list)
-    protections: list[Protection] = field(default_factory=list)
-    refused_prunes: list[Protection] = field(default_factory=list)
-    merge_only_ignored: int = 0
-    census_refusals: int = 0
-    invented_merges: int = 0
-    backoff: set[str] = field(default_factory=set)
-    batches: BatchTally = field(default_factory=BatchTally)
-    census_index: CoverageIndex | None = None
-    live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
-    fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
-    sourceless: SourcelessGate | None = None  # source-less saves (sourceless.py); None: refused, as before
-
-    def decisions(self) -> Decisions:
-        return Decisions(
-            merges=tuple(self.plan.merges),
-            prunes=tuple(self.plan.prunes),
-            rejections=tuple(self.rejections),
-            protections=tuple(self.protections),
-            refused_prunes=tuple(self.refused_prunes),
-            merge_only_ignored=self.merge_only_ignored,
-            census_refusals=self.census_refusals,
-            invented_merges=self.invented_merges,
-            rejected_clusters=dict(self.rejected_clusters),
-            unstamped=frozenset(self.unstamped),
-            backoff=frozenset(self.backoff),
-            batches=self.batches,
-            census_index=self.census_index,
-            sourceless_saved=self.sourceless.saved if self.sourceless else 0,
-            sourceless_refused=self.sourceless.refused if self.sourceless else 0,
-        )
 
 
 async def validate_replies(
@@ -193,6 +88,11 @@ async def validate_replies(
         if reply is None or reply.proposal is None or outcome == "invented":
             _decides_nothing(batch, reply, outcome, state)
             continue
+        proposal = reply.proposal
+        named = [*proposal.to_delete, *(i for m in proposal.to_save for i in m.source_ids)]
+        state.named.update(s.id for raw in named if (s := offered.get(id_key(raw))) is not None)
+        if batch.shape == "batch":
+            state.undecided_batches.add(batch.index)
         for merge in reply.proposal.to_save:
             await _isolated_merge(merge, offered, batch, proposer, state)
         for raw_id in reply.proposal.to_delete:
@@ -268,6 +168,12 @@ async def _validate_merge(
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
         _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
         return
+    refusal = useless(
+        merge.content, merge.source_ids, sources, offered_ids(offered), _restates_live(merge, sources, state)
+    )
+    if refusal is not None:
+        _refuse(state, sources, *refusal, merge.content)
+        return
     overlap = [s for s in sources if s.id in state.consumed or s.id in state.fold_targets]
     if overlap:
         _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
@@ -281,7 +187,8 @@ async def _validate_merge(
     if (missing or invented) and state.repairs_used < state.settings.repair_max_per_cycle:
         state.repairs_used += 1
         attempted = True
-        revised = await proposer.repair(RepairRequest(merge, [s.entry for s in sources], missing, invented))
+        repair = RepairRequest(merge, [s.entry for s in sources], missing, invented, batch.shape)
+        revised = await proposer.repair(repair)
         if revised and revised.strip() and not unencodable(revised):
             still = find_missing_specifics(texts, revised, state.vocabulary)
             still_invented = find_invented_specifics(texts, revised, state.vocabulary, about)
@@ -296,7 +203,11 @@ async def _validate_merge(
                 )
                 content, missing, invented, repaired = revised, [], [], True
             else:
-                missing, invented = still, still_invented
+                # The report shows the text these verdicts are about: the revision, not the first proposal
+                # (issue 23: the repair's missing list was shown beside the original text).
+                first = shown(content)
+                log.info("repair of [%s] still fails its checks; the first proposal was: %s", _ids(sources), first)
+                content, missing, invented = revised, still, still_invented
     suffix = " after repair" if attempted else ""
     if missing:
         _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
@@ -371,6 +282,29 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
         target.entry.content,
     )
     return True
+
+
+def _restates_live(merge: MergeProposal, sources: list[StoredEntry], state: ValidationState) -> bool:
+    """The merged text is a live entry's other than its sources' (it would be folded into that entry)."""
+    if state.live_texts is None or len(sources) != 1:
+        return False
+    probe = sources[0].entry.evolve(content=merge.content, category=_category(merge, sources))
+    return state.live_texts.find(probe, {sources[0].id.lower()}) is not None
+
+
+def offered_ids(offered: dict[str, StoredEntry]) -> list[str]:
+    return [s.id for s in offered.values()]
+
+
+def _refuse(state: ValidationState, sources: list[StoredEntry], kind: Refusal, why: str, content: str) -> None:
+    """A useless or misleading merge (refusals.py): not checked, not saved, its sources shielded from pruning; no
+    decline or rejection stamp (the model decided nothing usable about them)."""
+    reason = f"{REASON_PREFIX[kind]}: {why}"
+    log.info("refused merge of [%s] — %s. Sources kept. Merged text was: %s", _ids(sources), reason, shown(content))
+    state.shielded.update(s.id for s in sources)
+    state.refusals.append(
+        Rejection(source_ids=[s.id for s in sources], missing=[], reason=reason, content=displayable(content[:500]))
+    )
 
 
 def _shown_about(entry: Entry) -> str:
@@ -468,6 +402,12 @@ def _successor(merge: MergeProposal, content: str, sources: list[StoredEntry], s
 
 def _validate_prune(raw_id: str, offered: dict[str, StoredEntry], gating: GatingResult, state: ValidationState) -> None:
     stored = offered.get(id_key(raw_id))
+    if stored is not None and in_offer_notation(raw_id):
+        reason = f"{REASON_PREFIX['notation']}: a prune naming {shown(raw_id)} in the offer's notation, not as an id"
+        log.info("refused prune of %s — %s; kept", stored.id, reason)
+        state.shielded.add(stored.id)
+        state.refusals.append(Rejection(source_ids=[stored.id], missing=[], reason=reason))
+        return
     if stored is None:
         log.info("prune names %r, which was not offered this cycle; ignored", shown(raw_id))
         return
@@ -648,40 +588,3 @@ def _vanishing_specifics(
             if specific.text not in lost and not corpus.covers(specific):
                 lost[specific.text] = specific
     return list(lost.values())
-
-
-@dataclass(frozen=True)
-class ReviewStamps:
-    stamps: tuple[StampAction, ...]
-    declined: int  # clusters shown and left entirely intact
-
-
-def review_stamps(gating: GatingResult, decisions: Decisions, offered_ids: set[str], now: datetime) -> ReviewStamps:
-    """Stamp every offered, still-live entry reviewed; rejected and declined clusters get decline stamps."""
-    leaving = decisions.leaving_ids()
-    # A fold target is rewritten by its merge (its stamp still matches its unchanged text) and its cluster is not
-    # declined: something was merged into it (RockBot's foldTargets).
-    leaving |= {m.into.id for m in decisions.merges if m.into is not None}
-    now_text = format_timestamp(now)
-    stamps: dict[str, StampAction] = {}
-    by_id = {s.id: s for s in gating.eligible}
-    for stored in gating.eligible:
-        if stored.id in leaving or stored.id in decisions.unstamped or stored.id not in offered_ids:
-            continue
-        metadata: dict[str, str | None] = {REVIEWED_HASH: review_hash(stored.entry.content), REVIEWED_AT: now_text}
-        stamps[stored.id] = StampAction(stored, metadata | backoff_cleared(stored))
-    for stored_id, rejected_ids in decisions.rejected_clusters.items():
-        if stored_id in stamps:
-            stamps[stored_id].metadata.update({REJECTED_CLUSTER: cluster_hash(rejected_ids), REJECTED_AT: now_text})
-    # A cluster shown and left entirely intact is declined; rejections count as declines (RockBot #571).
-    declined = 0
-    for cluster in gating.clusters:
-        ids = list(cluster.ids)
-        if any(i in leaving or i in decisions.unstamped or i not in stamps for i in ids):
-            continue
-        declined += 1
-        chash = cluster_hash(ids)
-        count = next_decline_count([by_id[i].entry for i in ids])
-        for i in ids:
-            stamps[i].metadata.update({DECLINED_CLUSTER: chash, DECLINED_AT: now_text, DECLINED_COUNT: str(count)})
-    return ReviewStamps(tuple(stamps.values()), declined)

@@ -128,10 +128,14 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["cluster_split"] = guards.cluster_split
         if guards.cluster_tokens is not None:
             data["cluster_tokens"] = guards.cluster_tokens
+        if guards.subsume is not None:
+            data["subsume"] = guards.subsume
         if guards.scope is not None:
             data["scope"] = guards.scope
         if guards.sourceless_saves_max_per_cycle is not None:
             data["sourceless_saves_max_per_cycle"] = guards.sourceless_saves_max_per_cycle
+    if spec.proposer.offer_shape is not None:
+        data["offer_shape"] = spec.proposer.offer_shape
     if spec.rockbot is not None:
         data["rockbot"] = spec.rockbot.model_dump(exclude_none=True)
     CycleSettings.model_validate(data)
@@ -150,6 +154,7 @@ def proposer_config(proposer: ProposerSpec) -> ProposerConfig:
         "max_output_tokens": proposer.max_output_tokens,
         "output_mode": proposer.output_mode,
         "offer_singletons": proposer.offer_singletons,
+        "request_token_budget": proposer.request_token_budget,
     }
     return ProposerConfig.model_validate({k: v for k, v in data.items() if v is not None})
 

@@ -170,8 +170,21 @@ class ProposerSpec(KubeModel):
     )
     offer_singletons: bool | None = Field(
         default=None,
-        description="openai: show new or changed entries that have no near-duplicate too (default true, as "
-        "RockBot's gating); false is the frugal mode, which stamps them reviewed without asking.",
+        description="openai: show new or changed entries that have no near-duplicate too, for the model to prune "
+        "(default: in RockBot's layout yes, as RockBot's gating; in the clusters shape no, measured: small models "
+        "named people and past events obsolete); false stamps them reviewed without asking.",
+    )
+    offer_shape: Literal["clusters", "batches"] | None = Field(
+        default=None,
+        description="How the offer is cut into requests: clusters (each near-duplicate component asked about on its "
+        "own in a short request, lone entries reviewed for pruning apart; default) or batches (RockBot's layout).",
+    )
+    request_token_budget: int | None = Field(
+        default=None,
+        ge=256,
+        le=10_000_000,
+        description="openai: a request whose prompt would be larger is asked in parts, clusters kept whole "
+        "(default: no limit).",
     )
 
     @model_validator(mode="after")
@@ -380,6 +393,11 @@ class SafeguardsSpec(KubeModel):
         default=None,
         description="Words compared for near-duplicates: rockbot (RockBot's ASCII words; default) or unicode "
         "(every script, so non-Latin text clusters too, at the cost of RockBot-compatible cluster identities).",
+    )
+    subsume: bool | None = Field(
+        default=None,
+        description="Settle a near-duplicate cluster without the model when one member holds every specific of the "
+        "others (and no newer member may be news): the others are archived merged into it (default true).",
     )
     sourceless_saves_max_per_cycle: int | None = Field(
         default=None,

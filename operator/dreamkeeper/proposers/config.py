@@ -98,12 +98,18 @@ class ProposerConfig(BaseModel):
     retry_after_max: float = Field(default=120.0, ge=0, le=120)
     token_budget: int | None = Field(default=None, ge=1, le=10**12, description="input + output tokens per cycle")
     concurrency: int = Field(default=1, ge=1, le=32, description="requests in flight at once")
+    # A request whose prompt would be larger is asked in parts (clusters kept whole); None: no limit. For a small
+    # local model the time of a request grows with its prompt (1.5B on 2 cores: ~17 prompt tokens a second).
+    request_token_budget: int | None = Field(default=None, ge=256, le=10**7, description="prompt tokens per request")
     output_mode: OutputMode = "json_schema"
-    # Every new or changed entry is shown, as RockBot's gating does (the seed: eligible = new or changed since its
-    # last review, or in a near-duplicate cluster): noise can be pruned and wording cleaned only if it is seen.
-    # False is the frugal mode: entries with no near-duplicate are stamped reviewed without asking (about half the
-    # tokens; bench/results/llm-tokens.md).
-    offer_singletons: bool = True
+    # Whether new or changed entries with no near-duplicate are shown (so the model may prune them). None: by the
+    # request shape. RockBot's layout shows them, as RockBot's gating does (the seed: eligible = new or changed since
+    # its last review, or in a near-duplicate cluster). The clusters shape stamps them reviewed without asking:
+    # measured on the sample (bench/results/dream-table-*-prune-review.md), Qwen2.5-Coder 1.5B asked which of them
+    # were obsolete named 97 of ~100 (people, preferences, past meetings), 47 passed the census, 15 of those took
+    # the last live mention of a date or number; the 0.5B named 30 (13 passed, 2 such). True asks anyway (prune
+    # review); False never shows them (the frugal mode).
+    offer_singletons: bool | None = None
     # A small offer waits (unreviewed, so offered again) until it has this many entries or its oldest change is
     # defer_max_hours old: the system directive is paid once for several cycles' worth. 0 sends every cycle.
     defer_below_entries: int = Field(default=8, ge=0, le=100_000)

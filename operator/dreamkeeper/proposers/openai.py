@@ -14,9 +14,10 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 import openai
 
@@ -45,10 +46,19 @@ from dreamkeeper.proposers.openai_parse import ReplyError, parse_proposal, parse
 from dreamkeeper.proposers.prompts import (
     REPAIR_DIRECTIVE,
     OutputMode,
+    RequestKind,
     repair_message,
     shown_groups,
     system_prompt,
     user_message,
+)
+from dreamkeeper.proposers.prompts_shaped import (
+    cluster_messages,
+    parse_cluster,
+    parse_review,
+    repair_messages,
+    review_messages,
+    shown_entries,
 )
 
 __all__ = ["CallResult", "OpenAIProposer"]
@@ -56,8 +66,10 @@ __all__ = ["CallResult", "OpenAIProposer"]
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
-Kind = Literal["proposal", "repair"]
+Kind = RequestKind
 DEFAULT_CHARS_PER_TOKEN = 4.0
+REVIEW_TOKENS_BASE = 32  # {"obsolete": []} and room for a short preamble the parser strips
+REVIEW_TOKENS_PER_ENTRY = 4  # a number and its comma
 
 
 @dataclass
@@ -118,7 +130,7 @@ class OpenAIProposer:
         self._reserved = 0
         self._logged_calls = 0
         # When clustering failed every entry looks lone; showing them (RockBot's way) beats stamping them unasked.
-        singletons = self.config.offer_singletons or request.degraded
+        singletons = self._singletons(request)
         deferred = defer_reason(
             measure(request, singletons),
             request.now,
@@ -149,6 +161,14 @@ class OpenAIProposer:
         self._log_summary(f"{len(request.batches)} batch(es)")
         return [reply for reply, _ in outcomes]
 
+    def _singletons(self, request: ProposalRequest) -> bool:
+        """Whether lone entries are shown: as configured, else RockBot's layout shows them and a prune review (the
+        clusters shape's batches of lone entries) is not asked for (see ``ProposerConfig.offer_singletons``). When
+        clustering failed every entry looks lone: RockBot's layout shows them rather than stamping them unasked."""
+        if self.config.offer_singletons is not None:
+            return self.config.offer_singletons or request.degraded
+        return not any(batch.shape == "review" for batch in request.batches)
+
     def _deferred(self, batch: Batch, singletons: bool) -> BatchReply:
         # No proposal and no error: the engine changes nothing and stamps nothing, so gating offers it again.
         if shown_groups(batch, singletons):
@@ -167,12 +187,22 @@ class OpenAIProposer:
             # answer the model would be allowed to give; the engine stamps them reviewed as usual.
             log.debug("%s: %d lone entr(ies), no request", what, len(batch.entries))
             return BatchReply(batch.index, Proposal(), asked=False), False
-        max_tokens = self._reply_tokens(sum(len(e.content) for e in shown), len(shown))
-        result = await self._ask(batch, request, system, singletons, what, max_tokens)
-        parts = halves(batch, singletons) if result.cut_off else None
-        if parts is not None:
-            log.info("openai %s: reply cut off at max_tokens=%d; asking again in two halves", what, max_tokens)
-            result = await self._ask_halves(parts, request, system, singletons, what, max_tokens)
+        if batch.shape == "cluster":
+            result = await self._ask_shaped(batch, "cluster", what)
+        elif batch.shape == "review":
+            result = await self._within_budget(batch, what, lambda part, label: self._ask_shaped(part, "review", label))
+        else:
+            max_tokens = self._reply_tokens(sum(len(e.content) for e in shown), len(shown))
+
+            async def ask(part: Batch, label: str) -> _Answer:
+                answer = await self._ask(part, request, system, singletons, label, max_tokens)
+                parts = halves(part, singletons) if answer.cut_off else None
+                if parts is None:
+                    return answer
+                log.info("openai %s: reply cut off at max_tokens=%d; asking again in two halves", label, max_tokens)
+                return await self._ask_halves(parts, request, system, singletons, label, max_tokens)
+
+            result = await self._within_budget(batch, what, ask, lambda part: self._offer_chars(part, request, system))
         if result.proposal is None:
             if result.invalid:
                 self._invalid("proposal", what, result.error or "unusable reply")
@@ -181,6 +211,50 @@ class OpenAIProposer:
         proposal = result.proposal
         log.debug("%s: proposal with %d merge(s), %d prune(s)", what, len(proposal.to_save), len(proposal.to_delete))
         return BatchReply(batch.index, proposal), False
+
+    async def _within_budget(
+        self,
+        batch: Batch,
+        what: str,
+        ask: Callable[[Batch, str], Awaitable[_Answer]],
+        chars: Callable[[Batch], int] | None = None,
+    ) -> _Answer:
+        """``ask`` about the batch, in parts (clusters kept whole) while its prompt would exceed the per-request
+        token budget (``request_token_budget``); the parts' proposals joined, an unusable part spoiling the batch."""
+        budget = self.config.request_token_budget
+        size = chars if chars is not None else (lambda part: sum(len(m["content"]) for m in review_messages(part)))
+        parts = halves(batch, True) if budget is not None and self._estimate(size(batch)) > budget else None
+        if parts is None:
+            return await ask(batch, what)
+        log.debug("openai %s: over the %d-token request budget; asked in two parts", what, budget)
+        first = await self._within_budget(parts[0], f"{what} (part 1)", ask, chars)
+        if first.proposal is None:
+            return first
+        second = await self._within_budget(parts[1], f"{what} (part 2)", ask, chars)
+        if second.proposal is None:
+            return second
+        return _Answer(joined(first.proposal, second.proposal))
+
+    def _offer_chars(self, batch: Batch, request: ProposalRequest, system: str) -> int:
+        return len(system) + len(user_message(batch, request, singletons=True) or "")
+
+    async def _ask_shaped(self, batch: Batch, kind: RequestKind, what: str) -> _Answer:
+        """A shaped request (prompts_shaped.py): one component's "same fact?" question, or a prune review."""
+        entries = shown_entries(batch)
+        if kind == "cluster":
+            messages = cluster_messages(batch)
+            max_tokens = self._reply_tokens(sum(len(e.content) for e in entries), 1)
+        else:
+            messages = review_messages(batch)
+            max_tokens = self.config.max_output_tokens or REVIEW_TOKENS_BASE + REVIEW_TOKENS_PER_ENTRY * len(entries)
+        result = await self._complete(messages, kind, what, max_tokens)
+        if result.text is None:
+            return _Answer(None, result.error, result.invalid, result.unsent, result.cut_off)
+        try:
+            parse = parse_cluster if kind == "cluster" else parse_review
+            return _Answer(parse(result.text, batch))
+        except ReplyError as exc:
+            return _Answer(None, str(exc), invalid=True)
 
     async def _ask_halves(
         self,
@@ -217,10 +291,13 @@ class OpenAIProposer:
             return _Answer(None, str(exc), invalid=True)
 
     async def repair(self, request: RepairRequest) -> str | None:
-        messages = [
-            {"role": "system", "content": REPAIR_DIRECTIVE},
-            {"role": "user", "content": repair_message(request)},
-        ]
+        if request.shape == "cluster":
+            messages = repair_messages(request)  # the same short shape the merge was asked in
+        else:
+            messages = [
+                {"role": "system", "content": REPAIR_DIRECTIVE},
+                {"role": "user", "content": repair_message(request)},
+            ]
         what = f"repair of [{', '.join(s.id for s in request.sources)}]"
         sources = [request.merge.content, *(s.content for s in request.sources)]
         max_tokens = self._reply_tokens(max(len(t) for t in sources) + sum(map(len, request.missing)), 1)
@@ -270,12 +347,17 @@ class OpenAIProposer:
                     failure = exc
             self._reserved -= reserve
             self._usage.calls += attempts.sent
-            self._usage.failed_calls += attempts.sent - (failure is None)
             if failure is None:
+                self._usage.failed_calls += attempts.sent - 1
                 return self._read(response, messages, what, time.monotonic() - started, max_tokens)
             log.debug("openai %s: %s after %.2fs", what, describe(failure), time.monotonic() - started)
             if is_format_rejection(failure) and (sent_step != self._output.step or self._downgrade(failure)):
-                continue  # the same request again in the next output mode; not a retry
+                # The negotiation, not a failure: the server refused only the output mode (issue 23: every cycle
+                # against llama.cpp reported one failed call for it). Counted apart; the same request goes again.
+                self._usage.failed_calls += attempts.sent - 1
+                self._usage.format_refusals += 1
+                continue
+            self._usage.failed_calls += attempts.sent
             return self._failed(failure, kind, what, retries=attempts.sent - 1)
 
     def _failed(self, exc: openai.OpenAIError, kind: Kind, what: str, retries: int) -> CallResult:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from dreamkeeper.consolidation import Batch, Proposal
-from dreamkeeper.proposers.prompts import OUTPUT_MODES, OutputMode, response_format, shown_groups
+from dreamkeeper.proposers.prompts import OUTPUT_MODES, OutputMode, RequestKind, response_format, shown_groups
 
 REPLY_TEXT_FACTOR = 1.5  # output tokens per token of shown content
 REPLY_TOKENS_PER_ENTRY = 40  # its id in sourceIds or toDelete, and a share of a merge's keys
@@ -36,7 +36,7 @@ class OutputNegotiation:
     def step(self) -> tuple[OutputMode, bool]:
         return self.mode, self.object_schema
 
-    def response_format(self, kind: Literal["proposal", "repair"]) -> dict[str, Any] | None:
+    def response_format(self, kind: RequestKind) -> dict[str, Any] | None:
         return response_format(self.mode, kind, self.object_schema)
 
     def describe(self) -> str:
@@ -71,7 +71,7 @@ def halves(batch: Batch, singletons: bool) -> tuple[Batch, Batch] | None:
     parts = []
     for part in (groups[:middle], groups[middle:]):
         ids = {i for g in part for i in g.ids}
-        parts.append(Batch(batch.index, tuple(part), tuple(o for o in batch.entries if o.entry.id in ids)))
+        parts.append(Batch(batch.index, tuple(part), tuple(o for o in batch.entries if o.entry.id in ids), batch.shape))
     return parts[0], parts[1]
 
 

@@ -97,14 +97,14 @@ def iter_json_objects(text: str) -> Iterator[dict[str, Any]]:
         position = text.find("{", position + 1)
 
 
-def _candidates(text: str) -> Iterator[dict[str, Any]]:
+def candidates(text: str) -> Iterator[dict[str, Any]]:
     cleaned = strip_reasoning(text)
     for fence in _FENCE.finditer(cleaned):
         yield from iter_json_objects(fence.group(1))
     yield from iter_json_objects(cleaned)
 
 
-def _canon(key: object) -> str:
+def canon(key: object) -> str:
     return str(key).replace("_", "").replace("-", "").lower()
 
 
@@ -118,7 +118,7 @@ def _id_list(value: Any) -> Any:
 def _normalise_proposal(obj: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in obj.items():
-        canonical = _TOP_KEYS.get(_canon(key))
+        canonical = _TOP_KEYS.get(canon(key))
         if canonical is not None:
             out[canonical] = value
     if "toDelete" in out:
@@ -128,7 +128,7 @@ def _normalise_proposal(obj: dict[str, Any]) -> dict[str, Any]:
         items: list[Any] = []
         for item in saves:
             if isinstance(item, dict):
-                fixed = {_ITEM_KEYS[_canon(k)]: v for k, v in item.items() if _canon(k) in _ITEM_KEYS}
+                fixed = {_ITEM_KEYS[canon(k)]: v for k, v in item.items() if canon(k) in _ITEM_KEYS}
                 if "sourceIds" in fixed:
                     fixed["sourceIds"] = _id_list(fixed["sourceIds"])
                 items.append(fixed)
@@ -141,7 +141,7 @@ def _normalise_proposal(obj: dict[str, Any]) -> dict[str, Any]:
 def _diagnose(text: str, wanted: str) -> str:
     """What a reply without a usable object was instead: prose, the wrong object, cut-off or malformed JSON."""
     cleaned = strip_reasoning(text)
-    objects = list(_candidates(text))
+    objects = list(candidates(text))
     if objects:
         keys = sorted({str(k) for obj in objects[:10] for k in obj})
         shown = ", ".join(keys[:8]) + (", …" if len(keys) > 8 else "") if keys else "none"
@@ -163,8 +163,8 @@ def parse_proposal(text: str | None) -> Proposal:
     """The first JSON object with ``toDelete`` or ``toSave`` (any casing), validated; else :class:`ReplyError`."""
     if text is None or not text.strip():
         raise ReplyError("empty reply")
-    for obj in _candidates(text):
-        if not any(_canon(k) in _TOP_KEYS for k in obj):
+    for obj in candidates(text):
+        if not any(canon(k) in _TOP_KEYS for k in obj):
             continue
         try:
             return Proposal.model_validate(_normalise_proposal(obj))
@@ -178,9 +178,9 @@ def parse_repair(text: str | None) -> str:
     """The revised text of a repair reply (``{"content": "..."}``); else :class:`ReplyError`."""
     if text is None or not text.strip():
         raise ReplyError("empty reply")
-    for obj in _candidates(text):
+    for obj in candidates(text):
         for key, value in obj.items():
-            if _canon(key) == "content":
+            if canon(key) == "content":
                 if isinstance(value, str) and value.strip():
                     return value
                 raise ReplyError(f"repair reply has no usable content: {preview(text)}")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from dreamkeeper.consolidation import Batch, OfferedEntry, OfferGroup, ProposalRequest, RepairRequest, compose
 from dreamkeeper.memory import Entry
+from dreamkeeper.proposers.prompts_shaped import CLUSTER_SCHEMA, REVIEW_SCHEMA
 
 DIRECTIVE_RESOURCE = "dream_directive.md"
 INDENT = "   "
@@ -247,17 +248,23 @@ REPAIR_SCHEMA: dict[str, Any] = {
 
 OutputMode = Literal["json_schema", "json_object", "none"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("json_schema", "json_object", "none")
+# What a request asks for: RockBot's proposal, a merge repair, or one of the shaped requests (prompts_shaped.py).
+RequestKind = Literal["proposal", "repair", "cluster", "review"]
+SCHEMAS: dict[RequestKind, tuple[str, dict[str, Any]]] = {
+    "proposal": ("dream_proposal", PROPOSAL_SCHEMA),
+    "repair": ("merge_repair", REPAIR_SCHEMA),
+    "cluster": ("same_fact", CLUSTER_SCHEMA),
+    "review": ("obsolete_entries", REVIEW_SCHEMA),
+}
 
 
-def response_format(
-    mode: OutputMode, kind: Literal["proposal", "repair"], object_schema: bool = True
-) -> dict[str, Any] | None:
+def response_format(mode: OutputMode, kind: RequestKind, object_schema: bool = True) -> dict[str, Any] | None:
     """What to ask for. ``json_object`` carries the schema as well (``object_schema``) — servers of the llama.cpp
     family constrain their output to it there, where they do not support ``json_schema``; a server that refuses the
     extra key is asked without it."""
     if mode == "none":
         return None
-    name, schema = ("dream_proposal", PROPOSAL_SCHEMA) if kind == "proposal" else ("merge_repair", REPAIR_SCHEMA)
+    name, schema = SCHEMAS[kind]
     if mode == "json_object":
         return {"type": "json_object", "schema": schema} if object_schema else {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 from dreamkeeper.consolidation.clustering.graph import Graph
@@ -16,7 +17,7 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split:
     components = _components(graph)
     stats.components = len(components)
     clusters: list[Cluster] = []
-    for adjacency in components:
+    for index, adjacency in enumerate(components):
         members = {node: graph.members(node) for node in adjacency}
         if sum(len(entries) for entries in members.values()) <= max_cluster_size:
             chunks = [sorted(entry for entries in members.values() for entry in entries)]
@@ -25,13 +26,24 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split:
         else:
             chunks = split_component(adjacency, members, max_cluster_size)
         node_of = {entry: node for node, entries in members.items() for entry in entries}
-        for chunk in chunks:
-            clusters.append(_cluster_of(chunk, node_of, adjacency, graph.ids))
+        chunked = {entry for chunk in chunks for entry in chunk}
+        leftover = tuple(sorted(graph.ids[k] for k in node_of if k not in chunked))
+        for position, chunk in enumerate(chunks):
+            cluster = _cluster_of(chunk, node_of, adjacency, graph.ids)
+            last = position == len(chunks) - 1
+            clusters.append(dataclasses.replace(cluster, component=index, leftover=leftover if last else ()))
             if len(chunk) > max_cluster_size:
                 stats.oversize_clusters += 1
     clusters.sort(key=lambda cluster: cluster.ids[0])
     stats.clusters = len(clusters)
-    return clusters
+    return _numbered(clusters)
+
+
+def _numbered(clusters: list[Cluster]) -> list[Cluster]:
+    """Each cluster with its component's number, components numbered in the order their first chunk appears (so
+    the numbers depend only on the clusters, not on the scan's internal order)."""
+    numbers: dict[int, int] = {}
+    return [dataclasses.replace(c, component=numbers.setdefault(c.component, len(numbers))) for c in clusters]
 
 
 def _components(graph: Graph) -> list[Adjacency]:

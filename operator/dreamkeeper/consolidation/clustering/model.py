@@ -3,7 +3,7 @@ a scan, and the array shapes every module passes around."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -42,3 +42,10 @@ class Cluster:
     ids: tuple[str, ...]  # >= 2 members, sorted by id (ordinal)
     min_similarity: float  # weakest accepted (>= threshold) edge inside the cluster
     measure: str  # "cosine" | "jaccard" | "mixed": the measures of the edges inside the cluster
+    # Which connected component of the near-duplicate graph the cluster is a chunk of (chunks of one component share
+    # it; numbered in cluster order): a request must show every chunk of a component together, or the pairs that
+    # straddle two chunks are never put side by side (gating.make_batches). Not part of the cluster's identity.
+    component: int = field(default=-1, compare=False)
+    # Entries of the component that RockBot's chunking left in no cluster (a last chunk of one is dropped): not
+    # members (no stamp, no hash), but shown in the component's request so their pairs are not lost to it.
+    leftover: tuple[str, ...] = field(default=(), compare=False)

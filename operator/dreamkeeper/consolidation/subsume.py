@@ -1,0 +1,223 @@
+"""Subsumption: near-duplicates settled with no model, when one member already says everything (issue 23).
+
+On the sample agent 23 of the 35 clusters a cold cycle offers have a member that holds every specific of the
+others: the coverage check itself says keeping that one loses nothing, yet a small model asked about them declined
+all 35. Such a cluster needs no model. Its other members are archived ``merged into`` the member that holds
+everything (the merge is folded into that live entry: its text is kept byte for byte, its counters and provenance
+take in theirs), and the merge goes through the census, the floor and the blast radius like any other.
+
+Who takes in whom, and how a contradiction is ruled out (the issue asks to say how it is decided):
+
+* inside one near-duplicate component (every chunk RockBot's rule cut it into), a member may take in each other
+  member that is its own near-duplicate (similar at the threshold, not merely linked through a third entry) and
+  has at least one specific, all of which its text holds (the coverage check, with the cycle's vocabulary). The
+  member that can take in the most goes first, and of equals **the newest** (``createdAt``, then id): when two
+  statements hold the same specifics, the later one is how the agent says it now. A whole cluster so settled is
+  the issue's case; in a larger component of several facts (the sample's twelve Postgres servers) only the copies
+  of one fact are;
+* a member **newer** than the one that would take it in is left alone when it says a word the older one does not
+  that can turn a statement round: a negation, a cancellation, an ending, a correction (``CHANGE_WORDS``). "Met
+  Bob in Oslo on 2026-05-01" and, later, "the 2026-05-01 meeting with Bob was cancelled" share the later one's
+  specifics, but it is news, not a copy: the model is asked, as for any cluster.
+
+An older member saying the opposite of a newer one that holds its specifics is settled by recency, as a merge
+would settle it; its text stays in the archive, restorable, with its id in the survivor's ``mergedFrom``. What is
+left of a component, when two or more entries are, goes to the model (gating.make_batches).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from dreamkeeper.consolidation.clustering import Cluster
+from dreamkeeper.consolidation.fold import reinforcement_sum, tag_union
+from dreamkeeper.consolidation.plan import MergeAction
+from dreamkeeper.coverage import SourceText, Vocabulary, extract_specifics, find_missing_specifics
+from dreamkeeper.memory import (
+    BOOKKEEPING_KEYS,
+    MERGED_AT,
+    MERGED_FROM,
+    REVIEWED_AT,
+    REVIEWED_HASH,
+    UNUSABLE_AT,
+    UNUSABLE_COUNT,
+    UNUSABLE_HASH,
+    Entry,
+    StoredEntry,
+    format_timestamp,
+    ordinal_key,
+    review_hash,
+    shown,
+)
+
+log = logging.getLogger(__name__)
+
+# Words that can reverse or end what a statement with the same specifics said. Lowercase; matched as whole words.
+CHANGE_WORDS = frozenset(
+    """
+    not no never nor none nobody nothing cannot can't won't isn't aren't wasn't weren't doesn't don't didn't hasn't
+    haven't hadn't shouldn't wouldn't couldn't longer anymore cancel cancelled canceled cancels cancelling
+    cancellation postponed postpone rescheduled reschedule delayed moved moving left leaving quit quits former
+    formerly previously ex retired retire ended ends stopped stops replaced replaces instead changed changes switched
+    wrong incorrect mistaken outdated obsolete deprecated removed deleted closed dropped declined rejected lost
+    expired revoked dead died divorced fired resigned sold broke broken failed fails but however although though
+    except unless actually correction corrected update updated
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+
+
+def words(text: str) -> set[str]:
+    return {w.lower().replace("’", "'") for w in _WORD.findall(text)}
+
+
+@dataclass(frozen=True)
+class Subsumption:
+    """``kept`` takes in ``covered``: members of one near-duplicate component whose every specific it holds."""
+
+    kept: StoredEntry
+    covered: tuple[StoredEntry, ...]
+
+
+def _key(stored: StoredEntry) -> tuple[datetime, bytes]:
+    return (stored.entry.created_at, ordinal_key(stored.id))
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _covers(host: StoredEntry, other: StoredEntry, vocabulary: Vocabulary) -> bool:
+    """Every specific of ``other`` is in ``host``'s text; ``other`` has at least one (a text with none says nothing
+    the coverage check can hold, so it is never taken in on that check alone); and every number ``other`` writes,
+    even one the coverage check does not count (a single digit), is written in ``host`` too: "Fact number 3 about
+    the NAS backup job" is not a copy of "Fact number 12 about the NAS backup job", though the 3 is no specific.
+    With no model asked, a difference the check cannot see must not be settled by it."""
+    if not extract_specifics(other.entry.content, other.entry.category, vocabulary):
+        return False
+    if not set(_DIGITS.findall(other.entry.content)) <= set(_DIGITS.findall(host.entry.content)):
+        return False
+    text = SourceText(text=other.entry.content, category=other.entry.category)
+    return not find_missing_specifics([text], host.entry.content, vocabulary)
+
+
+def _news(host: StoredEntry, other: StoredEntry) -> list[str]:
+    """Words a member newer than its host says and the host does not, that can turn a statement round."""
+    if _key(other) <= _key(host):
+        return []
+    return sorted((words(other.entry.content) - words(host.entry.content)) & CHANGE_WORDS)
+
+
+def subsume_component(
+    members: Sequence[StoredEntry], vocabulary: Vocabulary, near: Callable[[str, str], bool]
+) -> list[Subsumption]:
+    """Within one near-duplicate component: the member that can take in the most others goes first (ties: the
+    newest), then the next among what is left. A member takes in another that is its own near-duplicate (``near``:
+    similar at the threshold, not only linked through a third) and whose every specific it holds, unless that other
+    is newer and may be news (``CHANGE_WORDS``). A member taken in, or that took others in, is settled; what is left
+    of the component goes to the model."""
+    ordered = sorted(members, key=_key, reverse=True)
+    takes: dict[str, list[StoredEntry]] = {}
+    for host in ordered:
+        takes[host.id] = []
+        for other in ordered:
+            if other.id == host.id or not near(host.id, other.id) or not _covers(host, other, vocabulary):
+                continue
+            news = _news(host, other)
+            if news:
+                log.info(
+                    "%s not subsumed into %s: it is newer and says %s, which %s does not",
+                    other.id,
+                    host.id,
+                    ", ".join(repr(w) for w in news),
+                    host.id,
+                )
+                continue
+            takes[host.id].append(other)
+    found: list[Subsumption] = []
+    settled: set[str] = set()
+    while True:
+        best: tuple[int, StoredEntry, list[StoredEntry]] | None = None
+        for host in ordered:  # newest first: the first of the largest wins ties
+            if host.id in settled:
+                continue
+            covered = [o for o in takes[host.id] if o.id not in settled]
+            if covered and (best is None or len(covered) > best[0]):
+                best = (len(covered), host, covered)
+        if best is None:
+            return found
+        _, host, covered = best
+        found.append(Subsumption(host, tuple(covered)))
+        settled.add(host.id)
+        settled.update(c.id for c in covered)
+
+
+def find_subsumptions(
+    clusters: Sequence[Cluster],
+    eligible: Sequence[StoredEntry],
+    vocabulary: Vocabulary,
+    near: Callable[[str, str], bool],
+) -> list[Subsumption]:
+    """Subsumptions inside every offered near-duplicate component (all its chunks, and any entry RockBot's
+    chunking left over)."""
+    by_id = {s.id: s for s in eligible}
+    components: dict[int, set[str]] = {}
+    for index, cluster in enumerate(clusters):
+        key = cluster.component if cluster.component >= 0 else -1 - index
+        components.setdefault(key, set()).update(i for i in (*cluster.ids, *cluster.leftover) if i in by_id)
+    found: list[Subsumption] = []
+    for ids in components.values():
+        if len(ids) >= 2:
+            found += subsume_component([by_id[i] for i in sorted(ids)], vocabulary, near)
+    return found
+
+
+def successor_of(kept: Entry, covered: Sequence[Entry], now: datetime) -> Entry:
+    """What the kept entry becomes: its text untouched, the others' counters and provenance taken in (RockBot's
+    fold arithmetic), and stamped reviewed (its text was judged this cycle)."""
+    entries = [kept, *covered]
+    metadata = dict(kept.metadata or {})
+    for other in covered:
+        for key, value in (other.metadata or {}).items():
+            if key not in BOOKKEEPING_KEYS and key not in metadata:
+                metadata[key] = value
+    provenance = [x for x in (metadata.get(MERGED_FROM) or "").split(",") if x]
+    known = {x.casefold() for x in provenance}
+    provenance += [e.id for e in covered if e.id.casefold() not in known]
+    now_text = format_timestamp(now)
+    metadata.update(
+        {
+            MERGED_FROM: ",".join(provenance),
+            MERGED_AT: now_text,
+            REVIEWED_HASH: review_hash(kept.content),
+            REVIEWED_AT: now_text,
+        }
+    )
+    for key in (UNUSABLE_HASH, UNUSABLE_AT, UNUSABLE_COUNT):  # reviewed: any back-off after unusable replies ends
+        metadata.pop(key, None)
+    return kept.evolve(
+        tags=tag_union(kept.tags, *(e.tags for e in covered)),
+        metadata=metadata,
+        created_at=min(e.created_at for e in entries),
+        importance_score=max(e.importance_score for e in entries),
+        last_seen_at=max(e.seen_at for e in entries),
+        reinforcement_count=reinforcement_sum(entries),
+    )
+
+
+def merge_of(found: Subsumption, now: datetime) -> MergeAction:
+    successor = successor_of(found.kept.entry, [c.entry for c in found.covered], now)
+    log.info(
+        "subsumed [%s] into %s (%s) — it holds every specific of theirs, no model asked: %s",
+        ", ".join(c.id for c in found.covered),
+        found.kept.id,
+        found.kept.entry.category or "uncategorized",
+        shown(found.kept.entry.content),
+    )
+    return MergeAction(successor, list(found.covered), into=found.kept, subsumed=True)
+
+
+__all__ = ["CHANGE_WORDS", "Subsumption", "find_subsumptions", "merge_of", "subsume_component", "successor_of", "words"]

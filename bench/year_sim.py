@@ -92,13 +92,17 @@ class SimConfig:
     format: str = "rockbot"
     format_profile: str | None = None
     retention_days: int = 90
+    subsume: bool = True  # the product's default; False sends every cluster to the (hostile) model
+    offer_shape: str = "clusters"  # the product's default; "batches" is RockBot's 40-entry layout
     chaos: ChaosRates | None = None
     argv: tuple[str, ...] = ()
 
 
-def _settings(retention_days: int = 90) -> CycleSettings:
+def _settings(retention_days: int = 90, subsume: bool = True, offer_shape: str = "clusters") -> CycleSettings:
     # Twice daily with RockBot's 6 h minimum interval; 90-day retention, so purge runs for real from day 90.
-    return CycleSettings(min_interval_hours=6, retention_days=retention_days)
+    return CycleSettings.model_validate(
+        {"min_interval_hours": 6, "retention_days": retention_days, "subsume": subsume, "offer_shape": offer_shape}
+    )
 
 
 def _workdir(config: SimConfig) -> Path:
@@ -167,7 +171,7 @@ def _fractions(measure: ArmMeasure, ledger: Ledger) -> tuple[float, float]:
 
 
 def run(config: SimConfig) -> dict[str, Any]:
-    settings = _settings(config.retention_days)
+    settings = _settings(config.retention_days, config.subsume, config.offer_shape)
     world = World(config.seed, config.people)
     ledger = Ledger(settings)
     adversary = Adversary(config.seed, config.rates)
@@ -286,7 +290,7 @@ def _cpu_seconds() -> float:
 
 def naive_only(config: SimConfig, rate: float) -> dict[str, Any]:
     """The naive arm alone (it is cheap) at another harm rate: the seed's table, measured rather than computed."""
-    settings = _settings(config.retention_days)
+    settings = _settings(config.retention_days, config.subsume, config.offer_shape)
     world = World(config.seed, config.people)
     ledger = Ledger(settings)
     rates = Rates(**{**asdict(config.rates), "harm_rate": rate, "drift_rate": 10 * rate})
@@ -343,6 +347,10 @@ _REPORT_FIELDS = (
     "decayed",
     "decay_left_floor",
     "merged_into_existing",
+    "subsumed",
+    "refused_restating",
+    "refused_layout",
+    "refused_notation",
     "purged",
     "purge_kept_last_record",
     "specifics_lost",
@@ -476,7 +484,7 @@ def _summary(
             "people": config.people,
             "initialFamilies": config.initial_families,
             "rates": asdict(config.rates),
-            "settings": _settings(config.retention_days).model_dump(mode="json"),
+            "settings": _settings(config.retention_days, config.subsume, config.offer_shape).model_dump(mode="json"),
             "workdir": str(workdir),
         },
         "seconds": {"total": round(elapsed, 1), **{k: round(v, 1) for k, v in timings.items()}},
@@ -532,6 +540,17 @@ def parse(argv: Sequence[str]) -> SimConfig:
         "--format-profile", default=None, help='profile overrides as JSON, e.g. \'{"caps": {"MEMORY.md": 100000}}\''
     )
     parser.add_argument(
+        "--no-subsume",
+        action="store_true",
+        help="every cluster goes to the hostile model (subsumption settles those a member already covers unasked)",
+    )
+    parser.add_argument(
+        "--offer-shape",
+        default="clusters",
+        choices=("clusters", "batches"),
+        help="how entries are offered to the model (batches: RockBot's layout, every entry in front of the adversary)",
+    )
+    parser.add_argument(
         "--chaos",
         action="store_true",
         help="random undos, SIGKILLs of undo/restore/cycle and clock jumps, each command censused (issue 22)",
@@ -558,6 +577,8 @@ def parse(argv: Sequence[str]) -> SimConfig:
         config.name = args.name
     config.format = args.format
     config.format_profile = args.format_profile
+    config.subsume = not args.no_subsume
+    config.offer_shape = args.offer_shape
     if args.format != "rockbot" and not args.name:
         config.name = f"{config.name}-{args.format}"
     if args.chaos:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
 from dreamkeeper.consolidation.decisions import ValidationState
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
@@ -277,13 +277,13 @@ def cycle(agent_dir: Path, proposer: ScriptedProposer) -> CycleOutcome:
 
 def count_final_index_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = cycle_module._final_index
+    original = writes_module._final_index
 
     def counting(*args: Any) -> CoverageIndex:
         calls.append(1)
         return original(*args)
 
-    monkeypatch.setattr(cycle_module, "_final_index", counting)
+    monkeypatch.setattr(writes_module, "_final_index", counting)
     return calls
 
 

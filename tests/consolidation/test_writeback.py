@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, recover, run_cycle
 from dreamkeeper.consolidation.journal import Journal, journal_dir
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
@@ -589,7 +589,7 @@ def test_a_stale_copy_written_again_during_its_repair_waits_for_the_next_cycle_a
     cycle(agent_dir, merge, 0)  # the successor says exactly what s1 says: s1 live again would be its exact duplicate
     successor = successor_of(agent_dir, "s1").id
     agent.reinforce("s1")
-    original = cycle_module.Executor
+    original = writes_module.Executor
 
     class AgentWritesFirst(original):  # type: ignore[misc, valid-type]
         def run(self) -> Any:
@@ -597,11 +597,11 @@ def test_a_stale_copy_written_again_during_its_repair_waits_for_the_next_cycle_a
                 agent.reinforce("s1")  # between the repair's snapshot and its archive: refused, a conflict
             return super().run()
 
-    monkeypatch.setattr(cycle_module, "Executor", AgentWritesFirst)
+    monkeypatch.setattr(writes_module, "Executor", AgentWritesFirst)
     report = cycle(agent_dir, NOTHING, 1).report
     assert report.conflicts == 1 and report.resurrected == 0 and report.folded == 0  # not folded in: held back
     assert entry(agent_dir, successor).entry.reinforcement_count == 6  # the first copy's increment, carried
-    monkeypatch.setattr(cycle_module, "Executor", original)
+    monkeypatch.setattr(writes_module, "Executor", original)
     report = cycle(agent_dir, NOTHING, 2).report
     assert report.resurrected == 1 and report.reinforcements_carried == 1  # only the second increment
     assert entry(agent_dir, successor).entry.reinforcement_count == 7 and "s1" not in live_ids(agent_dir)
@@ -621,7 +621,7 @@ def test_a_fold_copy_written_back_within_the_cycle_is_not_merged_again(
         ],
     )
     agent = CachingAgent(agent_dir)
-    original = cycle_module.Executor
+    original = writes_module.Executor
 
     class AgentWritesAfterTheFold(original):  # type: ignore[misc, valid-type]
         def run(self) -> Any:
@@ -630,9 +630,9 @@ def test_a_fold_copy_written_back_within_the_cycle_is_not_merged_again(
                 agent.reinforce("d2")  # its cached copy, live again, before the gate looks
             return tally
 
-    monkeypatch.setattr(cycle_module, "Executor", AgentWritesAfterTheFold)
+    monkeypatch.setattr(writes_module, "Executor", AgentWritesAfterTheFold)
     first = cycle(agent_dir, merge_all, 0, similarity_threshold=0.1).report
-    monkeypatch.setattr(cycle_module, "Executor", original)
+    monkeypatch.setattr(writes_module, "Executor", original)
     assert first.folded == 1 and first.saved == 1
     successor = successor_of(agent_dir, "d1").id
     assert "d2" in live_ids(agent_dir) and "d2" not in (entry(agent_dir, successor).entry.meta("mergedFrom") or "")

@@ -110,7 +110,7 @@ def test_a_loss_made_by_recovery_fails_even_a_cycle_that_is_then_skipped(
 ) -> None:
     """Recovery writes before the minimum interval can skip the cycle: its own invariant still runs, and a loss
     it made (a slipped recovery, standing for any bug) is brought back and fails the cycle instead of a quiet skip."""
-    from dreamkeeper.consolidation import cycle as cycle_module
+    from dreamkeeper.consolidation import writes as writes_module
     from dreamkeeper.memory import MemoryStore
     from tests.robustness.conftest import dream_killed_at
 
@@ -120,7 +120,7 @@ def test_a_loss_made_by_recovery_fails_even_a_cycle_that_is_then_skipped(
     # A cycle completed an hour ago, as far as the ledger knows: the next one is too soon, after its recovery.
     ledger = {"lastCompletedAt": (datetime.now(UTC) - timedelta(hours=1)).isoformat()}
     (agent / ".dreamkeeper" / "ledger.json").write_text(json.dumps(ledger))
-    real = cycle_module.recover_journals
+    real = writes_module.recover_journals
     victim: list[str] = []
 
     def slipping(agent_dir: Path, root: Path, now: Any = None) -> Any:
@@ -131,7 +131,7 @@ def test_a_loss_made_by_recovery_fails_even_a_cycle_that_is_then_skipped(
         victim.append(stored.id)
         return done
 
-    monkeypatch.setattr(cycle_module, "recover_journals", slipping)
+    monkeypatch.setattr(writes_module, "recover_journals", slipping)
     report = run_dream(agent, min_interval_hours=6).report  # type: ignore[attr-defined]
     assert report.skip_reason is not None and "minimum interval" in report.skip_reason
     assert report.result == "failed" and report.losses_reversed >= 1

@@ -1,5 +1,5 @@
 """What the cycle needs of a memory format besides ingest and render themselves: its counts as the cycle's, and the
-purge's keep rule joined with the format's (``cycle.Writes``)."""
+purge's keep rule joined with the format's (``writes.Writes``)."""
 
 from __future__ import annotations
 

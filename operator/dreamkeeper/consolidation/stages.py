@@ -6,7 +6,7 @@
 Each stage returns a frozen value holding what later stages need and what it counted (``counts``, ``notes``); the
 report is composed from the values returned so far (``compose_report``), so no stage edits the report, and a
 failed cycle's report still says what the stages before the failure did. Everything that touches the disk goes
-through ``Effects``: ``cycle.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
+through ``Effects``: ``writes.Writes`` for real, ``dryrun.DryRun`` for nothing at all.
 
 To add a stage: a frozen value here with ``counts`` and ``notes``, a slot for it in ``Stages`` (in order), and one
 call in ``Cycle._run_stages``; if it touches the disk, a method on ``Effects`` and both implementations. A stage
@@ -388,7 +388,7 @@ def compose_report(
 
 
 class Effects(Protocol):
-    """Every stage that touches the disk. ``cycle.Writes`` does; ``dryrun.DryRun`` changes nothing."""
+    """Every stage that touches the disk. ``writes.Writes`` does; ``dryrun.DryRun`` changes nothing."""
 
     result: CycleResult  # what a cycle that runs to the end reports
     first_write_at: datetime | None  # when the cycle first wrote under memory/ (never, in a dry run)

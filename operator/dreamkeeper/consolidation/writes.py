@@ -1,0 +1,538 @@
+"""``Writes``: the cycle's ``Effects`` for real (``stages.py``): recovery, purge, the fold, apply, and the
+measurements after apply. The dry run's counterpart is ``dryrun.DryRun``. Moved out of ``cycle.py`` unchanged (that
+module had grown past 1,200 lines)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
+from dreamkeeper.consolidation.clock import SKEW, ClockCheck
+from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.embed_stage import write_vectors
+from dreamkeeper.consolidation.embeddings import Vector
+from dreamkeeper.consolidation.format_stages import format_counts
+from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, scan_map, tags_in
+from dreamkeeper.consolidation.journal import (
+    DECAY_JOURNAL_SUFFIX,
+    FOLD_JOURNAL_SUFFIX,
+    JOURNAL_SUFFIXES,
+    WRITEBACK_JOURNAL_SUFFIX,
+    ExecutionTally,
+    Executor,
+    Journal,
+    incomplete_journals,
+    write_journal,
+    write_journal_steps,
+)
+from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.purge_policy import purge_stage
+from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.recovery import (
+    counted_copies,
+    read_ledger,
+    record_in_rockbot_ledger,
+    recover_journals,
+    repair_counts,
+    sweep_leftovers,
+    write_ledger,
+)
+from dreamkeeper.consolidation.report import CycleReport, CycleResult, write_report
+from dreamkeeper.consolidation.stages import (
+    Applied,
+    CycleContext,
+    Decayed,
+    Folded,
+    Ingested,
+    Measured,
+    Purged,
+    Recovered,
+    Rendered,
+    Repaired,
+    Snapshot,
+    Validated,
+    live_of,
+    snapshot_of,
+)
+from dreamkeeper.consolidation.undo import resume_undos, undo_tags
+from dreamkeeper.consolidation.writeback import WriteBackIndex, catch_up, plan_from_journals, window_start
+from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
+from dreamkeeper.formats import ROCKBOT
+from dreamkeeper.memory import (
+    CycleLock,
+    Fingerprint,
+    MalformedFile,
+    MemoryStoreError,
+    ScanResult,
+    StoredEntry,
+    check_state_files,
+    read_reversals,
+    unfinished_undos,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Writes:
+    """The stages that write, for real: recovery, purge, the fold, apply, and the measurements after apply."""
+
+    result: CycleResult = "completed"
+
+    def __init__(self, context: CycleContext) -> None:
+        self.context = context
+        self.store = context.store
+        self.first_write_at: datetime | None = None
+        self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+        self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
+        self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
+        # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
+        # archive this run makes (its own journals, those recovery finishes, the undos it resumes).
+        self._before: Census | None = None
+        self._tags: set[str] = {context.cycle_id + suffix for suffix in JOURNAL_SUFFIXES}
+        self._purged: frozenset[str] = frozenset()
+        self._clock: ClockCheck | None = None  # as checked when the cycle began; a trusted disagreement is recorded
+
+    def _writing(self, at: datetime | None = None) -> None:
+        """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
+        if self.first_write_at is None:
+            self.first_write_at = at or utcnow()
+
+    def hold(self) -> AbstractContextManager[object]:
+        return CycleLock(self.context.agent_dir, f"dream cycle {self.context.cycle_id}")
+
+    def recover(self) -> Recovered:
+        self.context.stage("recover")
+        agent_dir = self.context.agent_dir
+        check_state_files(agent_dir)  # a FIFO, device, link or directory among them: one clear error, nothing changed
+        undos = unfinished_undos(read_reversals(agent_dir)[0])
+        before: Census | None = None
+        if next(incomplete_journals(agent_dir), None) is not None or undos:
+            self._writing()
+            # Recovery is checked by the end-of-run invariant on its own (a cycle may then be skipped, or fail).
+            before = Census.of(screened(self.store.scan(), self.store.root).entries)
+        swept = sweep_leftovers(agent_dir, self.store.root, self.context.memory_format)
+        if swept.removed or swept.restored or swept.put_back:
+            self._writing()
+        done = recover_journals(agent_dir, self.store.root, self.context.now)
+        resumed = resume_undos(agent_dir, self.store.root) if undos else []
+        notes = [f"finished interrupted cycle {cycle_id}: {tally.archived} archive(s)" for cycle_id, tally in done]
+        notes += [note for _, tally in done for note in _not_written(tally)]
+        notes += [f"finished the interrupted undo of cycle {u.cycle_id}: {len(u.restored)} restored" for u in resumed]
+        notes += [f"undo of {u.cycle_id}: {detail}" for u in resumed for detail in u.details]
+        notes += [f"conflict copy kept: {path}" for path in swept.conflict_copies]
+        notes += [f"put back an entry an interrupted purge had parked: {path}" for path in swept.restored]
+        notes += [f"put back the agent's newer version displaced by an interrupted write: {p}" for p in swept.put_back]
+        tags: set[str] = set()
+        for cycle_id, tally in done:
+            self._written_ids |= tally.written_ids
+            tags.add(cycle_id)
+        for undo in resumed:
+            tags |= undo_tags(undo.journals)
+        counts = CycleCounts(
+            write_failures=sum(tally.write_failed for _, tally in done),
+            temps_removed=len(swept.removed),
+            conflict_copies=len(swept.conflict_copies),
+        )
+        if before is not None:
+            checked = end_check(
+                agent_dir,
+                self.store,
+                before,
+                scan_map(self.store),
+                tags_in(tags),
+                load_vocabulary(_vocabulary_path(self.context)).vocabulary,
+                what="recovery",
+            )
+            counts += checked.counts
+            notes += checked.notes
+        return Recovered(counts, tuple(notes))
+
+    def too_soon(self) -> str | None:
+        minimum = self.context.settings.min_interval
+        last = read_ledger(self.context.agent_dir).get("lastCompletedAt")
+        if not last or minimum.total_seconds() <= 0:
+            return None
+        try:
+            age = self.context.now - datetime.fromisoformat(last)
+        except (ValueError, TypeError):
+            return None
+        if age < -SKEW:
+            # A last completion dated ahead of the clock says nothing about when this cycle may run: skipping would
+            # skip every cycle until the clock caught up, silently (issue 22). The clock check refuses purge and
+            # decay instead, and says which times disagree.
+            return None
+        return f"last completed {age} ago, minimum interval {minimum}" if age < minimum else None
+
+    def ingest(self) -> Ingested:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Ingested()
+        self.context.stage("ingest")
+        prepared = memory_format.prepare(self.context.agent_dir, self.store, self.context.now)
+        return Ingested(format_counts(prepared.counts), prepared.notes)
+
+    def render(self) -> Rendered:
+        memory_format = self.context.memory_format
+        if memory_format.name == ROCKBOT:
+            return Rendered()
+        self.context.stage("render")
+        finished = memory_format.finish(self.context.agent_dir, self.store, self.context.now)
+        if finished.files_written:
+            self._writing()
+        return Rendered(format_counts(finished.counts), finished.notes)
+
+    def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
+        self._clock = clock
+        purged = purge_stage(self.context, vocabulary, self._writing, clock)
+        if purged.scan is not None and self._before is None:
+            # Its scan was read before the purge deleted anything (the purge deletes archived entries only): the live
+            # corpus before. A purge whose holds rewrote files gives none; the snapshot's own scan then serves.
+            self._before = Census.of(purged.scan.entries)
+        self._purged = purged.purged_ids
+        trusted = clock.trusted_note()
+        return replace(purged, notes=(*purged.notes, trusted)) if trusted else purged
+
+    def snapshot(self, purged: Purged) -> Snapshot:
+        self.context.stage("snapshot")
+        scan = purged.scan
+        if scan is None or purged.conflicts:
+            scan = screened(self.store.scan(), self.store.root)
+        elif purged.purged_ids:
+            scan = ScanResult(
+                entries=[s for s in scan.entries if s.id not in purged.purged_ids],
+                malformed=scan.malformed,
+                duplicates=scan.duplicates,
+            )
+        if self._before is None:
+            self._before = Census.of(scan.entries)  # the corpus before anything but a purge of archives was written
+        return snapshot_of(scan, purged.purged_ids)
+
+    def repair(self, snapshot: Snapshot) -> Repaired:
+        self.context.stage("repair")
+        since = self._window_start()
+        index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
+        try:
+            if not plan.steps:
+                return Repaired(snapshot, CycleCounts(stale_edits=plan.edited), plan.notes)
+            journal_id = self.context.cycle_id + WRITEBACK_JOURNAL_SUFFIX
+            steps = list(plan.steps)
+            journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
+            self._journals[journal_id] = journal
+            self._writing()
+            tally = Executor(self.store, journal, self.context.now).run()
+            scan = self._reread(snapshot.scan, plan.touched)
+            # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
+            # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted
+            # twice.
+            held = {s.path for s in live_of(scan) if s.path in plan.stale_paths and index.quick(s.id, s.entry) is False}
+            live = [s for s in live_of(scan) if s.path not in held]
+            counts = repair_counts(plan, journal) + CycleCounts(conflicts=tally.conflicts)
+            return Repaired(replace(snapshot, scan=scan, live=live), counts, plan.notes)
+        finally:
+            # Saved now, and let go: a corpus's worth of records is not held through the rest of the cycle (a
+            # cycle that writes loads it again at its end to fold its journals in).
+            index.expire(since)
+            self._save_index(index)
+
+    def _window_start(self) -> datetime:
+        return window_start(self.context.settings.retention, self.context.now)
+
+    def _update_index(self) -> None:
+        """Fold this cycle's journals into the write-back index (complete ones: a failed cycle's are finished by
+        recovery, and folded in by the next cycle)."""
+        if not self._journals:
+            return
+        try:
+            index = WriteBackIndex.load(self.context.agent_dir)
+            catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
+        except Exception:  # a cache of the journals: the next cycle catches up (or rebuilds) from them
+            log.exception("the write-back index was not updated; the next cycle catches up from the journals")
+            return
+        self._save_index(index)
+
+    def _save_index(self, index: WriteBackIndex) -> None:
+        try:
+            index.save(self.context.agent_dir)
+        except OSError as exc:  # a full disk, say: the journals say it all, the next cycle catches up from them
+            log.warning("the write-back index was not saved (%s); the next cycle catches up from the journals", exc)
+
+    def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:
+        fold_plan = Plan(folds=folds)
+        tally = self._execute(fold_plan, suffix=FOLD_JOURNAL_SUFFIX)
+        touched = {f.survivor.path for f in fold_plan.folds} | {c.path for f in fold_plan.folds for c in f.copies}
+        scan = self._reread(snapshot.scan, touched)
+        # A copy whose survivor now counts it is out of this cycle, archived or not: its archive refused (the agent
+        # wrote it meanwhile), or the agent's stale copy back over the archive, it would be merged and counted again.
+        # The next cycle's repair archives it, carrying what the agent changed.
+        held = counted_copies(self.store, self._journals.get(self.context.cycle_id + FOLD_JOURNAL_SUFFIX))
+        live = [s for s in live_of(scan) if s.path not in held]
+        n = tally.archived_folded
+        counts = CycleCounts(folded=n, archived=n, archived_with_replacement=n, write_failures=tally.write_failed)
+        return Folded(scan, live, tuple(folds), counts, _not_written(tally))
+
+    def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
+        decay_plan = Plan(decays=list(plan.actions))
+        executor = self._executor(decay_plan, DECAY_JOURNAL_SUFFIX)
+        tally = executor.run() if executor is not None else ExecutionTally()
+        self._stamped.update(executor.written if executor is not None else {})
+        self._written_ids |= tally.written_ids
+        # The entries as written, with the fingerprints of what was written: later writes this cycle (review stamps)
+        # are guarded by them. An entry the agent changed meanwhile keeps its snapshot and conflicts again later.
+        written = {}
+        for action in plan.actions:
+            fingerprint = executor.written.get(str(action.target.path)) if executor is not None else None
+            if fingerprint is not None:
+                written[action.target.id] = StoredEntry(action.updated, action.target.path, fingerprint)
+        live = [written.get(s.id, s) for s in folded.live]
+        left = frozenset(i for i in plan.left_floor if i in written)
+        counts = CycleCounts(
+            decayed=len(written),
+            decay_left_floor=len(left),
+            conflicts=tally.conflicts,
+            write_failures=tally.write_failed,
+        )
+        return Decayed(
+            live, tuple(a for a in plan.actions if a.target.id in written), left, counts, _not_written(tally)
+        )
+
+    def apply(self, folded: Folded, validated: Validated) -> Applied:
+        self.context.stage("apply")
+        tally = self._execute(validated.plan)
+        counts = CycleCounts(
+            saved=tally.created + tally.updated,
+            merged_into_existing=tally.updated,
+            ephemeral=tally.ephemeral,
+            archived=tally.archived,
+            archived_with_replacement=tally.archived_merged,
+            conflicts=tally.conflicts,
+            write_failures=tally.write_failed,
+        )
+        return Applied(validated.plan, counts, _not_written(tally))
+
+    def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
+        self.context.stage("report")
+        final = self._final_state(folded.scan)
+        census_index = validated.decisions.census_index
+        checked = self._check_end(
+            final, validated.vocabulary, lambda: _final_index(census_index, applied.plan, folded.live, final)
+        )
+        if checked.reversed.restored:
+            final = self._final_state(folded.scan)  # the corpus as the reversal left it
+        # Gone, and not purged: ours when this cycle wrote the entry (the alert must mean us), else the agent's own
+        # deletion (RockBot's DeleteMemory, a re-categorisation) while the cycle ran.
+        gone = snapshot.ids_before - final.ids - snapshot.purged_ids
+        ours = {entry_id for entry_id in gone if entry_id in self._written_ids}
+        counts = CycleCounts(
+            hard_deletes=len(ours),
+            agent_deletes=len(gone) - len(ours),
+            live_entries=len(final.live),
+            archived_entries=final.archived,
+        )
+        return Measured(counts + checked.counts, tuple(checked.verdict.lost), checked.notes)
+
+    def _check_end(self, final: FinalState, vocabulary: Vocabulary, index: Callable[[], CoverageIndex]) -> EndCheck:
+        """The end-of-run invariant over the whole cycle, recovery and purge included (invariant.py)."""
+        if self._before is None:
+            return EndCheck()
+        return end_check(
+            self.context.agent_dir,
+            self.store,
+            self._before,
+            final.entries,
+            tags_in(self._tags),
+            vocabulary,
+            purged=self._purged,
+            index=index,
+            what="cycle",
+        )
+
+    def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
+        return write_vectors(self.store, vectors, replace)
+
+    def record(self, report: CycleReport) -> Path:
+        self._update_index()
+        if report.result == "completed":
+            # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
+            completed_at = self.context.now if self.context.clock_given else report.finished_at
+            trusted = self._clock.ledger_update() if self._clock is not None else {}
+            write_ledger(self.context.agent_dir, report, completed_at or utcnow(), trusted)
+            rockbot = self.context.memory_format.name == ROCKBOT  # never a RockBot file in another agent's folders
+            if rockbot and self.context.settings.rockbot.pass_ledger and report.reviewed >= 2:
+                record_in_rockbot_ledger(self.context.agent_dir, completed_at or utcnow())
+        return write_report(self.context.agent_dir, report)
+
+    def record_failure(self, report: CycleReport, error: BaseException) -> None:
+        if isinstance(error, MemoryStoreError | OSError):
+            # Expected (a full or read-only volume, a state directory we may not use): one line, no traceback.
+            log.error("dream cycle %s failed: %s; completed steps are journaled", report.cycle_id, error)
+        else:
+            log.exception("dream cycle %s failed; completed steps are journaled", report.cycle_id)
+        self._update_index()
+        try:
+            write_report(self.context.agent_dir, report)
+        except (MemoryStoreError, OSError) as exc:  # the same full disk: the failure is reported by the caller
+            log.warning("could not keep the report of failed cycle %s: %s", report.cycle_id, exc)
+
+    def pending_hold(self) -> HeldPlan | None:
+        return read_pending(self.context.agent_dir)
+
+    def keep_hold(self, held: HeldPlan) -> None:
+        keep(self.context.agent_dir, held)
+
+    def settle_hold(self, held: HeldPlan, outcome: str) -> None:
+        settle(self.context.agent_dir, held, outcome)
+
+    # ---- helpers -------------------------------------------------------------------------------------
+
+    def _execute(self, plan: Plan, suffix: str = "") -> ExecutionTally:
+        executor = self._executor(plan, suffix)
+        if executor is None:
+            return ExecutionTally()
+        tally = executor.run()
+        self._stamped.update(executor.written)
+        self._written_ids |= tally.written_ids
+        return tally
+
+    def _executor(self, plan: Plan, suffix: str) -> Executor | None:
+        """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
+        if plan.is_empty:
+            return None
+        journal = write_journal(
+            self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
+        )
+        self._journals[journal.header.cycle_id] = journal
+        snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
+        leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
+        for stored in (*leaving, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
+            snapshot[str(stored.path)] = stored
+        self._writing()
+        return Executor(self.store, journal, self.context.now, snapshot)
+
+    def _reread(self, scan: ScanResult, touched: set[Path]) -> ScanResult:
+        """The snapshot after a stage wrote ``touched``: only those files are read again (a full rescan cost as much
+        as the rest of a warm cycle at 100k entries). Entries the agent changed meanwhile keep their snapshot
+        fingerprint, so any later write to them is refused as a conflict, exactly as for changes after a scan."""
+        malformed = list(scan.malformed)
+
+        def again(items: list[StoredEntry]) -> list[StoredEntry]:
+            out: list[StoredEntry] = []
+            for stored in items:
+                if stored.path not in touched:
+                    out.append(stored)
+                elif stored.path.exists():
+                    result = self.store.read_file(stored.path)
+                    if isinstance(result, StoredEntry):
+                        out.append(result)
+                    else:
+                        log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+                        malformed.append(result)
+            return out
+
+        return ScanResult(entries=again(scan.entries), malformed=malformed, duplicates=again(scan.duplicates))
+
+    def _final_state(self, snapshot: ScanResult) -> FinalState:
+        """What a scan after apply says, streamed: the snapshot is still referenced by the plan, and holding a
+        second parsed copy of the corpus doubled peak memory (about 0.6 GiB more at 100k entries). A file still
+        the snapshot's (or bearing the stamp this cycle wrote) is not read again: its parse is the snapshot's."""
+        final = FinalState()
+        first: dict[str, Path] = {}
+        known = {str(s.path): s for s in (*snapshot.entries, *snapshot.duplicates)}
+        for child in self.store.iter_file_entries():
+            item = self._read_final(child, known.get(child.path))
+            if isinstance(item, MalformedFile):
+                continue
+            final.ids.add(item.id)
+            final.entries.setdefault(item.id, item)
+            key = item.id.lower()
+            if key in first:
+                log.warning(
+                    "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
+                    item.id,
+                    first[key],
+                    item.path,
+                )
+                continue
+            first[key] = item.path
+            if item.entry.is_live:
+                final.live[item.id] = item.entry.content
+            elif item.entry.is_archived:
+                final.archived += 1
+        return final
+
+    def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
+        if seen is not None:
+            try:
+                st = child.stat(follow_symlinks=False)
+            except OSError:
+                st = None
+            # Unchanged, or exactly the review stamp this cycle wrote (a stamp changes only metadata: id, content and
+            # live/archived state are the snapshot's). This scan only counts for the report, so size and mtime (ns)
+            # are enough here; writes are guarded by the full fingerprint.
+            if st is not None and any(
+                fp is not None and (fp.size, fp.mtime_ns) == (st.st_size, st.st_mtime_ns)
+                for fp in (seen.fingerprint, self._stamped.get(child.path))
+            ):
+                return seen
+        result = self.store.read_file(Path(child.path))
+        if isinstance(result, MalformedFile):
+            log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
+        return result
+
+
+def _vocabulary_path(context: CycleContext) -> Path:
+    path = Path(context.settings.vocabulary_path)
+    return path if path.is_absolute() else context.agent_dir / path
+
+
+NOTED_FAILURES = 20  # a read-only tree fails every step alike: the report names the first ones and counts the rest
+
+
+def _not_written(tally: ExecutionTally) -> tuple[str, ...]:
+    notes = [f"not written: {error}" for error in tally.errors[:NOTED_FAILURES]]
+    if len(tally.errors) > NOTED_FAILURES:
+        notes.append(f"not written: {len(tally.errors) - NOTED_FAILURES} more (each in the journal)")
+    return tuple(notes)
+
+
+@dataclass
+class FinalState:
+    """The corpus after apply: every id on disk, live id -> content, and how many entries are archived."""
+
+    ids: set[str] = field(default_factory=set)
+    live: dict[str, str] = field(default_factory=dict)
+    archived: int = 0
+    entries: dict[str, StoredEntry] = field(
+        default_factory=dict
+    )  # exact id -> the entry (the snapshot's when unchanged)
+
+
+def _final_index(
+    census_index: CoverageIndex | None, plan: Plan, live: list[StoredEntry], final: FinalState
+) -> CoverageIndex:
+    """An index of the live corpus after apply. The census left its index holding the planned corpus; moving it to
+    the actual one (conflicts, failed creates, the agent's writes) by the difference gives the same multiset of
+    texts, hence the same answers, as indexing every live entry again."""
+    actual = final.live
+    if census_index is None:
+        index = CoverageIndex()
+        for text in actual.values():
+            index.add(text)
+        return index
+    leaving = plan.leaving_ids()
+    planned = {s.id: s.entry.content for s in live if s.id not in leaving}
+    planned.update({m.successor.id: m.successor.content for m in plan.merges})
+    for entry_id, text in planned.items():
+        if actual.get(entry_id) != text:
+            census_index.remove(text)
+    for entry_id, text in actual.items():
+        if planned.get(entry_id) != text:
+            census_index.add(text)
+    return census_index

@@ -23,7 +23,16 @@ from dreamkeeper.coverage import SourceText, find_missing_specifics
 from dreamkeeper.formats import MemoryFormat, get_format
 from dreamkeeper.proposers import ScriptedProposer
 
-SETTINGS = {"min_interval_hours": 0, "retention_days": 0, "similarity_threshold": 0.5, "archive_cap": 1.0}
+# Subsumption (issue 23) is off: these cycles are about how a model's successor is written back into the agent's
+# files, and a cluster one member already covers would be settled before the scripted model saw it. The product's
+# default (on) through the seam: tests/formats/test_cli.py and tests/bench/test_year_sim_quick.py.
+SETTINGS = {
+    "min_interval_hours": 0,
+    "retention_days": 0,
+    "similarity_threshold": 0.5,
+    "archive_cap": 1.0,
+    "subsume": False,
+}
 _MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _COMMENT = re.compile(r"\s*<!--.*?-->", re.S)
 

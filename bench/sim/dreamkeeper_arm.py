@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,41 @@ def to_view(entry: Entry) -> View:
     return View(
         entry.id, entry.content, entry.category, tuple(entry.tags), entry.importance_score, entry.reinforcement_count
     )
+
+
+def against_adversary(
+    options: CycleOptions, adversary: Adversary, tally: Tally, cycle: int, next_id: Callable[[], str]
+) -> CycleOutcome:
+    """One cycle of the real engine with the adversary as its model (both arms of the year simulation use this)."""
+
+    def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
+        mine = batch.ids
+        elsewhere = [
+            to_view(o.entry)
+            for b in request.batches
+            if b.index != batch.index
+            for o in b.entries
+            if o.entry.id not in mine
+        ]
+        decision = adversary.decide(cycle, [to_view(o.entry) for o in batch.entries], elsewhere)
+        for mode, ids in decision.acts:
+            tally.add(mode)
+            tally.add("entries-acted-on", len(ids))
+        return decision.as_reply()
+
+    def repair(request: RepairRequest) -> str | None:
+        tally.add("repair-asked")
+        return adversary.repair(cycle, request.merge.content, request.missing)
+
+    # Successor ids are uuid4 in the engine (as in RockBot); seeded here, for this call only, so a run is
+    # reproducible: ids decide file order, hence batch composition, hence which family members the adversary
+    # sees together.
+    engine_ids = validate.new_entry_id
+    validate.new_entry_id = next_id
+    try:
+        return asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
+    finally:
+        validate.new_entry_id = engine_ids
 
 
 @dataclass
@@ -78,39 +114,12 @@ class DreamkeeperArm:
     def run_engine(self, cycle: int, now: datetime, *, trust_clock: bool = False) -> CycleOutcome:
         """One cycle of the real engine against the adversary (no observation: ``observe`` reads the store)."""
 
-        def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
-            mine = batch.ids
-            elsewhere = [
-                to_view(o.entry)
-                for b in request.batches
-                if b.index != batch.index
-                for o in b.entries
-                if o.entry.id not in mine
-            ]
-            decision = self.adversary.decide(cycle, [to_view(o.entry) for o in batch.entries], elsewhere)
-            for mode, ids in decision.acts:
-                self.tally.add(mode)
-                self.tally.add("entries-acted-on", len(ids))
-            return decision.as_reply()
-
-        def repair(request: RepairRequest) -> str | None:
-            self.tally.add("repair-asked")
-            return self.adversary.repair(cycle, request.merge.content, request.missing)
-
-        # Successor ids are uuid4 in the engine (as in RockBot); seeded here, for this call only, so a run is
-        # reproducible: ids decide file order, hence batch composition, hence which family members the adversary
-        # sees together.
         # force: the engine stamps lastCompletedAt with the wall clock, not CycleOptions.now, so with a simulated
         # clock the minimum-interval check compares simulated time with real time. Cycles are 12 h apart anyway.
         options = CycleOptions(
             agent_dir=self.agent_dir, settings=self.settings, now=now, force=True, trust_clock=trust_clock
         )
-        engine_ids = validate.new_entry_id
-        validate.new_entry_id = self._next_id
-        try:
-            return asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
-        finally:
-            validate.new_entry_id = engine_ids
+        return against_adversary(options, self.adversary, self.tally, cycle, self._next_id)
 
     def reseed_ids(self, label: str) -> None:
         """A fresh id stream (after a killed child drew ids this process never saw: they may be on disk)."""

@@ -13,24 +13,20 @@ after the cycle: live = the units in the agent's files (their records), stored =
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 from pathlib import Path
 from typing import Any
 
 from bench.sim.adversary import Adversary, Tally
-from bench.sim.dreamkeeper_arm import ArmCycle, to_view
+from bench.sim.dreamkeeper_arm import ArmCycle, against_adversary, to_view
 from bench.sim.world import MinedEntry
-from dreamkeeper.consolidation import CycleOptions, format_of, validate
-from dreamkeeper.consolidation.cycle import run_cycle
-from dreamkeeper.consolidation.proposal import Batch, ProposalRequest, RepairRequest
+from dreamkeeper.consolidation import CycleOptions, format_of
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.formats import MarkdownFormat, memory_dir
 from dreamkeeper.formats.markdown import Insertion, edit
 from dreamkeeper.memory import REASON_EPHEMERAL, MemoryStore
 from dreamkeeper.memory.entry import ARCHIVED_BY_CYCLE
-from dreamkeeper.proposers import ScriptedProposer
 
 HERMES_SEPARATOR = "\n§\n"
 
@@ -153,34 +149,10 @@ class FormatArm:
     # ---- a cycle ----------------------------------------------------------------------------------------------
 
     def cycle(self, cycle: int, now: Any) -> ArmCycle:
-        def script(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
-            mine = batch.ids
-            elsewhere = [
-                to_view(o.entry)
-                for b in request.batches
-                if b.index != batch.index
-                for o in b.entries
-                if o.entry.id not in mine
-            ]
-            decision = self.adversary.decide(cycle, [to_view(o.entry) for o in batch.entries], elsewhere)
-            for mode, ids in decision.acts:
-                self.tally.add(mode)
-                self.tally.add("entries-acted-on", len(ids))
-            return decision.as_reply()
-
-        def repair(request: RepairRequest) -> str | None:
-            self.tally.add("repair-asked")
-            return self.adversary.repair(cycle, request.merge.content, request.missing)
-
         options = CycleOptions(
             agent_dir=self.agent_dir, settings=self.settings, now=now, force=True, format=self.format
         )
-        engine_ids = validate.new_entry_id
-        validate.new_entry_id = self._next_id
-        try:
-            outcome = asyncio.run(run_cycle(options, ScriptedProposer(script, repair=repair)))
-        finally:
-            validate.new_entry_id = engine_ids
+        outcome = against_adversary(options, self.adversary, self.tally, cycle, self._next_id)
         scan = self.store.scan()
         on_disk = {s.id: (s.entry.content, s.entry.category) for s in scan.entries}
         purged = [text for entry_id, text in self._on_disk.items() if entry_id not in on_disk]

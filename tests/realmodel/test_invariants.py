@@ -65,7 +65,10 @@ def forcing(proposal: dict[str, Any], repair: str | None = None) -> Any:
 
 def cycle(agent: Path, server: LlamaServer, **config: Any) -> CycleOutcome:
     p = proposer(server, output_mode="json_object", offer_singletons=True, **config)
-    options = CycleOptions(agent_dir=agent, settings=CycleSettings(min_interval_hours=0), now=BASE_TIME)
+    # RockBot's batch layout, subsumption off: these replies are forced word for word and name the entries' ids,
+    # which only RockBot's layout shows, and every seed cluster must reach the model for the reply to be about it.
+    settings = CycleSettings(min_interval_hours=0, offer_shape="batches", subsume=False)
+    options = CycleOptions(agent_dir=agent, settings=settings, now=BASE_TIME)
     return asyncio.run(run_cycle(options, p))
 
 
@@ -125,8 +128,9 @@ def test_a_failed_server_is_proposer_failed_exit_5(tmp_path: Path) -> None:
     done = dreamkeeper(
         tmp_path / "agent", "--proposer", "openai", "--model", "smollm2", "--base-url", base_url,
         "--max-retries", "1", "--timeout", "10", "--offer-singletons", "--defer-below-entries", "0",
-        "--min-interval-hours", "0", "--json",
+        "--min-interval-hours", "0", "--settings-json", '{"subsume": false}', "--json",
     )  # fmt: skip
+    # (subsumption off: it settles the seeds' clusters with no model, and this test is about the model's absence)
     assert done.returncode == EXIT_PROPOSER_FAILED, done.stderr
     report = json.loads(done.stdout)
     assert report["result"] == "proposer-failed" and report["batchesFailed"] >= 1 and report["batchesUsable"] == 0

@@ -31,6 +31,24 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any], trail: tuple[str, ...])
     return merged
 
 
+def _key_rule(names: dict[str, Any]) -> dict[str, str] | None:
+    """``propertyNames`` (min/max length, pattern) as a CEL rule over the map's keys."""
+    checks = []
+    if "minLength" in names:
+        checks.append(f"size(k) >= {int(names['minLength'])}")
+    if "maxLength" in names:
+        checks.append(f"size(k) <= {int(names['maxLength'])}")
+    if "pattern" in names:
+        checks.append(f"k.matches({names['pattern']!r})")
+    unknown = set(names) - {"minLength", "maxLength", "pattern", "type"}
+    if unknown:
+        raise ValueError(f"propertyNames keywords {sorted(unknown)} have no structural form")
+    if not checks:
+        return None
+    described = ", ".join(c.replace("size(k)", "length").replace("k.matches", "matching") for c in checks)
+    return {"rule": f"self.all(k, {' && '.join(checks)})", "message": f"every key must have {described}"}
+
+
 def _convert(
     node: dict[str, Any], defs: dict[str, Any], *, keep_defaults: bool, trail: tuple[str, ...]
 ) -> dict[str, Any]:
@@ -57,6 +75,13 @@ def _convert(
             continue
         if key == "additionalProperties" and value is False:
             continue  # the API server prunes unknown fields; `false` beside `properties` is not structural
+        if key == "propertyNames":
+            # Not in Kubernetes' JSONSchemaProps (server-side apply refuses the CRD: "field not declared in
+            # schema"): a map's key rules become a CEL rule over its keys instead.
+            rule = _key_rule(value)
+            if rule:
+                out.setdefault("x-kubernetes-validations", []).append(rule)
+            continue
         if key == "const":
             out["enum"] = [value]
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):

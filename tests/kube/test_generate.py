@@ -29,9 +29,23 @@ def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
     assert main(["--check", "--root", str(tmp_path)]) == 1
 
 
+# The fields of Kubernetes' JSONSchemaProps (apiextensions.k8s.io/v1): anything else in a CRD's schema makes
+# server-side apply refuse the CRD ("field not declared in schema"), as propertyNames did after the formatProfile
+# caps map was added.
+JSON_SCHEMA_PROPS = {
+    "$schema", "$ref", "id", "description", "type", "format", "title", "default", "maximum", "exclusiveMaximum",
+    "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems",
+    "multipleOf", "enum", "maxProperties", "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not",
+    "properties", "additionalProperties", "patternProperties", "dependencies", "additionalItems", "definitions",
+    "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys", "x-kubernetes-list-type", "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+}  # fmt: skip
+
+
 def _walk(node: dict[str, Any], path: str = "") -> list[str]:
     """Every violation of the structural-schema rules the API server enforces."""
-    problems: list[str] = []
+    problems: list[str] = [f"{path}: {key} is not a JSONSchemaProps field" for key in set(node) - JSON_SCHEMA_PROPS]
     if "$ref" in node or "allOf" in node or "oneOf" in node:
         problems.append(f"{path}: $ref/allOf/oneOf")
     if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):

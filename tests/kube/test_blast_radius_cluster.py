@@ -32,8 +32,17 @@ def test_a_prune_storm_is_held_then_applied_on_approval(env: Env) -> None:
     agent_dir = make_agent(env.cluster, env.ns, env.host)
     with FakeOpenAIServer(storm) as server:
         env.operator.start()
-        proposer = {"type": "openai", "model": "m", "baseURL": server.base_url, "allowPlainHTTP": True}
-        env.schedule("stormy", proposer=proposer, runNowToken="storm", safeguards={"minIntervalHours": 0})
+        # RockBot's batch layout shows every entry with its id (the default cluster shape shows neither lone entries
+        # nor ids), and subsumption is off, so the held plan is exactly the storm's prunes.
+        proposer = {
+            "type": "openai",
+            "model": "m",
+            "baseURL": server.base_url,
+            "allowPlainHTTP": True,
+            "offerShape": "batches",
+        }
+        safeguards = {"minIntervalHours": 0, "subsume": False}
+        env.schedule("stormy", proposer=proposer, runNowToken="storm", safeguards=safeguards)
         status = env.wait_status("stormy", "the storm counted", lambda s: s.get("lastRun"), timeout=180)
         run = status["lastRun"]
         assert (run["result"], run["reason"]) == ("completed", "Held"), run

@@ -37,7 +37,10 @@ from tests.proposers.fake_openai import FakeOpenAIServer, Reply
 
 pytestmark = pytest.mark.cluster
 
-NOTHING_TO_DO = {"toDelete": [], "toSave": []}
+# "Nothing to do" in both request shapes: the default one-cluster question reads `same` (false: distinct, a
+# decision), RockBot's batch layout reads toDelete/toSave. {"toDelete": [], "toSave": []} alone is no answer to the
+# cluster question, and a cycle whose every reply is no answer is proposer-failed.
+NOTHING_TO_DO = {"same": False, "merged": "", "toDelete": [], "toSave": []}
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from typing import Any, cast
 import kopf
 
 from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION, VOCABULARY_PLURAL
-from dreamkeeper.kube.api import ApiError, ClusterApi, KubeApi
+from dreamkeeper.kube.api import ApiError, ClusterApi, KubeApi, NotFoundError
 from dreamkeeper.kube.caches import ScheduleBodies, claim_changed
 from dreamkeeper.kube.informer import Informer
 from dreamkeeper.kube.metrics import OperatorMetrics
@@ -125,17 +125,37 @@ async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: st
             state.metrics.visited.set(len(state.visited))
             full, failures = False, 0
         except Exception as exc:
-            state.metrics.handler_error("schedule")
             delay = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
             failures += 1
-            if isinstance(exc, ApiError):
-                # The API server said no (RBAC, a namespace being deleted under the schedule): its answer is the
-                # whole story, a traceback adds nothing.
+            if isinstance(exc, ApiError) and _namespace_terminating(exc):
+                # The namespace is being deleted under the schedule (its Events, Jobs and status writes are refused
+                # until the schedule itself is gone): expected, not an error of ours; the next pass finds it gone.
+                log.info("%s/%s: %s; the namespace is being deleted", namespace, name, exc)
+            elif isinstance(exc, NotFoundError) and await _schedule_gone(state, namespace, name, uid):
+                log.info("%s/%s: deleted while a pass ran (%s)", namespace, name, exc)
+                return
+            elif isinstance(exc, ApiError):
+                state.metrics.handler_error("schedule")
+                # The API server said no (RBAC, a quota): its answer is the whole story, a traceback adds nothing.
                 log.warning("%s/%s: reconcile failed: %s; retrying in %.0fs", namespace, name, exc, delay)
             else:
+                state.metrics.handler_error("schedule")
                 log.exception("%s/%s: reconcile failed; retrying in %.0fs", namespace, name, delay)
         if await _sleep(wake, stopped, delay):
             full = True
+
+
+def _namespace_terminating(exc: ApiError) -> bool:
+    """The API server's refusal to write into a namespace being deleted (403 NamespaceTerminating)."""
+    return exc.status == 403 and "because it is being terminated" in exc.message
+
+
+async def _schedule_gone(state: OperatorState, namespace: str, name: str, uid: str) -> bool:
+    try:
+        body = await state.call(state.api.get_schedule, namespace, name)
+    except ApiError:
+        return False
+    return body is None or body["metadata"].get("uid") != uid or bool(body["metadata"].get("deletionTimestamp"))
 
 
 def _start_loop(state: OperatorState, namespace: str, name: str, uid: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.kube.cluster_support import Env, events_of, jobs_of, make_agent
+from tests.kube.cluster_support import Env, events_of, eventually, jobs_of, make_agent
 from tests.proposers.fake_openai import FakeOpenAIServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.cluster
@@ -52,11 +52,22 @@ def test_a_prune_storm_is_held_then_applied_on_approval(env: Env) -> None:
         assert run["held"] == held["drop"] == len(held["prunes"]) > held["live"] // 10
         assert run["archived"] == run["folded"] and run["ephemeral"] == 0  # only the exact-duplicate fold ran
         assert f"spec.approveHold: {run['cycleId']}" in run["skipReason"]
-        reasons = {e["reason"]: e for e in events_of(env.cluster, env.ns, "stormy")}
+
+        # Events and metrics follow the status patch (a pass reports only what it persisted): poll, do not race it.
+        def held_events() -> dict[str, Any] | None:
+            reasons = {e["reason"]: e for e in events_of(env.cluster, env.ns, "stormy")}
+            return reasons if {"ArchivesHeld", "ManyArchived"} <= reasons.keys() else None
+
+        reasons = eventually(env.cluster, "the Held Events", held_events, timeout=60)
         assert reasons["ArchivesHeld"]["type"] == "Warning"
         assert reasons["ManyArchived"]["type"] == "Warning"  # the fold alone took over 3% out
         ident = {"dreamschedule": "stormy", "dreamschedule_namespace": env.ns}
-        assert env.operator.metric("dreamkeeper_archives_held_total", **ident) == run["held"]
+        eventually(
+            env.cluster,
+            "the held archives counted",
+            lambda: env.operator.metric("dreamkeeper_archives_held_total", **ident) == run["held"],
+            timeout=60,
+        )
 
         # A human looked at the plan on the volume and approves it: the next cycle applies exactly it.
         requests = len(server.requests)

@@ -4,7 +4,9 @@
     python -m bench operator-scale --schedules 5000 --baseline /work/wt/base/.venv/bin/dreamkeeper
     python -m bench operator-scale --quick --output /tmp/x.json          # 20 schedules (a smoke run)
 
-Each schedule has its own PVC (one agent each). The operator runs as a subprocess (`dreamkeeper operator -n
+Each schedule has its own PVC (one agent each), created already bound to its own PersistentVolume by a bounded pool
+of keep-alive connections (``operator_setup.py``: O(N) requests; the controller manager's binder, limited to 20
+requests/s, took > 600 s for 5,000 claims). The operator runs as a subprocess (`dreamkeeper operator -n
 bench`) authenticated as its ServiceAccount with the generated Role. One control plane per size (no scheduler: no
 pod ever runs here; the controller manager runs, as in a cluster). Phases:
 

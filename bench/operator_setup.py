@@ -162,12 +162,40 @@ def create_objects(
         if time.monotonic() > deadline:
             raise SetupError(f"{bound} of {count} claims Bound 120 s after setup (expected every one)")
         time.sleep(5)
+    settled = settle(plane)
     return {
         "seconds_create": round(created, 1),
+        "seconds_settle": settled,
         "seconds": round(time.monotonic() - started, 1),
         "requests": conns.requests,
         "workers": workers,
     }
+
+
+def settle(plane: ControlPlane, window: float = 5.0, quiet: int = 2, timeout: float = 180.0) -> float:
+    """Wait until the control plane stops working on what the setup made: the controller manager's garbage collector
+    GETs the owner of every history Job (a DreamSchedule) and its binder re-syncs the claims. Measured phases that
+    began at once counted those requests as the operator's (GET dreamschedules at 20 schedules: the cluster test's
+    per-schedule bound). Quiet: at most ``quiet`` requests other than watches and leases in ``window`` seconds."""
+    from bench.operator_probe import request_counts
+
+    started = time.monotonic()
+    before = request_counts(plane)
+    while time.monotonic() - started < timeout:
+        time.sleep(window)
+        after = request_counts(plane)
+        busy = sum(
+            after[key] - before.get(key, 0)
+            for key in after
+            if not key.startswith("WATCH") and "leases" not in key and "/openapi" not in key and key not in IDLE
+        )
+        before = after
+        if busy <= quiet:
+            break
+    return round(time.monotonic() - started, 1)
+
+
+IDLE = ("GET /api", "GET /apis")  # discovery, by the controller manager, every few seconds whatever happens
 
 
 def _count_bound(plane: ControlPlane, path: str) -> int:

@@ -73,6 +73,7 @@ JOURNAL_SUFFIXES: Final = ("", WRITEBACK_JOURNAL_SUFFIX, FOLD_JOURNAL_SUFFIX, DE
 
 Op = Literal["create", "update", "archive", "stamp", "decay"]
 DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
+_DECAY_KEYS: Final = frozenset(name.lower() for name in DECAY_FIELDS)
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo", "stale"]
 
 
@@ -248,7 +249,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
 def decay_values(entry: Entry) -> dict[str, Any]:
     """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
     puts back exactly what was there)."""
-    obj = entry.to_json_obj()
+    obj = entry.to_json_obj(only=_DECAY_KEYS)  # the same values, without building the whole object
     spelled = {key.lower(): key for key in obj}
     return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
 

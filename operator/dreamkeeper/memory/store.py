@@ -167,6 +167,7 @@ class MemoryStore:
         self._index: dict[str, Path] | None = None
         self._files: dict[str, list[tuple[str, Path]]] | None = None  # lowercased id -> every (exact id, file)
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
+        self._category_dirs: dict[str | None, Path] = {}  # category -> its directory, validated (``_rewrite_path``)
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
         self._categories: dict[str | None, tuple[str, tuple[str, ...]] | str] = {}  # category -> where, or why not
 
@@ -434,7 +435,13 @@ class MemoryStore:
 
         Same checks as ``entry_path``, with the symlink-resolving containment check done once per directory
         (a rewrite replaces the file itself, never a symlink's target, so the file name needs no resolving)."""
-        path = entry_location(self.root, entry.id, entry.category)
+        directory = self._category_dirs.get(entry.category)
+        if directory is None:
+            path = entry_location(self.root, entry.id, entry.category)
+            self._category_dirs[entry.category] = path.parent
+        else:  # the category was validated by an earlier rewrite: only the id is left to check
+            validate_id(entry.id)
+            path = directory / f"{entry.id}.json"
         if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
         if path.parent not in self._inside:

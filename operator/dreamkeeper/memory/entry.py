@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dreamkeeper.memory.jsontext import dumps_indented
+
 # Metadata keys written by RockBot and dreamkeeper. Bookkeeping keys are never copied between entries.
 MERGED_FROM = "mergedFrom"
 MERGED_AT = "mergedAt"
@@ -345,7 +347,8 @@ class Entry(BaseModel):
         return out
 
     def to_json_bytes(self) -> bytes:
-        return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        # json.dumps(indent=2, ensure_ascii=False), byte for byte, without the pure-Python indenting encoder.
+        return (dumps_indented(self.to_json_obj()) + "\n").encode("utf-8")
 
     @classmethod
     def from_json_bytes(cls, data: bytes) -> Entry:
@@ -420,6 +423,8 @@ def _restricted(only: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]
     """The field names and datetime aliases among ``only`` (lowercased keys), for ``to_json_obj(only=...)``."""
     names = tuple(name for name in _FIELD_NAMES if _ALIAS_OF[name].lower() in only)
     return names, tuple(alias for alias in _DATETIME_ALIASES if alias.lower() in only)
+
+
 # What a parse gives a field its file does not have (createdAt's load-time default is kept per entry).
 _ABSENT: dict[str, Any] = {
     "id": None,

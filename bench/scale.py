@@ -129,18 +129,13 @@ def _child(kind: str, agent_dir: Path, source: Path | None = None) -> dict[str, 
     return result
 
 
-def measure_size(size: int, seed: int, workdir: Path, warm: bool, baseline: Path | None = None) -> dict[str, Any]:
+def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
     agent = workdir / f"agent-{size}"
     started = time.perf_counter()
     corpus = write_synthetic_corpus(agent / "memory", size, seed)
     generated = time.perf_counter() - started
-    base = None
-    if baseline is not None:
-        # The same corpus, byte for byte and with its mtimes, for the baseline's cold cycle (a cycle writes).
-        shutil.copytree(agent, workdir / f"agent-{size}-baseline", symlinks=True)
-        base = _baseline_run(size, workdir / f"agent-{size}-baseline", baseline)
     print(f"[scale] {size}: corpus written in {generated:.1f}s; loading", file=sys.stderr, flush=True)
     load = _child("load", agent)
     print(f"[scale] {size}: load {load['seconds']:.2f}s; cold cycle", file=sys.stderr, flush=True)
@@ -162,8 +157,6 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool, baseline: Path
         "peakRssByStageMiB": cold["peakRssByStageMiB"],
         "report": cold["report"],
     }
-    if base is not None:
-        run["baseline"] = base
     if warm:
         # The cold cycle stamped every file (two more metadata keys each): the second cycle is compared with a load
         # of the files as they now are, like with like.
@@ -183,56 +176,6 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool, baseline: Path
         )
     shutil.rmtree(agent, ignore_errors=True)
     return run
-
-
-def _baseline_run(size: int, agent: Path, source: Path) -> dict[str, Any]:
-    """The load and the cold cycle of the baseline tree on its copy of the corpus (CPU seconds: issue 27)."""
-    load = _child("load", agent, source)
-    cold = _child("cycle", agent, source)
-    print(f"[scale] {size}: baseline load {load['cpuSeconds']:.2f} CPU s, cold cycle {cold['cpuSeconds']:.2f} CPU s",
-          file=sys.stderr, flush=True)  # fmt: skip
-    shutil.rmtree(agent, ignore_errors=True)
-    return {
-        "loadCpuSeconds": round(load["cpuSeconds"], 3),
-        "cycleSeconds": round(cold["seconds"], 3),
-        "cycleCpuSeconds": round(cold["cpuSeconds"], 3),
-        "cycleCpuOverLoadCpu": round(cold["cpuSeconds"] / load["cpuSeconds"], 2),
-        "peakRssMiB": round(cold["peakRssMiB"], 1),
-        "stagesCpu": cold["stagesCpu"],
-        "report": cold["report"],
-    }
-
-
-def side_by_side(result: dict[str, Any]) -> list[str]:
-    """The cold cycle of this tree next to the baseline's, CPU seconds, per stage (issue 27 item 3)."""
-    runs = [r for r in result["runs"] if "baseline" in r]
-    if not runs:
-        return []
-    lines = [
-        "",
-        f"## Cold cycle side by side with the baseline ({result.get('baselineLabel', 'baseline')}), CPU seconds",
-        "",
-        "Both on copies of one corpus, in one run; each load is that tree's own `MemoryStore.scan()`.",
-        "",
-        "| entries | load (base / this) | cold cycle (base / this) | cycle / load (base / this) | peak RSS MiB "
-        "(base / this) | saved (base / this) | archived (base / this) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in runs:
-        b = r["baseline"]
-        lines.append(
-            f"| {r['size']} | {b['loadCpuSeconds']} / {r['loadCpuSeconds']} | {b['cycleCpuSeconds']} / "
-            f"{r['cycleCpuSeconds']} | {b['cycleCpuOverLoadCpu']} / {r['cycleCpuOverLoadCpu']} | {b['peakRssMiB']} / "
-            f"{r['peakRssMiB']} | {b['report']['saved']} / {r['report']['saved']} | {b['report']['archived']} / "
-            f"{r['report']['archived']} |"
-        )
-    stages = list(dict.fromkeys(k for r in runs for k in (*r["baseline"]["stagesCpu"], *r["stagesCpu"])))
-    lines += ["", "CPU seconds per stage of the cold cycle (base / this):", ""]
-    lines += ["| entries | " + " | ".join(stages) + " |", "|---|" + "---|" * len(stages)]
-    for r in runs:
-        b, t = r["baseline"]["stagesCpu"], r["stagesCpu"]
-        lines.append(f"| {r['size']} | " + " | ".join(f"{b.get(s, '-')} / {t.get(s, '-')}" for s in stages) + " |")
-    return lines
 
 
 def goals(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -327,7 +270,6 @@ def markdown(result: dict[str, Any], png: str | None) -> str:
             f"- time(100k) / time(10k) <= 12, second cycle: {g['warmGrowth100kOver10k']} — "
             f"**{'met' if g['warmGrowthMet'] else 'missed'}**"
         )
-    lines += side_by_side(result)
     lines.append("")
     return "\n".join(lines)
 
@@ -346,10 +288,11 @@ def main(argv: Sequence[str]) -> int:
         "--baseline",
         type=Path,
         default=None,
-        help="a tree holding operator/dreamkeeper (e.g. `git archive main operator | tar -x -C DIR`): its load and "
-        "cold cycle run on a copy of each corpus, side by side with this checkout's",
+        help="cold cycles only, side by side with the tree BASELINE holding operator/dreamkeeper "
+        "(e.g. `git archive main operator | tar -x -C DIR`): bench/scale_cold.py",
     )
     parser.add_argument("--baseline-label", default=None, help="what the baseline is (e.g. main@215a8d1)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --baseline: runs per tree (the least CPU counts)")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
@@ -362,7 +305,11 @@ def main(argv: Sequence[str]) -> int:
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-scale-", dir=base))
     try:
-        runs = [measure_size(size, args.seed, workdir, not args.no_warm, args.baseline) for size in sizes]
+        if args.baseline is not None:
+            from bench.scale_cold import side_by_side_main
+
+            return side_by_side_main(args, sizes, workdir, ("python -m bench scale " + shlex.join(argv)).strip())
+        runs = [measure_size(size, args.seed, workdir, warm=not args.no_warm) for size in sizes]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result: dict[str, Any] = {
@@ -372,8 +319,6 @@ def main(argv: Sequence[str]) -> int:
         "runs": runs,
         "goals": goals(runs),
     }
-    if args.baseline is not None:
-        result["baselineLabel"] = args.baseline_label or str(args.baseline)
     args.out.mkdir(parents=True, exist_ok=True)
     json_path, md_path, png_path = (args.out / f"{name}{suffix}" for suffix in (".json", ".md", ".png"))
     json_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -11,7 +11,7 @@ always exactly the standard one; tests/memory/test_jsontext.py checks it against
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the C one when available
+from json.encoder import encode_basestring  # the C one when available (what ensure_ascii=False uses)
 from typing import Any, Final
 
 _INDENT: Final = "  "

@@ -307,7 +307,8 @@ class Entry(BaseModel):
         values of each of up to every entry of a corpus on a cold start; building the whole object twice for them
         cost more than writing the files (issue 27)."""
         extras = self.__pydantic_extra__ or {}
-        names, datetime_aliases = _FIELD_NAMES, _DATETIME_ALIASES
+        names: tuple[str, ...] = _FIELD_NAMES
+        datetime_aliases: tuple[str, ...] = _DATETIME_ALIASES
         if only is not None:
             names, datetime_aliases = _restricted(only)
         # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score").

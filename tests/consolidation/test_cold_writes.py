@@ -194,7 +194,7 @@ def test_a_rewrite_checks_the_id_when_its_category_directory_is_already_known(tm
         store.rewrite(moved, second.entry)  # not where its id says it is
 
 
-def test_replace_file_keeps_the_files_mode_with_the_prechecks_stat(tmp_path: Path) -> None:
+def test_a_bulk_rewrite_keeps_the_files_mode(tmp_path: Path) -> None:
     store = write_corpus(tmp_path, [Seed("e1", "One.", "people")])
     (stored,) = store.scan().entries
     stored.path.chmod(0o640)

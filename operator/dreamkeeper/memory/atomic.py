@@ -258,8 +258,7 @@ class _Temp:
     fingerprint: Fingerprint
 
 
-def _write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> _Temp:
-    """``data`` in a new temp file beside ``path``, fsynced. ``old``: ``path``'s lstat just taken by the caller."""
+def _write_temp(path: Path, data: bytes) -> _Temp:
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
     # A new file gets what the umask leaves of 0666: 0644 by default, group-writable under --shared-group.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
@@ -270,7 +269,7 @@ def _write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> _
         with contextlib.suppress(FileNotFoundError):
             # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites; of the file itself:
             # a symlink in its place is replaced, never followed.
-            old = old or os.lstat(path)
+            old = os.lstat(path)
             if stat.S_ISREG(old.st_mode):
                 os.fchmod(fd, stat.S_IMODE(old.st_mode))
                 with contextlib.suppress(PermissionError):
@@ -325,7 +324,7 @@ def replace_file(
     try:
         if isinstance(expected, Fingerprint):
             st = _precheck(path, expected)
-            temp = _write_temp(path, data, st)
+            temp = _write_temp(path, data)
             temp = _arm(temp, expected)
             _swap_in(temp, path, expected, st.st_dev)
         else:

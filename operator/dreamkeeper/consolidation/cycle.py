@@ -90,6 +90,7 @@ from dreamkeeper.memory import (
     memory_root,
     utcnow,
 )
+from dreamkeeper.memory.corpus_index import corpus_index
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ class CycleOptions:
     # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
     embedder: Embedder | None = None
     format: MemoryFormat | None = None  # None: RockBot's entry files (dreamkeeper.formats.get_format)
+    corpus_index: bool = True  # keep the parse of unchanged files between cycles (memory/corpus_index.py)
 
     @property
     def memory_format(self) -> MemoryFormat:
@@ -157,7 +159,9 @@ class Cycle:
         self.proposer = proposer
         self.settings = options.settings
         self.agent_dir = options.agent_dir
-        self.store = MemoryStore(options.memory_root)
+        # Unchanged files are not parsed again (memory/corpus_index.py); ``corpus_index=False`` reads every file.
+        index = corpus_index(self.agent_dir, options.memory_root) if options.corpus_index else None
+        self.store = MemoryStore(options.memory_root, index)
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
         rockbot = self.settings.rockbot

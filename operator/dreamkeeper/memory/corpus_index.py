@@ -1,0 +1,279 @@
+"""The corpus index: what the last scan parsed, kept beside the cycle's state, so a scan parses only what changed.
+
+A steady cycle (nothing written since the last one) used to read and parse every entry file; the physical limit is
+one ``lstat`` per file. Git solves the same problem with its index: a cached stat record per path (size, mtime,
+ctime, inode), trusted while the file's stat still matches it. This is that, for entry files: per path, the stat
+record of the version that was read, the parsed ``Entry`` and the ``Fingerprint`` (sha256 of the bytes read). The
+scan stats each file; a file whose record matches is not opened, its parse is the index's; any other is read.
+
+Why it is safe (it is a cache: deleting, truncating, corrupting it, or changing files behind it costs a full read,
+never a wrong decision):
+
+* A record is used only when size, mtime_ns, ctime_ns and the inode all match the file's ``lstat``. An edit that
+  keeps the size and puts the mtime back (``os.utime``) still moves ctime, which no user call can set; a file
+  replaced by a rename has another inode.
+* Git's "racily clean" rule: a file modified in the same timestamp tick as it was read would keep its stat. So a
+  record is trusted only when the file's mtime and ctime are older than the scan that read it by ``RACY_WINDOW_NS``
+  (2 s: the coarsest timestamps of a filesystem we may sit on, FAT's 2 s, included; a kernel's timestamp clock lags
+  ``time_ns`` by under a tick). A racy file is read again by the next scan, until it is older than that.
+* The file is checked as a whole: a magic line with the format version, the sha256 of the payload, the memory
+  root it describes. Anything else (truncated, corrupt, another version or root) is discarded with a log line.
+* The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
+  the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
+  (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
+  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
+* Writing it touches nothing but ``.dreamkeeper/corpus-index``: one atomic replace (``replace_file``), after
+  the cycle's own writes; a failure to write it is logged and changes nothing else.
+
+Malformed, misfiled and unreadable files are never cached: each scan reads them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from dreamkeeper.memory.atomic import UNCHECKED, Fingerprint, replace_file
+from dreamkeeper.memory.entry import Entry
+from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
+from dreamkeeper.memory.lock import STATE_DIR
+
+if TYPE_CHECKING:
+    from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME: Final = "corpus-index"
+FORMAT: Final = b"dreamkeeper-corpus-index 1\n"  # the version: a reader of another version discards the file
+INDEX_LIMIT: Final = 4096 * MiB
+RACY_WINDOW_NS: Final = 2_000_000_000
+
+# (size, mtime_ns, ctime_ns, inode) of the version that was read
+StatKey = tuple[int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(slots=True)
+class Record:
+    """One file as last read: its stat key, its parse, its fingerprint, and whether the cycle's screen
+    (``consolidation/quarantine.py``) found the entry fit (None: not asked yet)."""
+
+    key: StatKey
+    entry: Entry
+    fingerprint: Fingerprint
+    fit: bool | None = None
+    path: Path | None = None  # built once per process (a Path per entry costs as much as the stat)
+
+    def row(self) -> tuple[Any, ...]:
+        fp = self.fingerprint
+        return (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit)
+
+    @classmethod
+    def of_row(cls, row: tuple[Any, ...]) -> Record:
+        size, mtime, ctime, ino, entry, sha, fsize, fmtime, fit = row
+        if not isinstance(entry, Entry) or not isinstance(sha, str) or fit not in (None, True, False):
+            raise ValueError("unexpected record")
+        return cls((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
+
+
+# What an index may contain; nothing else can be built by loading one (see the module docstring).
+_ALLOWED: Final = frozenset(
+    {
+        ("dreamkeeper.memory.entry", "Entry"),
+        ("dreamkeeper.memory.entry", "_Origin"),
+        ("dreamkeeper.memory.entry", "_Shape"),
+        ("dreamkeeper.memory.entry", "_Derived"),
+        ("datetime", "datetime"),
+        ("datetime", "timezone"),
+        ("datetime", "timedelta"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("copyreg", "_reconstructor"),
+        ("builtins", "object"),
+    }
+)
+
+
+def code_version() -> str:
+    """What decides a record's meaning: the entry parser and the screen. Another version of either (an upgrade)
+    and the index is discarded, never read with rules it was not made by."""
+    digest = hashlib.sha256(FORMAT)
+    here = Path(__file__).resolve().parent
+    for source in (here / "entry.py", here / "store.py", here.parent / "consolidation" / "quarantine.py"):
+        try:
+            digest.update(source.read_bytes())
+        except OSError:
+            digest.update(b"?")
+    return digest.hexdigest()
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not something a corpus index holds")
+        return super().find_class(module, name)
+
+
+def index_path(agent_dir: Path) -> Path:
+    return agent_dir / STATE_DIR / INDEX_NAME
+
+
+def corpus_index(agent_dir: Path, root: Path) -> CorpusIndex:
+    """The index of ``root`` kept in ``agent_dir``'s state directory (loaded by the first scan)."""
+    return CorpusIndex(index_path(agent_dir), root)
+
+
+class CorpusIndex:
+    """The records of one memory root: loaded from the state directory, consulted and refreshed by each scan,
+    saved at the end of the cycle."""
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path = path
+        self.root = str(root)
+        self._old: dict[str, Record] = {}
+        self._stamp = 0  # time_ns before the scan whose records ``_new`` holds
+        self._new: dict[str, Record] = {}
+        self.loaded = False
+        self._changed = False  # the last scan read a file, or a record was learnt, since the load
+        self._tried = False  # loaded on the first scan (under the cycle's lock), once
+        self.hits = 0
+        self.reads = 0
+
+    # ---- loading and saving -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """The saved records, if the file is whole and describes this root; otherwise none (a full read)."""
+        self._old = {}
+        try:
+            data = read_regular(self.path, INDEX_LIMIT, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        except (OSError, UnsafeFileError) as exc:
+            log.warning("corpus index %s not used (%s): this scan reads every file", self.path, exc)
+            return
+        try:
+            root, records = _decode(data)
+        except Exception as exc:  # any damage at all: discarded, never trusted in part
+            log.warning("corpus index %s discarded (%s): this scan reads every file", self.path, exc)
+            return
+        if root != self.root:
+            log.info("corpus index %s describes %s, not %s: not used", self.path, root, self.root)
+            return
+        self._old = records
+        self.loaded = True
+
+    def save(self) -> None:
+        """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
+        rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
+        if not self._stamp or (self.loaded and not self._changed):
+            return
+        rows = {name: record.row() for name, record in self._new.items()}
+        payload = pickle.dumps((code_version(), self.root, rows), protocol=pickle.HIGHEST_PROTOCOL)
+        data = FORMAT + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+        try:
+            st = os.lstat(self.path)
+            if not stat.S_ISREG(st.st_mode):
+                log.warning("corpus index not saved: %s is not a regular file (left as it is)", self.path)
+                return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("corpus index not saved (%s)", exc)
+            return
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            replace_file(self.path, data, UNCHECKED)
+        except OSError as exc:  # a full disk, say: a cache; the next scan reads every file
+            log.warning("corpus index not saved (%s); the next cycle reads every file", exc)
+
+    # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
+
+    def known_fit(self, stored: StoredEntry) -> bool:
+        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index)."""
+        record = self._new.get(str(stored.path))
+        return record is not None and record.entry is stored.entry and record.fit is True
+
+    def note_fit(self, fit: Iterable[StoredEntry]) -> None:
+        for stored in fit:
+            record = self._new.get(str(stored.path))
+            if record is not None and record.entry is stored.entry and not record.fit:
+                record.fit = True
+                self._changed = True
+
+    # ---- scanning -----------------------------------------------------------------------------------------
+
+    def items(self, store: MemoryStore) -> Iterator[StoredEntry | MalformedFile]:
+        """``store.iter_entries()`` with each unchanged file's parse taken from the index."""
+        from dreamkeeper.memory.store import StoredEntry, log_malformed
+
+        if not self._tried:
+            self._tried = True
+            self.load()
+        old = self._old
+        stamp = time.time_ns()
+        trusted_before = stamp - RACY_WINDOW_NS
+        new: dict[str, Record] = {}
+        self.hits = self.reads = 0
+        for child in store.iter_file_entries():
+            name = child.path
+            record = old.get(name)
+            if record is not None:
+                try:
+                    key = stat_key(child.stat(follow_symlinks=False))
+                except OSError:
+                    key = None
+                if key == record.key:
+                    new[name] = record
+                    self.hits += 1
+                    if record.path is None:
+                        record.path = Path(name)
+                    yield StoredEntry(record.entry, record.path, record.fingerprint)
+                    continue
+            self.reads += 1
+            path = Path(name)
+            result, st = store.read_file_stat(path)
+            if isinstance(result, StoredEntry):
+                if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
+                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, path)
+                yield result
+            else:
+                log_malformed(result)
+                yield result
+        # The newest records are the next scan's baseline (a cycle scans again after it wrote).
+        self._changed = self._changed or bool(self.reads) or len(new) != len(old)
+        self._old = self._new = new
+        self._stamp = stamp
+        log.debug("corpus index: %d file(s) from the index, %d read", self.hits, self.reads)
+
+
+def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
+    if not data.startswith(FORMAT):
+        raise ValueError("not a corpus index of this version")
+    rest = data[len(FORMAT) :]
+    digest, sep, payload = rest.partition(b"\n")
+    if not sep or hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
+        raise ValueError("its checksum does not match (truncated or damaged)")
+    loaded = _Unpickler(io.BytesIO(payload)).load()
+    if not (isinstance(loaded, tuple) and len(loaded) == 3 and isinstance(loaded[1], str)):
+        raise ValueError("unexpected content")
+    version, root, rows = loaded
+    if version != code_version():
+        raise ValueError("made by another version of the entry parser or the screen")
+    if not isinstance(rows, dict):
+        raise ValueError("unexpected records")
+    return root, {name: Record.of_row(row) for name, row in rows.items() if isinstance(name, str)}
+
+
+__all__ = ["FORMAT", "INDEX_NAME", "RACY_WINDOW_NS", "CorpusIndex", "Record", "corpus_index", "index_path", "stat_key"]

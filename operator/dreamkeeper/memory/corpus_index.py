@@ -56,6 +56,7 @@ INDEX_NAME: Final = "corpus-index"
 FORMAT: Final = b"dreamkeeper-corpus-index 1\n"  # the version: a reader of another version discards the file
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
+_now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
 
 # (size, mtime_ns, ctime_ns, inode) of the version that was read
 StatKey = tuple[int, int, int, int]
@@ -222,7 +223,7 @@ class CorpusIndex:
             self._tried = True
             self.load()
         old = self._old
-        stamp = time.time_ns()
+        stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
         self.hits = self.reads = 0

@@ -370,7 +370,9 @@ class Cycle:
 
     def _skipped(self, reason: str, *, paused: PauseMarker | None = None, notes: tuple[str, ...] = ()) -> CycleOutcome:
         log.info("memory consolidation skipped — %s", reason)
-        scan = screened(self.store.scan(), self.store.root)
+        # Skipped for a held plan, the cycle has just read the corpus (and repaired it): that scan is counted.
+        repaired = self.stages.repaired
+        scan = repaired.snapshot.scan if repaired is not None else screened(self.store.scan(), self.store.root)
         live = len(scan.live)
         counts = CycleCounts(
             total=live,

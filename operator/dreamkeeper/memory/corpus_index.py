@@ -147,6 +147,7 @@ class CorpusIndex:
         self._stamp = 0  # time_ns before the scan whose records ``_new`` holds
         self._new: dict[str, Record] = {}
         self.loaded = False
+        self._fit: set[int] = set()  # id() of the recorded entries the screen found fit (``known_fit``)
         self._changed = False  # the last scan read a file, or a record was learnt, since the load
         self._tried = False  # loaded on the first scan (under the cycle's lock), once
         self.hits = 0
@@ -202,15 +203,18 @@ class CorpusIndex:
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
     def known_fit(self, stored: StoredEntry) -> bool:
-        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index)."""
-        record = self._new.get(str(stored.path))
-        return record is not None and record.entry is stored.entry and record.fit is True
+        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index). By
+        identity: ``_fit`` holds the ids of entries the current records hold (alive, so no id is reused)."""
+        return id(stored.entry) in self._fit
 
     def note_fit(self, fit: Iterable[StoredEntry]) -> None:
         for stored in fit:
+            if id(stored.entry) in self._fit:
+                continue
             record = self._new.get(str(stored.path))
-            if record is not None and record.entry is stored.entry and not record.fit:
+            if record is not None and record.entry is stored.entry:
                 record.fit = True
+                self._fit.add(id(record.entry))
                 self._changed = True
 
     # ---- scanning -----------------------------------------------------------------------------------------
@@ -226,6 +230,7 @@ class CorpusIndex:
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
+        parents: dict[str, Path] = {}
         self.hits = self.reads = 0
         for child in store.iter_file_entries():
             name = child.path
@@ -239,7 +244,7 @@ class CorpusIndex:
                     new[name] = record
                     self.hits += 1
                     if record.path is None:
-                        record.path = Path(name)
+                        record.path = _child_path(parents, name)
                     yield StoredEntry(record.entry, record.path, record.fingerprint)
                     continue
             self.reads += 1
@@ -255,8 +260,20 @@ class CorpusIndex:
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         self._old = self._new = new
+        self._fit = {id(record.entry) for record in new.values() if record.fit}
         self._stamp = stamp
         log.debug("corpus index: %d file(s) from the index, %d read", self.hits, self.reads)
+
+
+def _child_path(parents: dict[str, Path], name: str) -> Path:
+    """``Path(name)``, built from its directory's Path: parsing every path again cost as much as its stat."""
+    directory, _, base = name.rpartition(os.sep)
+    parent = parents.get(directory)
+    if parent is None:
+        parent = parents[directory] = Path(directory)
+    make = getattr(parent, "_make_child_relpath", None)  # CPython's own, as iterdir() uses it; else the slow way
+    path: Path = make(base) if make is not None else parent / base
+    return path
 
 
 def _decode(data: bytes) -> tuple[str, dict[str, Record]]:

@@ -34,7 +34,7 @@ def later(monkeypatch: pytest.MonkeyPatch, offset: int = LATER_NS) -> None:
 
 def scan(agent: Path) -> tuple[dict[str, str], CorpusIndex]:
     """One cycle's worth: a store with the agent's index, scanned, the index saved."""
-    index = ci.corpus_index(agent, agent / "memory")
+    index = ci.open_corpus_index(agent, agent / "memory")
     store = MemoryStore(agent / "memory", index)
     result = store.scan()
     index.save()
@@ -163,7 +163,7 @@ def test_a_malformed_file_is_never_cached(agent: Path, monkeypatch: pytest.Monke
     bad = agent / "memory" / "broken.json"
     bad.write_text("{not json", encoding="utf-8")
     scan(agent)
-    index = ci.corpus_index(agent, agent / "memory")
+    index = ci.open_corpus_index(agent, agent / "memory")
     result = MemoryStore(agent / "memory", index).scan()
     assert [m.path for m in result.malformed] == [bad]
     assert index.reads == 1  # the malformed file, read again

@@ -88,9 +88,9 @@ from dreamkeeper.memory import (
     StoredEntry,
     embedding_file_name,
     memory_root,
+    open_corpus_index,
     utcnow,
 )
-from dreamkeeper.memory.corpus_index import corpus_index
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class Cycle:
         self.settings = options.settings
         self.agent_dir = options.agent_dir
         # Unchanged files are not parsed again (memory/corpus_index.py); ``corpus_index=False`` reads every file.
-        index = corpus_index(self.agent_dir, options.memory_root) if options.corpus_index else None
+        index = open_corpus_index(self.agent_dir, options.memory_root) if options.corpus_index else None
         self.store = MemoryStore(options.memory_root, index)
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)

@@ -131,7 +131,7 @@ def index_path(agent_dir: Path) -> Path:
     return agent_dir / STATE_DIR / INDEX_NAME
 
 
-def corpus_index(agent_dir: Path, root: Path) -> CorpusIndex:
+def open_corpus_index(agent_dir: Path, root: Path) -> CorpusIndex:
     """The index of ``root`` kept in ``agent_dir``'s state directory (loaded by the first scan)."""
     return CorpusIndex(index_path(agent_dir), root)
 
@@ -294,4 +294,13 @@ def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
     return root, {name: Record.of_row(row) for name, row in rows.items() if isinstance(name, str)}
 
 
-__all__ = ["FORMAT", "INDEX_NAME", "RACY_WINDOW_NS", "CorpusIndex", "Record", "corpus_index", "index_path", "stat_key"]
+__all__ = [
+    "FORMAT",
+    "INDEX_NAME",
+    "RACY_WINDOW_NS",
+    "CorpusIndex",
+    "Record",
+    "index_path",
+    "open_corpus_index",
+    "stat_key",
+]

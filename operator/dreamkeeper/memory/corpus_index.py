@@ -22,8 +22,9 @@ never a wrong decision):
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
   before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
-* Writing it touches nothing but ``.dreamkeeper/corpus-index``: one atomic replace (``replace_file``), after
-  the cycle's own writes; a failure to write it is logged and changes nothing else.
+* Writing it touches nothing but ``.dreamkeeper/corpus-index``: streamed to a temp file beside it, fsynced, renamed
+  over it (``atomic.py``'s order), after the cycle's own writes; a failure to write it is logged and changes
+  nothing else.
 
 Malformed, misfiled and unreadable files are never cached: each scan reads them again.
 """
@@ -37,12 +38,13 @@ import os
 import pickle
 import stat
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.atomic import UNCHECKED, Fingerprint, replace_file
+from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
 from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 1\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 2\n"  # the version: a reader of another version discards the file
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
@@ -77,21 +79,27 @@ class Record:
     fit: bool | None = None
     path: Path | None = None  # built once per process (a Path per entry costs as much as the stat)
 
-    def row(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state.
         fp = self.fingerprint
-        return (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit)
+        return (_record, (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit))
 
-    @classmethod
-    def of_row(cls, row: tuple[Any, ...]) -> Record:
-        size, mtime, ctime, ino, entry, sha, fsize, fmtime, fit = row
-        if not isinstance(entry, Entry) or not isinstance(sha, str) or fit not in (None, True, False):
-            raise ValueError("unexpected record")
-        return cls((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
+
+def _record(
+    size: int, mtime: int, ctime: int, ino: int, entry: Entry, sha: str, fsize: int, fmtime: int, fit: bool | None
+) -> Record:
+    values = (size, mtime, ctime, ino, fsize, fmtime)
+    if not all(type(v) is int for v in values) or not isinstance(entry, Entry) or not isinstance(sha, str):
+        raise pickle.UnpicklingError("unexpected record")
+    if fit not in (None, True, False):
+        raise pickle.UnpicklingError("unexpected record")
+    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
 
 
 # What an index may contain; nothing else can be built by loading one (see the module docstring).
 _ALLOWED: Final = frozenset(
     {
+        ("dreamkeeper.memory.corpus_index", "_record"),
         ("dreamkeeper.memory.entry", "Entry"),
         ("dreamkeeper.memory.entry", "_Origin"),
         ("dreamkeeper.memory.entry", "_Shape"),
@@ -181,9 +189,6 @@ class CorpusIndex:
         rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
         if not self._stamp or (self.loaded and not self._changed):
             return
-        rows = {name: record.row() for name, record in self._new.items()}
-        payload = pickle.dumps((code_version(), self.root, rows), protocol=pickle.HIGHEST_PROTOCOL)
-        data = FORMAT + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
         try:
             st = os.lstat(self.path)
             if not stat.S_ISREG(st.st_mode):
@@ -196,7 +201,7 @@ class CorpusIndex:
             return
         try:
             self.path.parent.mkdir(exist_ok=True)
-            replace_file(self.path, data, UNCHECKED)
+            _write_streamed(self.path, (code_version(), self.root, self._new))
         except OSError as exc:  # a full disk, say: a cache; the next scan reads every file
             log.warning("corpus index not saved (%s); the next cycle reads every file", exc)
 
@@ -286,12 +291,52 @@ def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
     loaded = _Unpickler(io.BytesIO(payload)).load()
     if not (isinstance(loaded, tuple) and len(loaded) == 3 and isinstance(loaded[1], str)):
         raise ValueError("unexpected content")
-    version, root, rows = loaded
+    version, root, records = loaded
     if version != code_version():
         raise ValueError("made by another version of the entry parser or the screen")
-    if not isinstance(rows, dict):
+    if not isinstance(records, dict) or not all(isinstance(r, Record) for r in records.values()):
         raise ValueError("unexpected records")
-    return root, {name: Record.of_row(row) for name, row in rows.items() if isinstance(name, str)}
+    return root, records
+
+
+class _HashingWriter:
+    """A file the pickle is streamed into, hashed on the way (no second copy of a 100k-entry payload in memory)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.sha = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return len(data)
+
+
+def _write_streamed(path: Path, content: object) -> None:
+    """``FORMAT``, the payload's sha256, the payload: streamed to a temp file beside ``path``, the digest written
+    into its place at the end, fsynced, renamed over ``path``, the directory fsynced (``atomic.py``'s order)."""
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        header = FORMAT + b"0" * 64 + b"\n"
+        os.write(fd, header)
+        writer = _HashingWriter(fd)
+        pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
+        os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
 
 
 __all__ = [

@@ -61,16 +61,20 @@ def _stale(records: dict[str, Record]) -> dict[str, Record]:
     return lying
 
 
-def apply_mode(index: CorpusIndex, mode: str) -> None:
+def apply_mode(index: CorpusIndex, mode: str) -> bool:
+    """Prepare the index file for ``mode``; whether one was written."""
     index.path.unlink(missing_ok=True)
     if mode == "cold" or not Path(index.root).is_dir():
-        return
+        return False
     records = _prewarm(index)
+    if not records:
+        return False
     _write(index, _stale(records) if mode == "stale" else records)
     if mode == "corrupt" and index.path.is_file():
         data = index.path.read_bytes()
         middle = len(data) // 2
         index.path.write_bytes(data[:middle] + bytes([data[middle] ^ 0x5A]) + data[middle + 1 :])
+    return True
 
 
 @pytest.fixture(params=MODES)
@@ -82,9 +86,11 @@ def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
         # The prepared file is put back as the product left it once loaded: a test comparing the agent's tree (a
         # dry run writes nothing) sees only what the cycle wrote.
         before = self.path.read_bytes() if self.path.is_file() else None
-        apply_mode(self, mode)
+        written = apply_mode(self, mode)
         try:
             load(self)
+            # The mode is real: a warm or stale index is taken, a corrupt one refused.
+            assert self.loaded == (written and mode in ("warm", "stale")), (mode, written, self.loaded)
         finally:
             if before is None:
                 self.path.unlink(missing_ok=True)

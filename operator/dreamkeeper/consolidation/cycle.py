@@ -162,6 +162,8 @@ class Cycle:
         # Unchanged files are not parsed again (memory/corpus_index.py); ``corpus_index=False`` reads every file.
         index = open_corpus_index(self.agent_dir, options.memory_root) if options.corpus_index else None
         self.store = MemoryStore(options.memory_root, index)
+        if index is not None:
+            index.on_scanned = self._freeze  # the snapshot's objects, frozen as soon as they are read
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
         rockbot = self.settings.rockbot

@@ -325,21 +325,17 @@ def _write_streamed(path: Path, content: object) -> None:
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        header = FORMAT + b"0" * 64 + b"\n"
-        os.write(fd, header)
-        writer = _HashingWriter(fd)
-        pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
-        os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        temp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    try:
+        try:
+            os.write(fd, FORMAT + b"0" * 64 + b"\n")
+            writer = _HashingWriter(fd)
+            pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
+            os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(temp, path)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)  # our own temp (O_EXCL), never anything else
         raise
     fsync_directory(path.parent)
 

@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "audit-year": "bench.audit_year",  # a year beside RockBot's own purge and memory audit: alerts, purges, pauses
     "embeddings-sample": "bench.embeddings_sample",  # the sample's clusters with and without a real embedding model
     "scale": "bench.scale",  # cycle time, peak RSS and per-stage time at 1k / 10k / 100k entries
+    "scale-steady": "bench.scale_steady",  # the steady cycle (corpus index) against a full read+parse, side by side
     "clustering": "bench.clustering_bench",  # near-duplicate scan: LSH vs brute force time, memory, recall
     "operator-scale": "bench.operator_scale",  # 500 DreamSchedules: operator RSS, reconcile-all after restart
     "entry-footprint": "bench.entry_footprint",  # bytes per parsed entry (by part), scan and parse seconds

@@ -25,6 +25,9 @@ from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
 
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
+
 # --- helpers ------------------------------------------------------------------------------------------------
 
 

@@ -20,6 +20,9 @@ from dreamkeeper.memory.entry import MERGED_FROM, REVIEWED_HASH, UNUSABLE_AT, UN
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
+
 ROCKFORD = (
     "Rocky Lhotka also appears in travel and calendar data as Rockford Duane Lhotka. "
     "Connected accounts include marimer-work, lhotka.net and xebia."

@@ -28,6 +28,9 @@ from dreamkeeper.proposers import ScriptedProposer
 from tests.coverage.test_properties import ATOMS
 from tests.parity import rockbot_files
 
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
+
 NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
 SEED_LOSS = "Trish Roberts runs PWOP Productions in Las Vegas."
 

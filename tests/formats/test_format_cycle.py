@@ -7,6 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dreamkeeper.consolidation.proposal import Batch, ProposalRequest
 from dreamkeeper.formats import PROFILES, get_format, units_root
 from dreamkeeper.formats import records as rec
@@ -15,6 +17,9 @@ from dreamkeeper.memory import REVIEWED_AT, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
 from tests.agents.format_cycle import dream
 from tests.formats.helpers import NOW, openclaw_agent
+
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
 
 
 def _tree(root: Path) -> dict[str, str]:

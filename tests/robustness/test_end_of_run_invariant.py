@@ -19,6 +19,9 @@ from dreamkeeper.memory import CycleLock
 from tests.robustness.census import live_texts, lost_since, orphans
 from tests.robustness.conftest import invoke, make_agent, run_dream
 
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
+
 
 def _forget_the_undo(agent: Path) -> None:
     """The state directory loses what it knew of an undo (an older backup of it restored, say): the write-back

@@ -14,6 +14,9 @@ import typer
 from dreamkeeper.memory import CREATED_BY_CYCLE, MemoryStore
 from tests.robustness.conftest import invoke, make_agent, run_dream
 
+# Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
+pytestmark = pytest.mark.usefixtures("corpus_index_mode")
+
 
 def _corpus(agent: Path) -> dict[str, dict[str, Any]]:
     """Every entry as its file says, metadata {} and null read alike (RockBot's reading)."""

@@ -88,6 +88,7 @@ from dreamkeeper.memory import (
     StoredEntry,
     embedding_file_name,
     memory_root,
+    open_corpus_index,
     utcnow,
 )
 
@@ -116,6 +117,7 @@ class CycleOptions:
     # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
     embedder: Embedder | None = None
     format: MemoryFormat | None = None  # None: RockBot's entry files (dreamkeeper.formats.get_format)
+    corpus_index: bool = True  # keep the parse of unchanged files between cycles (memory/corpus_index.py)
 
     @property
     def memory_format(self) -> MemoryFormat:
@@ -157,7 +159,11 @@ class Cycle:
         self.proposer = proposer
         self.settings = options.settings
         self.agent_dir = options.agent_dir
-        self.store = MemoryStore(options.memory_root)
+        # Unchanged files are not parsed again (memory/corpus_index.py); ``corpus_index=False`` reads every file.
+        index = open_corpus_index(self.agent_dir, options.memory_root) if options.corpus_index else None
+        self.store = MemoryStore(options.memory_root, index)
+        if index is not None:
+            index.on_scanned = self._freeze  # the snapshot's objects, frozen as soon as they are read
         self.now = options.now or utcnow()
         self.cycle_id = new_cycle_id(self.now)
         rockbot = self.settings.rockbot
@@ -366,7 +372,9 @@ class Cycle:
 
     def _skipped(self, reason: str, *, paused: PauseMarker | None = None, notes: tuple[str, ...] = ()) -> CycleOutcome:
         log.info("memory consolidation skipped — %s", reason)
-        scan = screened(self.store.scan(), self.store.root)
+        # Skipped for a held plan, the cycle has just read the corpus (and repaired it): that scan is counted.
+        repaired = self.stages.repaired
+        scan = repaired.snapshot.scan if repaired is not None else screened(self.store.scan(), self.store.root)
         live = len(scan.live)
         counts = CycleCounts(
             total=live,

@@ -285,7 +285,7 @@ def purge_stage(
     assert scan is not None
     rule = LastRecords.of((s.entry for s in scan.entries), vocabulary)
     # Held entries are judged with their own importance: a hold whose reason has gone ends.
-    own = [StoredEntry(unheld(s.entry), s.path, s.fingerprint) for s in scan.entries]
+    own = [s if (u := unheld(s.entry)) is s.entry else StoredEntry(u, s.path, s.fingerprint) for s in scan.entries]
     started = datetime.now(UTC)
     keep: KeepFn = KeepRule(own, rule)
     if context.memory_format.name != ROCKBOT:

@@ -177,11 +177,18 @@ def screen(entries: Sequence[StoredEntry], root: Path) -> tuple[list[StoredEntry
 
 
 def screened(scan: ScanResult, root: Path) -> ScanResult:
-    """``scan`` with every entry the engine cannot act on moved to its malformed files."""
-    fit, quarantined = screen(scan.entries, root)
+    """``scan`` with every entry the engine cannot act on moved to its malformed files. An entry the corpus index
+    says is unchanged since the screen found it fit is not screened again (memory/corpus_index.py)."""
+    index = scan.index
+    todo = [s for s in scan.entries if not index.known_fit(s)] if index is not None else scan.entries
+    fit, quarantined = screen(todo, root)
+    if index is not None:
+        index.note_fit(fit)
     if not quarantined:
         return scan
-    return ScanResult(entries=fit, malformed=[*scan.malformed, *quarantined], duplicates=scan.duplicates)
+    out = {str(m.path) for m in quarantined}
+    entries = [s for s in scan.entries if str(s.path) not in out]
+    return ScanResult(entries=entries, malformed=[*scan.malformed, *quarantined], duplicates=scan.duplicates)
 
 
 def malformed_notes(malformed: Sequence[MalformedFile]) -> tuple[str, ...]:

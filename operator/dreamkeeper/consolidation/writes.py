@@ -359,6 +359,8 @@ class Writes:
 
     def record(self, report: CycleReport) -> Path:
         self._update_index()
+        if self.store.corpus_index is not None:
+            self.store.corpus_index.save()  # a cache of this cycle's last scan (memory/corpus_index.py)
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at

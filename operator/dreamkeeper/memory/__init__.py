@@ -10,6 +10,7 @@ from dreamkeeper.memory.atomic import (
     read_with_fingerprint,
     replace_file,
 )
+from dreamkeeper.memory.corpus_index import CorpusIndex, open_corpus_index
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
@@ -130,6 +131,7 @@ __all__ = [
     "UNUSABLE_COUNT",
     "UNUSABLE_HASH",
     "ConflictError",
+    "CorpusIndex",
     "CycleLock",
     "Entry",
     "EntryNotFoundError",
@@ -170,6 +172,7 @@ __all__ = [
     "note_restored",
     "note_undoing",
     "note_undone",
+    "open_corpus_index",
     "open_regular",
     "ordinal_key",
     "parse_json_object",

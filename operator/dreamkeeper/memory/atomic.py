@@ -168,13 +168,19 @@ def _at(stage: str, path: Path) -> None:
 def read_with_fingerprint(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint]:
     """An entry file's bytes and fingerprint. Refuses (UnsafeFileError) a symlink, a special file or one over
     ``limit`` bytes without reading it."""
+    data, fingerprint, _ = read_with_stat(path, limit)
+    return data, fingerprint
+
+
+def read_with_stat(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint, os.stat_result]:
+    """``read_with_fingerprint`` with the ``fstat`` taken after the read (the corpus index keeps it)."""
     fd, st = open_regular(path, limit, follow_symlinks=False)
     try:
         data = read_fd(fd, path, limit)
         st = os.fstat(fd)
     finally:
         os.close(fd)
-    return data, Fingerprint.of_bytes(data, st)
+    return data, Fingerprint.of_bytes(data, st), st
 
 
 def current_fingerprint(path: Path) -> Fingerprint | None:

@@ -29,10 +29,11 @@ from dreamkeeper.memory.atomic import (
     MUST_NOT_EXIST,
     UNCHECKED,
     Fingerprint,
-    read_with_fingerprint,
+    read_with_stat,
     replace_file,
     unlink_durably,
 )
+from dreamkeeper.memory.corpus_index import CorpusIndex
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     RESTORED_BY_HAND,
@@ -127,6 +128,7 @@ class ScanResult:
     entries: list[StoredEntry] = field(default_factory=list)
     malformed: list[MalformedFile] = field(default_factory=list)
     duplicates: list[StoredEntry] = field(default_factory=list)
+    index: CorpusIndex | None = field(default=None, repr=False, compare=False)  # the scan's (corpus_index.py)
 
     @property
     def live(self) -> list[StoredEntry]:
@@ -162,8 +164,9 @@ def entry_summary(entry: Entry) -> str:
 class MemoryStore:
     """The memory directory of one agent (``AGENT_DIR/memory`` by default)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, corpus_index: CorpusIndex | None = None) -> None:
         self.root = Path(root)
+        self.corpus_index = corpus_index  # the parse of unchanged files, kept between cycles (corpus_index.py)
         self._index: dict[str, Path] | None = None
         self._files: dict[str, list[tuple[str, Path]]] | None = None  # lowercased id -> every (exact id, file)
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
@@ -201,10 +204,17 @@ class MemoryStore:
             stack.extend(reversed(subdirs))
 
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
+        return self.read_file_stat(path)[0]
+
+    def read_file_stat(self, path: Path) -> tuple[StoredEntry | MalformedFile, os.stat_result | None]:
+        """``read_file``, with the ``fstat`` of the version read (the corpus index records it)."""
         try:
-            data, fingerprint = read_with_fingerprint(path)
+            data, fingerprint, st = read_with_stat(path)
         except OSError as exc:
-            return MalformedFile(path, f"unreadable: {exc.strerror or exc}", "unreadable")
+            return MalformedFile(path, f"unreadable: {exc.strerror or exc}", "unreadable"), None
+        return self._parsed(path, data, fingerprint), st
+
+    def _parsed(self, path: Path, data: bytes, fingerprint: Fingerprint) -> StoredEntry | MalformedFile:
         try:
             entry = Entry.from_json_bytes(data)
         except (UnicodeDecodeError, ValueError) as exc:
@@ -283,7 +293,8 @@ class MemoryStore:
         result = ScanResult()
         index: dict[str, Path] = {}
         files: dict[str, list[tuple[str, Path]]] = {}
-        for item in self.iter_entries():
+        items = self.iter_entries() if self.corpus_index is None else self.corpus_index.items(self)
+        for item in items:
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
@@ -303,6 +314,7 @@ class MemoryStore:
             result.entries.append(item)
         self._index = index
         self._files = files
+        result.index = self.corpus_index
         return result
 
     def _lookup(self, entry_id: str) -> Path | None:

@@ -1,0 +1,239 @@
+"""Steady cycle: a cycle with nothing changed since the last one, against a full read+parse of the same files.
+
+    python -m bench scale-steady [--sizes 10000,100000] [--baseline DIR] [--apply] [--reps 2]
+
+Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
+(unmeasured) until one writes nothing and the corpus index (operator/dreamkeeper/memory/corpus_index.py) is
+warm; then, side by side in one run, each in a fresh subprocess (its own peak RSS), ``--reps`` times each (the
+lowest CPU kept): (1) load and parse every entry file (``MemoryStore(root).scan()``); (2) the steady cycle with
+the corpus index; (3) the same cycle with ``corpus_index=False`` (every file read, as before the index); (4) with
+``--baseline DIR`` (a worktree of another commit, e.g. main), that commit's steady cycle on the same files.
+
+CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
+apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
+for approval, and every later cycle is skipped with that plan pending (what a deployment sees until a person
+approves). Goal (issue 27): steady cycle <= 0.5 x a full read+parse at 10,000 and 100,000 entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_STEADY_OVER_LOAD = 0.5
+RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
+SETTLE_MAX = 4
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child(kind: str, agent_dir: Path, apply: bool) -> dict[str, Any]:
+    if kind == "load":
+        from dreamkeeper.memory import MemoryStore
+
+        cpu = _cpu()
+        scan = MemoryStore(agent_dir / "memory").scan()
+        return {"cpuSeconds": _cpu() - cpu, "entries": len(scan.entries), "peakRssMiB": _rss_mib()}
+    from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+    from dreamkeeper.consolidation.settings import CycleSettings
+    from dreamkeeper.proposers import OfflineProposer
+
+    settings = CycleSettings(archive_cap=1.0) if apply else CycleSettings()
+    extra: dict[str, Any] = {}
+    if kind == "cycle-noindex":
+        extra["corpus_index"] = False
+    options = CycleOptions(agent_dir=agent_dir, settings=settings, force=True, **extra)
+    stages: dict[str, float] = {}
+    current: list[Any] = [None, 0.0]
+
+    def progress(stage: str) -> None:
+        now = time.process_time()
+        if current[0] is not None:
+            stages[current[0]] = stages.get(current[0], 0.0) + now - current[1]
+        current[0], current[1] = stage, now
+
+    options.progress = progress
+    cpu = _cpu()
+    outcome = asyncio.run(run_cycle(options, OfflineProposer()))
+    if current[0] is not None:
+        stages[current[0]] = stages.get(current[0], 0.0) + time.process_time() - current[1]
+    report = outcome.report
+    wrote = report.saved + report.archived + report.folded + report.decayed + report.purged
+    return {
+        "cpuSeconds": _cpu() - cpu,
+        "peakRssMiB": _rss_mib(),
+        "result": report.result,
+        "wrote": wrote,
+        "reviewed": report.reviewed,
+        "live": report.live_entries,
+        "stagesCpu": {k: round(v, 3) for k, v in stages.items()},
+    }
+
+
+def _run(kind: str, agent: Path, apply: bool, code: Path | None = None) -> dict[str, Any]:
+    env = dict(os.environ)
+    if code is not None:  # another commit's dreamkeeper, measured by this bench
+        env["PYTHONPATH"] = str(code / "operator")
+    command = [sys.executable, "-m", "bench.scale_steady", "--child", kind, str(agent)] + (["--apply"] if apply else [])
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} on {agent} failed ({done.returncode}): {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(runs, key=lambda r: float(r["cpuSeconds"]))
+
+
+def measure(size: int, seed: int, workdir: Path, apply: bool, reps: int, baseline: Path | None) -> dict[str, Any]:
+    from bench.sim.world import write_synthetic_corpus
+
+    agent = workdir / f"agent-{size}"
+    write_synthetic_corpus(agent / "memory", size, seed)
+    cold = _run("cycle", agent, apply)
+    print(f"[steady] {size}: cold cycle {cold['cpuSeconds']:.1f}s CPU, {cold['result']}", file=sys.stderr, flush=True)
+    settling = []
+    for _ in range(SETTLE_MAX):
+        time.sleep(RACY_WAIT_SECONDS)
+        settled = _run("cycle", agent, apply)
+        settling.append({k: settled[k] for k in ("cpuSeconds", "result", "wrote", "reviewed")})
+        if not settled["wrote"]:
+            break
+    time.sleep(RACY_WAIT_SECONDS)
+    kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])
+    samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    for _ in range(reps):  # interleaved: a burst of load on the machine hits every kind alike
+        for kind in kinds:
+            if kind == "baseline":
+                samples[kind].append(_run("cycle", agent, apply, baseline))
+            else:
+                samples[kind].append(_run(kind, agent, apply))
+    best = {k: _best(v) for k, v in samples.items()}
+    load = best["load"]["cpuSeconds"]
+    row: dict[str, Any] = {
+        "size": size,
+        "coldCycle": {k: cold[k] for k in ("cpuSeconds", "result", "wrote", "peakRssMiB")},
+        "settling": settling,
+        "loadCpuSeconds": round(load, 3),
+        "loadPeakRssMiB": round(best["load"]["peakRssMiB"], 1),
+    }
+    for kind, name in (("cycle", "steady"), ("cycle-noindex", "steadyNoIndex"), ("baseline", "baseline")):
+        if kind in best:
+            b = best[kind]
+            row[name] = {
+                "cpuSeconds": round(b["cpuSeconds"], 3),
+                "overLoad": round(b["cpuSeconds"] / load, 3),
+                "peakRssMiB": round(b["peakRssMiB"], 1),
+                "result": b["result"],
+                "stagesCpu": b["stagesCpu"],
+                "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
+            }
+    print(f"[steady] {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    shutil.rmtree(agent, ignore_errors=True)
+    return row
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Steady cycle against a full read+parse (issue 27)",
+        "",
+        f"Command: `{result['command']}`. Generated {result['generatedAt']} on {result['machine']}.",
+        "",
+        (__doc__ or "").split("\n\n", 2)[2].strip(),
+        "",
+        "CPU seconds (lowest of the repetitions), and the ratio to the load of the same files:",
+        "",
+        "| entries | load+parse | steady, index | / load | steady, no index | / load | baseline steady | / load | "
+        "peak RSS MiB (index / no index / baseline) | result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["runs"]:
+        s, n, b = r["steady"], r["steadyNoIndex"], r.get("baseline", {})
+        lines.append(
+            f"| {r['size']} | {r['loadCpuSeconds']} | {s['cpuSeconds']} | **{s['overLoad']}** | {n['cpuSeconds']} | "
+            f"{n['overLoad']} | {b.get('cpuSeconds', '-')} | {b.get('overLoad', '-')} | {s['peakRssMiB']} / "
+            f"{n['peakRssMiB']} / {b.get('peakRssMiB', '-')} | {s['result']} |"
+        )
+    lines += ["", "CPU seconds per stage of the steady cycle (index / no index):", ""]
+    for r in result["runs"]:
+        lines.append(f"- {r['size']}: {r['steady']['stagesCpu']} / {r['steadyNoIndex']['stagesCpu']}")
+    lines += ["", "## Goal", ""]
+    for r in result["runs"]:
+        ratio = r["steady"]["overLoad"]
+        met = "met" if ratio <= GOAL_STEADY_OVER_LOAD else "missed"
+        lines.append(f"- steady cycle at {r['size']} entries <= 0.5 x a full read+parse: {ratio} x — **{met}**")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench scale-steady", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--apply", action="store_true", help="archive_cap 1.0: the cold cycle applies its plan")
+    parser.add_argument("--baseline", type=Path, default=None, help="a worktree of the commit to compare with")
+    parser.add_argument("--name", default="scale-steady")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args(list(argv))
+    if args.child:
+        logging.basicConfig(level=logging.ERROR)
+        kind, agent = args.child
+        print(json.dumps(child(kind, Path(agent), args.apply)))
+        return 0
+    base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
+    workdir = Path(tempfile.mkdtemp(prefix="dk-steady-", dir=base))
+    baseline = args.baseline.resolve() if args.baseline else None
+    try:
+        runs = [
+            measure(int(size), args.seed, workdir, args.apply, args.reps, baseline) for size in args.sizes.split(",")
+        ]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    base_rev = ""
+    if baseline is not None:
+        rev = subprocess.run(
+            ["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        base_rev = f"; baseline {baseline} at {rev.stdout.strip()}"
+    result: dict[str, Any] = {
+        "command": ("python -m bench scale-steady " + shlex.join(argv)).strip(),
+        "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, corpus on {base or 'tmp'}{base_rev}",
+        "runs": runs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (args.out / f"{args.name}.md").write_text(markdown(result), encoding="utf-8")
+    print(f"wrote {args.out / (args.name + '.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,352 @@
+"""The corpus index: what the last scan parsed, kept beside the cycle's state, so a scan parses only what changed.
+
+A steady cycle (nothing written since the last one) used to read and parse every entry file; the physical limit is
+one ``lstat`` per file. Git solves the same problem with its index: a cached stat record per path (size, mtime,
+ctime, inode), trusted while the file's stat still matches it. This is that, for entry files: per path, the stat
+record of the version that was read, the parsed ``Entry`` and the ``Fingerprint`` (sha256 of the bytes read). The
+scan stats each file; a file whose record matches is not opened, its parse is the index's; any other is read.
+
+Why it is safe (it is a cache: deleting, truncating, corrupting it, or changing files behind it costs a full read,
+never a wrong decision):
+
+* A record is used only when size, mtime_ns, ctime_ns and the inode all match the file's ``lstat``. An edit that
+  keeps the size and puts the mtime back (``os.utime``) still moves ctime, which no user call can set; a file
+  replaced by a rename has another inode.
+* Git's "racily clean" rule: a file modified in the same timestamp tick as it was read would keep its stat. So a
+  record is trusted only when the file's mtime and ctime are older than the scan that read it by ``RACY_WINDOW_NS``
+  (2 s: the coarsest timestamps of a filesystem we may sit on, FAT's 2 s, included; a kernel's timestamp clock lags
+  ``time_ns`` by under a tick). A racy file is read again by the next scan, until it is older than that.
+* The file is checked as a whole: a magic line with the format version, the sha256 of the payload, the memory
+  root it describes. Anything else (truncated, corrupt, another version or root) is discarded with a log line.
+* The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
+  the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
+  (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
+  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
+* Writing it touches nothing but ``.dreamkeeper/corpus-index``: streamed to a temp file beside it, fsynced, renamed
+  over it (``atomic.py``'s order), after the cycle's own writes; a failure to write it is logged and changes
+  nothing else.
+
+Malformed, misfiled and unreadable files are never cached: each scan reads them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
+from dreamkeeper.memory.entry import Entry
+from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
+from dreamkeeper.memory.lock import STATE_DIR
+
+if TYPE_CHECKING:
+    from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME: Final = "corpus-index"
+FORMAT: Final = b"dreamkeeper-corpus-index 2\n"  # the version: a reader of another version discards the file
+INDEX_LIMIT: Final = 4096 * MiB
+RACY_WINDOW_NS: Final = 2_000_000_000
+_now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
+
+# (size, mtime_ns, ctime_ns, inode) of the version that was read
+StatKey = tuple[int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(slots=True)
+class Record:
+    """One file as last read: its stat key, its parse, its fingerprint, and whether the cycle's screen
+    (``consolidation/quarantine.py``) found the entry fit (None: not asked yet)."""
+
+    key: StatKey
+    entry: Entry
+    fingerprint: Fingerprint
+    fit: bool | None = None
+    path: Path | None = None  # built once per process (a Path per entry costs as much as the stat)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state.
+        fp = self.fingerprint
+        return (_record, (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit))
+
+
+def _record(
+    size: int, mtime: int, ctime: int, ino: int, entry: Entry, sha: str, fsize: int, fmtime: int, fit: bool | None
+) -> Record:
+    values = (size, mtime, ctime, ino, fsize, fmtime)
+    if not all(type(v) is int for v in values) or not isinstance(entry, Entry) or not isinstance(sha, str):
+        raise pickle.UnpicklingError("unexpected record")
+    if fit not in (None, True, False):
+        raise pickle.UnpicklingError("unexpected record")
+    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
+
+
+# What an index may contain; nothing else can be built by loading one (see the module docstring).
+_ALLOWED: Final = frozenset(
+    {
+        ("dreamkeeper.memory.corpus_index", "_record"),
+        ("dreamkeeper.memory.entry", "Entry"),
+        ("dreamkeeper.memory.entry", "_Origin"),
+        ("dreamkeeper.memory.entry", "_Shape"),
+        ("dreamkeeper.memory.entry", "_Derived"),
+        ("datetime", "datetime"),
+        ("datetime", "timezone"),
+        ("datetime", "timedelta"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("copyreg", "_reconstructor"),
+        ("builtins", "object"),
+    }
+)
+
+
+def code_version() -> str:
+    """What decides a record's meaning: the entry parser and the screen. Another version of either (an upgrade)
+    and the index is discarded, never read with rules it was not made by."""
+    digest = hashlib.sha256(FORMAT)
+    here = Path(__file__).resolve().parent
+    for source in (here / "entry.py", here / "store.py", here.parent / "consolidation" / "quarantine.py"):
+        try:
+            digest.update(source.read_bytes())
+        except OSError:
+            digest.update(b"?")
+    return digest.hexdigest()
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not something a corpus index holds")
+        return super().find_class(module, name)
+
+
+def index_path(agent_dir: Path) -> Path:
+    return agent_dir / STATE_DIR / INDEX_NAME
+
+
+def open_corpus_index(agent_dir: Path, root: Path) -> CorpusIndex:
+    """The index of ``root`` kept in ``agent_dir``'s state directory (loaded by the first scan)."""
+    return CorpusIndex(index_path(agent_dir), root)
+
+
+class CorpusIndex:
+    """The records of one memory root: loaded from the state directory, consulted and refreshed by each scan,
+    saved at the end of the cycle."""
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path = path
+        self.root = str(root)
+        self._old: dict[str, Record] = {}
+        self._stamp = 0  # time_ns before the scan whose records ``_new`` holds
+        self._new: dict[str, Record] = {}
+        self.loaded = False
+        # Called once a scan is done, before the collector is back on (the cycle freezes the parsed corpus out of
+        # its reach there: else the first collection walks all of it, a sixth of a 100k-entry scan's CPU).
+        self.on_scanned: Callable[[], None] | None = None
+        self._fit: set[int] = set()  # id() of the recorded entries the screen found fit (``known_fit``)
+        self._changed = False  # the last scan read a file, or a record was learnt, since the load
+        self._tried = False  # loaded on the first scan (under the cycle's lock), once
+        self.hits = 0
+        self.reads = 0
+
+    # ---- loading and saving -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """The saved records, if the file is whole and describes this root; otherwise none (a full read)."""
+        self._old = {}
+        try:
+            data = read_regular(self.path, INDEX_LIMIT, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        except (OSError, UnsafeFileError) as exc:
+            log.warning("corpus index %s not used (%s): this scan reads every file", self.path, exc)
+            return
+        try:
+            root, records = _decode(data)
+        except Exception as exc:  # any damage at all: discarded, never trusted in part
+            log.warning("corpus index %s discarded (%s): this scan reads every file", self.path, exc)
+            return
+        if root != self.root:
+            log.info("corpus index %s describes %s, not %s: not used", self.path, root, self.root)
+            return
+        self._old = records
+        self.loaded = True
+
+    def save(self) -> None:
+        """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
+        rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
+        if not self._stamp or (self.loaded and not self._changed):
+            return
+        try:
+            st = os.lstat(self.path)
+            if not stat.S_ISREG(st.st_mode):
+                log.warning("corpus index not saved: %s is not a regular file (left as it is)", self.path)
+                return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("corpus index not saved (%s)", exc)
+            return
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            _write_streamed(self.path, (code_version(), self.root, self._new))
+        except OSError as exc:  # a full disk, say: a cache; the next scan reads every file
+            log.warning("corpus index not saved (%s); the next cycle reads every file", exc)
+
+    # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
+
+    def known_fit(self, stored: StoredEntry) -> bool:
+        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index). By
+        identity: ``_fit`` holds the ids of entries the current records hold (alive, so no id is reused)."""
+        return id(stored.entry) in self._fit
+
+    def note_fit(self, fit: Iterable[StoredEntry]) -> None:
+        for stored in fit:
+            if id(stored.entry) in self._fit:
+                continue
+            record = self._new.get(str(stored.path))
+            if record is not None and record.entry is stored.entry:
+                record.fit = True
+                self._fit.add(id(record.entry))
+                self._changed = True
+
+    # ---- scanning -----------------------------------------------------------------------------------------
+
+    def items(self, store: MemoryStore) -> Iterator[StoredEntry | MalformedFile]:
+        """``store.iter_entries()`` with each unchanged file's parse taken from the index."""
+        from dreamkeeper.memory.store import StoredEntry, log_malformed
+
+        if not self._tried:
+            self._tried = True
+            self.load()
+        old = self._old
+        stamp = _now_ns()
+        trusted_before = stamp - RACY_WINDOW_NS
+        new: dict[str, Record] = {}
+        parents: dict[str, Path] = {}
+        self.hits = self.reads = 0
+        for child in store.iter_file_entries():
+            name = child.path
+            record = old.get(name)
+            if record is not None:
+                try:
+                    key = stat_key(child.stat(follow_symlinks=False))
+                except OSError:
+                    key = None
+                if key == record.key:
+                    new[name] = record
+                    self.hits += 1
+                    if record.path is None:
+                        record.path = _child_path(parents, name)
+                    yield StoredEntry(record.entry, record.path, record.fingerprint)
+                    continue
+            self.reads += 1
+            path = Path(name)
+            result, st = store.read_file_stat(path)
+            if isinstance(result, StoredEntry):
+                if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
+                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, path)
+                yield result
+            else:
+                log_malformed(result)
+                yield result
+        # The newest records are the next scan's baseline (a cycle scans again after it wrote).
+        self._changed = self._changed or bool(self.reads) or len(new) != len(old)
+        self._old = self._new = new
+        self._fit = {id(record.entry) for record in new.values() if record.fit}
+        self._stamp = stamp
+        if self.on_scanned is not None:
+            self.on_scanned()
+        log.debug("corpus index: %d file(s) from the index, %d read", self.hits, self.reads)
+
+
+def _child_path(parents: dict[str, Path], name: str) -> Path:
+    """``Path(name)``, built from its directory's Path: parsing every path again cost as much as its stat."""
+    directory, _, base = name.rpartition(os.sep)
+    parent = parents.get(directory)
+    if parent is None:
+        parent = parents[directory] = Path(directory)
+    make = getattr(parent, "_make_child_relpath", None)  # CPython's own, as iterdir() uses it; else the slow way
+    path: Path = make(base) if make is not None else parent / base
+    return path
+
+
+def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
+    if not data.startswith(FORMAT):
+        raise ValueError("not a corpus index of this version")
+    rest = data[len(FORMAT) :]
+    digest, sep, payload = rest.partition(b"\n")
+    if not sep or hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
+        raise ValueError("its checksum does not match (truncated or damaged)")
+    loaded = _Unpickler(io.BytesIO(payload)).load()
+    if not (isinstance(loaded, tuple) and len(loaded) == 3 and isinstance(loaded[1], str)):
+        raise ValueError("unexpected content")
+    version, root, records = loaded
+    if version != code_version():
+        raise ValueError("made by another version of the entry parser or the screen")
+    if not isinstance(records, dict) or not all(isinstance(r, Record) for r in records.values()):
+        raise ValueError("unexpected records")
+    return root, records
+
+
+class _HashingWriter:
+    """A file the pickle is streamed into, hashed on the way (no second copy of a 100k-entry payload in memory)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.sha = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return len(data)
+
+
+def _write_streamed(path: Path, content: object) -> None:
+    """``FORMAT``, the payload's sha256, the payload: streamed to a temp file beside ``path``, the digest written
+    into its place at the end, fsynced, renamed over ``path``, the directory fsynced (``atomic.py``'s order)."""
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            os.write(fd, FORMAT + b"0" * 64 + b"\n")
+            writer = _HashingWriter(fd)
+            pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
+            os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # our own temp (O_EXCL), never anything else
+        raise
+    fsync_directory(path.parent)
+
+
+__all__ = [
+    "FORMAT",
+    "INDEX_NAME",
+    "RACY_WINDOW_NS",
+    "CorpusIndex",
+    "Record",
+    "index_path",
+    "open_corpus_index",
+    "stat_key",
+]

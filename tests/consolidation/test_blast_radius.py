@@ -145,3 +145,22 @@ def test_the_agents_pause_marker_outranks_a_waiting_plan_and_the_approval_waits_
     applied = cycle(tmp_path, pruner([]), approve_hold=held.cycle_id).report
     assert (applied.result, applied.ephemeral, applied.paused) == ("completed", 12, 0)
     assert pending(tmp_path)["outcome"] == "applied"
+
+
+def test_a_held_plan_of_a_large_corpus_is_read_back(tmp_path: Path) -> None:
+    """Issue 27: a held plan names every live entry with its file's hash, so at 100,000 entries it is ~17 MB; read
+    under the 16 MiB small-state bound it wedged every later cycle with a StateFileError."""
+    from datetime import UTC, datetime
+
+    from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending
+    from dreamkeeper.memory import SMALL_STATE_LIMIT
+
+    corpus = {f"{i:012x}": f"{i:064x}" for i in range(200_000)}
+    held = HeldPlan(
+        cycle_id="c1", held_at=datetime(2026, 1, 1, tzinfo=UTC), live=200_000, drop=0, cap=0.1, corpus=corpus
+    )
+    path = keep(tmp_path, held)
+    assert path.stat().st_size > SMALL_STATE_LIMIT  # the case that failed
+    back = read_pending(tmp_path)
+    assert back is not None
+    assert back.corpus == corpus

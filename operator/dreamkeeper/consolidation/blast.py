@@ -24,7 +24,15 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction
-from dreamkeeper.memory import UNCHECKED, Entry, StoredEntry, read_state_file, replace_file, state_dir
+from dreamkeeper.memory import (
+    LARGE_STATE_LIMIT,
+    UNCHECKED,
+    Entry,
+    StoredEntry,
+    read_state_file,
+    replace_file,
+    state_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +133,9 @@ def read_pending(agent_dir: Path) -> HeldPlan | None:
     """The plan waiting for approval, if one does. Read bounded, and only as a regular file: anything else (a FIFO
     hung the cycle holding the lock, issue 22) is a ``StateFileError``, one clear error with nothing changed."""
     path = holds_dir(agent_dir) / PENDING
-    data = read_state_file(path)
+    # The plan names every live entry with its file's hash (``corpus``): it grows with the corpus (17 MB at 100,000
+    # entries, issue 27), so it is read under the large-state bound; the small one wedged every later cycle.
+    data = read_state_file(path, LARGE_STATE_LIMIT)
     if data is None:
         return None
     try:

@@ -22,9 +22,10 @@ from dreamkeeper.memory.files import MiB, UnsafeFileError, describe_mode, read_r
 from dreamkeeper.memory.lock import STATE_DIR
 
 SMALL_STATE_LIMIT: Final = 16 * MiB
-"""ledger.json, lock.json, a held plan: a few KB when we wrote them."""
+"""ledger.json, lock.json: a few KB when we wrote them."""
 LARGE_STATE_LIMIT: Final = 2048 * MiB
-"""The write-back index and the reversals log grow with the corpus (a cold start at 100k entries: tens of MB)."""
+"""The write-back index, the reversals log and a held plan (one hash per live entry) grow with the corpus (a cold
+start at 100k entries: tens of MB)."""
 
 STATE_FILES: Final = (
     "lock.json",

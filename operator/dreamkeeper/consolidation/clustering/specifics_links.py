@@ -1,0 +1,70 @@
+"""A second candidate signal: two entries naming the same rare specifics (issue 23).
+
+Paraphrases of one fact are not lexical near-duplicates ("Mateo Okafor is a Producer at Tailspin Toys; email …" and
+"Mateo Okafor (Producer, Tailspin Toys) — …" are at Jaccard 0.8), and a small embedding model puts template
+sentences about different people closer than it puts two wordings of one ("Met X at KubeCon on …"). What two
+wordings of one fact do share is their specifics: the person, the e-mail, the host, the date, the version. On the
+sample agent (bench/results/dream-ceiling.md) an idf-weighted overlap of the coverage check's specifics links 111
+of the 113 same-fact pairs and 18 pairs of different facts; every pair of different facts that shares only one
+rare name ("Ingrid prefers Signal", "Met Ingrid at Build") stays apart.
+
+A link is a pair that shares at least two specifics and whose **idf-weighted Jaccard** over their specifics (a
+specific's weight ``log(N / df)``, df the number of scanned entries naming it) reaches the threshold. A link only
+*offers* two entries together: it never makes them near-duplicates for subsumption (gating.near_duplicates uses the
+similarity measures alone), so a model still decides, and the coverage check still guards every merge. Links also
+tell an over-large component where to split (:mod:`.assembly`): along pairs that name the same things.
+
+Specifics named by more than ``_COMMON_DF`` entries cannot make a link on their own (their weight is small and their
+pairs quadratic), so the candidate pairs come from an inverted index over the rarer ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from dreamkeeper.consolidation.clustering.model import ClusterItem
+from dreamkeeper.coverage import extract_specifics
+
+_COMMON_DF = 64  # a specific named by more entries than this proposes no pair (it still weighs in the union)
+_MIN_SHARED = 2  # one shared name ("Ingrid") is a topic, not a fact
+
+
+def specifics_of(item: ClusterItem) -> frozenset[tuple[str, str]]:
+    """The coverage check's specifics of one entry (default vocabulary), as (kind, key) pairs."""
+    return frozenset((s.kind, s.key) for s in extract_specifics(item.content, item.category))
+
+
+def specifics_links(items: Sequence[ClusterItem], threshold: float) -> list[tuple[int, int, float]]:
+    """Pairs of ``items`` (indices into the sequence, left < right) that share at least two specifics with an
+    idf-weighted Jaccard >= ``threshold``, with that value; sorted. ``threshold`` <= 0 or > 1 links nothing."""
+    if not 0.0 < threshold <= 1.0 or len(items) < 2:
+        return []
+    named = [specifics_of(item) for item in items]
+    df = Counter(key for keys in named for key in keys)
+    total = len(items)
+    weight = {key: math.log(total / count) for key, count in df.items()}
+    holders: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, keys in enumerate(named):
+        for key in keys:
+            if 2 <= df[key] <= _COMMON_DF:
+                holders[key].append(index)
+    shared: Counter[tuple[int, int]] = Counter()
+    for indices in holders.values():
+        shared.update(itertools.combinations(indices, 2))
+    links: list[tuple[int, int, float]] = []
+    for (left, right), count in shared.items():
+        if count < _MIN_SHARED:
+            continue
+        both, either = named[left] & named[right], named[left] | named[right]
+        union = sum(weight[key] for key in either)
+        value = sum(weight[key] for key in both) / union if union > 0 else 0.0
+        if value >= threshold:
+            links.append((left, right, value))
+    links.sort()
+    return links
+
+
+__all__ = ["specifics_links", "specifics_of"]

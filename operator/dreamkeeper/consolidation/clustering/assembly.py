@@ -59,8 +59,8 @@ def _parts(components: list[Adjacency], graph: Graph, max_size: int) -> list[Adj
             parts.append(adjacency)
             continue
         linked = [p for p in _restricted(adjacency, lambda a, b: (min(a, b), max(a, b)) in graph.links) if len(p) >= 2]
-        held = {node for part in linked for node in part}
-        rest = _restricted(adjacency, lambda a, b: a not in held and b not in held)
+        held = frozenset(node for part in linked for node in part)
+        rest = _restricted(adjacency, lambda a, b, held=held: a not in held and b not in held)
         parts.extend(linked)
         for part in rest:
             node = next(iter(part))

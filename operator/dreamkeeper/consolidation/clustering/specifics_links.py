@@ -14,8 +14,9 @@ specific's weight ``log(N / df)``, df the number of scanned entries naming it) r
 similarity measures alone), so a model still decides, and the coverage check still guards every merge. Links also
 tell an over-large component where to split (:mod:`.assembly`): along pairs that name the same things.
 
-Specifics named by more than ``_COMMON_DF`` entries cannot make a link on their own (their weight is small and their
-pairs quadratic), so the candidate pairs come from an inverted index over the rarer ones.
+Only **rare** specifics propose a pair and count towards the two shared: named by at least two entries and by at most
+5% of them (and never more than ``_COMMON_DF``: their pairs would be quadratic). In a corpus of fewer than 40 entries
+nothing is rare: there idf cannot tell a topic the agent keeps returning to (its dog, its podcast) from a fact.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dreamkeeper.consolidation.clustering.model import ClusterItem
 from dreamkeeper.coverage import extract_specifics
 
 _COMMON_DF = 64  # a specific named by more entries than this proposes no pair (it still weighs in the union)
+_RARE_SHARE = 0.05  # a specific named by more than this share of the entries is a topic, not a rare specific
 _MIN_SHARED = 2  # one shared name ("Ingrid") is a topic, not a fact
 
 
@@ -38,18 +40,20 @@ def specifics_of(item: ClusterItem) -> frozenset[tuple[str, str]]:
 
 
 def specifics_links(items: Sequence[ClusterItem], threshold: float) -> list[tuple[int, int, float]]:
-    """Pairs of ``items`` (indices into the sequence, left < right) that share at least two specifics with an
-    idf-weighted Jaccard >= ``threshold``, with that value; sorted. ``threshold`` <= 0 or > 1 links nothing."""
+    """Pairs of ``items`` (indices into the sequence, left < right) that share at least two rare specifics and
+    whose idf-weighted Jaccard over all their specifics is >= ``threshold``, with that value; sorted.
+    ``threshold`` <= 0 or > 1 links nothing."""
     if not 0.0 < threshold <= 1.0 or len(items) < 2:
         return []
     named = [specifics_of(item) for item in items]
     df = Counter(key for keys in named for key in keys)
     total = len(items)
     weight = {key: math.log(total / count) for key, count in df.items()}
+    rare = min(_COMMON_DF, int(total * _RARE_SHARE))
     holders: dict[tuple[str, str], list[int]] = defaultdict(list)
     for index, keys in enumerate(named):
         for key in keys:
-            if 2 <= df[key] <= _COMMON_DF:
+            if 2 <= df[key] <= rare:
                 holders[key].append(index)
     shared: Counter[tuple[int, int]] = Counter()
     for indices in holders.values():

@@ -53,14 +53,23 @@ def _parts(components: list[Adjacency], graph: Graph, max_size: int) -> list[Adj
     """
     if not graph.links:
         return components
+    links = graph.links
+
+    def named_alike(a: int, b: int) -> bool:
+        return (min(a, b), max(a, b)) in links
+
     parts: list[Adjacency] = []
     for adjacency in components:
         if sum(len(graph.members(node)) for node in adjacency) <= max_size:
             parts.append(adjacency)
             continue
-        linked = [p for p in _restricted(adjacency, lambda a, b: (min(a, b), max(a, b)) in graph.links) if len(p) >= 2]
+        linked = [part for part in _restricted(adjacency, named_alike) if len(part) >= 2]
         held = frozenset(node for part in linked for node in part)
-        rest = _restricted(adjacency, lambda a, b, held=held: a not in held and b not in held)
+
+        def outside(a: int, b: int, held: frozenset[int] = held) -> bool:
+            return a not in held and b not in held
+
+        rest = _restricted(adjacency, outside)
         parts.extend(linked)
         for part in rest:
             node = next(iter(part))

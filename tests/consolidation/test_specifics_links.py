@@ -127,3 +127,43 @@ def test_a_link_never_lets_subsumption_archive_a_different_fact(tmp_path: Path) 
     outcome = asyncio.run(run_cycle(options, ScriptedProposer(distinct)))
     assert {"b1", "b2"} in asked
     assert outcome.report.subsumed == 0 and outcome.report.saved == 0
+
+
+def test_on_the_sample_the_defaults_offer_more_families_and_settle_none_wrongly(tmp_path: Path) -> None:
+    # Cycle 1 of the sample with the defaults (links, new clusters offered at once) against the trial (35
+    # clusters with both off: test_subsume.py): more of the world's families put side by side, and every subsumption
+    # still one family's copies with every fact still said.
+    from bench.realmodel_judge import Lexicon, missing
+    from dreamkeeper.demo.sample import generate_sample
+    from dreamkeeper.demo.world import ANCHOR
+    from dreamkeeper.memory import MemoryStore
+
+    agent = tmp_path / "agent"
+    summary = generate_sample(agent)
+    family = {i: n for n, group in enumerate(summary.near_duplicate_groups) for i in group}
+    store = MemoryStore(agent / "memory")
+    before = [s.entry.content for s in store.scan().live]
+
+    def families_together(settings: CycleSettings) -> int:
+        offered = select_candidates(store.scan().live, settings, ANCHOR + timedelta(days=1)).clusters
+        together = set()
+        for cluster in offered:
+            known = [family[i] for i in cluster.ids if i in family]
+            together.update(f for f in known if known.count(f) > 1)
+        return len(together)
+
+    old = CycleSettings(specifics_links=0.0, offer_new_clusters=False)
+    assert families_together(CycleSettings()) > families_together(old)
+    settings = CycleSettings(min_interval_hours=0, archive_cap=1.0)
+    proposer = ScriptedProposer(lambda batch, request: {"toDelete": [], "toSave": []})
+    outcome = asyncio.run(run_cycle(CycleOptions(agent, settings, now=ANCHOR + timedelta(days=1)), proposer))
+    assert outcome.plan is not None and outcome.report.specifics_lost == 0
+    subsumed = [m for m in outcome.plan.merges if m.subsumed]
+    assert len(subsumed) >= 25
+    lexicon = Lexicon.of(before)
+    live = "\n".join(s.entry.content for s in store.scan().live)
+    for merge in subsumed:
+        assert merge.into is not None
+        members = [merge.into.id, *(s.id for s in merge.sources)]
+        assert len({family.get(i) for i in members}) == 1 and family.get(members[0]) is not None
+        assert not missing([s.entry.content for s in merge.sources], live, lexicon)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+from bench.realmodel_judge import Lexicon, missing
 
 from dreamkeeper.consolidation.clustering import ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
@@ -16,7 +17,9 @@ from dreamkeeper.consolidation.clustering.specifics_links import specifics_links
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.gating import select_candidates
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import Entry
+from dreamkeeper.demo.sample import generate_sample
+from dreamkeeper.demo.world import ANCHOR
+from dreamkeeper.memory import Entry, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
 from tests.parity.test_parity_gating import stored
@@ -133,11 +136,6 @@ def test_on_the_sample_the_defaults_offer_more_families_and_settle_none_wrongly(
     # Cycle 1 of the sample with the defaults (links, new clusters offered at once) against the trial (35
     # clusters with both off: test_subsume.py): more of the world's families put side by side, and every subsumption
     # still one family's copies with every fact still said.
-    from bench.realmodel_judge import Lexicon, missing
-    from dreamkeeper.demo.sample import generate_sample
-    from dreamkeeper.demo.world import ANCHOR
-    from dreamkeeper.memory import MemoryStore
-
     agent = tmp_path / "agent"
     summary = generate_sample(agent)
     family = {i: n for n, group in enumerate(summary.near_duplicate_groups) for i in group}
@@ -146,7 +144,7 @@ def test_on_the_sample_the_defaults_offer_more_families_and_settle_none_wrongly(
 
     def families_together(settings: CycleSettings) -> int:
         offered = select_candidates(store.scan().live, settings, ANCHOR + timedelta(days=1)).clusters
-        together = set()
+        together: set[int] = set()
         for cluster in offered:
             known = [family[i] for i in cluster.ids if i in family]
             together.update(f for f in known if known.count(f) > 1)

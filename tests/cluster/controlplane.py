@@ -496,19 +496,28 @@ def _insecure_get(port: int, path: str) -> str:
         return str(r.read().decode())
 
 
-def main() -> None:  # pragma: no cover - manual debugging aid
+def serve_until_interrupted(start: Callable[[], None], stop: Callable[[], None], banner: Callable[[], str]) -> None:
+    """Manual debugging aid: start, print how to reach it, wait for Ctrl-C, stop (also when start fails)."""
     logging.basicConfig(level=logging.INFO)
-    plane = ControlPlane()
     try:
-        plane.start()
-        print(f"KUBECONFIG={plane.kubeconfig}  (Ctrl-C to stop)", flush=True)
+        start()
+        print(f"{banner()}  (Ctrl-C to stop)", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:
+        stop()
+
+
+def main() -> None:  # pragma: no cover - manual debugging aid
+    plane = ControlPlane()
+
+    def stop() -> None:
         plane.stop()
         plane.remove_state()
+
+    serve_until_interrupted(plane.start, stop, lambda: f"KUBECONFIG={plane.kubeconfig}")
 
 
 if __name__ == "__main__":  # pragma: no cover

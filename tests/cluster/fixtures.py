@@ -25,6 +25,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import pytest
 
@@ -106,17 +107,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 pytest_collection_modifyitems = pytest.hookimpl(tryfirst=True)(pytest_collection_modifyitems)
 
 
-@pytest.fixture(scope="session")
-def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
-    cluster = KubeCluster(ControlPlaneConfig())
+class _SessionCluster(Protocol):
+    state_dir: Path
+
+    def start_all(self) -> None: ...
+    def stop_all(self) -> None: ...
+    def has_logs(self) -> bool: ...
+    def keep_logs(self, into: Path) -> Path: ...
+    def remove_state(self) -> None: ...
+
+
+C = TypeVar("C", bound=_SessionCluster)
+
+
+def _session_cluster(
+    cluster: C, request: pytest.FixtureRequest, *, name: str, logs_prefix: str, logs_are: str
+) -> Iterator[C]:
+    """Start ``cluster`` for the session; on failure or teardown keep its logs where a failed run can be read.
+
+    Errors (never skips) with the reason when it cannot start: a test that needs a real component runs it.
+    """
     try:
         cluster.start_all()
     except BaseException:
         try:
             cluster.stop_all()
             if cluster.has_logs():
-                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
-                log.error("control plane failed to start; logs kept in %s", kept)
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix=logs_prefix)))
+                log.error("%s failed to start; logs kept in %s", name, kept)
         finally:
             cluster.remove_state()
         raise
@@ -125,46 +143,39 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
         yield cluster
     finally:
         cluster.stop_all()
-        failed = request.session.testsfailed > 0
         if os.environ.get(KEEP_ENV) == "1":
-            print(f"\n[kube_cluster] state kept in {cluster.state_dir}")
+            print(f"\n[{name}] state kept in {cluster.state_dir}")
         else:
-            if failed:
-                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-k8s-logs-")))
-                print(f"\n[kube_cluster] tests failed; control-plane and container logs kept in {kept}")
+            if request.session.testsfailed > 0:
+                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix=logs_prefix)))
+                print(f"\n[{name}] tests failed; {logs_are} logs kept in {kept}")
             cluster.remove_state()
-        leftovers = live_processes()
-        if leftovers:  # stop_all must have reaped everything; say so loudly if not
-            log.error("processes still alive after teardown: %s", leftovers)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+    yield from _session_cluster(
+        KubeCluster(ControlPlaneConfig()),
+        request,
+        name="kube_cluster",
+        logs_prefix="dk-k8s-logs-",
+        logs_are="control-plane and container",
+    )
+    leftovers = live_processes()
+    if leftovers:  # stop_all must have reaped everything; say so loudly if not
+        log.error("processes still alive after teardown: %s", leftovers)
 
 
 @pytest.fixture(scope="session")
 def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealNodeCluster]:
     """The control plane with the real node; errors (never skips) with the reason when it cannot start."""
-    cluster = RealNodeCluster()
-    try:
-        cluster.start_all()
-    except BaseException:
-        try:
-            cluster.stop_all()
-            if cluster.has_logs():
-                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-realnode-logs-")))
-                log.error("real node failed to start; logs kept in %s", kept)
-        finally:
-            cluster.remove_state()
-        raise
-    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
-    try:
-        yield cluster
-    finally:
-        cluster.stop_all()
-        if os.environ.get(KEEP_ENV) == "1":
-            print(f"\n[real_cluster] state kept in {cluster.state_dir}")
-        else:
-            if request.session.testsfailed > 0:
-                kept = cluster.keep_logs(Path(tempfile.mkdtemp(prefix="dk-realnode-logs-")))
-                print(f"\n[real_cluster] tests failed; control-plane, node and pod logs kept in {kept}")
-            cluster.remove_state()
+    yield from _session_cluster(
+        RealNodeCluster(),
+        request,
+        name="real_cluster",
+        logs_prefix="dk-realnode-logs-",
+        logs_are="control-plane, node and pod",
+    )
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster import tools
-from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig, free_port
+from tests.cluster.controlplane import ControlPlane, ControlPlaneConfig, free_port, serve_until_interrupted
 from tests.cluster.kubeapi import namespaced
 from tests.cluster.pki import issue_client_cert
 from tests.cluster.procs import ManagedProcess
@@ -300,19 +300,14 @@ class RealNodeCluster(ControlPlane):
 
 
 def main() -> None:  # pragma: no cover - manual debugging aid
-    logging.basicConfig(level=logging.INFO)
     cluster = RealNodeCluster()
-    try:
-        cluster.start_all()
-        print(f"KUBECONFIG={cluster.kubeconfig}  node {NODE_NAME}  (Ctrl-C to stop)", flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
+
+    def stop() -> None:
         cluster.stop_all()
         if os.environ.get("DREAMKEEPER_KEEP_CLUSTER_STATE") != "1":
             cluster.remove_state()
+
+    serve_until_interrupted(cluster.start_all, stop, lambda: f"KUBECONFIG={cluster.kubeconfig}  node {NODE_NAME}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,7 +4,9 @@
     python -m bench operator-scale --schedules 5000 --baseline /work/wt/base/.venv/bin/dreamkeeper
     python -m bench operator-scale --quick --output /tmp/x.json          # 20 schedules (a smoke run)
 
-Each schedule has its own PVC (one agent each). The operator runs as a subprocess (`dreamkeeper operator -n
+Each schedule has its own PVC (one agent each), created already bound to its own PersistentVolume by a bounded pool
+of keep-alive connections (``operator_setup.py``: O(N) requests; the controller manager's binder, limited to 20
+requests/s, took > 600 s for 5,000 claims). The operator runs as a subprocess (`dreamkeeper operator -n
 bench`) authenticated as its ServiceAccount with the generated Role. One control plane per size (no scheduler: no
 pod ever runs here; the controller manager runs, as in a cluster). Phases:
 
@@ -49,6 +51,7 @@ from bench.operator_probe import (
     request_delta,
     rss_mb,
 )
+from bench.operator_setup import MERGE, VOLUME_LABEL, WORKERS, Connections, create_objects
 
 if TYPE_CHECKING:
     from tests.cluster.controlplane import ControlPlane
@@ -61,7 +64,6 @@ GOAL_RSS_MB = 500.0
 GOAL_RESTART_SECONDS = 120.0
 QUIET_SECONDS = 20.0  # after a phase: nothing is due, the loops sleep; RSS then is the steady state
 THIS = "this"
-VOLUME_LABEL = "bench.dreamkeeper.io/namespace"  # the bench's PersistentVolumes (cluster-scoped): deleted after
 
 
 def _load() -> float:
@@ -106,70 +108,16 @@ FINISHED = {
 }
 
 
-def _create_objects(plane: ControlPlane, namespace: str, schedules: str, count: int, jobs_per_schedule: int) -> None:
-    """Per schedule: a PersistentVolume pre-bound to its own claim (bound at once, as a provisioned claim is: a
-    claim left Pending would have the controller manager re-post an Event for it every 15 s), the schedule, and
-    ``jobs_per_schedule`` finished cycle Jobs of its history on the claim."""
-    from tests.cluster.kubeapi import namespaced
-
-    from dreamkeeper.kube import GROUP, VERSION
-
-    jobs = namespaced(namespace, "jobs", group="batch", version="v1")
-
-    def create(index: int) -> None:
-        name = f"agent-{index:04d}"
-        volume = f"pv-{namespace}-{name}"
-        plane.api.create(
-            "/api/v1/persistentvolumes",
-            {
-                "metadata": {"name": volume, "labels": {VOLUME_LABEL: namespace}},
-                "spec": {
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "hostPath": {"path": f"/nonexistent/{volume}"},  # never mounted: no pod runs in the bench
-                    "claimRef": {"namespace": namespace, "name": name},
-                },
-            },
-        )
-        claim = {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": volume,
-            "resources": {"requests": {"storage": "1Gi"}},
-        }
-        plane.api.create(namespaced(namespace, "persistentvolumeclaims"), {"metadata": {"name": name}, "spec": claim})
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "DreamSchedule",
-            "metadata": {"name": name},
-            "spec": {"schedule": "0 3 1 1 *", "claimName": name},
-        }
-        owner = plane.api.create(schedules, body)
-        for job_index in range(jobs_per_schedule):
-            job = plane.api.create(jobs, _history_job(name, name, owner, job_index))
-            plane.api.patch(f"{jobs}/{job['metadata']['name']}/status", FINISHED)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(create, range(count)))
-
-    def bound() -> bool:
-        claims = plane.api.get(namespaced(namespace, "persistentvolumeclaims"))["items"]
-        return sum(1 for c in claims if (c.get("status") or {}).get("phase") == "Bound") == count
-
-    # The binder took more than 600 s for 5,000 claims on a loaded 2-core machine: the wait grows with N.
-    timeout = max(600.0, 0.4 * count)
-    plane.wait_for("every claim bound (the controller manager's binder)", bound, timeout=timeout, interval=2)
-
-
 def _edit_all(plane: ControlPlane, schedules: str, count: int, generation: int) -> None:
     """Edit every spec (generation + 1) while the operator is down: the restart has real work to do."""
 
-    def edit(index: int) -> None:
-        plane.api.patch(f"{schedules}/agent-{index:04d}", {"spec": {"successfulJobsHistoryLimit": 10 + generation}})
+    conns = Connections(plane)
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    def edit(index: int) -> None:
+        body = {"spec": {"successfulJobsHistoryLimit": 10 + generation}}
+        conns.request("PATCH", f"{schedules}/agent-{index:04d}", body, MERGE)
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         list(pool.map(edit, range(count)))
 
 
@@ -282,9 +230,10 @@ def measure(
     from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION
 
     schedules = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{SCHEDULE_PLURAL}"
-    started = time.monotonic()
-    _create_objects(plane, namespace, schedules, count, jobs_per_schedule)
-    setup_seconds = time.monotonic() - started
+    before = request_counts(plane)
+    setup = create_objects(plane, namespace, schedules, count, _history_job, FINISHED, jobs_per_schedule)
+    # Every request the setup caused, the controller manager's included: O(N), nothing left for the binder.
+    setup["server_requests"] = dict(request_delta(before, request_counts(plane)))
     kubeconfig = grant_operator_rbac(plane, namespace)
     operators = {THIS: OperatorProcess(plane, [namespace], kubeconfig, logs / THIS)}
     if baseline is not None:
@@ -318,7 +267,8 @@ def measure(
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "schedules": count,
-        "setup_seconds": round(setup_seconds, 1),
+        "setup_seconds": setup["seconds"],
+        "setup": setup,
         "phases": phases,
         "operator_logs": str(logs),
     }

@@ -65,30 +65,32 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     from dreamkeeper.proposers import OfflineProposer
 
     stages: dict[str, float] = {}
-    current: list[Any] = [None, 0.0]
+    stages_cpu: dict[str, float] = {}
+    current: list[Any] = [None, 0.0, 0.0]
 
     rss: dict[str, float] = {}
 
     def progress(stage: str) -> None:
-        now = time.perf_counter()
+        now, cpu_now = time.perf_counter(), _cpu_seconds()
         if current[0] is not None:
             stages[current[0]] = stages.get(current[0], 0.0) + now - current[1]
+            stages_cpu[current[0]] = stages_cpu.get(current[0], 0.0) + cpu_now - current[2]
             rss[current[0]] = round(_peak_rss_mib(), 1)  # peak so far, at the end of that stage
-        current[0], current[1] = stage, now
+        current[0], current[1], current[2] = stage, now, cpu_now
 
     options = CycleOptions(agent_dir=agent_dir, force=True, progress=progress)
     cpu = _cpu_seconds()
     started = time.perf_counter()
     outcome = asyncio.run(run_cycle(options, OfflineProposer()))
     finished = time.perf_counter()
-    if current[0] is not None:
-        stages[current[0]] = stages.get(current[0], 0.0) + finished - current[1]
-        rss[current[0]] = round(_peak_rss_mib(), 1)
+    progress("")  # closes the last stage
+    stages.pop("", None)
     report = outcome.report
     return {
         "seconds": finished - started,
         "cpuSeconds": _cpu_seconds() - cpu,
         "stages": {k: round(v, 3) for k, v in stages.items()},
+        "stagesCpu": {k: round(v, 3) for k, v in stages_cpu.items()},
         "peakRssByStageMiB": rss,
         "peakRssMiB": _peak_rss_mib(),
         "report": {
@@ -111,10 +113,16 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     }
 
 
-def _child(kind: str, agent_dir: Path) -> dict[str, Any]:
-    """Run one measurement in a fresh interpreter and read its JSON line back."""
+def _child(kind: str, agent_dir: Path, source: Path | None = None) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter and read its JSON line back. ``source``: a tree whose
+    ``operator/dreamkeeper`` is imported instead of this checkout's (the baseline of a side-by-side run)."""
     command = [sys.executable, "-m", "bench.scale", "--child", kind, str(agent_dir)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=Path(__file__).parent.parent)
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source / "operator"), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, cwd=Path(__file__).parent.parent, env=env
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{kind} on {agent_dir} failed ({done.returncode}): {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -143,7 +151,9 @@ def measure_size(size: int, seed: int, workdir: Path, warm: bool) -> dict[str, A
         "cycleCpuSeconds": round(cold["cpuSeconds"], 3),
         "cycleOverLoad": round(cold["seconds"] / load["seconds"], 2),
         "peakRssMiB": round(cold["peakRssMiB"], 1),
+        "cycleCpuOverLoadCpu": round(cold["cpuSeconds"] / load["cpuSeconds"], 2),
         "stages": cold["stages"],
+        "stagesCpu": cold["stagesCpu"],
         "peakRssByStageMiB": cold["peakRssByStageMiB"],
         "report": cold["report"],
     }
@@ -274,6 +284,15 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None, help="where corpora are written (default /dev/shm)")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="cold cycles only, side by side with the tree BASELINE holding operator/dreamkeeper "
+        "(e.g. `git archive main operator | tar -x -C DIR`): bench/scale_cold.py",
+    )
+    parser.add_argument("--baseline-label", default=None, help="what the baseline is (e.g. main@215a8d1)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --baseline: runs per tree (the least CPU counts)")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
@@ -286,6 +305,10 @@ def main(argv: Sequence[str]) -> int:
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-scale-", dir=base))
     try:
+        if args.baseline is not None:
+            from bench.scale_cold import side_by_side_main
+
+            return side_by_side_main(args, sizes, workdir, ("python -m bench scale " + shlex.join(argv)).strip())
         runs = [measure_size(size, args.seed, workdir, warm=not args.no_warm) for size in sizes]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

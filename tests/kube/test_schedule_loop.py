@@ -83,3 +83,74 @@ def test_a_not_found_while_the_schedule_is_still_there_is_a_handler_error() -> N
     missing_claim = NotFoundError(404, "NotFound", 'persistentvolumeclaims "agent-data" not found')
     # Counted once; the second pass fails the same way and then finds the schedule gone.
     assert run_loop(missing_claim, schedule_after=BODY) == ["schedule"]
+
+
+def _sleeping_state(passes: list[bool]) -> Any:
+    """A schedule whose every pass asks to sleep an hour (a yearly cron between slots)."""
+    from dreamkeeper.kube.caches import ScheduleBodies
+    from dreamkeeper.kube.wakeups import Wakeups
+
+    async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    def reconcile(body: Any, full: bool) -> float:
+        passes.append(full)
+        return 3600.0
+
+    state: Any = SimpleNamespace(
+        wakeups=Wakeups(),
+        bodies=ScheduleBodies(),
+        call=call,
+        generations={},
+        schedules=SimpleNamespace(reconcile=reconcile, forget=lambda namespace, name, uid: None),
+        visited=set(),
+        metrics=Metrics(),
+        stops={},
+        loops={},
+    )
+    state.wake = state.wakeups.wake
+    state.bodies.put(BODY)
+    return state
+
+
+async def _until(check: Any) -> None:
+    for _ in range(6000):  # generous: a loaded machine; the loop sleeps an hour if the wake is lost
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the loop never got there")
+
+
+def test_a_sleeping_loop_wakes_for_a_change_and_ends_when_stopped_without_its_hour_passing() -> None:
+    """Issue 27 item 4: a sleeping schedule waits on its wake event alone (stopping sets it too), one waiter per
+    schedule instead of two tasks and an asyncio.wait; a wake still runs a full pass and a stop still ends it."""
+    passes: list[bool] = []
+
+    async def main() -> None:
+        state = _sleeping_state(passes)
+        handlers._start_loop(state, "ns", "s", UID)
+        task = state.loops[UID]
+        await _until(lambda: len(passes) == 1)
+        state.wake(UID)  # a spec edit / the claim appeared
+        await _until(lambda: len(passes) == 2)
+        await handlers._stop_loop(state, "ns", "s", UID)
+        await asyncio.wait_for(task, timeout=60)
+        assert UID not in state.loops and UID not in state.stops
+
+    asyncio.run(main())
+    assert passes == [True, True]
+
+
+def test_stopping_every_loop_ends_loops_asleep_for_an_hour() -> None:
+    passes: list[bool] = []
+
+    async def main() -> None:
+        state = _sleeping_state(passes)
+        state.releases = {}
+        handlers._start_loop(state, "ns", "s", UID)
+        task = state.loops[UID]
+        await _until(lambda: len(passes) == 1)
+        await handlers._stop_all(state)
+        assert task.done() and not task.cancelled()  # it ended by itself, not by _stop_all's cancel after 10 s
+
+    asyncio.run(main())

@@ -73,6 +73,7 @@ JOURNAL_SUFFIXES: Final = ("", WRITEBACK_JOURNAL_SUFFIX, FOLD_JOURNAL_SUFFIX, DE
 
 Op = Literal["create", "update", "archive", "stamp", "decay"]
 DECAY_FIELDS = ("importanceScore", "updatedAt")  # all a decay step changes (and all its undo puts back)
+_DECAY_KEYS: Final = frozenset(name.lower() for name in DECAY_FIELDS)
 ArchiveKind = Literal["merged", "folded", "ephemeral", "undo", "stale"]
 
 
@@ -248,7 +249,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
 def decay_values(entry: Entry) -> dict[str, Any]:
     """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
     puts back exactly what was there)."""
-    obj = entry.to_json_obj()
+    obj = entry.to_json_obj(only=_DECAY_KEYS)  # the same values, without building the whole object
     spelled = {key.lower(): key for key in obj}
     return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
 
@@ -490,8 +491,22 @@ class StepPaths:
         self.root = store.root
         self.legacy_root = None if header.path_base == "memory-root" else PurePosixPath(header.memory_root)
         self._inside: set[Path] = set()  # directories checked to resolve inside the memory root
+        self._dirs: dict[str, Path] = {}  # a step path's directory part -> that directory, validated
 
     def __call__(self, step: Step) -> Path:
+        head, _, name = step.path.rpartition("/")
+        if self.legacy_root is None and name == f"{step.id}.json":
+            # A directory already validated for an earlier step: the same answer as below, without parsing the
+            # path again (a cold start's decay journals one step per entry of the corpus).
+            directory = self._dirs.get(head)
+            if directory is not None:
+                return directory / name
+        path = self._resolve(step)
+        if self.legacy_root is None and path.name == name:
+            self._dirs[head] = path.parent
+        return path
+
+    def _resolve(self, step: Step) -> Path:
         relative = PurePosixPath(step.path)
         if self.legacy_root is not None:
             with contextlib.suppress(ValueError):
@@ -707,7 +722,9 @@ class Executor:
             return "done"
         if step.op == "update":
             assert step.after is not None and step.expected is not None
-            current = self._read(path)
+            # The snapshot's parse when it is what the step expects (the fingerprint-guarded write below still
+            # refuses a file changed since): no second read of a file the cycle holds. Resuming, the file as it is.
+            current = self._snapshot_or_read(step, path)
             if current is None:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.to_json_obj() == step.after:

@@ -411,7 +411,8 @@ class Writes:
         self._journals[journal.header.cycle_id] = journal
         snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
-        for stored in (*leaving, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
+        updated = (*(f.survivor for f in plan.folds), *(m.into for m in plan.merges if m.into is not None))
+        for stored in (*leaving, *updated, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
             snapshot[str(stored.path)] = stored
         self._writing()
         return Executor(self.store, journal, self.context.now, snapshot)

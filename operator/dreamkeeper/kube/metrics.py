@@ -12,17 +12,15 @@ The table of every metric is ``METRIC_DOCS`` below, rendered into docs/operator-
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 
 from dreamkeeper import __version__
 from dreamkeeper.consolidation import COUNTS, SUMMED, Count, Family, value_of
+from dreamkeeper.kube.metric_series import HistogramFamily, ScheduleSeries, SeriesFamily
 from dreamkeeper.kube.models import RunSummary, Totals
 
 
@@ -168,51 +166,17 @@ def _ts(moment: datetime) -> float:
 
 
 class OperatorMetrics:
-    """All metric families on one registry (a fresh one per operator, so tests can run several)."""
+    """All metric families on one registry (a fresh one per operator, so tests can run several). The per-schedule
+    families live in one compact collector (``metric_series.py``); the operator's own are prometheus_client's."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
-        r, labels = self.registry, SCHEDULE_LABELS
-        self.cycles = Counter("dreamkeeper_cycles", "Finished cycle Jobs by result.", [*labels, "result"], registry=r)
-        self.skipped = Counter("dreamkeeper_skipped_slots", "Slots not run.", [*labels, "reason"], registry=r)
-        self.missed = Counter("dreamkeeper_missed_slots", "Slots that passed unrun.", labels, registry=r)
-        # The cycle counts' families, from the table (consolidation/counts.py): counters summed, gauges set.
-        self._count_families: dict[str, Any] = {
-            family.name: kind(family.name, _help(family, counts), [*labels, *_label(family)], registry=r)
-            for kind, counters in ((Counter, True), (Gauge, False))
-            for family, counts in _families(counters=counters).items()
-        }
-        self.duration = Histogram(
-            "dreamkeeper_cycle_duration_seconds", "Cycle wall time.", labels, buckets=DURATION_BUCKETS, registry=r
-        )
-        self.last_success = Gauge(
-            "dreamkeeper_last_success_timestamp_seconds", "Last successful cycle end.", labels, registry=r
-        )
-        self.next_run = Gauge("dreamkeeper_next_run_timestamp_seconds", "Next scheduled slot.", labels, registry=r)
-        self.interval = Gauge(
-            "dreamkeeper_schedule_interval_seconds", "Seconds from the next slot to the one after.", labels, registry=r
-        )
-        self.ready = Gauge("dreamkeeper_schedule_ready", "1 when Ready is True.", labels, registry=r)
-        self.running = Gauge("dreamkeeper_cycle_running", "1 while a cycle Job is active.", labels, registry=r)
-        self.vocabulary_in_sync = Gauge(
-            "dreamkeeper_vocabulary_in_sync", "1 when the volume's vocabulary matches the CR.", labels, registry=r
-        )
-        self.agent_stopped = Gauge(
-            "dreamkeeper_agent_stopped", "1 while the agent's workload is held at 0 for a cycle.", labels, registry=r
-        )
-        self.agent_downtime = Histogram(
-            "dreamkeeper_agent_downtime_seconds", "Agent downtime per Stop.", labels, buckets=AGENT_BUCKETS, registry=r
-        )
-        self.agent_stale_window = Histogram(
-            "dreamkeeper_agent_stale_window_seconds",
-            "From a changing cycle's start to the agent's restart (RestartAfter).",
-            labels,
-            buckets=AGENT_BUCKETS,
-            registry=r,
-        )
+        r = self.registry
+        self.series = ScheduleSeries(SCHEDULE_LABELS, _schedule_families(), _schedule_histograms())
+        r.register(self.series)
         self.handler_errors = Counter(
             "dreamkeeper_handler_errors", "Unexpected errors in handlers and loops.", ["handler"], registry=r
         )
@@ -234,70 +198,45 @@ class OperatorMetrics:
                 return False
             self._seen.add(key)
         t = totals or Totals()
-        ident = (name, namespace)
+        ident, series = (name, namespace), self.series
         for result in RESULTS:
-            self.cycles.labels(*ident, result).inc(getattr(t, f"cycles_{result.replace('-', '_')}"))
+            series.inc(ident, CYCLES, getattr(t, f"cycles_{result.replace('-', '_')}"), result)
         self._count(ident, t)
         for reason in SKIP_REASONS:
-            self.skipped.labels(*ident, reason).inc(t.skipped_slots.get(reason, 0))
-        self.missed.labels(*ident).inc(t.missed_slots)
-        self.duration.labels(*ident)
-        self.running.labels(*ident).set(0)
+            series.inc(ident, SKIPPED, t.skipped_slots.get(reason, 0), reason)
+        series.inc(ident, MISSED, t.missed_slots)
+        series.touch(ident, DURATION)
+        series.set(ident, RUNNING, 0)
         return True
 
     def remove_schedule(self, namespace: str, name: str) -> None:
         with self._lock:
             self._seen.discard((namespace, name))
-        ident = (name, namespace)
-        extra: list[tuple[Any, Iterable[str]]] = [(self.cycles, RESULTS), (self.skipped, SKIP_REASONS)]
-        for family, values in extra:
-            for value in values:
-                _remove(family, (*ident, value))
-        for count in COUNTS:
-            if count.metric is not None:
-                _remove(self._family(count), (*ident, *_series(count)))
-        singles = [
-            self.missed,
-            self.duration,
-            self.last_success,
-            self.next_run,
-            self.interval,
-            self.ready,
-            self.running,
-            self.vocabulary_in_sync,
-            self.agent_stopped,
-            self.agent_downtime,
-            self.agent_stale_window,
-        ]
-        for family in singles:
-            _remove(family, ident)
+        self.series.drop((name, namespace))
 
     # ---- updates ----------------------------------------------------------------------------------------------
 
     def record_run(self, namespace: str, name: str, run: RunSummary) -> None:
         """Count one finished cycle. Call only after its UID was persisted as counted."""
         ident = (name, namespace)
-        self.cycles.labels(*ident, run.result).inc()
+        self.series.inc(ident, CYCLES, 1, run.result)
         self._count(ident, run)
         if run.duration_seconds is not None:
-            self.duration.labels(*ident).observe(run.duration_seconds)
+            self.series.observe(ident, DURATION, run.duration_seconds)
         self._set_states(ident, run)
-
-    def _family(self, count: Count) -> Any:
-        assert count.metric is not None
-        return self._count_families[count.metric.family.name]
 
     def _count(self, ident: tuple[str, str], source: Totals | RunSummary) -> None:
         """Add each summed count of ``source`` (a run, or the persisted totals) to its series."""
         for count in SUMMED:
             if count.metric is not None:
-                self._family(count).labels(*ident, *_series(count)).inc(value_of(source, count) or 0)
+                amount = value_of(source, count) or 0
+                self.series.inc(ident, count.metric.family.name, amount, count.metric.label_value)
 
     def _set_states(self, ident: tuple[str, str], run: RunSummary) -> None:
         """The corpus after the run, where the run knows it."""
         for count in COUNTS:
             if count.state and count.metric is not None and (value := value_of(run, count)) is not None:
-                self._family(count).labels(*ident, *_series(count)).set(value)
+                self.series.set(ident, count.metric.family.name, value, count.metric.label_value)
 
     def record_agent(
         self, namespace: str, name: str, *, downtime: float | None = None, stale_window: float | None = None
@@ -305,16 +244,16 @@ class OperatorMetrics:
         """A Stop ended (its downtime) or a RestartAfter restart happened (its stale window)."""
         ident = (name, namespace)
         if downtime is not None:
-            self.agent_downtime.labels(*ident).observe(downtime)
+            self.series.observe(ident, AGENT_DOWNTIME, downtime)
         if stale_window is not None:
-            self.agent_stale_window.labels(*ident).observe(stale_window)
+            self.series.observe(ident, AGENT_STALE_WINDOW, stale_window)
 
     def record_slots(self, namespace: str, name: str, *, missed: int = 0, skipped_reason: str | None = None) -> None:
         ident = (name, namespace)
         if missed:
-            self.missed.labels(*ident).inc(missed)
+            self.series.inc(ident, MISSED, missed)
         if skipped_reason is not None:
-            self.skipped.labels(*ident, skipped_reason).inc()
+            self.series.inc(ident, SKIPPED, 1, skipped_reason)
 
     def set_state(
         self,
@@ -330,38 +269,79 @@ class OperatorMetrics:
         interval_seconds: float | None = None,
         agent_stopped: bool | None = None,
     ) -> None:
-        ident = (name, namespace)
-        self.ready.labels(*ident).set(1 if ready else 0)
-        self.running.labels(*ident).set(1 if running else 0)
-        if next_run is not None:
-            self.next_run.labels(*ident).set(_ts(next_run))
-        else:
-            _remove(self.next_run, ident)
-        if interval_seconds is not None:
-            self.interval.labels(*ident).set(interval_seconds)
-        else:
-            _remove(self.interval, ident)
+        ident, series = (name, namespace), self.series
+        series.set(ident, READY, 1 if ready else 0)
+        series.set(ident, RUNNING, 1 if running else 0)
+        _set_or_clear(series, ident, NEXT_RUN, None if next_run is None else _ts(next_run))
+        _set_or_clear(series, ident, INTERVAL, interval_seconds)
         if last_success is not None:
-            self.last_success.labels(*ident).set(_ts(last_success))
-        if vocabulary_in_sync is None:
-            _remove(self.vocabulary_in_sync, ident)
-        else:
-            self.vocabulary_in_sync.labels(*ident).set(1 if vocabulary_in_sync else 0)
+            series.set(ident, LAST_SUCCESS, _ts(last_success))
+        _set_or_clear(
+            series, ident, VOCABULARY_IN_SYNC, None if vocabulary_in_sync is None else int(vocabulary_in_sync)
+        )
         if last_run is not None:
             self._set_states(ident, last_run)
-        if agent_stopped is None:
-            _remove(self.agent_stopped, ident)
-        else:
-            self.agent_stopped.labels(*ident).set(1 if agent_stopped else 0)
+        _set_or_clear(series, ident, AGENT_STOPPED, None if agent_stopped is None else int(agent_stopped))
 
     def handler_error(self, handler: str) -> None:
         self.handler_errors.labels(handler).inc()
 
 
-def _label(family: Family) -> list[str]:
-    return [family.label] if family.label else []
+CYCLES = "dreamkeeper_cycles"
+SKIPPED = "dreamkeeper_skipped_slots"
+MISSED = "dreamkeeper_missed_slots"
+LAST_SUCCESS = "dreamkeeper_last_success_timestamp_seconds"
+NEXT_RUN = "dreamkeeper_next_run_timestamp_seconds"
+INTERVAL = "dreamkeeper_schedule_interval_seconds"
+READY = "dreamkeeper_schedule_ready"
+RUNNING = "dreamkeeper_cycle_running"
+VOCABULARY_IN_SYNC = "dreamkeeper_vocabulary_in_sync"
+AGENT_STOPPED = "dreamkeeper_agent_stopped"
+DURATION = "dreamkeeper_cycle_duration_seconds"
+AGENT_DOWNTIME = "dreamkeeper_agent_downtime_seconds"
+AGENT_STALE_WINDOW = "dreamkeeper_agent_stale_window_seconds"
 
 
-def _remove(family: Any, labels: tuple[str, ...]) -> None:
-    with contextlib.suppress(KeyError):
-        family.remove(*labels)
+def _schedule_families() -> list[SeriesFamily]:
+    """The per-schedule counters and gauges, with the help texts they have always had."""
+    counts = [
+        SeriesFamily(
+            family.name,
+            _help(family, members),
+            "counter" if counters else "gauge",
+            family.label,
+            tuple(value for c in members for value in _series(c)),
+        )
+        for counters in (True, False)
+        for family, members in _families(counters=counters).items()
+    ]
+    return [
+        SeriesFamily(CYCLES, "Finished cycle Jobs by result.", "counter", "result", RESULTS),
+        SeriesFamily(SKIPPED, "Slots not run.", "counter", "reason", SKIP_REASONS),
+        SeriesFamily(MISSED, "Slots that passed unrun.", "counter"),
+        *counts,
+        SeriesFamily(LAST_SUCCESS, "Last successful cycle end.", "gauge"),
+        SeriesFamily(NEXT_RUN, "Next scheduled slot.", "gauge"),
+        SeriesFamily(INTERVAL, "Seconds from the next slot to the one after.", "gauge"),
+        SeriesFamily(READY, "1 when Ready is True.", "gauge"),
+        SeriesFamily(RUNNING, "1 while a cycle Job is active.", "gauge"),
+        SeriesFamily(VOCABULARY_IN_SYNC, "1 when the volume's vocabulary matches the CR.", "gauge"),
+        SeriesFamily(AGENT_STOPPED, "1 while the agent's workload is held at 0 for a cycle.", "gauge"),
+    ]
+
+
+def _schedule_histograms() -> list[HistogramFamily]:
+    return [
+        HistogramFamily(DURATION, "Cycle wall time.", DURATION_BUCKETS),
+        HistogramFamily(AGENT_DOWNTIME, "Agent downtime per Stop.", AGENT_BUCKETS),
+        HistogramFamily(
+            AGENT_STALE_WINDOW, "From a changing cycle's start to the agent's restart (RestartAfter).", AGENT_BUCKETS
+        ),
+    ]
+
+
+def _set_or_clear(series: ScheduleSeries, ident: tuple[str, str], family: str, value: float | None) -> None:
+    if value is None:
+        series.clear(ident, family)
+    else:
+        series.set(ident, family, value)

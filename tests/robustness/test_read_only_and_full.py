@@ -51,6 +51,9 @@ def _chmod_tree(root: Path, mode: int) -> None:
 
 def test_a_read_only_memory_tree_fails_the_cycle(cli_app: typer.Typer, reachable_dir: Path) -> None:
     """Every write refused (EACCES): the cycle used to report `completed`, exit 0."""
+    # Links by shared specifics off: with them the writable re-run merges six paraphrases (all right) and the
+    # blast radius holds the 60-entry agent's plan for approval; this test is about the failed writes and the re-run.
+    similarity_only = ("--settings-json", '{"specifics_links": 0.0}')
     warm_up(cli_app, reachable_dir)
     agent = make_agent(reachable_dir / "agent")
     give_to_nobody(agent)
@@ -58,7 +61,7 @@ def test_a_read_only_memory_tree_fails_the_cycle(cli_app: typer.Typer, reachable
     _chmod_tree(agent / "memory", 0o555)
     try:
         with as_nobody():
-            result = invoke(cli_app, "dream", agent)
+            result = invoke(cli_app, "dream", agent, *similarity_only)
     finally:
         _chmod_tree(agent / "memory", 0o755)
     assert result.exit_code == 1, result.output
@@ -69,7 +72,7 @@ def test_a_read_only_memory_tree_fails_the_cycle(cli_app: typer.Typer, reachable
     assert tree(agent / "memory") == memory_before  # nothing half applied
     assert list(incomplete_journals(agent)) == []  # the failed steps are recorded: nothing wedged
     with as_nobody():
-        again = invoke(cli_app, "dream", agent)
+        again = invoke(cli_app, "dream", agent, *similarity_only)
     assert again.exit_code == 0, again.output
     assert _report(agent)["result"] == "completed", _report(agent)["error"]
 

@@ -127,6 +127,13 @@ def reopen_at(members: Sequence[Entry], interval: timedelta, max_interval: timed
     return later(max(reviewed), interval)
 
 
+def never_declined(members: Sequence[Entry]) -> bool:
+    """No member carries a decline stamp of this very cluster: these entries have never been shown together and
+    left intact (dreamkeeper's rule, not RockBot's: see gating.select_candidates, ``offer_new_clusters``)."""
+    expected = cluster_hash(m.id for m in members)
+    return not any(d is not None and d.cluster.upper() == expected for d in map(read_decline, members))
+
+
 def next_decline_count(members: Sequence[Entry]) -> int:
     """The count a decline stamp of these members carries: max(counts) + 1 when every member already carries this
     cluster's stamp, else 1 (RockBot's ``StampDeclinedAsync``); saturated at int32 max."""
@@ -144,6 +151,7 @@ __all__ = [
     "Decline",
     "days",
     "later",
+    "never_declined",
     "next_decline_count",
     "parse_int32",
     "parse_time",

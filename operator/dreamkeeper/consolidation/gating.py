@@ -13,7 +13,7 @@ import numpy as np
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
-from dreamkeeper.consolidation.declines import days, reopen_at
+from dreamkeeper.consolidation.declines import EPOCH_START, days, never_declined, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
@@ -86,6 +86,7 @@ def select_candidates(
             same_top_level_category=settings.same_category_clusters,
             tokens=settings.cluster_tokens,
             split=settings.cluster_split,
+            specifics=settings.specifics_links,
         )
     except Exception as exc:  # any failure narrows the offer, never widens it
         log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)
@@ -107,7 +108,13 @@ def select_candidates(
             continue
         if any(i in held for i in cluster.ids):
             continue
-        when = reopen_time([by_id[i] for i in cluster.ids], settings)
+        members = [by_id[i] for i in cluster.ids]
+        when = reopen_time(members, settings)
+        if settings.offer_new_clusters and never_declined([m.entry for m in members]):
+            # Reviewed entries that now form a cluster they were never shown (and left intact) as: a merge took out
+            # a neighbour that held them apart, or a link is new. RockBot waits the review interval (7 days) before
+            # asking; a family whose other copy was merged elsewhere would sit duplicated for a week (issue 23).
+            when = EPOCH_START
         if when is not None and when <= now:
             due.append((when, cluster))
     due.sort(key=lambda pair: (pair[0], pair[1].ids))

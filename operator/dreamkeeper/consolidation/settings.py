@@ -96,6 +96,11 @@ class CycleSettings(BaseModel):
     cluster_split: ClusterSplit = "rockbot"
     cluster_tokens: ClusterTokens = "rockbot"
     same_category_clusters: bool = False
+    # Entries naming the same rare specifics (two or more, idf-weighted Jaccard at least this) are offered together
+    # even when their wording is not a near-duplicate, and an over-large component is cut along such links
+    # (clustering/specifics_links.py; 0 turns it off). Measured on the sample (bench/results/dream-ceiling.md).
+    # A link never makes two entries near-duplicates for subsumption: a model decides, the coverage check guards.
+    specifics_links: float = Field(default=0.5, ge=0.0, le=1.0)
     # corpus: fold, decay and offer every live entry; rockbot: RockBot's snapshot, the 1,000 most recently seen
     # (scope.py says what each means for decay and the floor).
     scope: Literal["corpus", "rockbot"] = "corpus"
@@ -110,6 +115,10 @@ class CycleSettings(BaseModel):
     reopen_interval_days: float = Field(default=7.0, ge=0.0, le=MAX_DAYS)
     reopen_max_interval_days: float = Field(default=56.0, ge=0.0, le=MAX_DAYS)
     reopen_max_per_cycle: int = Field(default=10, ge=0, le=MAX_PER_CYCLE)
+    # A cluster of reviewed entries that were never shown together as that cluster (no member carries its decline
+    # stamp) is offered at once, within reopen_max_per_cycle, instead of after reopen_interval_days (RockBot's
+    # wait). False: RockBot's rule. Measured on the sample (bench/results/dream-ceiling.md).
+    offer_new_clusters: bool = True
     exact_fold: bool = True
     # Categories the exact-duplicate fold never touches (their own passes act on them by id), with RockBot's two
     # rules (``IsExactDuplicateEligible``, DreamService.cs @05346ff0): ``feedback`` and ``claim/capability`` are

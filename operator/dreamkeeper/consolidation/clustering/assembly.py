@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 
 from dreamkeeper.consolidation.clustering.graph import Graph
 from dreamkeeper.consolidation.clustering.model import JACCARD, MEASURE_CODES, Cluster, Split
@@ -17,7 +18,7 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split:
     components = _components(graph)
     stats.components = len(components)
     clusters: list[Cluster] = []
-    for index, adjacency in enumerate(components):
+    for index, adjacency in enumerate(_parts(components, graph, max_cluster_size)):
         members = {node: graph.members(node) for node in adjacency}
         if sum(len(entries) for entries in members.values()) <= max_cluster_size:
             chunks = [sorted(entry for entries in members.values() for entry in entries)]
@@ -37,6 +38,67 @@ def assemble(graph: Graph, max_cluster_size: int, stats: ClusteringStats, split:
     clusters.sort(key=lambda cluster: cluster.ids[0])
     stats.clusters = len(clusters)
     return _numbered(clusters)
+
+
+def _parts(components: list[Adjacency], graph: Graph, max_size: int) -> list[Adjacency]:
+    """Each component, an over-large one cut first along its links (issue 23).
+
+    An over-large component of a corpus with links (shared rare specifics, :mod:`.specifics_links`) is usually
+    several facts joined by template wording ("Met X at KubeCon on ..." for many X): cut into fixed chunks, each
+    chunk mixes facts and a request showing them asks about several at once. So such a component becomes the
+    components of its links (entries naming the same things), each its own request, and what no link holds, the
+    components of the remaining edges among the remaining entries; a part of one entry is dropped (offered again
+    once its neighbours have been merged and its component is smaller). A part still too large is then split as
+    before. Components that fit, and every component when there are no links, are kept whole.
+    """
+    if not graph.links:
+        return components
+    links = graph.links
+
+    def named_alike(a: int, b: int) -> bool:
+        return (min(a, b), max(a, b)) in links
+
+    parts: list[Adjacency] = []
+    for adjacency in components:
+        if sum(len(graph.members(node)) for node in adjacency) <= max_size:
+            parts.append(adjacency)
+            continue
+        linked = [part for part in _restricted(adjacency, named_alike) if len(part) >= 2]
+        held = frozenset(node for part in linked for node in part)
+
+        def outside(a: int, b: int, held: frozenset[int] = held) -> bool:
+            return a not in held and b not in held
+
+        rest = _restricted(adjacency, outside)
+        parts.extend(linked)
+        for part in rest:
+            node = next(iter(part))
+            if node not in held and (len(part) >= 2 or len(graph.members(node)) >= 2):
+                parts.append(part)
+    return parts
+
+
+def _restricted(adjacency: Adjacency, keep: Callable[[int, int], bool]) -> list[Adjacency]:
+    """The connected components of ``adjacency`` keeping only the edges ``keep`` accepts (every node appears)."""
+    seen: set[int] = set()
+    parts: list[Adjacency] = []
+    for start in sorted(adjacency):
+        if start in seen:
+            continue
+        part: Adjacency = {}
+        stack = [start]
+        seen.add(start)
+        while stack:
+            node = stack.pop()
+            part[node] = {}
+            for other, edge in adjacency[node].items():
+                if keep(node, other):
+                    part[node][other] = edge
+                    if other not in seen:
+                        seen.add(other)
+                        stack.append(other)
+        parts.append(part)
+    return parts
 
 
 def _numbered(clusters: list[Cluster]) -> list[Cluster]:

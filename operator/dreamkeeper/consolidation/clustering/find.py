@@ -27,6 +27,7 @@ def find_clusters(
     stats: ClusteringStats | None = None,
     tokens: Tokens = "unicode",
     split: Split = "neighbours",
+    specifics: float = 0.0,
 ) -> list[Cluster]:
     """Near-duplicate clusters of ``items``, sorted by first id.
 
@@ -36,12 +37,16 @@ def find_clusters(
     clustering. ``tokens`` chooses the Jaccard tokens: Unicode-aware, or RockBot's ASCII ones. With
     ``same_top_level_category`` only entries whose first category segment matches (case-insensitively; None
     only with None) are linked. ``strategy`` forces brute force or LSH (tests, benchmarks); ``seed`` overrides
-    the corpus-derived hash seed. A fresh ``stats`` passed in is filled with how the scan went.
+    the corpus-derived hash seed. A fresh ``stats`` passed in is filled with how the scan went. ``specifics`` > 0
+    also links entries naming the same rare specifics at that idf-weighted Jaccard (:mod:`.specifics_links`),
+    and an over-large component is cut along those links first (:func:`.assembly.assemble`); 0 turns it off.
 
     Raises ValueError for options out of range (a configuration bug) and ClusteringError for anything that
     stops the scan itself (bad items, resource exhaustion, internal failure).
     """
     threshold = _checked_options(threshold, strategy)
+    if not isinstance(specifics, (int, float)) or not 0.0 <= float(specifics) <= 1.0:
+        raise ValueError(f"specifics link threshold must be in [0, 1] (0: off), got {specifics!r}")
     if tokens not in ("rockbot", "unicode") or split not in ("rockbot", "neighbours"):
         raise ValueError(f"clustering tokens must be rockbot or unicode, split rockbot or neighbours: {tokens}/{split}")
     if not isinstance(max_cluster_size, int) or isinstance(max_cluster_size, bool):
@@ -60,6 +65,7 @@ def find_clusters(
             seed=seed,
             stats=filled,
             tokens=tokens,
+            specifics=float(specifics),
         )
         return assemble(graph, max_cluster_size, filled, split)
 

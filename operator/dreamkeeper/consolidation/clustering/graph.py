@@ -4,12 +4,12 @@ or whole twin classes (:class:`Graph`), so a class of thousands is never expande
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from dreamkeeper.consolidation.clustering.model import MEASURE_CODES, F64Array, IntArray
+from dreamkeeper.consolidation.clustering.model import MEASURE_CODES, SPECIFICS, F64Array, IntArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +68,47 @@ class Graph:
     weight: F64Array
     measure: npt.NDArray[np.int8]
     twins: dict[int, list[int]]  # twin class node -> its entries (>= 2, ascending)
+    # Node pairs (lower first) that name the same rare specifics (:mod:`.specifics_links`): where an over-large
+    # component is split first (:mod:`.assembly`). Empty when that signal is off.
+    links: frozenset[tuple[int, int]] = frozenset()
 
     def members(self, node: int) -> list[int]:
         return self.twins.get(node) or [node]
+
+    def node_of(self, entry: int) -> int:
+        """The node holding ``entry`` (its twin class's lowest entry, or the entry itself)."""
+        return self._node_map().get(entry, entry)
+
+    def _node_map(self) -> dict[int, int]:
+        return {entry: node for node, entries in self.twins.items() for entry in entries}
+
+    def with_links(self, links: list[tuple[int, int, float]]) -> Graph:
+        """This graph with the entry pairs of ``links`` as node pairs: each becomes a SPECIFICS edge unless the two
+        nodes are one twin class or already an edge, and every one is recorded in ``links``."""
+        if not links:
+            return self
+        node_map = self._node_map()
+        existing = {(min(a, b), max(a, b)) for a, b in zip(self.left.tolist(), self.right.tolist(), strict=True)}
+        linked: set[tuple[int, int]] = set()
+        added: list[tuple[int, int, float]] = []
+        for a, b, value in links:
+            u, v = node_map.get(a, a), node_map.get(b, b)
+            if u == v:
+                continue
+            pair = (min(u, v), max(u, v))
+            if pair not in linked and pair not in existing:
+                added.append((pair[0], pair[1], value))
+            linked.add(pair)
+        if not added:
+            return replace(self, links=frozenset(linked))
+        return replace(
+            self,
+            left=np.concatenate((self.left, np.asarray([a for a, _, _ in added], dtype=np.int64))),
+            right=np.concatenate((self.right, np.asarray([b for _, b, _ in added], dtype=np.int64))),
+            weight=np.concatenate((self.weight, np.asarray([w for _, _, w in added], dtype=np.float64))),
+            measure=np.concatenate((self.measure, np.full(len(added), SPECIFICS, dtype=np.int8))),
+            links=frozenset(linked),
+        )
 
     def edge_list(self) -> list[tuple[int, int, float, int]]:
         return list(

@@ -9,15 +9,17 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-Measure = Literal["cosine", "jaccard"]
+Measure = Literal["cosine", "jaccard", "specifics"]
 Strategy = Literal["auto", "brute", "lsh"]
 # Jaccard tokens: RockBot's ASCII ones ("rockbot", its cluster identities) or Unicode-aware ones ("unicode").
 Tokens = Literal["rockbot", "unicode"]
 # Splitting an over-large component: RockBot's fixed id-order chunks ("rockbot") or neighbour-keeping ("neighbours").
 Split = Literal["rockbot", "neighbours"]
 
-MEASURE_CODES: tuple[Measure, Measure] = ("cosine", "jaccard")
-COSINE, JACCARD = 0, 1  # measure codes in the edge arrays (index into MEASURE_CODES)
+MEASURE_CODES: tuple[Measure, Measure, Measure] = ("cosine", "jaccard", "specifics")
+# Measure codes in the edge arrays (index into MEASURE_CODES); SPECIFICS marks a link by shared rare specifics
+# (:mod:`.specifics_links`), which offers two entries together but is no similarity.
+COSINE, JACCARD, SPECIFICS = 0, 1, 2
 
 IntArray = npt.NDArray[np.int64]
 U64Array = npt.NDArray[np.uint64]

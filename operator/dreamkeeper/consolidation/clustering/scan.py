@@ -13,6 +13,7 @@ from dreamkeeper.consolidation.clustering.cosine import scan_cosine
 from dreamkeeper.consolidation.clustering.graph import Edges, Graph
 from dreamkeeper.consolidation.clustering.jaccard import scan_jaccard
 from dreamkeeper.consolidation.clustering.model import ClusterItem, Strategy, Tokens
+from dreamkeeper.consolidation.clustering.specifics_links import specifics_links
 from dreamkeeper.consolidation.clustering.stats import ClusteringStats
 
 
@@ -25,10 +26,12 @@ def edge_graph(
     seed: int | None,
     stats: ClusteringStats,
     tokens: Tokens = "unicode",
+    specifics: float = 0.0,
 ) -> Graph:
     """Every accepted edge between nodes (see :class:`.graph.Graph`), per scope group and measure.
 
-    Options as :func:`.find.find_clusters` takes them, already checked; ``stats`` is filled in.
+    Options as :func:`.find.find_clusters` takes them, already checked; ``stats`` is filled in. ``specifics`` > 0
+    adds the links of entries naming the same rare specifics (:mod:`.specifics_links`), inside a scope group.
     """
     scoped = same_top_level_category
     corpus = prepare(items, stats, tokens)
@@ -49,6 +52,15 @@ def edge_graph(
             if len(embedded) >= 2:
                 scan_cosine(corpus, embedded, int(dim), threshold, strategy, seed, edges, stats, label)
     graph = Graph(corpus.ids, *edges.arrays(), twins=twins)
+    if specifics > 0.0:
+        ordered = sorted(items, key=lambda item: item.id)  # the corpus's order: indices are entry numbers
+        links = [
+            link
+            for link in specifics_links(ordered, specifics)
+            if not scoped or corpus.scopes[link[0]] == corpus.scopes[link[1]]
+        ]
+        graph = graph.with_links(links)
+        stats.specifics_links = len(links)
     stats.twin_entries = sum(len(members) for members in twins.values())
     stats.edges = sum(record.edges for record in stats.scans)
     return graph

@@ -38,6 +38,7 @@ class ClusteringStats:
     components: int = 0
     clusters: int = 0
     oversize_clusters: int = 0  # exceeded max_cluster_size by absorbing a stranded neighbour
+    specifics_links: int = 0  # entry pairs linked by shared rare specifics (specifics_links.py)
     twin_entries: int = 0  # entries scanned through a twin (same token set, no embedding, same scope group)
     seconds: float = 0.0
     scans: list[ScanRecord] = field(default_factory=list)

@@ -181,7 +181,8 @@ def make_batches(
     for key in [k for k, groups in components.items() if sum(len(g.ids) for g in groups) < 2]:
         del components[key]  # one entry left of a component: nothing to merge it with, reviewed alone
     shown_with = {i for groups in components.values() for g in groups for i in g.ids}
-    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in shown_with | settled]
+    not_single = shown_with | settled  # once: inside the comprehension the union was rebuilt per entry (O(n^2))
+    singles = [OfferGroup((s.id,), False) for s in gating.eligible if s.id not in not_single]
     units = [_cut(groups, max_entries) for groups in components.values()]
     batches: list[Batch] = []
 

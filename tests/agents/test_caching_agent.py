@@ -162,7 +162,10 @@ def test_sigterm_finishes_the_write_and_exits_and_linger_keeps_writing(sample: P
     os.kill(proc.pid, signal.SIGTERM)
     finish(proc, timeout=10)
     ops = [r["op"] for r in ledger.read(log)]
-    assert ops[-2:] == ["sigterm", "exit"]
+    # The handler logs "sigterm" at once; a write in flight when the signal came is finished and logged after it
+    # (a fresh make test under load saw ["sigterm", "reinforce", "exit"]), and then no other write starts.
+    assert ops[-1] == "exit"
+    assert len(ops[ops.index("sigterm") + 1 : -1]) <= 1
     assert not list((sample / "memory").rglob("*.tmp"))
 
     log2 = tmp_path / "l2.jsonl"

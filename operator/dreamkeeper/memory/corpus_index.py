@@ -381,7 +381,7 @@ def _child_path(parents: dict[str, Path], name: str) -> Path:
     return path
 
 
-def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
+def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
     if not data.startswith(FORMAT):
         raise ValueError("not a corpus index of this version")
     rest = data[len(FORMAT) :]

@@ -48,9 +48,15 @@ import numpy as np
 
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import MiB, StoredEntry, UnsafeFileError, embedding_file_name, read_regular
-from dreamkeeper.memory.atomic import NEW_SUFFIX, fsync_directory
-from dreamkeeper.memory.lock import STATE_DIR
+from dreamkeeper.memory import (
+    MiB,
+    StoredEntry,
+    UnsafeFileError,
+    embedding_file_name,
+    fsync_directory,
+    read_regular,
+    state_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +64,12 @@ CACHE_NAME: Final = "cluster-cache"
 FORMAT: Final = b"dreamkeeper-cluster-cache 1\n"
 CACHE_LIMIT: Final = 1024 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
+_TEMP_SUFFIX: Final = ".dk-new"  # atomic.py's temp suffix: a killed write's leftover is recognised as ours
 _now_ns = time.time_ns  # the key's clock (a test moves it to play "a later cycle")
 
 
 def cache_path(agent_dir: Path) -> Path:
-    return agent_dir / STATE_DIR / CACHE_NAME
+    return state_dir(agent_dir) / CACHE_NAME
 
 
 @functools.cache
@@ -275,7 +282,7 @@ def _cluster(item: Any) -> Cluster:
 
 def _write(path: Path, data: bytes) -> None:
     """Temp file beside ``path``, fsynced, renamed over it, the directory fsynced (``atomic.py``'s order)."""
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         try:

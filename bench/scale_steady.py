@@ -3,11 +3,12 @@
     python -m bench scale-steady [--sizes 10000,100000] [--baseline DIR] [--apply] [--reps 2] [--decay-min-step X]
 
 Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
-(unmeasured) until one writes nothing and the corpus index (operator/dreamkeeper/memory/corpus_index.py) is
-warm; then, side by side in one run, each in a fresh subprocess (its own peak RSS), ``--reps`` times each (the
-lowest CPU kept): (1) load and parse every entry file (``MemoryStore(root).scan()``); (2) the steady cycle with
-the corpus index; (3) the same cycle with ``corpus_index=False`` (every file read, as before the index); (4) with
-``--baseline DIR`` (a worktree of another commit, e.g. main), that commit's steady cycle on the same files.
+(unmeasured, at most 10) until one asks the model nothing and writes nothing but decay's rewrites, and the corpus
+index (operator/dreamkeeper/memory/corpus_index.py) is warm; then, side by side in one run, each in a fresh
+subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
+(``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
+``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
+commit, e.g. main), that commit's steady cycle on the same files.
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
@@ -44,7 +45,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
-SETTLE_MAX = 4
+SETTLE_MAX = 10
 
 
 def _cpu() -> float:
@@ -94,6 +95,7 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
         "peakRssMiB": _rss_mib(),
         "result": report.result,
         "wrote": wrote,
+        "decayed": report.decayed,
         "reviewed": report.reviewed,
         "live": report.live_entries,
         "stagesCpu": {k: round(v, 3) for k, v in stages.items()},
@@ -131,8 +133,9 @@ def measure(
     for _ in range(SETTLE_MAX):
         time.sleep(RACY_WAIT_SECONDS)
         settled = _run("cycle", agent, apply, min_step=min_step)
-        settling.append({k: settled[k] for k in ("cpuSeconds", "result", "wrote", "reviewed")})
-        if not settled["wrote"]:
+        settling.append({k: settled.get(k) for k in ("cpuSeconds", "result", "wrote", "decayed", "reviewed")})
+        # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
+        if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
             break
     time.sleep(RACY_WAIT_SECONDS)
     kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])

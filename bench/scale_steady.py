@@ -103,6 +103,24 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
 
 
 def _run(kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0) -> dict[str, Any]:
+    if code is None:
+        return _run_child(kind, agent, apply, code, min_step)
+    # Another commit keeps its own corpus index at the same path (another format: this code would discard it and
+    # read every file). Each engine keeps its own cache between its own cycles, as on a volume that runs one engine.
+    state = agent / ".dreamkeeper"
+    ours = {
+        name: (state / name).read_bytes() for name in ("corpus-index", "corpus-index.log") if (state / name).is_file()
+    }
+    try:
+        return _run_child(kind, agent, apply, code, min_step)
+    finally:
+        for name in ("corpus-index", "corpus-index.log"):
+            (state / name).unlink(missing_ok=True)
+            if name in ours:
+                (state / name).write_bytes(ours[name])
+
+
+def _run_child(kind: str, agent: Path, apply: bool, code: Path | None, min_step: float) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:  # another commit's dreamkeeper, measured by this bench
         env["PYTHONPATH"] = str(code / "operator")

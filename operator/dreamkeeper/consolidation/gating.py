@@ -84,6 +84,10 @@ def select_candidates(
         cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
             clusters = cached
+            # Only the clustered entries' vectors are loaded (subsumption compares them), inside the guard: a
+            # loader failing here degrades the offer exactly as a failing clustering does.
+            members = {i for c in clusters for i in (*c.ids, *c.leftover)}
+            items = [_item(s, embeddings) for s in live if s.id in members]
         else:
             items = [_item(s, embeddings) for s in live]
             clusters = find_clusters(
@@ -107,10 +111,7 @@ def select_candidates(
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
     clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
-    if items is not None:
-        result.items = {item.id: item for item in items if item.id in clustered} if clusters else {}
-    else:  # clusters from the cache: only the clustered entries' vectors are loaded (subsumption compares them)
-        result.items = {s.id: _item(s, embeddings) for s in live if s.id in clustered}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     eligible_ids = set(unreviewed)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:

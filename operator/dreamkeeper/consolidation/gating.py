@@ -86,8 +86,8 @@ def select_candidates(
             clusters = cached
             # Only the clustered entries' vectors are loaded (subsumption compares them), inside the guard: a
             # loader failing here degrades the offer exactly as a failing clustering does.
-            members = {i for c in clusters for i in (*c.ids, *c.leftover)}
-            items = [_item(s, embeddings) for s in live if s.id in members]
+            wanted = {i for c in clusters for i in (*c.ids, *c.leftover)}
+            items = [_item(s, embeddings) for s in live if s.id in wanted]
         else:
             items = [_item(s, embeddings) for s in live]
             clusters = find_clusters(

@@ -1,18 +1,25 @@
 """Steady cycle: a cycle with nothing changed since the last one, against a full read+parse of the same files.
 
-    python -m bench scale-steady [--sizes 10000,100000] [--baseline DIR] [--apply] [--reps 2]
+    python -m bench scale-steady [--sizes 10000,100000] [--baseline DIR] [--apply] [--reps 2] [--decay-min-step X]
 
 Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
-(unmeasured) until one writes nothing and the corpus index (operator/dreamkeeper/memory/corpus_index.py) is
-warm; then, side by side in one run, each in a fresh subprocess (its own peak RSS), ``--reps`` times each (the
-lowest CPU kept): (1) load and parse every entry file (``MemoryStore(root).scan()``); (2) the steady cycle with
-the corpus index; (3) the same cycle with ``corpus_index=False`` (every file read, as before the index); (4) with
-``--baseline DIR`` (a worktree of another commit, e.g. main), that commit's steady cycle on the same files.
+(unmeasured, at most 10) until one asks the model nothing and writes nothing but decay's rewrites, and the corpus
+index (operator/dreamkeeper/memory/corpus_index.py) is warm; then, side by side in one run, each in a fresh
+subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
+(``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
+``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
+commit, e.g. main), that commit's steady cycle on the same files.
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
 for approval, and every later cycle is skipped with that plan pending (what a deployment sees until a person
 approves). Goal (issue 27): steady cycle <= 0.5 x a full read+parse at 10,000 and 100,000 entries.
+
+"Nothing changed since the last one" is the agent's side: the cycle itself still decays importance (RockBot's pass,
+``decay.min_step`` 0 by default: every drop written), and the seconds between two of these cycles are enough for
+the entries past their grace period (about 6% of the synthetic corpus) to drop and be rewritten every cycle; the
+column "wrote" says how many entry files the measured cycle wrote. ``--decay-min-step`` (the frugal decay mode,
+settings.py) measures the same cycle where decay writes an entry only once it has fallen that much.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
-SETTLE_MAX = 4
+SETTLE_MAX = 10
 
 
 def _cpu() -> float:
@@ -50,7 +57,7 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(kind: str, agent_dir: Path, apply: bool) -> dict[str, Any]:
+def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dict[str, Any]:
     if kind == "load":
         from dreamkeeper.memory import MemoryStore
 
@@ -58,10 +65,11 @@ def child(kind: str, agent_dir: Path, apply: bool) -> dict[str, Any]:
         scan = MemoryStore(agent_dir / "memory").scan()
         return {"cpuSeconds": _cpu() - cpu, "entries": len(scan.entries), "peakRssMiB": _rss_mib()}
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings
+    from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
     from dreamkeeper.proposers import OfflineProposer
 
-    settings = CycleSettings(archive_cap=1.0) if apply else CycleSettings()
+    decay = DecaySettings(min_step=min_step)
+    settings = CycleSettings(archive_cap=1.0, decay=decay) if apply else CycleSettings(decay=decay)
     extra: dict[str, Any] = {}
     if kind == "cycle-noindex":
         extra["corpus_index"] = False
@@ -87,17 +95,38 @@ def child(kind: str, agent_dir: Path, apply: bool) -> dict[str, Any]:
         "peakRssMiB": _rss_mib(),
         "result": report.result,
         "wrote": wrote,
+        "decayed": report.decayed,
         "reviewed": report.reviewed,
         "live": report.live_entries,
         "stagesCpu": {k: round(v, 3) for k, v in stages.items()},
     }
 
 
-def _run(kind: str, agent: Path, apply: bool, code: Path | None = None) -> dict[str, Any]:
+def _run(kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0) -> dict[str, Any]:
+    if code is None:
+        return _run_child(kind, agent, apply, code, min_step)
+    # Another commit keeps its own corpus index at the same path (another format: this code would discard it and
+    # read every file). Each engine keeps its own cache between its own cycles, as on a volume that runs one engine.
+    state = agent / ".dreamkeeper"
+    ours = {
+        name: (state / name).read_bytes() for name in ("corpus-index", "corpus-index.log") if (state / name).is_file()
+    }
+    try:
+        return _run_child(kind, agent, apply, code, min_step)
+    finally:
+        for name in ("corpus-index", "corpus-index.log"):
+            (state / name).unlink(missing_ok=True)
+            if name in ours:
+                (state / name).write_bytes(ours[name])
+
+
+def _run_child(kind: str, agent: Path, apply: bool, code: Path | None, min_step: float) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:  # another commit's dreamkeeper, measured by this bench
         env["PYTHONPATH"] = str(code / "operator")
     command = [sys.executable, "-m", "bench.scale_steady", "--child", kind, str(agent)] + (["--apply"] if apply else [])
+    if min_step:
+        command += ["--decay-min-step", str(min_step)]
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{kind} on {agent} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -109,19 +138,22 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return min(runs, key=lambda r: float(r["cpuSeconds"]))
 
 
-def measure(size: int, seed: int, workdir: Path, apply: bool, reps: int, baseline: Path | None) -> dict[str, Any]:
+def measure(
+    size: int, seed: int, workdir: Path, apply: bool, reps: int, baseline: Path | None, min_step: float = 0.0
+) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
     agent = workdir / f"agent-{size}"
     write_synthetic_corpus(agent / "memory", size, seed)
-    cold = _run("cycle", agent, apply)
+    cold = _run("cycle", agent, apply, min_step=min_step)
     print(f"[steady] {size}: cold cycle {cold['cpuSeconds']:.1f}s CPU, {cold['result']}", file=sys.stderr, flush=True)
     settling = []
     for _ in range(SETTLE_MAX):
         time.sleep(RACY_WAIT_SECONDS)
-        settled = _run("cycle", agent, apply)
-        settling.append({k: settled[k] for k in ("cpuSeconds", "result", "wrote", "reviewed")})
-        if not settled["wrote"]:
+        settled = _run("cycle", agent, apply, min_step=min_step)
+        settling.append({k: settled.get(k) for k in ("cpuSeconds", "result", "wrote", "decayed", "reviewed")})
+        # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
+        if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
             break
     time.sleep(RACY_WAIT_SECONDS)
     kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])
@@ -129,9 +161,9 @@ def measure(size: int, seed: int, workdir: Path, apply: bool, reps: int, baselin
     for _ in range(reps):  # interleaved: a burst of load on the machine hits every kind alike
         for kind in kinds:
             if kind == "baseline":
-                samples[kind].append(_run("cycle", agent, apply, baseline))
+                samples[kind].append(_run("cycle", agent, apply, baseline, min_step))
             else:
-                samples[kind].append(_run(kind, agent, apply))
+                samples[kind].append(_run(kind, agent, apply, min_step=min_step))
     best = {k: _best(v) for k, v in samples.items()}
     load = best["load"]["cpuSeconds"]
     row: dict[str, Any] = {
@@ -149,6 +181,7 @@ def measure(size: int, seed: int, workdir: Path, apply: bool, reps: int, baselin
                 "overLoad": round(b["cpuSeconds"] / load, 3),
                 "peakRssMiB": round(b["peakRssMiB"], 1),
                 "result": b["result"],
+                "wrote": b.get("wrote"),
                 "stagesCpu": b["stagesCpu"],
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
             }
@@ -168,15 +201,15 @@ def markdown(result: dict[str, Any]) -> str:
         "CPU seconds (lowest of the repetitions), and the ratio to the load of the same files:",
         "",
         "| entries | load+parse | steady, index | / load | steady, no index | / load | baseline steady | / load | "
-        "peak RSS MiB (index / no index / baseline) | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "peak RSS MiB (index / no index / baseline) | result | wrote |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["runs"]:
         s, n, b = r["steady"], r["steadyNoIndex"], r.get("baseline", {})
         lines.append(
             f"| {r['size']} | {r['loadCpuSeconds']} | {s['cpuSeconds']} | **{s['overLoad']}** | {n['cpuSeconds']} | "
             f"{n['overLoad']} | {b.get('cpuSeconds', '-')} | {b.get('overLoad', '-')} | {s['peakRssMiB']} / "
-            f"{n['peakRssMiB']} / {b.get('peakRssMiB', '-')} | {s['result']} |"
+            f"{n['peakRssMiB']} / {b.get('peakRssMiB', '-')} | {s['result']} | {s.get('wrote', '-')} |"
         )
     lines += ["", "CPU seconds per stage of the steady cycle (index / no index):", ""]
     for r in result["runs"]:
@@ -197,6 +230,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--apply", action="store_true", help="archive_cap 1.0: the cold cycle applies its plan")
     parser.add_argument("--baseline", type=Path, default=None, help="a worktree of the commit to compare with")
+    parser.add_argument("--decay-min-step", type=float, default=0.0, help="decay's frugal mode (settings.py)")
     parser.add_argument("--name", default="scale-steady")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -205,14 +239,15 @@ def main(argv: Sequence[str]) -> int:
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        print(json.dumps(child(kind, Path(agent), args.apply)))
+        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step)))
         return 0
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-steady-", dir=base))
     baseline = args.baseline.resolve() if args.baseline else None
     try:
         runs = [
-            measure(int(size), args.seed, workdir, args.apply, args.reps, baseline) for size in args.sizes.split(",")
+            measure(int(size), args.seed, workdir, args.apply, args.reps, baseline, args.decay_min_step)
+            for size in args.sizes.split(",")
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

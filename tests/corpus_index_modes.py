@@ -85,17 +85,18 @@ def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     def prepared_load(self: CorpusIndex) -> None:
         # The prepared file is put back as the product left it once loaded: a test comparing the agent's tree (a
         # dry run writes nothing) sees only what the cycle wrote.
-        before = self.path.read_bytes() if self.path.is_file() else None
+        saved = {path: path.read_bytes() if path.is_file() else None for path in (self.path, self.log_path)}
         written = apply_mode(self, mode)
         try:
             load(self)
             # The mode is real: a warm or stale index is taken, a corrupt one refused.
             assert self.loaded == (written and mode in ("warm", "stale")), (mode, written, self.loaded)
         finally:
-            if before is None:
-                self.path.unlink(missing_ok=True)
-            else:
-                self.path.write_bytes(before)
+            for path, before in saved.items():
+                if before is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.write_bytes(before)
 
     monkeypatch.setattr(CorpusIndex, "load", prepared_load)
     yield mode

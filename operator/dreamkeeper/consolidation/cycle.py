@@ -30,6 +30,7 @@ from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, live_drop
 from dreamkeeper.consolidation.clock import ClockCheck, check_clock
+from dreamkeeper.consolidation.cluster_cache import ClusterCache, cache_path
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.decay import plan_decay
@@ -191,6 +192,7 @@ class Cycle:
         self.clock = ClockCheck(self.now)  # checked once recovery is done (``check_clock``)
         self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
         self._fold_waiting = 0
+        self._clusters_cached: ClusterCache | None = None
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -467,7 +469,9 @@ class Cycle:
         if restored:
             log.info("%d entr(ies) restored by hand are not offered for merging or pruning", len(restored))
             in_scope = frozenset((in_scope if in_scope is not None else {s.id for s in live}) - restored)
-        gating = select_candidates(live, self.settings, self.now, self._embedding_loader(), in_scope)
+        gating = select_candidates(
+            live, self.settings, self.now, self._embedding_loader(), in_scope, self._cluster_cache()
+        )
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
             len(gating.eligible),
@@ -586,7 +590,18 @@ class Cycle:
         return Usage(counts, usage.budget_exhausted, usage.estimated_cost, tuple(usage.notes))
 
     def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
-        return select_candidates(live, self.settings, self.now, self._embedding_loader()).all_clusters
+        loader = self._embedding_loader()
+        return select_candidates(live, self.settings, self.now, loader, cache=self._cluster_cache()).all_clusters
+
+    def _cluster_cache(self) -> ClusterCache:
+        """The clusters of the last cycle's corpus, reused while it is unchanged (cluster_cache.py); a dry run
+        reads it and never writes it."""
+        if self._clusters_cached is None:
+            generated = self.stages.embedded.vectors if self.stages.embedded is not None else {}
+            self._clusters_cached = ClusterCache(
+                cache_path(self.agent_dir), self.store.embeddings_dir, generated, read_only=self.options.dry_run
+            )
+        return self._clusters_cached
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
         present = self.store.embedding_files()

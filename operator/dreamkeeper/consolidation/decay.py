@@ -48,12 +48,12 @@ def decayed_importance(entry: Entry, settings: DecaySettings, now: datetime) -> 
     """The importance decay gives ``entry`` now, or None when it keeps its own (RockBot's skips, in its order)."""
     if not settings.active:
         return None
+    since_seen = (now - entry.seen_at) / _DAY
+    if since_seen < settings.grace_days:
+        return None  # first: most entries of a live corpus stop here, before any float32 arithmetic
     with np.errstate(over="ignore"):  # beyond float32 (never screened in): inf, which never decays
         floor = np.float32(settings.floor)
         importance = np.float32(entry.importance_score)
-    since_seen = (now - entry.seen_at) / _DAY
-    if since_seen < settings.grace_days:
-        return None
     if not importance > floor:  # also NaN-safe: a float32 overflow to inf decays to inf, i.e. no change below
         return None
     last_touch = entry.updated_at or entry.created_at

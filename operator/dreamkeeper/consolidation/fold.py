@@ -11,7 +11,7 @@ entry, :func:`fold_merge_into` computes what it becomes.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from dreamkeeper.consolidation.declines import INT32_MAX
@@ -35,9 +35,10 @@ def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: dateti
     if not settings.exact_fold:
         return []
     groups: dict[tuple[str, str], list[StoredEntry]] = defaultdict(list)
+    excluded = _memo(settings.is_fold_excluded)
     for stored in live:
         entry = stored.entry
-        if not entry.content.strip() or settings.is_fold_excluded(entry.category):
+        if not entry.content.strip() or excluded(entry.category):
             continue
         groups[fold_key(entry.category, entry.content)].append(stored)
     actions = []
@@ -49,6 +50,19 @@ def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: dateti
         actions.append(FoldAction(survivor=survivor, updated=fold_into(survivor.entry, copies, now), copies=copies))
     actions.sort(key=lambda a: a.survivor.id)
     return actions
+
+
+def _memo(rule: Callable[[str | None], bool]) -> Callable[[str | None], bool]:
+    """``rule`` asked once per category: a corpus has few categories and many entries."""
+    answers: dict[str | None, bool] = {}
+
+    def answer(category: str | None) -> bool:
+        found = answers.get(category)
+        if found is None:
+            found = answers[category] = rule(category)
+        return found
+
+    return answer
 
 
 def tag_union(first: Sequence[str], *more: Sequence[str]) -> list[str]:
@@ -128,10 +142,11 @@ class LiveTexts:
         self._live = live
         self._settings = settings
         self._by_key: dict[tuple[str, str], list[StoredEntry]] | None = None
+        self._excluded = _memo(settings.is_fold_excluded)
 
     def eligible(self, entry: Entry) -> bool:
         """RockBot's ``IsExactDuplicateEligible``: live, not superseded, not blank, not a category a pass owns."""
-        return entry.is_live and bool(entry.content.strip()) and not self._settings.is_fold_excluded(entry.category)
+        return entry.is_live and bool(entry.content.strip()) and not self._excluded(entry.category)
 
     def find(self, merged: Entry, exclude: set[str]) -> StoredEntry | None:
         """The oldest live entry (created, then id in ordinal order) saying exactly what ``merged`` says in the same

@@ -11,6 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from dreamkeeper.consolidation.backoff import is_held
+from dreamkeeper.consolidation.cluster_cache import ClusterCache
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
 from dreamkeeper.consolidation.declines import EPOCH_START, days, never_declined, reopen_at
@@ -62,8 +63,10 @@ def select_candidates(
     now: datetime,
     embeddings: EmbeddingLoader | None = None,
     in_scope: frozenset[str] | None = None,
+    cache: ClusterCache | None = None,
 ) -> GatingResult:
-    """``in_scope`` (``scope: rockbot``, scope.py): clusters are found over all of ``live``, as RockBot's are, but
+    """``cache`` (cluster_cache.py): the clusters of an unchanged corpus are taken from it, a changed one's saved
+    in it. ``in_scope`` (``scope: rockbot``, scope.py): clusters are found over all of ``live``, as RockBot's are, but
     only entries in scope are offered, and a cluster is offered by its members in scope (two or more)."""
     result = GatingResult()
     by_id = {s.id: s for s in live}
@@ -75,19 +78,29 @@ def select_candidates(
     unreviewed -= held
     result.unreviewed = len(unreviewed)
     result.held = len(held)
+    items: list[ClusterItem] | None = None
     try:
-        items = [
-            ClusterItem(s.id, s.entry.content, s.entry.category, embeddings(s.id) if embeddings else None) for s in live
-        ]
-        clusters = find_clusters(
-            items,
-            threshold=settings.similarity_threshold,
-            max_cluster_size=settings.max_cluster_size,
-            same_top_level_category=settings.same_category_clusters,
-            tokens=settings.cluster_tokens,
-            split=settings.cluster_split,
-            specifics=settings.specifics_links,
-        )
+        key = cache.key(live, settings) if cache is not None else None
+        cached = cache.get(key) if cache is not None and key is not None else None
+        if cached is not None:
+            clusters = cached
+            # Only the clustered entries' vectors are loaded (subsumption compares them), inside the guard: a
+            # loader failing here degrades the offer exactly as a failing clustering does.
+            wanted = {i for c in clusters for i in (*c.ids, *c.leftover)}
+            items = [_item(s, embeddings) for s in live if s.id in wanted]
+        else:
+            items = [_item(s, embeddings) for s in live]
+            clusters = find_clusters(
+                items,
+                threshold=settings.similarity_threshold,
+                max_cluster_size=settings.max_cluster_size,
+                same_top_level_category=settings.same_category_clusters,
+                tokens=settings.cluster_tokens,
+                split=settings.cluster_split,
+                specifics=settings.specifics_links,
+            )
+            if cache is not None and key is not None:
+                cache.put(key, clusters)
     except Exception as exc:  # any failure narrows the offer, never widens it
         log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)
         result.degraded = True
@@ -98,7 +111,7 @@ def select_candidates(
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
     clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
-    result.items = {item.id: item for item in items if item.id in clustered} if clusters else {}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     eligible_ids = set(unreviewed)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
@@ -127,6 +140,11 @@ def select_candidates(
     result.eligible = [s for s in pool if s.id in eligible_ids]
     result.withheld = len(pool) - len(result.eligible)
     return result
+
+
+def _item(stored: StoredEntry, embeddings: EmbeddingLoader | None) -> ClusterItem:
+    entry = stored.entry
+    return ClusterItem(stored.id, entry.content, entry.category, embeddings(stored.id) if embeddings else None)
 
 
 def near_duplicates(gating: GatingResult, settings: CycleSettings) -> Callable[[str, str], bool]:

@@ -22,8 +22,14 @@ never a wrong decision):
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
   before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
-* Writing it touches nothing but ``.dreamkeeper/corpus-index``: streamed to a temp file beside it, fsynced, renamed
-  over it (``atomic.py``'s order), after the cycle's own writes; a failure to write it is logged and changes
+* Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
+  records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
+  appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
+  changed and removed records), fsynced; the whole index is rewritten (streamed to a temp file beside it, fsynced,
+  renamed over it: ``atomic.py``'s order) only when the log has grown past a third of the records, or is damaged.
+  A frame is applied only whole and only to the base it was made against (its id): a torn last frame (a crash
+  mid-append) and everything after it is ignored, and then the records it held are merely stale, which the stat
+  check already catches (a changed file's record never matches it). A failure to write is logged and changes
   nothing else.
 
 Malformed, misfiled and unreadable files are never cached: each scan reads them again.
@@ -37,6 +43,7 @@ import logging
 import os
 import pickle
 import stat
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -55,7 +62,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 2\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 3\n"  # the version: a reader of another version discards the file
+LOG_SUFFIX: Final = ".log"
+FRAME_MAGIC: Final = b"DKIL"
+_FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
+COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
@@ -88,8 +99,9 @@ class Record:
 def _record(
     size: int, mtime: int, ctime: int, ino: int, entry: Entry, sha: str, fsize: int, fmtime: int, fit: bool | None
 ) -> Record:
-    values = (size, mtime, ctime, ino, fsize, fmtime)
-    if not all(type(v) is int for v in values) or not isinstance(entry, Entry) or not isinstance(sha, str):
+    # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
+    ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
+    if not ints or not isinstance(entry, Entry) or not isinstance(sha, str):
         raise pickle.UnpicklingError("unexpected record")
     if fit not in (None, True, False):
         raise pickle.UnpicklingError("unexpected record")
@@ -161,8 +173,18 @@ class CorpusIndex:
         self._fit: set[int] = set()  # id() of the recorded entries the screen found fit (``known_fit``)
         self._changed = False  # the last scan read a file, or a record was learnt, since the load
         self._tried = False  # loaded on the first scan (under the cycle's lock), once
+        self._disk: dict[str, Record] = {}  # the records as the files on disk say (base + log)
+        self._base_id = ""  # the id of the base on disk ("" : none usable)
+        self._logged = 0  # records in the log's frames for that base
+        self._log_clean = True  # the log read to its end without damage
+        self._dirty: set[str] = set()  # paths whose record changed in place (a screen verdict) since the load
+        self.appended = False  # the last save appended to the log (tests, benchmarks)
         self.hits = 0
         self.reads = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.path.with_name(self.path.name + LOG_SUFFIX)
 
     # ---- loading and saving -----------------------------------------------------------------------------
 
@@ -177,15 +199,49 @@ class CorpusIndex:
             log.warning("corpus index %s not used (%s): this scan reads every file", self.path, exc)
             return
         try:
-            root, records = _decode(data)
+            root, base_id, records = _decode(data)
         except Exception as exc:  # any damage at all: discarded, never trusted in part
             log.warning("corpus index %s discarded (%s): this scan reads every file", self.path, exc)
             return
         if root != self.root:
             log.info("corpus index %s describes %s, not %s: not used", self.path, root, self.root)
             return
+        self._base_id = base_id
+        self._read_log(records)
         self._old = records
+        self._disk = dict(records)
         self.loaded = True
+
+    def _read_log(self, records: dict[str, Record]) -> None:
+        """Apply the log's frames made against this base, in order, to ``records``; stop at the first damaged one."""
+        self._logged, self._log_clean = 0, True
+        try:
+            data = read_regular(self.log_path, INDEX_LIMIT, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        except (OSError, UnsafeFileError) as exc:
+            log.warning("corpus index log %s not used (%s)", self.log_path, exc)
+            self._log_clean = False
+            return
+        view = memoryview(data)
+        offset = 0
+        while offset < len(view):
+            try:
+                base_id, changes, offset = _frame(view, offset)
+            except Exception as exc:  # a torn or damaged frame: it and what follows are ignored (merely stale)
+                log.warning(
+                    "corpus index log %s: frame at byte %d ignored with the rest (%s)", self.log_path, offset, exc
+                )
+                self._log_clean = False
+                return
+            if base_id != self._base_id:
+                continue  # made against an earlier base (left by a compaction): superseded
+            for name, record in changes.items():
+                if record is None:
+                    records.pop(name, None)
+                else:
+                    records[name] = record
+            self._logged += len(changes)
 
     def save(self) -> None:
         """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
@@ -202,11 +258,50 @@ class CorpusIndex:
         except OSError as exc:
             log.warning("corpus index not saved (%s)", exc)
             return
+        new = self._new
+        self.appended = False
         try:
             self.path.parent.mkdir(exist_ok=True)
-            _write_streamed(self.path, (code_version(), self.root, self._new))
+            if self.loaded and self._base_id and self._log_clean:
+                changes: dict[str, Record | None] = {
+                    name: record for name, record in new.items() if self._disk.get(name) is not record
+                }
+                changes.update((name, new[name]) for name in self._dirty if name in new)
+                changes.update((name, None) for name in self._disk.keys() - new.keys())
+                if (self._logged + len(changes)) * COMPACT_FRACTION <= len(new) and self._appended(changes):
+                    return
+            base_id = uuid.uuid4().hex
+            _write_streamed(self.path, (code_version(), self.root, base_id, new))
+            # The old log's frames name the old base: ignored from now on; emptied so they are not read again.
+            try:
+                fd = _open_log(self.log_path, 0)
+                try:
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # its frames are ignored all the same (another base's)
+                log.warning("corpus index log %s not emptied (%s)", self.log_path, exc)
+            self._base_id, self._logged, self._log_clean = base_id, 0, True
+            self._disk, self._dirty, self.loaded = dict(new), set(), True
         except OSError as exc:  # a full disk, say: a cache; the next scan reads every file
             log.warning("corpus index not saved (%s); the next cycle reads every file", exc)
+
+    def _appended(self, changes: dict[str, Record | None]) -> bool:
+        """``changes`` appended to the log; False if it could not be (the whole index is rewritten instead)."""
+        if changes:
+            try:
+                _append_frame(self.log_path, (self._base_id, changes))
+            except OSError as exc:
+                log.warning(
+                    "corpus index log %s not appended to (%s); the index is rewritten whole", self.log_path, exc
+                )
+                return False
+            self._logged += len(changes)
+            self.appended = True
+        self._disk, self._dirty = dict(self._new), set()
+        return True
 
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
@@ -223,6 +318,7 @@ class CorpusIndex:
             if record is not None and record.entry is stored.entry:
                 record.fit = True
                 self._fit.add(id(record.entry))
+                self._dirty.add(str(stored.path))
                 self._changed = True
 
     # ---- scanning -----------------------------------------------------------------------------------------
@@ -286,7 +382,7 @@ def _child_path(parents: dict[str, Path], name: str) -> Path:
     return path
 
 
-def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
+def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
     if not data.startswith(FORMAT):
         raise ValueError("not a corpus index of this version")
     rest = data[len(FORMAT) :]
@@ -294,14 +390,71 @@ def _decode(data: bytes) -> tuple[str, dict[str, Record]]:
     if not sep or hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
         raise ValueError("its checksum does not match (truncated or damaged)")
     loaded = _Unpickler(io.BytesIO(payload)).load()
-    if not (isinstance(loaded, tuple) and len(loaded) == 3 and isinstance(loaded[1], str)):
+    if not (isinstance(loaded, tuple) and len(loaded) == 4 and isinstance(loaded[1], str)):
         raise ValueError("unexpected content")
-    version, root, records = loaded
+    version, root, base_id, records = loaded
     if version != code_version():
         raise ValueError("made by another version of the entry parser or the screen")
+    if not isinstance(base_id, str) or not base_id:
+        raise ValueError("unexpected base id")
     if not isinstance(records, dict) or not all(isinstance(r, Record) for r in records.values()):
         raise ValueError("unexpected records")
-    return root, records
+    return root, base_id, records
+
+
+def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None], int]:
+    """The log frame at ``offset``: (base id, changes, offset of the next frame); raises on any damage."""
+    end_head = offset + _FRAME_HEAD.size
+    if end_head > len(view):
+        raise ValueError("torn frame header")
+    magic, length, digest = _FRAME_HEAD.unpack(view[offset:end_head])
+    if magic != FRAME_MAGIC:
+        raise ValueError("not a frame")
+    end = end_head + length
+    if end > len(view):
+        raise ValueError("torn frame")
+    payload = view[end_head:end]
+    if hashlib.sha256(payload).digest() != digest:
+        raise ValueError("its checksum does not match")
+    loaded = _Unpickler(io.BytesIO(payload)).load()
+    if not (isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[0], str)):
+        raise ValueError("unexpected frame")
+    base_id, changes = loaded
+    if not isinstance(changes, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, Record)) for k, v in changes.items()
+    ):
+        raise ValueError("unexpected frame records")
+    return base_id, changes, end
+
+
+def _open_log(path: Path, flags: int) -> int:
+    """The log opened for writing: never through a symbolic link, never blocking on a FIFO, and only a regular file
+    with no other name (a hard link planted there could be an entry file: it is never appended to or emptied)."""
+    extra = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_WRONLY | flags | extra, 0o644)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise UnsafeFileError(path, "is not a regular file of one name; left as it is")
+    return fd
+
+
+def _append_frame(path: Path, content: object) -> None:
+    """One frame appended to the log and fsynced (the directory too when the log is new): a crash mid-write leaves a
+    torn last frame, which the next load ignores."""
+    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+    frame = _FRAME_HEAD.pack(FRAME_MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+    created = not os.path.lexists(path)
+    fd = _open_log(path, os.O_APPEND | os.O_CREAT)
+    try:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_directory(path.parent)
 
 
 class _HashingWriter:
@@ -343,6 +496,7 @@ def _write_streamed(path: Path, content: object) -> None:
 __all__ = [
     "FORMAT",
     "INDEX_NAME",
+    "LOG_SUFFIX",
     "RACY_WINDOW_NS",
     "CorpusIndex",
     "Record",

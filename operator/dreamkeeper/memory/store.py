@@ -352,6 +352,11 @@ class MemoryStore:
             raise EntryNotFoundError(entry_id)
         return stored
 
+    @property
+    def embeddings_dir(self) -> str:
+        """Where the vectors are (``.embeddings/`` under the root), as a plain string."""
+        return self._embeddings_dir
+
     def embedding_files(self) -> frozenset[str]:
         """Casefolded names of the files in ``.embeddings/`` (one listing): a caller about to load the embeddings of
         a whole corpus skips the entries without one instead of failing an open for each."""

@@ -1,0 +1,228 @@
+"""The cluster cache (consolidation/cluster_cache.py): an unchanged corpus reuses its clusters; any change to what
+the clustering reads (an entry, its content or category, its vector, the settings) clusters again, so a cache never
+hides a new duplicate; a damaged, planted or racy cache costs a clustering, never a wrong cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dreamkeeper.consolidation import cluster_cache as cc
+from dreamkeeper.consolidation import gating
+from dreamkeeper.consolidation.cluster_cache import FORMAT, ClusterCache, cache_path
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.gating import GatingResult, select_candidates
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
+from dreamkeeper.proposers import OfflineProposer
+from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+from tests.parity.test_parity_gating import stored
+
+LATER_NS = 60 * 1_000_000_000
+TEXTS = {
+    "a1": "Ingrid Ferreira prefers the Signal messenger for quick questions.",
+    "a2": "For quick questions, Ingrid Ferreira prefers the Signal messenger!",
+    "b1": "The staging database runs PostgreSQL 16 on host db-stage-3.",
+    "c1": "Jordan's sister Rose lives in Portland; her birthday is May 14.",
+    "d1": "Quarterly planning happens in the second week of January.",
+}
+
+
+def corpus(texts: dict[str, str] | None = None, category: str = "people") -> list[StoredEntry]:
+    return [
+        stored(Entry(id=i, content=t, category=category, created_at=BASE_TIME, last_seen_at=BASE_TIME))
+        for i, t in (texts or TEXTS).items()
+    ]
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    real = cc.time.time_ns
+    monkeypatch.setattr(cc, "_now_ns", lambda: real() + LATER_NS)  # "the next cycle": files are a minute old
+    (tmp_path / "memory" / ".embeddings").mkdir(parents=True)
+    return tmp_path
+
+
+class Counting:
+    """``find_clusters`` as gating calls it, counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = gating.find_clusters
+
+        def counted(*args: object, **kwargs: object) -> object:
+            self.calls += 1
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(gating, "find_clusters", counted)
+
+
+def gate(agent: Path, live: list[StoredEntry], settings: CycleSettings | None = None, **kw: object) -> GatingResult:
+    """One cycle's gating: a fresh cache object (a new process), the store's vectors."""
+    store = MemoryStore(agent / "memory")
+    cache = ClusterCache(cache_path(agent), store.embeddings_dir, **kw)  # type: ignore[arg-type]
+    return select_candidates(live, settings or CycleSettings(), BASE_TIME, store.load_embedding, cache=cache)
+
+
+def ids(result: GatingResult) -> list[tuple[str, ...]]:
+    return [c.ids for c in result.all_clusters]
+
+
+def test_an_unchanged_corpus_reuses_its_clusters(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = Counting(monkeypatch)
+    first = gate(agent, corpus())
+    assert ids(first) == [("a1", "a2")] and counting.calls == 1
+    assert cache_path(agent).is_file()
+    again = gate(agent, corpus())
+    assert counting.calls == 1  # taken from the cache
+    assert ids(again) == ids(first) and [c.component for c in again.all_clusters] == [0]
+    assert set(again.items) == {"a1", "a2"}  # what subsumption compares is there for the clustered entries
+    assert [s.id for s in again.eligible] == [s.id for s in first.eligible]
+
+
+def test_a_new_duplicate_is_clustered(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = Counting(monkeypatch)
+    gate(agent, corpus())
+    added = corpus({**TEXTS, "b2": "On host db-stage-3 the staging database runs PostgreSQL 16!"})
+    assert ids(gate(agent, added)) == [("a1", "a2"), ("b1", "b2")]
+    assert counting.calls == 2
+
+
+def test_an_entry_edited_into_a_duplicate_is_clustered(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = Counting(monkeypatch)
+    gate(agent, corpus())
+    edited = corpus({**TEXTS, "d1": "Rose (Jordan's sister) lives in Portland, her birthday is May 14!"})
+    assert ids(gate(agent, edited)) == [("a1", "a2"), ("c1", "d1")]
+    assert counting.calls == 2
+
+
+def test_a_removed_entry_and_a_category_and_settings_change_cluster_again(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = Counting(monkeypatch)
+    gate(agent, corpus())
+    assert ids(gate(agent, corpus({k: v for k, v in TEXTS.items() if k != "a2"}))) == []
+    gate(agent, corpus())
+    split = corpus()
+    split[1] = stored(split[1].entry.evolve(category="work"))
+    settings = CycleSettings(same_category_clusters=True)
+    assert ids(gate(agent, split, settings)) == []  # a1 (people) and a2 (work) are not linked
+    assert ids(gate(agent, corpus(), CycleSettings(max_cluster_size=0))) == []
+    assert counting.calls == 5
+
+
+def write_vector(agent: Path, entry_id: str, vector: list[float]) -> Path:
+    path = agent / "memory" / ".embeddings" / f"{entry_id}.bin"
+    path.write_bytes(np.asarray(vector, dtype="<f4").tobytes())
+    return path
+
+
+def test_a_changed_vector_clusters_again(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = Counting(monkeypatch)
+    texts = {"x1": "Alpha entry about invoices.", "x2": "Completely different words here."}
+    for entry_id in texts:
+        write_vector(agent, entry_id, [1.0, 0.0, 0.0])
+    assert ids(gate(agent, corpus(texts))) == [("x1", "x2")]  # identical vectors: cosine 1.0
+    path = write_vector(agent, "x2", [0.0, 1.0, 0.0])  # rewritten in place: same size, same inode
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))  # its old mtime back: ctime still moved
+    assert ids(gate(agent, corpus(texts))) == []
+    assert counting.calls == 2
+
+
+def test_a_vector_written_within_the_racy_window_is_never_keyed(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cc, "_now_ns", cc.time.time_ns)  # this very moment: the vector was just written
+    write_vector(agent, "a1", [1.0, 0.0])
+    counting = Counting(monkeypatch)
+    gate(agent, corpus())
+    gate(agent, corpus())
+    assert counting.calls == 2
+    assert not cache_path(agent).exists()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "flipped", "other-version", "not-json", "bad-cluster", "directory", "empty"],
+)
+def test_a_damaged_cache_clusters_again(agent: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    gate(agent, corpus())
+    path = cache_path(agent)
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[:-10])
+    elif damage == "flipped":
+        path.write_bytes(data.replace(b'"a2"', b'"d1"'))  # a planted cluster, the checksum not updated
+    elif damage == "other-version":
+        path.write_bytes(data.replace(FORMAT, b"dreamkeeper-cluster-cache 0\n"))
+    elif damage in ("not-json", "bad-cluster"):
+        import hashlib
+        import json
+
+        key = json.loads(data.split(b"\n", 2)[2])["key"]
+        payload = (
+            b"{not json"
+            if damage == "not-json"
+            else json.dumps({"key": key, "clusters": [[["d1"], 1, "x", 0, []]]}).encode()
+        )
+        path.write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    elif damage == "directory":
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_bytes(b"")
+    counting = Counting(monkeypatch)
+    assert ids(gate(agent, corpus())) == [("a1", "a2")]
+    assert counting.calls == 1
+    if damage == "directory":
+        assert path.is_dir()  # not ours to replace: left as it is
+
+
+def test_a_planted_cache_with_a_valid_checksum_but_another_key_is_not_used(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate(agent, corpus())
+    counting = Counting(monkeypatch)
+    edited = corpus({**TEXTS, "d1": "Rose (Jordan's sister) lives in Portland, her birthday is May 14!"})
+    assert ids(gate(agent, edited)) == [("a1", "a2"), ("c1", "d1")]
+    assert counting.calls == 1
+
+
+def test_a_dry_run_reads_the_cache_and_never_writes_it(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate(agent, corpus(), read_only=True)
+    assert not cache_path(agent).exists()
+    gate(agent, corpus())
+    before = cache_path(agent).read_bytes()
+    added = corpus({**TEXTS, "b2": "On host db-stage-3 the staging database runs PostgreSQL 16!"})
+    assert ids(gate(agent, added, read_only=True)) == [("a1", "a2"), ("b1", "b2")]
+    assert cache_path(agent).read_bytes() == before
+
+
+def test_cycles_reuse_the_clusters_and_offer_a_new_duplicate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through real cycles: the second clusters nothing; an agent's new duplicate is clustered and offered."""
+    real = cc.time.time_ns
+    monkeypatch.setattr(cc, "_now_ns", lambda: real() + LATER_NS)
+    write_corpus(tmp_path, [Seed(i, t, category="people") for i, t in TEXTS.items()])
+    counting = Counting(monkeypatch)
+    settings = CycleSettings(archive_cap=1.0)
+
+    def cycle(days: int) -> object:
+        options = CycleOptions(agent_dir=tmp_path, settings=settings, force=True, now=BASE_TIME + timedelta(days=days))
+        return asyncio.run(run_cycle(options, OfflineProposer()))
+
+    cycle(0)  # merges a1 and a2: the corpus changed
+    cycle(1)
+    calls = counting.calls
+    assert calls >= 2
+    cycle(2)
+    assert counting.calls == calls  # nothing changed what the clustering reads (decay writes importance): reused
+    write_corpus(tmp_path, [Seed("b2", "On host db-stage-3 the staging database runs PostgreSQL 16!", "people")])
+    outcome = cycle(3)
+    assert counting.calls == calls + 1
+    assert outcome.gating is not None  # type: ignore[attr-defined]
+    offered = {i for c in outcome.gating.clusters for i in c.ids}  # type: ignore[attr-defined]
+    assert {"b1", "b2"} <= offered

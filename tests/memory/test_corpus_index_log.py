@@ -1,0 +1,162 @@
+"""The corpus index's log (memory/corpus_index.py): a cycle that changed a few files appends their records instead
+of rewriting the whole index; a torn, damaged, superseded or planted log costs reads, never a wrong parse."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.memory.corpus_index import CorpusIndex, index_path
+from tests.memory.conftest import rockbot_entry, write_raw
+
+LATER_NS = 60 * 1_000_000_000
+N = 12
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "agent" / "memory"
+    root.mkdir(parents=True)
+    for i in range(N):
+        write_raw(root, rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
+    real = ci.time.time_ns
+    monkeypatch.setattr(ci, "_now_ns", lambda: real() + LATER_NS)  # files are a minute old: trusted
+    return tmp_path / "agent"
+
+
+def scan(agent: Path) -> tuple[dict[str, str], CorpusIndex]:
+    index = ci.open_corpus_index(agent, agent / "memory")
+    result = MemoryStore(agent / "memory", index).scan()
+    index.save()
+    return {s.id: s.entry.content for s in result.entries}, index
+
+
+def entry(agent: Path, i: int) -> Path:
+    return agent / "memory" / "people" / "family" / f"entry{i}.json"
+
+
+def edit(agent: Path, i: int, word: str, was: str = "Portland") -> None:
+    path = entry(agent, i)
+    path.write_text(path.read_text(encoding="utf-8").replace(was, word), encoding="utf-8")
+
+
+def log_path(agent: Path) -> Path:
+    return index_path(agent).with_name("corpus-index.log")
+
+
+def test_a_few_changes_are_appended_and_read_back(agent: Path) -> None:
+    scan(agent)
+    base = index_path(agent).read_bytes()
+    edit(agent, 3, "Lisbon")
+    entry(agent, 5).unlink()
+    write_raw(agent / "memory", rockbot_entry("entry99", content="A new fact."))
+    seen, index = scan(agent)
+    assert index.appended and index_path(agent).read_bytes() == base  # the base is not rewritten
+    assert log_path(agent).stat().st_size > 0
+    again, index = scan(agent)
+    assert again == seen and again["entry3"] == "Fact number 3 about Lisbon." and "entry5" not in again
+    assert (index.hits, index.reads) == (N, 0)  # base + log: every file known, nothing read
+    assert not index.appended  # nothing changed: nothing written
+
+
+def test_a_torn_last_frame_costs_only_reads(agent: Path) -> None:
+    scan(agent)
+    edit(agent, 1, "Lisbon")
+    scan(agent)
+    edit(agent, 2, "Madrid")
+    scan(agent)
+    log = log_path(agent)
+    data = log.read_bytes()
+    log.write_bytes(data[:-7])  # a crash in the middle of the second append
+    seen, index = scan(agent)
+    assert seen["entry1"] == "Fact number 1 about Lisbon." and seen["entry2"] == "Fact number 2 about Madrid."
+    assert index.reads == 1  # the torn frame's file (its base record is stale: its stat no longer matches)
+    assert not index.appended and log.stat().st_size == 0  # the next save rewrote the index whole
+    _, index = scan(agent)
+    assert (index.hits, index.reads) == (N, 0)
+
+
+@pytest.mark.parametrize("damage", ["flipped", "garbage", "directory"])
+def test_a_damaged_log_costs_only_reads(agent: Path, damage: str) -> None:
+    scan(agent)
+    edit(agent, 1, "Lisbon")
+    scan(agent)
+    log = log_path(agent)
+    if damage == "flipped":
+        data = log.read_bytes()
+        middle = len(data) // 2
+        log.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    elif damage == "garbage":
+        log.write_bytes(os.urandom(512))
+    else:
+        log.unlink()
+        log.mkdir()
+    seen, index = scan(agent)
+    assert seen["entry1"] == "Fact number 1 about Lisbon."
+    assert index.reads == 1 and index.hits == N - 1
+
+
+def test_frames_of_an_earlier_base_are_ignored(agent: Path) -> None:
+    scan(agent)
+    edit(agent, 1, "Lisbon")
+    scan(agent)
+    old_log = log_path(agent).read_bytes()
+    edit(agent, 1, "Berlin", was="Lisbon")
+    for i in range(2, N):  # most files change: the index is rewritten whole (a new base)
+        edit(agent, i, "Oslo")
+    scan(agent)
+    assert log_path(agent).stat().st_size == 0
+    log_path(agent).write_bytes(old_log)  # the earlier base's frame: entry1's record as it was (about Lisbon)
+    seen, index = scan(agent)
+    assert seen["entry1"] == "Fact number 1 about Berlin."
+    assert (index.hits, index.reads) == (N, 0)  # applied, that frame's stale record would have cost a read
+
+
+def test_a_hard_link_planted_as_the_log_is_never_written(agent: Path) -> None:
+    scan(agent)
+    victim = entry(agent, 7)
+    before = victim.read_bytes()
+    os.link(victim, log_path(agent))
+    edit(agent, 1, "Lisbon")
+    scan(agent)  # appending is refused: the index is rewritten whole instead, the log left as it is
+    edit(agent, 2, "Madrid")
+    scan(agent)
+    assert victim.read_bytes() == before and log_path(agent).read_bytes() == before
+    again, index = scan(agent)
+    assert again["entry1"] == "Fact number 1 about Lisbon." and again["entry2"] == "Fact number 2 about Madrid."
+    assert index.reads == 0
+
+
+def test_a_symlink_planted_as_the_log_is_never_followed(agent: Path, tmp_path: Path) -> None:
+    scan(agent)
+    target = tmp_path / "elsewhere.txt"
+    target.write_bytes(b"keep me")
+    log_path(agent).symlink_to(target)
+    edit(agent, 1, "Lisbon")
+    scan(agent)
+    edit(agent, 2, "Madrid")
+    scan(agent)
+    assert target.read_bytes() == b"keep me"
+    again, index = scan(agent)
+    assert again["entry2"] == "Fact number 2 about Madrid." and index.reads == 0
+
+
+def test_the_log_is_folded_into_the_base_once_it_grows(agent: Path) -> None:
+    scan(agent)
+    base = index_path(agent).read_bytes()
+    for i, word in enumerate(["Lisbon", "Madrid", "Rome", "Paris", "Vienna"]):
+        edit(agent, i, word)
+        _, index = scan(agent)
+        if index.appended:
+            continue
+        # More than a third of the records in the log: the index was rewritten, the log emptied.
+        assert i >= N // 3 and index_path(agent).read_bytes() != base and log_path(agent).stat().st_size == 0
+        break
+    else:
+        pytest.fail("the log was never folded into the base")
+    seen, index = scan(agent)
+    assert seen["entry3"] == "Fact number 3 about Paris." and (index.hits, index.reads) == (N, 0)

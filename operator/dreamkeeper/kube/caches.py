@@ -174,13 +174,14 @@ class ScheduleBodies:
         self._bodies: dict[str, DreamSchedule] = {}
         self._lock = threading.Lock()
 
-    def put(self, body: DreamSchedule) -> None:
+    def put(self, body: DreamSchedule, *, slim: bool = False) -> None:
+        """Keep ``body`` if it is the newest seen; ``slim``: it is ``slim_schedule``'s already (the schedule
+        informer's copy, shared with its store rather than copied again for each watch event)."""
         uid = body["metadata"].get("uid")
         if not uid:
             return
-        # Without managedFields (about half of a schedule's bytes, never read here; a merge patch leaves the
-        # server's own untouched), short strings shared: 5,000 schedules' bodies are held for the operator's life.
-        body = cast(DreamSchedule, compact({**body, "metadata": slim_metadata(cast(Body, body["metadata"]))}))
+        if not slim:
+            body = cast(DreamSchedule, slim_schedule(cast(Body, body)))
         with self._lock:
             current = self._bodies.get(uid)
             if current is None or _newer_body(body, current):
@@ -200,6 +201,13 @@ class ScheduleBodies:
 
 def slim_metadata(meta: Body) -> Body:
     return {k: v for k, v in meta.items() if k != "managedFields"}
+
+
+def slim_schedule(raw: Body) -> Body:
+    """A DreamSchedule as the operator keeps it: without managedFields (about half of a schedule's bytes, never
+    read here; a merge patch leaves the server's own untouched), short strings shared: 5,000 schedules' bodies are
+    held for the operator's life."""
+    return cast(Body, compact({**raw, "metadata": slim_metadata(cast(Body, raw.get("metadata") or {}))}))
 
 
 def _newer_body(candidate: DreamSchedule, current: DreamSchedule) -> bool:

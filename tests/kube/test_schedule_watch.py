@@ -112,7 +112,9 @@ def run(cluster: FakeCluster, scenario: Any) -> tuple[Recorder, OperatorState]:
         executor=ThreadPoolExecutor(max_workers=2),
     )
     api = ScriptedApi(cluster)
-    informer = Informer(api, PATH, Store(slim_schedule), "schedules", on_change=state.schedule_seen, notify_listing=True)
+    informer = Informer(
+        api, PATH, Store(slim_schedule), "schedules", on_change=state.schedule_seen, notify_listing=True
+    )
 
     async def main() -> None:
         state.loop = asyncio.get_running_loop()
@@ -155,7 +157,10 @@ def test_a_spec_edit_wakes_the_loop_and_a_status_write_does_not() -> None:
         # The echo of the pass's own status write: a new resourceVersion, the same generation.
         written = cluster.patch_schedule_status(NS, "nightly", {"status": {"observedGeneration": 1}})
         api.play("MODIFIED", written)
-        await until(lambda: state.bodies.get(uid)["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"], "the body kept")  # type: ignore[index]  # noqa: E501
+        kept_version = written["metadata"]["resourceVersion"]
+        await until(
+            lambda: (state.bodies.get(uid) or {}).get("metadata", {}).get("resourceVersion") == kept_version, "kept"
+        )
         edited = cluster.edit_spec("DreamSchedule", NS, "nightly", schedule="0 4 * * *")
         api.play("MODIFIED", edited)
         await until(lambda: len(recorder.passes) == 2, "the pass the edit woke")

@@ -66,6 +66,7 @@ class OperatorState:
     # their events are handled).
     schedule_informers: list[Informer] = field(default_factory=list)
     loop: asyncio.AbstractEventLoop | None = None  # kopf's: where the informers' threads hand their changes over
+    stopping: bool = False  # the operator is stopping: a schedule event still in flight starts no loop
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -276,6 +277,8 @@ def _background(coroutine: Coroutine[Any, Any, None]) -> None:
 
 def _handle_schedule_event(state: OperatorState, kind: str, body: Body) -> None:
     """On the event loop: one task per event (most finish without awaiting anything, in the order started)."""
+    if state.stopping:
+        return
 
     async def handle() -> None:
         try:
@@ -366,6 +369,7 @@ def build_registry(state: OperatorState) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def stop_loops(**_: Any) -> None:
+        state.stopping = True
         for informer in state.schedule_informers:
             informer.stop()
         await _stop_all(state)

@@ -145,7 +145,10 @@ class ClaimCache:
         if cached is not None:
             return cast(PersistentVolumeClaim, cached)
         if self._synced.ready():
-            return None  # listed and watched: absent
+            # Listed and watched: what the store holds now. Read again: the first list may have come in while this
+            # pass waited for it (the store was read before), and "absent" then would leave the schedule not ready
+            # until the claim next changes (issue 27: schedules listed as fast as claims at operator start).
+            return cast("PersistentVolumeClaim | None", self.store.get(namespace, name))
         return self.api.get_pvc(namespace, name)
 
 

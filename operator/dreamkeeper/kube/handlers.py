@@ -165,8 +165,10 @@ async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: st
             elif isinstance(exc, NotFoundError) and await _schedule_gone(state, namespace, name, uid):
                 log.info("%s/%s: deleted while a pass ran (%s)", namespace, name, exc)
                 return
-            elif isinstance(exc, ApiError) and exc.status == 403 and (
-                forbidden_since is None or clock() - forbidden_since < FORBIDDEN_GRACE_SECONDS
+            elif (
+                isinstance(exc, ApiError)
+                and exc.status == 403
+                and (forbidden_since is None or clock() - forbidden_since < FORBIDDEN_GRACE_SECONDS)
             ):
                 forbidden_since = clock() if forbidden_since is None else forbidden_since
                 log.warning("%s/%s: reconcile refused: %s; retrying in %.0fs", namespace, name, exc, delay)

@@ -145,7 +145,10 @@ class ClaimCache:
         if cached is not None:
             return cast(PersistentVolumeClaim, cached)
         if self._synced.ready():
-            return None  # listed and watched: absent
+            # Listed and watched: what the store holds now. Read again: the first list may have come in while this
+            # pass waited for it (the store was read before), and "absent" then would leave the schedule not ready
+            # until the claim next changes (issue 27: schedules listed as fast as claims at operator start).
+            return cast("PersistentVolumeClaim | None", self.store.get(namespace, name))
         return self.api.get_pvc(namespace, name)
 
 
@@ -174,13 +177,14 @@ class ScheduleBodies:
         self._bodies: dict[str, DreamSchedule] = {}
         self._lock = threading.Lock()
 
-    def put(self, body: DreamSchedule) -> None:
+    def put(self, body: DreamSchedule, *, slim: bool = False) -> None:
+        """Keep ``body`` if it is the newest seen; ``slim``: it is ``slim_schedule``'s already (the schedule
+        informer's copy, shared with its store rather than copied again for each watch event)."""
         uid = body["metadata"].get("uid")
         if not uid:
             return
-        # Without managedFields (about half of a schedule's bytes, never read here; a merge patch leaves the
-        # server's own untouched), short strings shared: 5,000 schedules' bodies are held for the operator's life.
-        body = cast(DreamSchedule, compact({**body, "metadata": slim_metadata(cast(Body, body["metadata"]))}))
+        if not slim:
+            body = cast(DreamSchedule, slim_schedule(cast(Body, body)))
         with self._lock:
             current = self._bodies.get(uid)
             if current is None or _newer_body(body, current):
@@ -200,6 +204,13 @@ class ScheduleBodies:
 
 def slim_metadata(meta: Body) -> Body:
     return {k: v for k, v in meta.items() if k != "managedFields"}
+
+
+def slim_schedule(raw: Body) -> Body:
+    """A DreamSchedule as the operator keeps it: without managedFields (about half of a schedule's bytes, never
+    read here; a merge patch leaves the server's own untouched), short strings shared: 5,000 schedules' bodies are
+    held for the operator's life."""
+    return cast(Body, compact({**raw, "metadata": slim_metadata(cast(Body, raw.get("metadata") or {}))}))
 
 
 def _newer_body(candidate: DreamSchedule, current: DreamSchedule) -> bool:

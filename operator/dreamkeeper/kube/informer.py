@@ -180,6 +180,9 @@ class Informer:
     what: str  # for the logs: "cycle Jobs in namespace ns"
     label_selector: str | None = None
     on_change: OnChange | None = None
+    # The first list reported to ``on_change`` as well (every object as created): for a store whose objects each
+    # start something (the DreamSchedules: a loop each), not one that passes read once it is synced.
+    notify_listing: bool = False
 
     def __post_init__(self) -> None:
         self.synced = threading.Event()
@@ -232,7 +235,7 @@ class Informer:
         first = not self.synced.is_set()
         self.synced.set()
         log.info("%s: %d listed%s", self.what, len(items), "" if first else f", {len(changes)} changed since")
-        if not first:  # a pass waits for the first list before it reads the cache: nobody to wake for it
+        if not first or self.notify_listing:  # else a pass waits for the first list: nobody to wake for it
             self._notify(changes)
         return version
 

@@ -14,9 +14,17 @@ from typing import Any, Literal
 import kopf
 from prometheus_client import start_http_server
 
-from dreamkeeper.kube import FINALIZER, GROUP, LABEL_CLAIM
+from dreamkeeper.kube import FINALIZER, GROUP, LABEL_CLAIM, SCHEDULE_PLURAL, VERSION
 from dreamkeeper.kube.api import KubeApi
-from dreamkeeper.kube.caches import ClaimCache, JobCache, ScheduleBodies, claim_of, project_claim, project_job
+from dreamkeeper.kube.caches import (
+    ClaimCache,
+    JobCache,
+    ScheduleBodies,
+    claim_of,
+    project_claim,
+    project_job,
+    slim_schedule,
+)
 from dreamkeeper.kube.handlers import OperatorState, build_registry
 from dreamkeeper.kube.informer import Informer, Store
 from dreamkeeper.kube.jobspec import JobDefaults
@@ -90,8 +98,9 @@ def kopf_settings(options: OperatorOptions) -> kopf.OperatorSettings:
     # schedules on a restart took a minute before the last loop started, and as long again for the watch events of
     # the status writes. Our handlers are cheap and never wait on the API, so a slot is released at once.
     settings.queueing.idle_timeout = 0.01
-    # kopf lists every schedule in one response unless told otherwise: at 5,000 that is ~12 MB of JSON and ~60 MB
-    # of parsed bodies at once, a peak the process keeps as RSS. Pages of 500, as our own informers list.
+    # kopf lists every object in one response unless told otherwise (at 5,000 schedules, when kopf still watched
+    # them, ~12 MB of JSON and ~60 MB of parsed bodies at once, a peak the process keeps as RSS); it watches only
+    # MemoryVocabularies now, in pages of 500 as our own informers list.
     settings.watching.chunk_size = 500
     settings.networking.error_backoffs = [1, 2, 5, 10, 20, 30]
     return settings
@@ -111,9 +120,9 @@ def limit_malloc_arenas(arenas: int | None) -> None:
 
 
 class QuietWatchingHandlers(logging.Filter):
-    """Drops kopf's "Handler 'schedules' succeeded." line: the watching handlers run for every watch event (each
-    schedule's listing and each status write), so it was two lines per schedule per pass with nothing to say. Their
-    failures are still logged, with the traceback."""
+    """Drops kopf's "Handler 'vocabularies' succeeded." line: a watching handler runs for every watch event (each
+    object's listing and each status write), so it was two lines per object per pass with nothing to say. Their
+    failures are still logged, with the traceback. ('schedules' was kopf's too, before its own informer.)"""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -172,6 +181,12 @@ def build_state(options: OperatorOptions) -> OperatorState:
             Informer(watcher, _collection("v1", "persistentvolumeclaims", namespace), claim_store,
                      f"PersistentVolumeClaims in {where}", on_change=state.claim_seen)
         )  # fmt: skip
+        # The schedules themselves: every one listed starts its loop (handlers.schedule_event); started with kopf's
+        # event loop, where their events are handled.
+        state.schedule_informers.append(
+            Informer(watcher, _collection(f"{GROUP}/{VERSION}", SCHEDULE_PLURAL, namespace), Store(slim_schedule),
+                     f"DreamSchedules in {where}", on_change=state.schedule_seen, notify_listing=True)
+        )  # fmt: skip
     state.informers = [*job_informers, *claim_informers]
     return state
 
@@ -224,7 +239,7 @@ def run_operator(
     try:
         asyncio.run(kopf.operator(**kwargs))
     finally:
-        for informer in state.informers:
+        for informer in [*state.informers, *state.schedule_informers]:
             informer.stop()
         server.shutdown()
         thread.join(timeout=5)

@@ -23,9 +23,7 @@ def test_a_cycle_keeps_no_step_of_its_decay_journal_and_folds_it_in_alike(tmp_pa
     root = tmp_path / "memory"
     for n in range(12):
         rockbot_files.write(root, old(f"e{n:02d}", f"Fact {n} about Rocky's Sheltie Milo {n * 7}.", 0.6 + n / 100))
-    options = CycleOptions(
-        agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW
-    )
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     cycle = Cycle(options, ScriptedProposer(lambda b, r: NOTHING))
     report = asyncio.run(cycle.run()).report
     assert report.decayed == 12
@@ -48,9 +46,7 @@ def test_a_cycle_keeps_no_step_of_its_decay_journal_and_folds_it_in_alike(tmp_pa
 def test_only_a_journal_of_decays_alone_is_lightened(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     rockbot_files.write(root, old("rose", "Rose is Jordan's sister in Portland.", 0.6))
-    options = CycleOptions(
-        agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW
-    )
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     cycle = Cycle(options, ScriptedProposer(lambda b, r: NOTHING))
     asyncio.run(cycle.run())
     decay = Journal.load(journal_path(tmp_path, cycle.cycle_id + DECAY_JOURNAL_SUFFIX))

@@ -197,3 +197,14 @@ def test_memoised_inventory_answers_like_a_fresh_one(sources: list[str], merged:
 def test_plain_word_fast_path_classifies_like_the_full_rules(piece: str, v: int) -> None:
     vocabulary = VOCABULARIES[v]
     assert list(technical._classify(piece, vocabulary)) == list(technical._classify_full(piece, vocabulary))
+
+
+def test_the_plain_word_memo_leaves_the_vocabulary_its_say() -> None:
+    # The memo keeps what a word is whatever the vocabulary; a word only the vocabulary can call ordinary is
+    # decided by the vocabulary asked, every time (issue 27: the memo must never serve another vocabulary's answer).
+    rockyl = Vocabulary(extraCommonWords=["rockyl"])
+    for _ in range(2):
+        assert list(technical._classify("rockyl", DEFAULT_VOCABULARY)) == [("rockyl", "identifier")]
+        assert list(technical._classify("rockyl", rockyl)) == []
+        assert [s.text for s in extract_specifics("ask rockyl today", None, DEFAULT_VOCABULARY)] == ["rockyl"]
+        assert extract_specifics("ask rockyl today", None, rockyl) == []

@@ -208,3 +208,19 @@ def test_the_plain_word_memo_leaves_the_vocabulary_its_say() -> None:
         assert list(technical._classify("rockyl", rockyl)) == []
         assert [s.text for s in extract_specifics("ask rockyl today", None, DEFAULT_VOCABULARY)] == ["rockyl"]
         assert extract_specifics("ask rockyl today", None, rockyl) == []
+
+
+def test_a_known_inventory_is_served_without_building_or_reordering() -> None:
+    first, second = "Allen Conway works at Xebia.", "Rocky has a Sheltie named Milo."
+    assert check.known_inventory(first) is None
+    built = merged_inventory(first)
+    merged_inventory(second)
+    hits, misses, size = inventory_memo_info()
+    assert check.known_inventory(first) is built
+    assert inventory_memo_info() == (hits, misses, size)  # a peek is neither a hit nor a miss, and builds nothing
+    memo = _InventoryMemo(2)
+    memo.put("a", Inventory.of("a"))
+    memo.put("b", Inventory.of("b"))
+    memo.peek("a")
+    memo.put("c", Inventory.of("c"))  # "a" was only peeked at: still the oldest, so it goes
+    assert memo.peek("a") is None and memo.peek("b") is not None

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from dreamkeeper.consolidation import executor as executor_module
 from dreamkeeper.consolidation import journal as journal_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.executor import Executor, StepPaths
 from dreamkeeper.consolidation.journal import (
     DECAY_FIELDS,
-    Executor,
     Step,
-    StepPaths,
     decay_values,
     write_journal,
 )
@@ -68,7 +68,9 @@ class Counting:
 
         monkeypatch.setattr(store_module, "replace_file", counted_replace)
         monkeypatch.setattr(MemoryStore, "read_file", counted_read)
+        # The journal syncs its directory when it is written; the executor once per batch of steps.
         monkeypatch.setattr(journal_module, "fsync_directory", counted_sync)
+        monkeypatch.setattr(executor_module, "fsync_directory", counted_sync)
 
     def progress(self, stage: str) -> None:
         self.stage = stage
@@ -77,7 +79,7 @@ class Counting:
 def test_a_cold_decay_writes_each_entry_once_reads_none_again_and_syncs_a_directory_once_per_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "STAMP_BATCH", 4)
+    monkeypatch.setattr(executor_module, "STAMP_BATCH", 4)
     root = tmp_path / "memory"
     names = [f"p{i}" for i in range(10)]
     for i, name in enumerate(names):  # two directories, distinct facts (nothing to fold or merge)

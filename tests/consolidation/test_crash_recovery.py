@@ -42,6 +42,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, json, os, signal, sys
     from pathlib import Path
+    from dreamkeeper.consolidation import executor as X
     from dreamkeeper.consolidation import journal as J
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
     from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
@@ -51,7 +52,7 @@ CHILD = textwrap.dedent(
     # Every step runs through Executor._guarded; outcomes reach the file through Journal.record_many (stamps in
     # batches: a kill "after" step k leaves every outcome of k's batch unrecorded, k's write included).
     ran, recorded = {"n": 0}, {"n": 0}
-    original_guarded, original_record_many = J.Executor._guarded, J.Journal.record_many
+    original_guarded, original_record_many = X.Executor._guarded, J.Journal.record_many
 
     def guarded(self, step, run):
         if phase == "before" and ran["n"] == kill_at:
@@ -65,7 +66,7 @@ CHILD = textwrap.dedent(
         recorded["n"] += len(outcomes)
         return original_record_many(self, outcomes, **options)
 
-    J.Executor._guarded = guarded
+    X.Executor._guarded = guarded
     J.Journal.record_many = record_many
     # Decay off: this is the plan's journal (test_decay.py kills the decay journal's steps).
     settings = CycleSettings(min_interval_hours=0, exact_fold=False, decay=DecaySettings(enabled=False))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dreamkeeper.consolidation import cycle as cycle_module
-from dreamkeeper.consolidation import journal
+from dreamkeeper.consolidation import executor, journal
 from dreamkeeper.consolidation.cycle import CycleOptions, recover, run_cycle
 from dreamkeeper.consolidation.decay import decayed_importance, plan_decay
 from dreamkeeper.consolidation.gating import is_reviewed
@@ -220,19 +220,19 @@ def test_a_cycle_killed_during_decay_is_finished_by_recovery(agent: Path, monkey
         if decayed_importance(s.entry, DecaySettings(), NOW) is not None
     }
     assert set(expected) == {"milo", "rose"}
-    real = journal.Executor._decay
+    real = executor.Executor._decay
     calls = {"n": 0}
 
-    def die_after_one(self: journal.Executor, step: journal.Step) -> str:
+    def die_after_one(self: executor.Executor, step: journal.Step) -> str:
         if calls["n"] == 1:
             raise SystemExit("killed")  # BaseException: nothing catches it, as with a SIGKILL the journal stays open
         calls["n"] += 1
         return real(self, step)
 
-    monkeypatch.setattr(journal.Executor, "_decay", die_after_one)
+    monkeypatch.setattr(executor.Executor, "_decay", die_after_one)
     with pytest.raises(SystemExit):
         run(agent)
-    monkeypatch.setattr(journal.Executor, "_decay", real)
+    monkeypatch.setattr(executor.Executor, "_decay", real)
     done = recover(agent, root, NOW)
     assert len(done) == 1 and done[0][1].decayed == 1  # the other was written before the kill
     assert {i: store.require(i).entry.importance_score for i in expected} == expected

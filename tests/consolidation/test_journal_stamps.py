@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.consolidation import journal as journal_module
+from dreamkeeper.consolidation import executor as executor_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.journal import Executor, Journal, incomplete_journals, write_journal
+from dreamkeeper.consolidation.executor import Executor
+from dreamkeeper.consolidation.journal import Journal, incomplete_journals, write_journal
 from dreamkeeper.consolidation.plan import Plan, StampAction
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore
@@ -44,7 +45,7 @@ def outcome_lines(path: Path) -> list[dict[str, object]]:
 def test_stamps_land_in_batches_with_every_outcome_journaled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshot: bool
 ) -> None:
-    monkeypatch.setattr(journal_module, "STAMP_BATCH", 3)
+    monkeypatch.setattr(executor_module, "STAMP_BATCH", 3)
     store = write_corpus(tmp_path, SEEDS)
     plan = stamp_plan(store)
     executor = run(tmp_path, store, plan, "c1", snapshot)

@@ -461,7 +461,7 @@ CHILD = textwrap.dedent(
     import asyncio, os, signal, sys
     from datetime import timedelta
     from pathlib import Path
-    from dreamkeeper.consolidation import journal as J
+    from dreamkeeper.consolidation import executor as J
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
     from dreamkeeper.consolidation.settings import CycleSettings
     from dreamkeeper.proposers import ScriptedProposer

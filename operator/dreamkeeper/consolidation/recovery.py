@@ -11,11 +11,10 @@ from datetime import datetime
 from pathlib import Path
 
 from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.executor import Executor, StepPaths
 from dreamkeeper.consolidation.journal import (
     ExecutionTally,
-    Executor,
     Journal,
-    StepPaths,
     UnreadableJournalError,
     incomplete_journals,
     set_aside,

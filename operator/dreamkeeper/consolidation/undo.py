@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from dreamkeeper.consolidation.executor import StepPaths
 from dreamkeeper.consolidation.invariant import Census, Reversed, Verdict, judge, reverse, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     Journal,
     Step,
-    StepPaths,
     has_decay_values,
     journal_dir,
     journal_paths,

@@ -18,6 +18,7 @@ from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
+from dreamkeeper.consolidation.executor import Executor
 from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
@@ -26,7 +27,6 @@ from dreamkeeper.consolidation.journal import (
     JOURNAL_SUFFIXES,
     WRITEBACK_JOURNAL_SUFFIX,
     ExecutionTally,
-    Executor,
     Journal,
     incomplete_journals,
     write_journal,

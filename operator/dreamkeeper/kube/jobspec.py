@@ -132,6 +132,10 @@ def cycle_settings(spec: DreamScheduleSpec) -> dict[str, Any]:
             data["subsume"] = guards.subsume
         if guards.scope is not None:
             data["scope"] = guards.scope
+        if guards.specifics_links is not None:
+            data["specifics_links"] = guards.specifics_links
+        if guards.offer_new_clusters is not None:
+            data["offer_new_clusters"] = guards.offer_new_clusters
         if guards.sourceless_saves_max_per_cycle is not None:
             data["sourceless_saves_max_per_cycle"] = guards.sourceless_saves_max_per_cycle
     if spec.proposer.offer_shape is not None:

@@ -341,6 +341,19 @@ class SafeguardsSpec(KubeModel):
         description="Settle a near-duplicate cluster without the model when one member holds every specific of the "
         "others (and no newer member may be news): the others are archived merged into it (default true).",
     )
+    specifics_links: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Entries naming the same rare specifics (two or more, idf-weighted Jaccard at least this) are "
+        "offered together even when their wording is not near, and an over-large cluster is cut along such links "
+        "(default 0.5; 0: RockBot's lexical clusters only). A link only puts entries before the model.",
+    )
+    offer_new_clusters: bool | None = Field(
+        default=None,
+        description="A cluster of reviewed entries never shown together as that cluster is offered at once "
+        "(default true); false: RockBot's rule, after the reopen wait (7 days, doubling).",
+    )
     sourceless_saves_max_per_cycle: int | None = Field(
         default=None,
         ge=0,

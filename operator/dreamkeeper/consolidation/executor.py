@@ -1,0 +1,340 @@
+"""The executor of a cycle's journal: applies its steps in order, resumes a journal a crash interrupted, and says
+where each step's file is (``StepPaths``, shared with undo and recovery).
+
+Split from ``journal.py`` (the journal's format, writing and reading): see that module's docstring for the
+write-ahead rules every step here keeps (idempotent steps, a source archived only after its successor exists,
+every archive guarded by the fingerprint read at snapshot, a failed step recorded and the run going on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dreamkeeper.consolidation.journal import (
+    STOPPING_ERRNOS,
+    ExecutionTally,
+    Journal,
+    JournalHeader,
+    Step,
+    has_decay_values,
+    with_decay_values,
+)
+from dreamkeeper.memory import (
+    ARCHIVED_BY_CYCLE,
+    CREATED_BY_CYCLE,
+    MUST_NOT_EXIST,
+    ConflictError,
+    Entry,
+    Fingerprint,
+    MalformedFile,
+    MemoryStore,
+    MemoryStoreError,
+    PathEscapeError,
+    StoredEntry,
+    StoreWriteError,
+    ensure_inside,
+    entry_location,
+    fsync_directory,
+    replace_file,
+    shown,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+class StepPaths:
+    """Where each step's file is in the memory root being applied to (or undone in).
+
+    A path that is absolute, climbs out with '..', leads out through a symlinked directory, or does not name the
+    step's own entry is refused (a hand-edited or hostile journal); journals written before paths were relative
+    are read relative to the memory root they name, so a copied agent directory still recovers into itself."""
+
+    def __init__(self, store: MemoryStore, header: JournalHeader) -> None:
+        self.root = store.root
+        self.legacy_root = None if header.path_base == "memory-root" else PurePosixPath(header.memory_root)
+        self._inside: set[Path] = set()  # directories checked to resolve inside the memory root
+        self._dirs: dict[str, Path] = {}  # a step path's directory part -> that directory, validated
+
+    def __call__(self, step: Step) -> Path:
+        head, _, name = step.path.rpartition("/")
+        if self.legacy_root is None and name == f"{step.id}.json":
+            # A directory already validated for an earlier step: the same answer as below, without parsing the
+            # path again (a cold start's decay journals one step per entry of the corpus).
+            directory = self._dirs.get(head)
+            if directory is not None:
+                return directory / name
+        path = self._resolve(step)
+        if self.legacy_root is None and path.name == name:
+            self._dirs[head] = path.parent
+        return path
+
+    def _resolve(self, step: Step) -> Path:
+        relative = PurePosixPath(step.path)
+        if self.legacy_root is not None:
+            with contextlib.suppress(ValueError):
+                relative = relative.relative_to(self.legacy_root)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise PathEscapeError(Path(step.path), self.root)
+        if relative.name != f"{step.id}.json":
+            raise ValueError(f"journal path {step.path} does not name entry {step.id}; step refused")
+        path = self.root.joinpath(*relative.parts)
+        if path.parent not in self._inside:
+            ensure_inside(self.root, path.parent)
+            self._inside.add(path.parent)
+        return path
+
+
+STAMP_BATCH = 512
+"""Review stamps written between two directory fsyncs and journal appends."""
+
+
+class Executor:
+    """Runs journal steps in order; safe to run again on a journal a crash interrupted.
+
+    ``snapshot`` (path -> the entry as the cycle read it) lets a stamp be written from memory instead of reading
+    and parsing the file again; the fingerprint check in the write still refuses a file the agent changed. Review
+    stamps are bookkeeping (a lost one means the entry is reviewed again), so they are written in batches: each
+    file's data is fsynced before its rename as always, then each directory once, then the batch's outcomes in one
+    journal append. Creates, updates and archives stay one durable step at a time: a source is archived only
+    after its successor is on disk for good.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        journal: Journal,
+        now: datetime,
+        snapshot: Mapping[str, StoredEntry] | None = None,
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.now = now
+        self.cycle_id = journal.header.cycle_id
+        self.snapshot = snapshot or {}
+        self.tally = ExecutionTally()
+        self.written: dict[str, Fingerprint] = {}
+        """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
+        of a file whose bytes are still exactly these)."""
+        self._stamps: list[tuple[int, str, str | None]] = []
+        self._stamp_dirs: set[Path] = set()
+        self.path_of = StepPaths(store, journal.header)
+
+    def run(self) -> ExecutionTally:
+        steps = self.journal.header.steps
+        for index, step in enumerate(steps):
+            previous = self.journal.outcomes.get(index)
+            if previous is not None:
+                if previous != "done" and step.op in ("create", "update"):
+                    self.tally.failed_groups.add(step.group)
+                continue
+            if step.op in ("stamp", "decay"):
+                # Both are metadata-like rewrites of one file each, idempotent and fingerprint-guarded: batched.
+                run = self._stamp if step.op == "stamp" else self._decay
+                outcome, detail = self._guarded(step, run)
+                self._stamps.append((index, outcome, detail))
+                if len(self._stamps) >= STAMP_BATCH:
+                    self._flush_stamps()
+                continue
+            self._flush_stamps()
+            # Outcome lines of these steps are not fsynced one by one: each step's own write is (file, then
+            # directory) before the next step starts, and the journal is fsynced with each stamp batch and at the end.
+            if step.op == "archive" and self._group_head_failed(index, step):
+                self.journal.record(index, "skipped", "its replacement was not saved", sync=False)
+                continue
+            outcome, detail = self._guarded(step, self._run_step)
+            if outcome != "done" and step.op in ("create", "update"):
+                self.tally.failed_groups.add(step.group)
+            self.journal.record(index, outcome, detail, sync=False)
+        self._flush_stamps()
+        self.journal.finish()
+        if self.tally.failed > 1:
+            log.error(
+                "%d steps of %s could not be done; the first: %s",
+                self.tally.failed,
+                self.cycle_id,
+                self.tally.errors[0],
+            )
+        return self.tally
+
+    def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
+        """A step's outcome and, when it was not done, why. Only a volume that takes no writes stops the run."""
+        try:
+            outcome = run(step)
+            if outcome == "done":
+                self.tally.written_ids.add(step.id)
+            return outcome, None
+        except ConflictError as exc:
+            log.warning("left %s as it is: %s", step.id, exc)
+            self.tally.conflicts += 1
+            return "conflict", str(exc)
+        except StoreWriteError as exc:
+            if exc.errno in STOPPING_ERRNOS:
+                with contextlib.suppress(OSError):
+                    self._flush_stamps()
+                raise
+            self.tally.write_failed += 1
+            return self._failed(step, str(exc))
+        except OSError as exc:  # the filesystem refused (EACCES, EIO, EPERM ...), not the entry
+            self.tally.write_failed += 1
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+        except (MemoryStoreError, ValueError) as exc:
+            # One entry the store cannot write (a path it refuses, text UTF-8 cannot hold, ...) fails its own step
+            # (and its group's archives), never the cycle; the file is left as it was.
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug must not wedge the agent either: the step is skipped, the trace logged
+            log.exception("unexpected error in %s of %s", step.op, step.id)
+            return self._failed(step, f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, step: Step, error: str) -> tuple[str, str]:
+        # The first failure is the error that matters (a read-only tree fails every step the same way): logged in
+        # full; the rest at DEBUG, and counted in the summary at the end of the run.
+        level = logging.ERROR if not self.tally.failed else logging.DEBUG
+        log.log(level, "could not %s %s: %s (step skipped, recorded in %s)", step.op, step.id, error, self.journal.path)
+        self.tally.failed += 1
+        self.tally.errors.append(f"{step.op} {step.id}: {error}")
+        return "failed", error[:500]
+
+    def _snapshot_or_read(self, step: Step, path: Path) -> StoredEntry | None:
+        """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
+        still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now."""
+        assert step.expected is not None
+        stored = self.snapshot.get(str(path))
+        if stored is not None and stored.fingerprint == step.expected.to_fingerprint():
+            return stored
+        return self._read(path)
+
+    def _stamp(self, step: Step) -> str:
+        assert step.expected is not None and step.metadata is not None
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
+        if stored is None or stored.fingerprint != step.expected.to_fingerprint():
+            return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
+        try:
+            fingerprint = self.store.rewrite(stored, stored.entry.with_meta(**step.metadata), sync_directory=False)
+        except ConflictError:
+            return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
+        self._stamp_dirs.add(stored.path.parent)
+        self.written[str(path)] = fingerprint
+        self.tally.stamped += 1
+        return "done"
+
+    def _decay(self, step: Step) -> str:
+        assert step.expected is not None and step.after is not None
+        path = self.path_of(step)
+        stored = self._snapshot_or_read(step, path)
+        if stored is None:
+            raise ConflictError(path, "the entry disappeared")
+        if stored.fingerprint != step.expected.to_fingerprint():
+            if has_decay_values(stored.entry, step.after):
+                return "done"  # written before a crash, journal line lost
+            raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
+        updated = with_decay_values(stored.entry, step.after)
+        fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
+        self._stamp_dirs.add(stored.path.parent)
+        self.written[str(path)] = fingerprint
+        self.tally.decayed += 1
+        return "done"
+
+    def _flush_stamps(self) -> None:
+        """Make the batch's renames durable (one fsync per directory), then record their outcomes."""
+        if not self._stamps:
+            return
+        for directory in sorted(self._stamp_dirs):
+            try:
+                fsync_directory(directory)
+            except OSError as exc:  # the stamps are written; only their durability across power loss is unsure
+                log.warning("could not fsync %s after writing review stamps: %s", directory, exc)
+        self.journal.record_many(self._stamps)
+        self._stamps = []
+        self._stamp_dirs = set()
+
+    def _group_head_failed(self, index: int, step: Step) -> bool:
+        if step.group in self.tally.failed_groups:
+            return True
+        for earlier in range(index - 1, -1, -1):
+            other = self.journal.header.steps[earlier]
+            if other.group != step.group:
+                break
+            if other.op in ("create", "update"):
+                return self.journal.outcomes.get(earlier) != "done"
+        return False
+
+    def _read(self, path: Path) -> StoredEntry | None:
+        if not os.path.lexists(path):
+            return None
+        result = self.store.read_file(path)
+        if isinstance(result, MalformedFile):
+            raise ConflictError(path, f"is not an entry we may write any more: {result.error}")
+        return result
+
+    def _run_step(self, step: Step) -> str:
+        path = self.path_of(step)
+        if step.op == "create":
+            assert step.after is not None
+            successor = Entry.from_json_obj(step.after)
+            if entry_location(self.store.root, successor.id, successor.category) != path or successor.id != step.id:
+                raise ValueError(f"journal path {step.path} is not where successor {successor.id} belongs")
+            current = self._read(path)
+            if current is not None:
+                if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
+                    return "done"  # written before a crash, journal line lost
+                raise ConflictError(path, "a different file already has the successor's name")
+            replace_file(path, _dump(step.after), MUST_NOT_EXIST)
+            self.tally.created += 1
+            return "done"
+        if step.op == "update":
+            assert step.after is not None and step.expected is not None
+            # The snapshot's parse when it is what the step expects (the fingerprint-guarded write below still
+            # refuses a file changed since): no second read of a file the cycle holds. Resuming, the file as it is.
+            current = self._snapshot_or_read(step, path)
+            if current is None:
+                raise ConflictError(path, "the entry disappeared")
+            if current.entry.to_json_obj() == step.after:
+                return "done"
+            replace_file(path, _dump(step.after), step.expected.to_fingerprint())
+            self.tally.updated += 1
+            log.info(
+                "%s %s (its text kept): %s",
+                step.reason or "folded exact duplicates into",
+                step.id,
+                shown(current.entry.content),
+            )
+            return "done"
+        if step.op == "archive":
+            assert step.expected is not None and step.reason is not None
+            current = self._snapshot_or_read(step, path)
+            if current is None:
+                raise ConflictError(path, "the entry disappeared")
+            if current.entry.is_archived:
+                if current.entry.meta(ARCHIVED_BY_CYCLE) == self.cycle_id:
+                    return "done"
+                raise ConflictError(path, "already archived by someone else")
+            if current.fingerprint != step.expected.to_fingerprint():
+                raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
+            if step.metadata:  # written with the archive, in the same fingerprint-guarded write
+                current = StoredEntry(current.entry.with_meta(**step.metadata), current.path, current.fingerprint)
+            self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False)
+            self.tally.archived += 1
+            if step.kind == "ephemeral":
+                self.tally.ephemeral += 1
+            elif step.kind == "folded":
+                self.tally.archived_folded += 1
+            else:
+                self.tally.archived_merged += 1
+            return "done"
+        if step.op == "stamp":
+            return self._stamp(step)
+        if step.op == "decay":
+            return self._decay(step)
+        raise ValueError(f"unknown journal op {step.op}")

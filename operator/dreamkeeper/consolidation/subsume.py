@@ -166,20 +166,20 @@ def subsume_component(
     # ``near`` is symmetric (a cosine or a Jaccard, and the same category rule both ways): asked once per pair.
     nearness: dict[tuple[str, str], bool] = {}
     takes: dict[str, list[StoredEntry]] = {}
-    for host in checked:
-        host_id = host.stored.id
+    for member in checked:
+        host_id = member.stored.id
         takes[host_id] = []
-        for other in checked:
-            other_id = other.stored.id
+        for candidate in checked:
+            other_id = candidate.stored.id
             if other_id == host_id:
                 continue
             pair = (host_id, other_id) if host_id < other_id else (other_id, host_id)
             is_near = nearness.get(pair)
             if is_near is None:
                 is_near = nearness[pair] = near(host_id, other_id)
-            if not is_near or not _covers(host, other):
+            if not is_near or not _covers(member, candidate):
                 continue
-            news = _news(host, other)
+            news = _news(member, candidate)
             if news:
                 log.info(
                     "%s not subsumed into %s: it is newer and says %s, which %s does not",
@@ -189,7 +189,7 @@ def subsume_component(
                     host_id,
                 )
                 continue
-            takes[host_id].append(other.stored)
+            takes[host_id].append(candidate.stored)
     found: list[Subsumption] = []
     settled: set[str] = set()
     while True:

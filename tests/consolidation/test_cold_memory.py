@@ -53,3 +53,49 @@ def test_only_a_journal_of_decays_alone_is_lightened(tmp_path: Path) -> None:
     mixed = Journal(decay.path, decay.header.model_copy(update={"steps": [*decay.header.steps, *decay.header.steps]}))
     mixed.header.steps[1] = mixed.header.steps[1].model_copy(update={"op": "stamp", "metadata": {}})
     assert mixed.as_folded() is mixed
+
+
+def test_a_constructed_decay_step_is_the_validated_one_and_costs_less(tmp_path: Path) -> None:
+    import gc
+    import tracemalloc
+
+    from dreamkeeper.consolidation.decay import plan_decay
+    from dreamkeeper.consolidation.journal import FingerprintModel, Step, decay_step, decay_values, relative_path
+    from dreamkeeper.consolidation.settings import DecaySettings
+    from dreamkeeper.memory import HighValueFloor, MemoryStore
+
+    root = tmp_path / "memory"
+    for n in range(300):
+        rockbot_files.write(root, old(f"e{n:03d}", f"Fact {n} about Milo.", 0.6 + n / 1000))
+    store = MemoryStore(root)
+    plan = plan_decay(store.scan().live, DecaySettings(), HighValueFloor(), NOW)
+    assert len(plan.actions) == 300
+
+    def validated(action: object, group: int) -> Step:
+        decay = plan.actions[group - 1]
+        return Step(
+            op="decay",
+            id=decay.target.id,
+            path=relative_path(store, decay.target.path),
+            group=group,
+            expected=FingerprintModel.of(decay.target.fingerprint),
+            before=decay_values(decay.target.entry),
+            after=decay_values(decay.updated),
+        )
+
+    for group, action in enumerate(plan.actions, start=1):
+        built, checked = decay_step(store, action, group), validated(action, group)
+        assert built.model_dump_json() == checked.model_dump_json()
+        assert Step.model_validate_json(built.model_dump_json()) == checked == built
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        lean = [decay_step(store, a, g) for g, a in enumerate(plan.actions, start=1)]
+        lean_bytes = tracemalloc.get_traced_memory()[0] - before
+        before = tracemalloc.get_traced_memory()[0]
+        full = [validated(a, g) for g, a in enumerate(plan.actions, start=1)]
+        full_bytes = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(lean) == len(full) and lean_bytes < 0.8 * full_bytes, (lean_bytes, full_bytes)

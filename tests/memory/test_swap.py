@@ -16,6 +16,7 @@ import pytest
 
 from dreamkeeper.memory import ConflictError, MemoryStore, StoredEntry
 from dreamkeeper.memory import atomic as atomic_module
+from dreamkeeper.memory import exchange as exchange_module
 from tests.memory.conftest import rockbot_entry, write_raw
 
 
@@ -154,7 +155,7 @@ def test_without_the_exchange_the_fallback_still_refuses_a_changed_file(
     store: MemoryStore, entry: tuple[StoredEntry, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stored, path = entry
-    monkeypatch.setattr(atomic_module, "exchange_enabled", False)
+    monkeypatch.setattr(exchange_module, "exchange_enabled", False)
     agent = agent_save(path, "changed [w-1]")
     with pytest.raises(ConflictError):
         stamp(store, stored)
@@ -177,12 +178,12 @@ def test_a_filesystem_without_the_exchange_gets_check_then_rename(
         ctypes.set_errno(errno.EINVAL)
         return -1
 
-    monkeypatch.setattr(atomic_module, "_renameat2", refusing)
-    monkeypatch.setattr(atomic_module, "_no_exchange_devices", set())
+    monkeypatch.setattr(exchange_module, "_renameat2", refusing)
+    monkeypatch.setattr(exchange_module, "_no_exchange_devices", set())
     stamp(store, stored)
     stamp(store, store.require("a1b2c3d4e5f6"))
     assert calls == [1]
-    assert os.stat(path).st_dev in atomic_module._no_exchange_devices
+    assert os.stat(path).st_dev in exchange_module._no_exchange_devices
 
 
 def test_the_real_exchange_is_used_here(store: MemoryStore, entry: tuple[StoredEntry, Path]) -> None:

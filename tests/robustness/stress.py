@@ -38,6 +38,7 @@ from typing import Any
 
 from dreamkeeper.memory import ConflictError, MemoryStore, StoredEntry
 from dreamkeeper.memory import atomic as atomic_module
+from dreamkeeper.memory import exchange as exchange_module
 from tests.agents.caching_agent import Cached, Store, record_of
 
 _MARKER = re.compile(r"\[w-(\d+)\]$")
@@ -56,19 +57,19 @@ def _check_then_rename(temp: Any, path: Path, expected: atomic_module.Fingerprin
 def without_exchange(*, check_then_rename: bool = False) -> Iterator[None]:
     """Our writes as on a volume without ``RENAME_EXCHANGE`` (NFS and others): today's park-then-link fallback, or,
     with ``check_then_rename``, the old one (the control that must lose writes)."""
-    enabled = atomic_module.exchange_enabled
-    atomic_module.exchange_enabled = False
+    enabled = exchange_module.exchange_enabled
+    exchange_module.exchange_enabled = False
     if check_then_rename:
         atomic_module._park_then_link = _check_then_rename  # type: ignore[assignment]
     try:
         yield
     finally:
-        atomic_module.exchange_enabled = enabled
+        exchange_module.exchange_enabled = enabled
         atomic_module._park_then_link = _FALLBACK
 
 
 def _mode() -> str:
-    if atomic_module.exchange_enabled:
+    if exchange_module.exchange_enabled:
         return "swap"
     return "check-then-rename" if atomic_module._park_then_link is _check_then_rename else "park-then-link"
 

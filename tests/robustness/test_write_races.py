@@ -21,6 +21,7 @@ import pytest
 
 from dreamkeeper.memory import ConflictError, HighValueFloor, MemoryStore, StoredEntry
 from dreamkeeper.memory import atomic as atomic_module
+from dreamkeeper.memory import exchange as exchange_module
 from tests.memory.conftest import rockbot_entry, tree_bytes, write_raw
 from tests.robustness.conftest import Killed
 
@@ -184,7 +185,7 @@ def test_an_in_place_write_after_the_unlink_is_seen_through_the_kept_descriptor(
 
 @pytest.fixture
 def no_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(atomic_module, "exchange_enabled", False)
+    monkeypatch.setattr(exchange_module, "exchange_enabled", False)
 
 
 @pytest.mark.usefixtures("no_exchange")

@@ -32,13 +32,12 @@ from dreamkeeper.memory.atomic import (
     NEW_SUFFIX,
     SHA_IN_NAME,
     SWAP_SUFFIX,
-    can_exchange,
     discard_own,
-    exchange,
     fingerprint_or_none,
     keep_conflict_copy,
     replaced,
 )
+from dreamkeeper.memory.exchange import can_exchange, exchange
 
 log = logging.getLogger(__name__)
 

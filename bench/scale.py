@@ -60,8 +60,10 @@ def child_load(agent_dir: Path) -> dict[str, Any]:
     }
 
 
-def child_cycle(agent_dir: Path) -> dict[str, Any]:
+def child_cycle(agent_dir: Path, apply: bool = False) -> dict[str, Any]:
+    """One cold cycle; ``apply``: with ``archive_cap`` 1.0, so the plan is applied instead of held by the 10% cap."""
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+    from dreamkeeper.consolidation.settings import CycleSettings
     from dreamkeeper.proposers import OfflineProposer
 
     stages: dict[str, float] = {}
@@ -78,7 +80,8 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
             rss[current[0]] = round(_peak_rss_mib(), 1)  # peak so far, at the end of that stage
         current[0], current[1], current[2] = stage, now, cpu_now
 
-    options = CycleOptions(agent_dir=agent_dir, force=True, progress=progress)
+    settings = CycleSettings(archive_cap=1.0) if apply else CycleSettings()
+    options = CycleOptions(agent_dir=agent_dir, settings=settings, force=True, progress=progress)
     cpu = _cpu_seconds()
     started = time.perf_counter()
     outcome = asyncio.run(run_cycle(options, OfflineProposer()))
@@ -113,10 +116,10 @@ def child_cycle(agent_dir: Path) -> dict[str, Any]:
     }
 
 
-def _child(kind: str, agent_dir: Path, source: Path | None = None) -> dict[str, Any]:
+def _child(kind: str, agent_dir: Path, source: Path | None = None, apply: bool = False) -> dict[str, Any]:
     """Run one measurement in a fresh interpreter and read its JSON line back. ``source``: a tree whose
     ``operator/dreamkeeper`` is imported instead of this checkout's (the baseline of a side-by-side run)."""
-    command = [sys.executable, "-m", "bench.scale", "--child", kind, str(agent_dir)]
+    command = [sys.executable, "-m", "bench.scale", "--child", kind, str(agent_dir), *(["--apply"] if apply else [])]
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source / "operator"), env.get("PYTHONPATH")) if p)
@@ -293,12 +296,17 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--baseline-label", default=None, help="what the baseline is (e.g. main@215a8d1)")
     parser.add_argument("--repeat", type=int, default=3, help="with --baseline: runs per tree (the least CPU counts)")
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="with --baseline: cold cycles with archive_cap 1.0 (the plan applied, not held by the 10%% cap)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        print(json.dumps(child_load(Path(agent)) if kind == "load" else child_cycle(Path(agent))))
+        print(json.dumps(child_load(Path(agent)) if kind == "load" else child_cycle(Path(agent), args.apply)))
         return 0
     sizes = [int(s) for s in (args.sizes or ("300" if args.quick else "1000,10000,100000")).split(",")]
     name = args.name or ("scale-quick" if args.quick else "scale")

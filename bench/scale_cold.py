@@ -26,13 +26,13 @@ from bench.scale import _child
 GOAL_COLD_OVER_READ = 3.0
 
 
-def _one_tree(pristine: Path, workdir: Path, source: Path | None, label: str) -> dict[str, Any]:
+def _one_tree(pristine: Path, workdir: Path, source: Path | None, label: str, apply: bool) -> dict[str, Any]:
     agent = workdir / f"agent-{label}"
     shutil.rmtree(agent, ignore_errors=True)
     shutil.copytree(pristine, agent, symlinks=True)
     try:
         load = _child("load", agent, source)
-        cold = _child("cycle", agent, source)
+        cold = _child("cycle", agent, source, apply)
     finally:
         shutil.rmtree(agent, ignore_errors=True)
     return {"load": load, "cold": cold}
@@ -50,11 +50,12 @@ def _least(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "cycleCpuOverLoadCpu": round(cold["cpuSeconds"] / load["cpuSeconds"], 2),
         "peakRssMiB": round(max(r["cold"]["peakRssMiB"] for r in runs), 1),
         "stagesCpu": cold["stagesCpu"],
+        "peakRssByStageMiB": cold.get("peakRssByStageMiB", {}),
         "report": cold["report"],
     }
 
 
-def measure(size: int, seed: int, workdir: Path, baseline: Path, repeat: int) -> dict[str, Any]:
+def measure(size: int, seed: int, workdir: Path, baseline: Path, repeat: int, apply: bool = False) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
     pristine = workdir / f"pristine-{size}"
@@ -63,7 +64,7 @@ def measure(size: int, seed: int, workdir: Path, baseline: Path, repeat: int) ->
     for n in range(repeat):
         order = [("baseline", baseline), ("this", None)]
         for label, source in order if n % 2 == 0 else order[::-1]:
-            run = _one_tree(pristine, workdir, source, label)
+            run = _one_tree(pristine, workdir, source, label, apply)
             runs[label].append(run)
             print(
                 f"[scale-cold] {size} {label} run {n + 1}: read {run['load']['cpuSeconds']:.2f} CPU s, cold cycle "
@@ -106,6 +107,11 @@ def markdown(result: dict[str, Any]) -> str:
     for r in runs:
         b, t = r["baseline"]["stagesCpu"], r["this"]["stagesCpu"]
         lines.append(f"| {r['size']} | " + " | ".join(f"{b.get(s, '-')} / {t.get(s, '-')}" for s in stages) + " |")
+    lines += ["", "Peak RSS so far at the end of each stage, MiB (base / this), from the run with the least CPU:", ""]
+    lines += ["| entries | " + " | ".join(stages) + " |", "|---|" + "---|" * len(stages)]
+    for r in runs:
+        b, t = r["baseline"].get("peakRssByStageMiB", {}), r["this"].get("peakRssByStageMiB", {})
+        lines.append(f"| {r['size']} | " + " | ".join(f"{b.get(s, '-')} / {t.get(s, '-')}" for s in stages) + " |")
     lines += ["", "Every run's CPU seconds (read; cold cycle):", ""]
     for r in runs:
         for side in ("baseline", "this"):
@@ -116,7 +122,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def side_by_side_main(args: argparse.Namespace, sizes: list[int], workdir: Path, command: str) -> int:
-    runs = [measure(size, args.seed, workdir, args.baseline, max(1, args.repeat)) for size in sizes]
+    runs = [measure(size, args.seed, workdir, args.baseline, max(1, args.repeat), args.apply) for size in sizes]
     name = args.name or "scale-cold"
     result: dict[str, Any] = {
         "command": command,

@@ -30,3 +30,18 @@ def test_cold_cycles_side_by_side_on_copies_of_one_corpus(tmp_path: Path) -> Non
     text = (out / "scale-cold.md").read_text()
     assert "itself" in text and "| 200 |" in text
     assert not list(tmp_path.glob("dk-scale-*"))
+
+
+def test_apply_mode_applies_the_plan_the_cap_holds_and_reports_rss_per_stage(tmp_path: Path) -> None:
+    results: dict[bool, dict[str, object]] = {}
+    for apply in (False, True):
+        out = tmp_path / f"results-{apply}"
+        argv = ["--sizes", "300", "--repeat", "1", "--out", str(out), "--workdir", str(tmp_path), "--baseline"]
+        assert main([*argv, str(REPO), *(["--apply"] if apply else [])]) == 0
+        (run,) = json.loads((out / "scale-cold.json").read_text())["runs"]
+        assert run["this"]["peakRssByStageMiB"]["decay"] > 0 and "Peak RSS" in (out / "scale-cold.md").read_text()
+        results[apply] = run["this"]["report"]
+    held, applied = results[False], results[True]
+    # The synthetic corpus's first plan is over the 10% cap: held by default, applied with --apply.
+    assert held["saved"] == 0 and applied["saved"] > 0  # type: ignore[operator]
+    assert applied["hard_deletes"] == held["hard_deletes"] == 0

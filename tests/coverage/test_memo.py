@@ -197,3 +197,30 @@ def test_memoised_inventory_answers_like_a_fresh_one(sources: list[str], merged:
 def test_plain_word_fast_path_classifies_like_the_full_rules(piece: str, v: int) -> None:
     vocabulary = VOCABULARIES[v]
     assert list(technical._classify(piece, vocabulary)) == list(technical._classify_full(piece, vocabulary))
+
+
+def test_the_plain_word_memo_leaves_the_vocabulary_its_say() -> None:
+    # The memo keeps what a word is whatever the vocabulary; a word only the vocabulary can call ordinary is
+    # decided by the vocabulary asked, every time (issue 27: the memo must never serve another vocabulary's answer).
+    rockyl = Vocabulary(extraCommonWords=["rockyl"])
+    for _ in range(2):
+        assert list(technical._classify("rockyl", DEFAULT_VOCABULARY)) == [("rockyl", "identifier")]
+        assert list(technical._classify("rockyl", rockyl)) == []
+        assert [s.text for s in extract_specifics("ask rockyl today", None, DEFAULT_VOCABULARY)] == ["rockyl"]
+        assert extract_specifics("ask rockyl today", None, rockyl) == []
+
+
+def test_a_known_inventory_is_served_without_building_or_reordering() -> None:
+    first, second = "Allen Conway works at Xebia.", "Rocky has a Sheltie named Milo."
+    assert check.known_inventory(first) is None
+    built = merged_inventory(first)
+    merged_inventory(second)
+    hits, misses, size = inventory_memo_info()
+    assert check.known_inventory(first) is built
+    assert inventory_memo_info() == (hits, misses, size)  # a peek is neither a hit nor a miss, and builds nothing
+    memo = _InventoryMemo(2)
+    memo.put("a", Inventory.of("a"))
+    memo.put("b", Inventory.of("b"))
+    memo.peek("a")
+    memo.put("c", Inventory.of("c"))  # "a" was only peeked at: still the oldest, so it goes
+    assert memo.peek("a") is None and memo.peek("b") is not None

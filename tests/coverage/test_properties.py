@@ -6,7 +6,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.coverage import CoverageIndex, SourceText, find_missing_specifics, required_specifics
+from dreamkeeper.coverage import (
+    CoverageIndex,
+    SourceText,
+    Vocabulary,
+    find_invented_specifics,
+    find_missing_specifics,
+    required_specifics,
+)
+from dreamkeeper.coverage.invention import invented_specifics
 from dreamkeeper.coverage.inventory import Inventory
 
 # Atoms are whole tokens (or short phrases) of realistic memories. Sentences are atoms joined by separators that
@@ -232,3 +240,17 @@ def test_a_parenthesised_area_code_after_a_whole_phone_starts_the_next_phone() -
         "16515550199",
         "4402079460958",
     ]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sources_as_atoms(), st.lists(st.text(max_size=120), min_size=0, max_size=2), st.data())
+def test_a_merge_saying_one_sources_text_invents_nothing(
+    parts: list[tuple[list[str], list[str], str | None]], others: list[str], data: st.DataObject
+) -> None:
+    # Why the invention check answers at once for a merged text equal to a source's (issue 27): computed in full,
+    # it never finds anything either, whatever the other sources, categories or vocabulary.
+    sources = [*as_sources(parts), *(SourceText(text) for text in others)]
+    merged = data.draw(st.sampled_from(sources)).text
+    vocabulary = data.draw(st.sampled_from([Vocabulary(), Vocabulary(extraCommonWords=["Xebia", "Rocky"])]))
+    assert invented_specifics(sources, merged, vocabulary) == []
+    assert find_invented_specifics(sources, merged, vocabulary) == []

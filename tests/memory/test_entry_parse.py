@@ -277,3 +277,39 @@ def test_a_parsed_rockbot_entry_costs_under_3_kb() -> None:
     finally:
         tracemalloc.stop()
     assert per_entry < 3000, f"{per_entry:.0f} bytes per parsed entry"
+
+
+def test_a_decayed_copy_shares_the_fields_set_and_costs_under_1_kb() -> None:
+    # A cold cycle decays nearly every entry of a corpus, each into a copy that lives to the end of the cycle
+    # (issue 27: the copies were 1.45 KB each, half of it pydantic's per-copy fields-set).
+    objs = [json.loads(json.dumps(rockbot_entry(f"{n:012x}", content=f"fact {n}"))) for n in range(2000)]
+    entries = [Entry.from_json_obj(obj) for obj in objs]
+    now = datetime(2026, 5, 1, tzinfo=UTC)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        decayed = [e.evolve(importance_score=0.25, updated_at=now) for e in entries]
+        gc.collect()
+        per_copy = (tracemalloc.get_traced_memory()[0] - before) / len(decayed)
+    finally:
+        tracemalloc.stop()
+    assert per_copy < 1000, f"{per_copy:.0f} bytes per decayed copy"
+    assert decayed[0].importance_score == 0.25 and decayed[0].updated_at == now
+    assert entries[0].importance_score != 0.25  # the original is untouched
+    assert decayed[0].model_fields_set == entries[0].model_fields_set
+
+
+def test_a_shared_fields_set_never_leaks_a_change_into_the_original() -> None:
+    original = Entry.from_json_obj({"id": "a1b2c3d4e5f6", "content": "x", "importanceScore": 0.5})
+    copy_ = original.evolve(importance_score=0.25)
+    before = set(original.model_fields_set)
+    copy_.archive_reason = "merged into b"  # a field the file did not have: the copy's set grows, alone
+    copy_.verify = {"command": "true"}  # an unknown field too
+    assert set(original.model_fields_set) == before
+    assert "archive_reason" in copy_.model_fields_set
+    assert "archiveReason" not in original.to_json_obj() and original.to_json_obj()["importanceScore"] == 0.5
+    assert copy_.to_json_obj()["archiveReason"] == "merged into b"
+    # A copy changing a field the file lacked gets its own set at once (not the original's).
+    other = original.evolve(archive_reason="r")
+    assert "archive_reason" in other.model_fields_set and "archive_reason" not in original.model_fields_set

@@ -11,7 +11,7 @@ entry, :func:`fold_merge_into` computes what it becomes.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from datetime import datetime
 
 from dreamkeeper.consolidation.declines import INT32_MAX
@@ -148,7 +148,7 @@ class LiveTexts:
         """RockBot's ``IsExactDuplicateEligible``: live, not superseded, not blank, not a category a pass owns."""
         return entry.is_live and bool(entry.content.strip()) and not self._excluded(entry.category)
 
-    def find(self, merged: Entry, exclude: set[str]) -> StoredEntry | None:
+    def find(self, merged: Entry, exclude: Container[str]) -> StoredEntry | None:
         """The oldest live entry (created, then id in ordinal order) saying exactly what ``merged`` says in the same
         category; ``exclude`` (lower-cased ids: the merge's own sources, entries already leaving) never matches."""
         if not self._settings.exact_fold or not self.eligible(merged):

@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.consolidation.baseline import baseline_of
-from dreamkeeper.consolidation.plan import Plan
+from dreamkeeper.consolidation.plan import DecayAction, Plan
 from dreamkeeper.memory import (
     MUST_NOT_EXIST,
     REASON_EPHEMERAL,
@@ -177,17 +177,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
     for decay in plan.decays:
         group += 1
-        steps.append(
-            Step(
-                op="decay",
-                id=decay.target.id,
-                path=relative_path(store, decay.target.path),
-                group=group,
-                expected=FingerprintModel.of(decay.target.fingerprint),
-                before=decay_values(decay.target.entry),
-                after=decay_values(decay.updated),
-            )
-        )
+        steps.append(decay_step(store, decay, group))
     for merge in plan.merges:
         group += 1
         if merge.into is not None:
@@ -235,6 +225,32 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
             )
         )
     return steps
+
+
+# The fields every decay step sets, and a fingerprint's: one set object shared by all of them (pydantic gives each
+# model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
+_DECAY_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "before", "after"}
+_FINGERPRINT_FIELDS: Final = {"sha256", "size", "mtime_ns"}
+
+
+def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
+    """A decay's journal step, built from values that are already what the model holds (a parsed entry's id, a path,
+    the fingerprint read, two values): constructed, not validated. A cold start journals one per entry of the
+    corpus, all held until the decay has run (issue 27: ~2.3 KB each as validated models at 100,000 entries);
+    the same step, the same JSON (tests/consolidation/test_cold_memory.py)."""
+    fp = decay.target.fingerprint
+    return Step.model_construct(
+        _DECAY_STEP_FIELDS,
+        op="decay",
+        id=decay.target.id,
+        path=relative_path(store, decay.target.path),
+        group=group,
+        expected=FingerprintModel.model_construct(
+            _FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns
+        ),
+        before=decay_values(decay.target.entry),
+        after=decay_values(decay.updated),
+    )
 
 
 def decay_values(entry: Entry) -> dict[str, Any]:
@@ -338,7 +354,10 @@ class Journal:
     def create(cls, agent_dir: Path, header: JournalHeader) -> Journal:
         ensure_state_dir(agent_dir, JOURNAL_DIR)
         path = journal_path(agent_dir, header.cycle_id)
-        replace_file(path, (header.model_dump_json() + "\n").encode("utf-8"), MUST_NOT_EXIST)
+        # The serializer's bytes, not ``model_dump_json()`` + "\n" encoded (three copies of the header at once): a
+        # cold start's decay journal names every entry of the corpus (about 45 MB at 100,000 entries).
+        data = JournalHeader.__pydantic_serializer__.to_json(header) + b"\n"
+        replace_file(path, data, MUST_NOT_EXIST)
         return cls(path, header)
 
     @classmethod
@@ -364,6 +383,18 @@ class Journal:
             elif isinstance(record.get("step"), int) and "outcome" in record:
                 journal.outcomes[record["step"]] = str(record["outcome"])
         return journal
+
+    def as_folded(self) -> Journal:
+        """This journal as much as the write-back index folds in (``writeback/ingest.py`` reads a journal's stamps,
+        updates and archives, never a decay step): a journal of decays alone is its id, time and state. A cycle keeps
+        its journals until its end to fold them in, and a cold start's decay journal held a step object per decayed
+        entry there (about 40 MB at 10,000 entries, issue 27). Any other journal is itself."""
+        steps = self.header.steps
+        if not steps or any(step.op != "decay" for step in steps):
+            return self
+        folded = Journal(self.path, self.header.model_copy(update={"steps": []}))
+        folded.complete, folded.undone = self.complete, self.undone
+        return folded
 
     def record(self, step: int, outcome: str, detail: str | None = None, *, sync: bool = True) -> None:
         self.record_many([(step, outcome, detail)], sync=sync)

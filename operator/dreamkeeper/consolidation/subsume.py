@@ -36,7 +36,7 @@ from datetime import datetime
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.fold import reinforcement_sum, tag_union
 from dreamkeeper.consolidation.plan import MergeAction
-from dreamkeeper.coverage import SourceText, Vocabulary, extract_specifics, find_missing_specifics
+from dreamkeeper.coverage import Inventory, Specific, Vocabulary, extract_specifics, merged_inventory
 from dreamkeeper.memory import (
     BOOKKEEPING_KEYS,
     MERGED_AT,
@@ -90,25 +90,67 @@ def _key(stored: StoredEntry) -> tuple[datetime, bytes]:
 _DIGITS = re.compile(r"\d+")
 
 
-def _covers(host: StoredEntry, other: StoredEntry, vocabulary: Vocabulary) -> bool:
+class _Member:
+    """What the pairwise checks of one component ask about a member, computed at most once per member: a component
+    of k members is checked pair by pair (k² pairs), and re-reading a text's specifics, numbers and words for every
+    pair was most of the subsumption stage's CPU on a large corpus (issue 27)."""
+
+    __slots__ = ("_inventory", "_specifics", "_vocabulary", "_words", "digits", "stored")
+
+    def __init__(self, stored: StoredEntry, vocabulary: Vocabulary) -> None:
+        self.stored = stored
+        self.digits = frozenset(_DIGITS.findall(stored.entry.content))
+        self._vocabulary = vocabulary
+        self._specifics: tuple[Specific, ...] | None = None
+        self._inventory: Inventory | None = None
+        self._words: set[str] | None = None
+
+    @property
+    def specifics(self) -> tuple[Specific, ...]:
+        """Its specifics as the coverage check reads them (the cycle's vocabulary, its own lowercase evidence)."""
+        if self._specifics is None:
+            entry = self.stored.entry
+            self._specifics = tuple(extract_specifics(entry.content, entry.category, self._vocabulary))
+        return self._specifics
+
+    @property
+    def inventory(self) -> Inventory:
+        """Its text's tokens (shared with the memo validation and the census read: never changed here)."""
+        if self._inventory is None:
+            self._inventory = merged_inventory(self.stored.entry.content)
+        return self._inventory
+
+    @property
+    def words(self) -> set[str]:
+        if self._words is None:
+            self._words = words(self.stored.entry.content)
+        return self._words
+
+
+def _covers(host: _Member, other: _Member) -> bool:
     """Every specific of ``other`` is in ``host``'s text; ``other`` has at least one (a text with none says nothing
     the coverage check can hold, so it is never taken in on that check alone); and every number ``other`` writes,
     even one the coverage check does not count (a single digit), is written in ``host`` too: "Fact number 3 about
     the NAS backup job" is not a copy of "Fact number 12 about the NAS backup job", though the 3 is no specific.
-    With no model asked, a difference the check cannot see must not be settled by it."""
-    if not extract_specifics(other.entry.content, other.entry.category, vocabulary):
+    With no model asked, a difference the check cannot see must not be settled by it.
+
+    The coverage check of one source against one text (``find_missing_specifics([other], host)``) is exactly "every
+    specific ``other`` has on its own evidence is covered by ``host``'s inventory": asked that way, per member,
+    not per pair. The cheap number test goes first: it needs no extraction."""
+    if not other.digits <= host.digits:
         return False
-    if not set(_DIGITS.findall(other.entry.content)) <= set(_DIGITS.findall(host.entry.content)):
+    required = other.specifics
+    if not required:
         return False
-    text = SourceText(text=other.entry.content, category=other.entry.category)
-    return not find_missing_specifics([text], host.entry.content, vocabulary)
+    inventory = host.inventory
+    return all(inventory.covers(specific) for specific in required)
 
 
-def _news(host: StoredEntry, other: StoredEntry) -> list[str]:
+def _news(host: _Member, other: _Member) -> list[str]:
     """Words a member newer than its host says and the host does not, that can turn a statement round."""
-    if _key(other) <= _key(host):
+    if _key(other.stored) <= _key(host.stored):
         return []
-    return sorted((words(other.entry.content) - words(host.entry.content)) & CHANGE_WORDS)
+    return sorted((other.words - host.words) & CHANGE_WORDS)
 
 
 def subsume_component(
@@ -120,23 +162,34 @@ def subsume_component(
     is newer and may be news (``CHANGE_WORDS``). A member taken in, or that took others in, is settled; what is left
     of the component goes to the model."""
     ordered = sorted(members, key=_key, reverse=True)
+    checked = [_Member(stored, vocabulary) for stored in ordered]
+    # ``near`` is symmetric (a cosine or a Jaccard, and the same category rule both ways): asked once per pair.
+    nearness: dict[tuple[str, str], bool] = {}
     takes: dict[str, list[StoredEntry]] = {}
-    for host in ordered:
-        takes[host.id] = []
-        for other in ordered:
-            if other.id == host.id or not near(host.id, other.id) or not _covers(host, other, vocabulary):
+    for member in checked:
+        host_id = member.stored.id
+        takes[host_id] = []
+        for candidate in checked:
+            other_id = candidate.stored.id
+            if other_id == host_id:
                 continue
-            news = _news(host, other)
+            pair = (host_id, other_id) if host_id < other_id else (other_id, host_id)
+            is_near = nearness.get(pair)
+            if is_near is None:
+                is_near = nearness[pair] = near(host_id, other_id)
+            if not is_near or not _covers(member, candidate):
+                continue
+            news = _news(member, candidate)
             if news:
                 log.info(
                     "%s not subsumed into %s: it is newer and says %s, which %s does not",
-                    other.id,
-                    host.id,
+                    other_id,
+                    host_id,
                     ", ".join(repr(w) for w in news),
-                    host.id,
+                    host_id,
                 )
                 continue
-            takes[host.id].append(other)
+            takes[host_id].append(candidate.stored)
     found: list[Subsumption] = []
     settled: set[str] = set()
     while True:

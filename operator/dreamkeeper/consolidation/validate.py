@@ -258,8 +258,7 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
     if state.live_texts is None:
         return False
     successor, sources = merge.successor, merge.sources
-    leaving = {i.lower() for i in state.consumed} | {p.target.id.lower() for p in state.plan.prunes}
-    target = state.live_texts.find(successor, leaving)
+    target = state.live_texts.find(successor, _Leaving(state))
     if target is None:
         return False
     ids = [s.id for s in sources]
@@ -282,6 +281,28 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
         target.entry.content,
     )
     return True
+
+
+class _Leaving:
+    """The lower-cased ids leaving with the plan so far (accepted merges' sources, prunes), asked only about the few
+    live entries a merge's text matches. Built as a set for every merge it cost the plan's size per merge, quadratic
+    in a 100,000-entry cycle's thousands of merges (issue 27); an id as consumed (RockBot's are lower-case hex)
+    answers at once, any other is compared case-insensitively as before."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: ValidationState) -> None:
+        self._state = state
+
+    def __contains__(self, key: object) -> bool:
+        state = self._state
+        if not isinstance(key, str):
+            return False
+        if key in state.consumed:
+            return True
+        if any(i.lower() == key for i in state.consumed):
+            return True
+        return any(p.target.id.lower() == key for p in state.plan.prunes)
 
 
 def _restates_live(merge: MergeProposal, sources: list[StoredEntry], state: ValidationState) -> bool:

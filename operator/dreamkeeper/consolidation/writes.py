@@ -284,6 +284,9 @@ class Writes:
         tally = executor.run() if executor is not None else ExecutionTally()
         self._stamped.update(executor.written if executor is not None else {})
         self._written_ids |= tally.written_ids
+        if executor is not None:  # run: what the write-back index folds in of it is all that is kept
+            journal = executor.journal
+            self._journals[journal.header.cycle_id] = journal.as_folded()
         # The entries as written, with the fingerprints of what was written: later writes this cycle (review stamps)
         # are guarded by them. An entry the agent changed meanwhile keeps its snapshot and conflicts again later.
         written = {}

@@ -56,6 +56,10 @@ class _InventoryMemo:
         self.put(text, inventory)
         return inventory
 
+    def peek(self, text: str) -> Inventory | None:
+        """The memo's inventory of ``text`` if it has one, leaving the order of what it keeps as it is."""
+        return self._inventories.get(text)
+
     def put(self, text: str, inventory: Inventory) -> None:
         self._inventories[text] = inventory
         self._inventories.move_to_end(text)
@@ -81,6 +85,12 @@ _INVENTORIES: Final = _InventoryMemo(INVENTORY_MEMO_SIZE)
 def merged_inventory(merged: str) -> Inventory:
     """The inventory of one text, shared: callers only read it (`covers`); never add to or remove from it."""
     return _INVENTORIES.get(merged)
+
+
+def known_inventory(text: str) -> Inventory | None:
+    """The shared inventory of ``text`` if one was built already (read only, like `merged_inventory`'s), else None:
+    for a caller that would build its own and must not push the cycle's merges out of the memo by asking."""
+    return _INVENTORIES.peek(text)
 
 
 def keep_inventory(merged: str, inventory: Inventory) -> None:

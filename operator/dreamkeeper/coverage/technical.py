@@ -11,6 +11,7 @@ import sys
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, Literal
 
 import regex
@@ -99,6 +100,23 @@ def _part_is_ordinary(part: str, neighbours_have_digit: bool, vocabulary: Vocabu
     return "'" in lowered and all(len(p) <= 2 or is_english_word(p) for p in pieces)
 
 
+@lru_cache(maxsize=1 << 15)
+def _plain_word_is_ordinary(word: str) -> bool | None:
+    """`_part_is_ordinary` of one A-Z word with no digit beside it, as far as it does not depend on the vocabulary:
+    None when only the vocabulary's extra common words can make it ordinary (its last question), so the memo is the
+    same for every vocabulary. Extraction asks it of every plain word of every text; a corpus repeats its words."""
+    if _UNIT_RE.fullmatch(word):
+        return True
+    if len(word) == 1 or word[0].isupper():
+        return True
+    if any(ch.isupper() for ch in word[1:]):
+        return False  # camelCase: "iPhone", "accountId"
+    lowered = word.casefold()
+    if len(lowered) <= 2 or is_english_word(lowered):
+        return True
+    return None
+
+
 def _is_identifier(token: str, vocabulary: Vocabulary) -> bool:
     if not _IDENTIFIER_CHARS_RE.fullmatch(token) or not _HAS_LETTER_RE.search(token):
         return False
@@ -123,7 +141,10 @@ def _classify(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, Technic
         # Most tokens are plain English words; same answer as `_classify_full`, without its patterns: each of them
         # needs a character that is not a letter ("@", "://", "www.", "/", "\\", ":", "#", ".", a digit), so only
         # the identifier rule applies, and for A-Z letters only it is its one-part rule (no "_", "-", digit, unit).
-        if not _part_is_ordinary(piece, False, vocabulary):
+        ordinary = _plain_word_is_ordinary(piece)
+        if ordinary is None:  # the lexicon does not know it: the deployment's vocabulary decides
+            ordinary = vocabulary.is_extra_common(piece.casefold())
+        if not ordinary:
             yield piece, "identifier"
         return
     yield from _classify_full(piece, vocabulary)

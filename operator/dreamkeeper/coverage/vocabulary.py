@@ -67,11 +67,17 @@ class Vocabulary(BaseModel):
 
     # --- the questions extraction asks ------------------------------------------------------------------
 
+    def _derived(self, name: str) -> Any:
+        # Extraction asks these questions about every word of every text: pydantic serves a private attribute
+        # through ``__getattr__`` (several microseconds a read), so the private values are read from their dict.
+        private = self.__pydantic_private__
+        return private[name] if private is not None else getattr(self, name)
+
     def is_always_specific(self, word: str) -> bool:
-        return fold(word) in self._always
+        return fold(word) in self._derived("_always")
 
     def is_extra_common(self, word: str) -> bool:
-        return fold(word) in self._extra
+        return fold(word) in self._derived("_extra")
 
     @staticmethod
     def is_baseline_common(word: str) -> bool:
@@ -80,14 +86,14 @@ class Vocabulary(BaseModel):
     def is_common(self, word: str) -> bool:
         """Common in any position: the baseline or the deployment's extra words (used for acronyms)."""
         key = fold(word)
-        return key in BASELINE_COMMON_WORDS or key in self._extra
+        return key in BASELINE_COMMON_WORDS or key in self._derived("_extra")
 
     def is_numeric_exempt(self, category: str | None) -> bool:
         """Segment-aware prefix match: `a/b` exempts `a/b` and `a/b/c`, not `a/bc`, not `a`, not None."""
         if category is None:
             return False
         key = _category_key(category)
-        return any(key == prefix or key.startswith(prefix + "/") for prefix in self._exempt)
+        return any(key == prefix or key.startswith(prefix + "/") for prefix in self._derived("_exempt"))
 
     # --- what the INFO line and the report show ---------------------------------------------------------
 

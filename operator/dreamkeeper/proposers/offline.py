@@ -8,7 +8,15 @@ proposes a standalone prune.
 from __future__ import annotations
 
 from dreamkeeper.consolidation import BatchReply, MergeProposal, Proposal, ProposalRequest, ProposerUsage, RepairRequest
-from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, SourceText, Vocabulary, keep_inventory, missing_from
+from dreamkeeper.coverage import (
+    DEFAULT_VOCABULARY,
+    Inventory,
+    SourceText,
+    Vocabulary,
+    keep_inventory,
+    known_inventory,
+    missing_from,
+)
 from dreamkeeper.memory import Entry
 
 
@@ -70,7 +78,11 @@ class OfflineProposer:
             return False
         inventory = inventories.get(host.content)
         if inventory is None:
-            inventory = inventories[host.content] = Inventory.of(host.content)
+            # Subsumption built the inventories of most clustered texts already (the same text, the same tokens).
+            inventory = known_inventory(host.content)
+            if inventory is None:
+                inventory = Inventory.of(host.content)
+            inventories[host.content] = inventory
         sources = [SourceText(text=candidate.content, category=candidate.category)]
         return not missing_from(inventory, sources, self.vocabulary)
 

@@ -1,0 +1,101 @@
+"""What a cold cycle keeps in memory until its end (issue 27: peak RSS at 100,000 entries). A cycle keeps its
+journals to fold them into the write-back index at its end; a decay journal names every decayed entry, and the
+index reads nothing of a decay step, so only its id, time and state are kept."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from dreamkeeper.consolidation.cycle import Cycle, CycleOptions
+from dreamkeeper.consolidation.journal import DECAY_JOURNAL_SUFFIX, Journal, journal_path
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.writeback import WriteBackIndex
+from dreamkeeper.consolidation.writeback.ingest import ingest
+from dreamkeeper.consolidation.writes import Writes
+from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation.corpus import ROCKBOT_SHAPE
+from tests.consolidation.test_decay import NOTHING, NOW, old
+from tests.parity import rockbot_files
+
+
+def test_a_cycle_keeps_no_step_of_its_decay_journal_and_folds_it_in_alike(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    for n in range(12):
+        rockbot_files.write(root, old(f"e{n:02d}", f"Fact {n} about Rocky's Sheltie Milo {n * 7}.", 0.6 + n / 100))
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
+    cycle = Cycle(options, ScriptedProposer(lambda b, r: NOTHING))
+    report = asyncio.run(cycle.run()).report
+    assert report.decayed == 12
+    effects = cycle.effects
+    assert isinstance(effects, Writes)
+    decay_id = cycle.cycle_id + DECAY_JOURNAL_SUFFIX
+    kept = effects._journals[decay_id]
+    assert kept.complete and not kept.undone and kept.header.steps == []
+    on_disk = Journal.load(journal_path(tmp_path, decay_id))
+    assert len(on_disk.header.steps) == 12 and on_disk.complete  # the journal itself is whole (undo, recovery)
+    # Folded in from what was kept or from the whole journal: the same index.
+    saved = WriteBackIndex.load(tmp_path)
+    assert decay_id in saved.journals
+    whole, light = WriteBackIndex(), WriteBackIndex()
+    ingest(whole, on_disk)
+    ingest(light, on_disk.as_folded())
+    assert whole.journals == light.journals and len(whole) == len(light) == 0
+
+
+def test_only_a_journal_of_decays_alone_is_lightened(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    rockbot_files.write(root, old("rose", "Rose is Jordan's sister in Portland.", 0.6))
+    options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
+    cycle = Cycle(options, ScriptedProposer(lambda b, r: NOTHING))
+    asyncio.run(cycle.run())
+    decay = Journal.load(journal_path(tmp_path, cycle.cycle_id + DECAY_JOURNAL_SUFFIX))
+    mixed = Journal(decay.path, decay.header.model_copy(update={"steps": [*decay.header.steps, *decay.header.steps]}))
+    mixed.header.steps[1] = mixed.header.steps[1].model_copy(update={"op": "stamp", "metadata": {}})
+    assert mixed.as_folded() is mixed
+
+
+def test_a_constructed_decay_step_is_the_validated_one_and_costs_less(tmp_path: Path) -> None:
+    import gc
+    import tracemalloc
+
+    from dreamkeeper.consolidation.decay import plan_decay
+    from dreamkeeper.consolidation.journal import FingerprintModel, Step, decay_step, decay_values, relative_path
+    from dreamkeeper.consolidation.settings import DecaySettings
+    from dreamkeeper.memory import HighValueFloor, MemoryStore
+
+    root = tmp_path / "memory"
+    for n in range(300):
+        rockbot_files.write(root, old(f"e{n:03d}", f"Fact {n} about Milo.", 0.6 + n / 1000))
+    store = MemoryStore(root)
+    plan = plan_decay(store.scan().live, DecaySettings(), HighValueFloor(), NOW)
+    assert len(plan.actions) == 300
+
+    def validated(action: object, group: int) -> Step:
+        decay = plan.actions[group - 1]
+        return Step(
+            op="decay",
+            id=decay.target.id,
+            path=relative_path(store, decay.target.path),
+            group=group,
+            expected=FingerprintModel.of(decay.target.fingerprint),
+            before=decay_values(decay.target.entry),
+            after=decay_values(decay.updated),
+        )
+
+    for group, action in enumerate(plan.actions, start=1):
+        built, checked = decay_step(store, action, group), validated(action, group)
+        assert built.model_dump_json() == checked.model_dump_json()
+        assert Step.model_validate_json(built.model_dump_json()) == checked == built
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        lean = [decay_step(store, a, g) for g, a in enumerate(plan.actions, start=1)]
+        lean_bytes = tracemalloc.get_traced_memory()[0] - before
+        before = tracemalloc.get_traced_memory()[0]
+        full = [validated(a, g) for g, a in enumerate(plan.actions, start=1)]
+        full_bytes = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(lean) == len(full) and lean_bytes < 0.8 * full_bytes, (lean_bytes, full_bytes)

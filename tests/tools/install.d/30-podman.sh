@@ -8,10 +8,10 @@ packages=(podman runc conmon debootstrap prometheus containernetworking-plugins 
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
 done
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "podman tooling: already installed ($(podman --version), $(promtool --version 2>&1 | head -1))"
+  echo "podman tooling: already installed ($(podman --version), $(promtool --version 2>&1 | sed -n 1p))"
   exit 0
 fi
 
@@ -44,4 +44,4 @@ if command -v pgrep >/dev/null && pgrep -x prometheus >/dev/null 2>&1; then
 fi
 
 podman --version
-promtool --version 2>&1 | head -1
+promtool --version 2>&1 | sed -n 1p

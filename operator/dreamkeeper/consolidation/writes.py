@@ -468,29 +468,33 @@ class Writes:
         first: dict[str, Path] = {}
         known = {str(s.path): s for s in (*snapshot.entries, *snapshot.duplicates)}
         touched = self._touched
+        ids, entries, live = final.ids, final.entries, final.live
         for child in self.store.iter_file_entries():
-            seen = known.get(child.path)
-            if listing and seen is not None and child.path not in touched:
+            name = child.path
+            seen = known.get(name)
+            if listing and seen is not None and name not in touched:
                 item: StoredEntry | MalformedFile = seen
             else:
                 item = self._read_final(child, seen)
-            if isinstance(item, MalformedFile):
-                continue
-            final.ids.add(item.id)
-            final.entries.setdefault(item.id, item)
-            key = item.id.lower()
+                if isinstance(item, MalformedFile):
+                    continue
+            entry = item.entry
+            entry_id = entry.id  # locals: this loop runs once per file of the corpus
+            ids.add(entry_id)
+            entries.setdefault(entry_id, item)
+            key = entry_id.lower()
             if key in first:
                 log.warning(
                     "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
-                    item.id,
+                    entry_id,
                     first[key],
                     item.path,
                 )
                 continue
             first[key] = item.path
-            if item.entry.is_live:
-                final.live[item.id] = item.entry.content
-            elif item.entry.is_archived:
+            if entry.is_live:
+                live[entry_id] = entry.content
+            elif entry.is_archived:
                 final.archived += 1
         return final
 

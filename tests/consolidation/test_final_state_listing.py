@@ -118,3 +118,22 @@ def test_the_agent_editing_an_entry_during_such_a_cycle_loses_nothing_and_is_rea
     assert "detailed" in again.require("n1").entry.content
     second = cycle(tmp_path, ScriptedProposer([NOTHING]))
     assert second.report.result == "completed" and second.report.specifics_lost == 0
+
+
+def test_a_cycle_that_archives_checks_every_file_as_it_is_now(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge archives its sources with this cycle's tag: departures the end-of-run invariant charges, whose
+    specifics it may look for in any live text. Such a cycle checks every file as it is now, the ones it never
+    wrote included (an agent's edit of one of them is seen: test_census_successor_first.py's after-apply cases)."""
+    store = write_corpus(tmp_path, SEEDS)
+    cycle(tmp_path, ScriptedProposer([NOTHING]))  # reviews the first five: the next cycle offers only the newcomers
+    write_corpus(
+        tmp_path, [Seed("d1", "Marta Quist joined Initech in 2021."), Seed("d2", "Marta Quist works at Initech.")]
+    )
+    merge = {"toSave": [{"content": "Marta Quist joined Initech in 2021.", "sourceIds": ["d1", "d2"]}], "toDelete": []}
+    read = spy_reads(monkeypatch)
+    seen = after_apply(monkeypatch, lambda _: None)
+    outcome = cycle(tmp_path, ScriptedProposer([merge]))
+    assert outcome.report.archived == 2 and outcome.report.result == "completed"
+    (writes,) = seen
+    untouched = {str(s.path) for s in MemoryStore(store.root).scan().entries} - writes._touched
+    assert untouched and untouched <= set(read)

@@ -104,6 +104,9 @@ class Writes:
         # former and trusts the snapshot for the rest only while the latter is False (``_final_state``).
         self._touched: set[str] = set()
         self._untracked = False
+        # A plan that archives (a fold, a merge, a prune, a write-back repair) gives the invariant departures to
+        # charge: its final state is read in full at once (a listing first would be thrown away: ``measure``).
+        self._archives = False
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -233,6 +236,7 @@ class Writes:
             journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
             self._journals[journal_id] = journal
             self._writing()
+            self._archives = True
             tally = Executor(self.store, journal, self.context.now).run()
             scan = self._reread(snapshot.scan, plan.touched)
             # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
@@ -328,7 +332,7 @@ class Writes:
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
         self.context.stage("report")
-        listing = not self._untracked
+        listing = not (self._untracked or self._archives)
         final = self._final_state(folded.scan, listing=listing)
         if listing and self._charges(final):
             final = self._final_state(folded.scan)  # the invariant will look at live texts: every file as it is now
@@ -429,6 +433,7 @@ class Writes:
         for stored in (*leaving, *updated, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
             snapshot[str(stored.path)] = stored
         self._touched.update(snapshot)
+        self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()
         return Executor(self.store, journal, self.context.now, snapshot)
 

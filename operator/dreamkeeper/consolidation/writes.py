@@ -478,11 +478,12 @@ class Writes:
             name = child.path
             seen = known.get(name)
             if listing and seen is not None and name not in touched:
-                item: StoredEntry | MalformedFile = seen
+                item = seen
             else:
-                item = self._read_final(child, seen)
-                if isinstance(item, MalformedFile):
+                read = self._read_final(child, seen)
+                if isinstance(read, MalformedFile):
                     continue
+                item = read
             entry = item.entry
             entry_id = entry.id  # locals: this loop runs once per file of the corpus
             ids.add(entry_id)

@@ -251,7 +251,7 @@ def address_spans(text: str, chunked: Sequence[Chunk] | None = None) -> list[tup
     return sorted(spans)
 
 
-def inside(spans: list[tuple[int, int]], start: int) -> bool:
+def inside(spans: Sequence[tuple[int, int]], start: int) -> bool:
     """Whether offset ``start`` falls inside one of the sorted, disjoint ``spans``."""
     index = bisect_right(spans, (start, sys.maxsize)) - 1
     return index >= 0 and spans[index][0] <= start < spans[index][1]

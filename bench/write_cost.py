@@ -39,7 +39,7 @@ def _child(workload: str, agent: Path) -> dict[str, Any]:
     counts = {"dir": 0, "file": 0}
     fsync = os.fsync
 
-    def counted(fd: int) -> None:
+    def counted(fd: Any) -> None:
         counts["dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"] += 1
         fsync(fd)
 

@@ -38,13 +38,13 @@ from dreamkeeper.memory import (
     PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    dumps_indented,
     ensure_inside,
     entry_location,
     fsync_directory,
     replace_file,
     shown,
 )
-from dreamkeeper.memory.jsontext import dumps_indented
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,12 @@
 
 Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
 (unmeasured, at most 10) until one asks the model nothing and writes nothing but decay's rewrites, and the corpus
-index (operator/dreamkeeper/memory/corpus_index.py) is warm; then, side by side in one run, each in a fresh
+index (operator/dreamkeeper/memory/corpus_index.py) is warm. The settling cycles lift ``reopen_max_per_cycle``: the
+cold cycle's merges leave hundreds of clusters that were never shown as they now stand (a merge took out the
+neighbour that held them apart), and the engine offers those at most 10 a cycle (``offer_new_clusters``), merging a
+few each time, which makes new ones: at the default cap that backlog lasts dozens of cycles at 10,000 entries and
+hundreds at 100,000, and every cycle that merges re-clusters the corpus. Offered all at once, it drains in about
+four. The measured cycles use the default settings; then, side by side in one run, each in a fresh
 subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
 (``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
 ``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
@@ -57,7 +62,7 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dict[str, Any]:
+def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle: bool = False) -> dict[str, Any]:
     if kind == "load":
         from dreamkeeper.memory import MemoryStore
 
@@ -65,11 +70,13 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
         scan = MemoryStore(agent_dir / "memory").scan()
         return {"cpuSeconds": _cpu() - cpu, "entries": len(scan.entries), "peakRssMiB": _rss_mib()}
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
+    from dreamkeeper.consolidation.settings import MAX_PER_CYCLE, CycleSettings, DecaySettings
     from dreamkeeper.proposers import OfflineProposer
 
     decay = DecaySettings(min_step=min_step)
     settings = CycleSettings(archive_cap=1.0, decay=decay) if apply else CycleSettings(decay=decay)
+    if settle:  # every cluster that is due offered at once: the backlog of a cold cycle's merges drains (see above)
+        settings = settings.model_copy(update={"reopen_max_per_cycle": MAX_PER_CYCLE})
     extra: dict[str, Any] = {}
     if kind == "cycle-noindex":
         extra["corpus_index"] = False
@@ -102,9 +109,11 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
     }
 
 
-def _run(kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0) -> dict[str, Any]:
+def _run(
+    kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0, settle: bool = False
+) -> dict[str, Any]:
     if code is None:
-        return _run_child(kind, agent, apply, code, min_step)
+        return _run_child(kind, agent, apply, code, min_step, settle)
     # Another commit keeps its own corpus index at the same path (another format: this code would discard it and
     # read every file). Each engine keeps its own cache between its own cycles, as on a volume that runs one engine.
     state = agent / ".dreamkeeper"
@@ -120,13 +129,17 @@ def _run(kind: str, agent: Path, apply: bool, code: Path | None = None, min_step
                 (state / name).write_bytes(ours[name])
 
 
-def _run_child(kind: str, agent: Path, apply: bool, code: Path | None, min_step: float) -> dict[str, Any]:
+def _run_child(
+    kind: str, agent: Path, apply: bool, code: Path | None, min_step: float, settle: bool = False
+) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:  # another commit's dreamkeeper, measured by this bench
         env["PYTHONPATH"] = str(code / "operator")
     command = [sys.executable, "-m", "bench.scale_steady", "--child", kind, str(agent)] + (["--apply"] if apply else [])
     if min_step:
         command += ["--decay-min-step", str(min_step)]
+    if settle:
+        command.append("--settle")
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{kind} on {agent} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -150,7 +163,7 @@ def measure(
     settling = []
     for _ in range(SETTLE_MAX):
         time.sleep(RACY_WAIT_SECONDS)
-        settled = _run("cycle", agent, apply, min_step=min_step)
+        settled = _run("cycle", agent, apply, min_step=min_step, settle=True)
         settling.append({k: settled.get(k) for k in ("cpuSeconds", "result", "wrote", "decayed", "reviewed")})
         # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
         if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
@@ -182,6 +195,7 @@ def measure(
                 "peakRssMiB": round(b["peakRssMiB"], 1),
                 "result": b["result"],
                 "wrote": b.get("wrote"),
+                "reviewed": b.get("reviewed"),
                 "stagesCpu": b["stagesCpu"],
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
             }
@@ -235,11 +249,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--settle", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step)))
+        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step, args.settle)))
         return 0
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-steady-", dir=base))

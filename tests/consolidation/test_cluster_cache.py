@@ -18,7 +18,19 @@ from dreamkeeper.consolidation.cluster_cache import FORMAT, ClusterCache, cache_
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.gating import GatingResult, select_candidates
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
+from dreamkeeper.memory import (
+    DECLINED_AT,
+    DECLINED_CLUSTER,
+    DECLINED_COUNT,
+    REVIEWED_AT,
+    REVIEWED_HASH,
+    Entry,
+    MemoryStore,
+    StoredEntry,
+    cluster_hash,
+    format_timestamp,
+    review_hash,
+)
 from dreamkeeper.proposers import OfflineProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
 from tests.parity.test_parity_gating import stored
@@ -226,3 +238,54 @@ def test_cycles_reuse_the_clusters_and_offer_a_new_duplicate(tmp_path: Path, mon
     assert outcome.gating is not None  # type: ignore[attr-defined]
     offered = {i for c in outcome.gating.clusters for i in c.ids}  # type: ignore[attr-defined]
     assert {"b1", "b2"} <= offered
+
+
+def settled(texts: dict[str, str] | None = None) -> list[StoredEntry]:
+    """The corpus reviewed, and its one cluster (a1, a2) declined today: nothing is due (reopens in 7 days)."""
+    stamp = format_timestamp(BASE_TIME)
+    declined = {DECLINED_CLUSTER: cluster_hash(["a1", "a2"]), DECLINED_AT: stamp, DECLINED_COUNT: "1"}
+    out = []
+    for s in corpus(texts):
+        meta = {REVIEWED_HASH: review_hash(s.entry.content), REVIEWED_AT: stamp}
+        if s.id in ("a1", "a2"):
+            meta |= declined
+        out.append(stored(s.entry.evolve(metadata=meta)))
+    return out
+
+
+def test_a_settled_corpus_loads_no_vector_on_a_cache_hit(agent: Path) -> None:
+    """Issue 27 (S2): a cache hit that offers nothing reads no vector (subsumption compares only offered clusters);
+    a hit that offers a cluster loads exactly its members'."""
+    store = MemoryStore(agent / "memory")
+    cache = ClusterCache(cache_path(agent), store.embeddings_dir)
+    first = select_candidates(settled(), CycleSettings(), BASE_TIME, store.load_embedding, cache=cache)
+    assert ids(first) == [("a1", "a2")] and not first.clusters and not first.eligible
+    loaded: list[str] = []
+
+    def counted(entry_id: str) -> np.ndarray | None:
+        loaded.append(entry_id)
+        return store.load_embedding(entry_id)
+
+    hit = ClusterCache(cache_path(agent), store.embeddings_dir)
+    again = select_candidates(settled(), CycleSettings(), BASE_TIME, counted, cache=hit)
+    assert hit.hits == 1 and ids(again) == [("a1", "a2")]
+    assert loaded == [] and not again.clusters and not again.degraded
+    due = select_candidates(settled(), CycleSettings(), BASE_TIME + timedelta(days=8), counted, cache=hit)
+    assert [c.ids for c in due.reopened] == [("a1", "a2")]
+    assert sorted(loaded) == ["a1", "a2"] and set(due.items) == {"a1", "a2"}
+
+
+def test_a_vector_loader_failing_on_a_cache_hit_degrades_the_offer(agent: Path) -> None:
+    store = MemoryStore(agent / "memory")
+    gate(agent, corpus())
+
+    def failing(entry_id: str) -> np.ndarray | None:
+        raise OSError(f"vector of {entry_id} unreadable")
+
+    cache = ClusterCache(cache_path(agent), store.embeddings_dir)
+    result = select_candidates(corpus(), CycleSettings(), BASE_TIME, failing, cache=cache)
+    assert cache.hits == 1
+    assert result.degraded and "unreadable" in (result.degraded_reason or "")
+    assert result.all_clusters == [] and result.clusters == [] and result.reopened == [] and not result.merge_only
+    assert {s.id for s in result.eligible} == set(TEXTS)  # every entry unreviewed: offered alone, never clustered
+    assert result.items == {}

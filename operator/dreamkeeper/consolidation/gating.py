@@ -83,11 +83,7 @@ def select_candidates(
         key = cache.key(live, settings) if cache is not None else None
         cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
-            clusters = cached
-            # Only the clustered entries' vectors are loaded (subsumption compares them), inside the guard: a
-            # loader failing here degrades the offer exactly as a failing clustering does.
-            wanted = {i for c in clusters for i in (*c.ids, *c.leftover)}
-            items = [_item(s, embeddings) for s in live if s.id in wanted]
+            clusters = cached  # vectors are loaded below, for the offered clusters only (subsumption's)
         else:
             items = [_item(s, embeddings) for s in live]
             clusters = find_clusters(
@@ -110,8 +106,6 @@ def select_candidates(
         trimmed = (replace(c, ids=tuple(i for i in c.ids if i in in_scope)) for c in clusters)
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
-    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
-    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     eligible_ids = set(unreviewed)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
@@ -136,6 +130,20 @@ def select_candidates(
         result.clusters.append(cluster)
         eligible_ids.update(cluster.ids)
         result.merge_only.update(cluster.ids)
+    if items is None and result.clusters:
+        # Clusters from the cache: only the offered clusters' vectors are loaded (subsumption compares their members;
+        # a settled cycle offers none and loads none), inside a guard: a loader failing here degrades the offer
+        # exactly as a failing clustering does.
+        try:
+            wanted = {i for c in result.clusters for i in (*c.ids, *c.leftover)}
+            items = [_item(s, embeddings) for s in live if s.id in wanted]
+        except Exception as exc:  # any failure narrows the offer, never widens it
+            log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)
+            result.degraded, result.degraded_reason = True, str(exc)
+            result.all_clusters, result.clusters, result.reopened, result.merge_only = [], [], [], set()
+            clusters, eligible_ids = [], set(unreviewed)
+    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     # Store order is kept so prompts are stable from cycle to cycle.
     result.eligible = [s for s in pool if s.id in eligible_ids]
     result.withheld = len(pool) - len(result.eligible)

@@ -13,7 +13,8 @@ four. The measured cycles use the default settings; then, side by side in one ru
 subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
 (``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
 ``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
-commit, e.g. main), that commit's steady cycle on the same files.
+commit, e.g. main), that commit's steady cycle on the same files, with its own corpus index and cluster cache (one
+unmeasured cycle of it builds them; each engine's are put back before its own cycles).
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
@@ -51,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
 SETTLE_MAX = 10
+ENGINE_CACHES = ("corpus-index", "corpus-index.log", "cluster-cache")  # state files each engine keeps for itself
 
 
 def _cpu() -> float:
@@ -114,19 +116,32 @@ def _run(
 ) -> dict[str, Any]:
     if code is None:
         return _run_child(kind, agent, apply, code, min_step, settle)
-    # Another commit keeps its own corpus index at the same path (another format: this code would discard it and
-    # read every file). Each engine keeps its own cache between its own cycles, as on a volume that runs one engine.
+    # Another commit keeps its own corpus index and cluster cache at the same paths (another format, or clusters
+    # keyed by another code version: this code would discard them, read every file and cluster again, and the other
+    # commit would do the same with ours). Each engine keeps its own caches between its own cycles, as on a volume
+    # that runs one engine.
     state = agent / ".dreamkeeper"
-    ours = {
-        name: (state / name).read_bytes() for name in ("corpus-index", "corpus-index.log") if (state / name).is_file()
-    }
+    ours = _caches(state)
+    _put_caches(state, _THEIRS.get((agent, code), {}))
     try:
         return _run_child(kind, agent, apply, code, min_step)
     finally:
-        for name in ("corpus-index", "corpus-index.log"):
-            (state / name).unlink(missing_ok=True)
-            if name in ours:
-                (state / name).write_bytes(ours[name])
+        _THEIRS[(agent, code)] = _caches(state)
+        _put_caches(state, ours)
+
+
+_THEIRS: dict[tuple[Path, Path], dict[str, bytes]] = {}  # the other commit's caches, between its cycles
+
+
+def _caches(state: Path) -> dict[str, bytes]:
+    return {name: (state / name).read_bytes() for name in ENGINE_CACHES if (state / name).is_file()}
+
+
+def _put_caches(state: Path, caches: dict[str, bytes]) -> None:
+    for name in ENGINE_CACHES:
+        (state / name).unlink(missing_ok=True)
+        if name in caches:
+            (state / name).write_bytes(caches[name])
 
 
 def _run_child(
@@ -168,6 +183,8 @@ def measure(
         # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
         if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
             break
+    if baseline is not None:  # unmeasured: the other commit builds its own caches (corpus index, clusters) once
+        _run("cycle", agent, apply, baseline, min_step)
     time.sleep(RACY_WAIT_SECONDS)
     kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}

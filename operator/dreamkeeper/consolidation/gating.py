@@ -14,7 +14,7 @@ from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.cluster_cache import ClusterCache
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
-from dreamkeeper.consolidation.declines import EPOCH_START, days, never_declined, reopen_at
+from dreamkeeper.consolidation.declines import days, due_at, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
@@ -107,6 +107,7 @@ def select_candidates(
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
     eligible_ids = set(unreviewed)
+    interval, max_interval = days(settings.reopen_interval_days), days(settings.reopen_max_interval_days)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
         if any(i in unreviewed for i in cluster.ids):
@@ -115,13 +116,11 @@ def select_candidates(
             continue
         if any(i in held for i in cluster.ids):
             continue
-        members = [by_id[i] for i in cluster.ids]
-        when = reopen_time(members, settings)
-        if settings.offer_new_clusters and never_declined([m.entry for m in members]):
-            # Reviewed entries that now form a cluster they were never shown (and left intact) as: a merge took out
-            # a neighbour that held them apart, or a link is new. RockBot waits the review interval (7 days) before
-            # asking; a family whose other copy was merged elsewhere would sit duplicated for a week (issue 23).
-            when = EPOCH_START
+        # With offer_new_clusters, reviewed entries that now form a cluster they were never shown (and left intact)
+        # as are due at once: a merge took out a neighbour that held them apart, or a link is new. RockBot waits the
+        # review interval (7 days) before asking; a family whose other copy was merged elsewhere would sit
+        # duplicated for a week (issue 23).
+        when = due_at([by_id[i].entry for i in cluster.ids], interval, max_interval, settings.offer_new_clusters)
         if when is not None and when <= now:
             due.append((when, cluster))
     due.sort(key=lambda pair: (pair[0], pair[1].ids))

@@ -283,12 +283,13 @@ def main(argv: Sequence[str]) -> int:
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base_rev = ""
+    own = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    base_rev = f"; this code at {own.stdout.strip() or '?'}"
     if baseline is not None:
         rev = subprocess.run(
             ["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         )
-        base_rev = f"; baseline {baseline} at {rev.stdout.strip()}"
+        base_rev += f"; baseline {baseline} at {rev.stdout.strip()}"
     result: dict[str, Any] = {
         "command": ("python -m bench scale-steady " + shlex.join(argv)).strip(),
         "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -41,3 +41,23 @@ def test_the_backlog_of_new_clusters_drains_only_with_the_cap_lifted(tmp_path: P
     assert steady["result"] == "completed"
     assert steady["reviewed"] == 0 and steady["wrote"] == steady["decayed"]
     assert "proposal" not in steady["stagesCpu"]
+
+
+def test_each_engine_keeps_its_own_caches_between_its_cycles(tmp_path: Path) -> None:
+    """The baseline commit's cycle runs with its own corpus index and cluster cache and ours are put back after it:
+    clusters keyed by another code version would otherwise be clustered away by each engine in turn (the baseline
+    re-clustered every time, and so did this code's second repetition)."""
+    from bench import scale_steady
+
+    agent = tmp_path / "a"
+    write_synthetic_corpus(agent / "memory", 120, 7)
+    child("cycle", agent, True)
+    state = agent / ".dreamkeeper"
+    ours = scale_steady._caches(state)
+    assert {"corpus-index", "cluster-cache"} <= set(ours)
+    other = scale_steady.ROOT  # this very code stands in for another commit: what matters is where caches go
+    scale_steady._run("cycle", agent, True, other)
+    assert scale_steady._caches(state) == ours  # ours back, byte for byte
+    theirs = scale_steady._THEIRS[(agent, other)]
+    assert {"corpus-index", "cluster-cache"} <= set(theirs)  # its own, built by its cycle, kept for its next
+    assert theirs["cluster-cache"] != ours["cluster-cache"] or theirs["corpus-index"] != ours["corpus-index"]

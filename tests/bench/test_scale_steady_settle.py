@@ -6,6 +6,7 @@ bench settles with the cap lifted (``--settle`` children), and the cycle it meas
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from bench.scale_steady import child
@@ -51,6 +52,7 @@ def test_each_engine_keeps_its_own_caches_between_its_cycles(tmp_path: Path) -> 
 
     agent = tmp_path / "a"
     write_synthetic_corpus(agent / "memory", 120, 7)
+    time.sleep(scale_steady.RACY_WAIT_SECONDS)  # vectors this fresh key no clusters (the cache's racy-clean rule)
     child("cycle", agent, True)
     state = agent / ".dreamkeeper"
     ours = scale_steady._caches(state)

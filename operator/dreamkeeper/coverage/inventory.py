@@ -14,20 +14,16 @@ from typing import TypeVar
 
 from dreamkeeper.coverage import dates
 from dreamkeeper.coverage.specifics import Specific
-from dreamkeeper.coverage.technical import address_spans, inside
 from dreamkeeper.coverage.text import (
     CONTINUOUS_CHAR_RE,
-    NUMBER_RE,
     Chunk,
     chunk_key,
-    chunks,
     fold,
     number_key,
     phone_digit_keys,
-    prepare,
     sub_pieces,
-    words,
 )
+from dreamkeeper.coverage.tokens import tokens_of
 
 
 def _chunk_keys(chunked: Iterable[Chunk]) -> Iterator[str]:
@@ -74,14 +70,11 @@ class Inventory:
         self._apply(text, -1)
 
     def _apply(self, text: str, sign: int) -> None:
-        prepared = prepare(text)
-        chunked = list(chunks(prepared))
-        addresses = address_spans(prepared, chunked)
+        tokens = tokens_of(text)  # read once for extraction and inventory alike (coverage/tokens.py)
+        prepared = tokens.text
         word_keys: list[str] = []
         run_keys: list[str] = []
-        for word in words(prepared):
-            if inside(addresses, word.start):
-                continue
+        for word in tokens.listed:
             key = fold(word.text)
             word_keys.append(key)
             if word.script == "continuous":
@@ -89,21 +82,20 @@ class Inventory:
         number_keys: list[str] = []
         date_keys: list[dates.DateKey] = []
         full_dates: list[tuple[str, int, int, int]] = []
-        for match in NUMBER_RE.finditer(prepared):
-            token = match.group()
+        for _, _, token in tokens.numbers:
             number_keys.append(number_key(token))
             numeric = dates.numeric_date(token)
             if numeric is not None:
                 date_keys.extend(numeric.date.projections())
                 if numeric.year_first:
                     full_dates.append(("ymd", *_full(numeric.date)))
-        for expression in dates.month_name_dates(prepared):
+        for expression in tokens.month_dates:
             date_keys.extend(expression.date.projections())
             if expression.date.year is not None and expression.date.day is not None:
                 full_dates.append(("named", *_full(expression.date)))
         _update(self.words, word_keys, sign)
         _update(self.numbers, number_keys, sign)
-        _update(self.chunks, _chunk_keys(chunked), sign)
+        _update(self.chunks, _chunk_keys(tokens.chunked), sign)
         _update(self.phones, phone_digit_keys(prepared), sign)
         _update(self.date_keys, date_keys, sign)
         _update(self.full_dates, full_dates, sign)

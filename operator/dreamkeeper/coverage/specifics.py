@@ -10,7 +10,7 @@ dates and phones stay protected in numeric-exempt categories.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final, Literal
@@ -26,16 +26,15 @@ from dreamkeeper.coverage.stoplist import (
 )
 from dreamkeeper.coverage.technical import address_spans, inside, phones, technical_tokens, within
 from dreamkeeper.coverage.text import (
-    NUMBER_RE,
     Word,
     chunk_key,
-    chunks,
     fold,
     is_sentence_initial,
     number_key,
     prepare,
     words,
 )
+from dreamkeeper.coverage.tokens import Tokens, read_tokens, tokens_of
 from dreamkeeper.coverage.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 SpecificKind = Literal[
@@ -206,7 +205,7 @@ def _analysis(text: str, exempt: bool, vocabulary: Vocabulary) -> _Analysis:
     """Keyed by text, numeric exemption (all the category decides) and vocabulary *content* (pydantic equality
     and hashing of the frozen model), so every `Vocabulary()` with the same lists shares one memo."""
     _SHARED.trim()
-    scanned, own_evidence = _scan(prepare(text), exempt, vocabulary)
+    scanned, own_evidence = _scan(tokens_of(text), exempt, vocabulary)
     items = tuple(_SHARED.item(item) for item in scanned)
     demotable = tuple(dict.fromkeys(item[2] for item in items if item[4]))
     own_demoted = frozenset(key for key in demotable if key in own_evidence) or _EMPTY
@@ -246,35 +245,33 @@ def _collect(items: Iterable[_Item], demoted: frozenset[str]) -> list[Specific]:
 
 
 def _extract(text: str, category: str | None, vocabulary: Vocabulary, evidence: frozenset[str]) -> list[Specific]:
-    items, _ = _scan(text, vocabulary.is_numeric_exempt(category), vocabulary)
+    items, _ = _scan(read_tokens(text), vocabulary.is_numeric_exempt(category), vocabulary)
     return _collect(items, evidence)
 
 
-def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item], frozenset[str]]:
+def _scan(tokens: Tokens, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item], frozenset[str]]:
     """What a prepared text holds, whatever the evidence: its items in position order (a stable sort, so items
     at one offset keep the order technical, phone, number, word) and its own lowercase evidence."""
-    chunked = list(chunks(text))
+    text = tokens.text
     found: list[tuple[int, _Item]] = [
         (token.start, (token.value, token.kind, chunk_key(token.value), None, False))
-        for token in technical_tokens(text, vocabulary, chunked)
+        for token in technical_tokens(text, vocabulary, tokens.chunked)
     ]
 
     phone_spans = phones(text)
     for start, end, digits in phone_spans:
         found.append((start, (text[start:end], "phone", digits, None, False)))
 
-    expressions = dates.month_name_dates(text)
+    expressions = tokens.month_dates
     number_contexts = {
         span: expression.date
         for expression in expressions
         for span in (expression.day_span, expression.year_span)
         if span is not None
     }
-    for match in NUMBER_RE.finditer(text):
-        start, end = match.span()
+    for start, end, token in tokens.numbers:
         if within(phone_spans, start, end):
             continue  # part of a phone number, which is protected whole
-        token = match.group()
         numeric = dates.numeric_date(token)
         if numeric is not None:
             found.append((start, (token, "date", number_key(token), numeric.date, False)))
@@ -286,9 +283,8 @@ def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item],
 
     month_contexts = {expression.month_span: expression.date for expression in expressions}
     # `lowercase_evidence` computes the addresses without the chunks; the spans are the same either way.
-    addresses = address_spans(text, chunked)
     evidence: set[str] = set()
-    listed = [word for word in words(text) if not inside(addresses, word.start)]
+    listed = tokens.listed
     named = _named_mid_sentence(text, listed)
     joined = _joined_to_a_name(text, listed)
     for word in listed:
@@ -307,7 +303,7 @@ def _scan(text: str, exempt: bool, vocabulary: Vocabulary) -> tuple[list[_Item],
     return [item for _, item in found], frozenset(evidence)
 
 
-def _named_mid_sentence(text: str, listed: list[Word]) -> frozenset[str]:
+def _named_mid_sentence(text: str, listed: Sequence[Word]) -> frozenset[str]:
     """Keys of the capitalised words the text writes mid-sentence: there they are names, so they are names at the
     start of a sentence too ("Hunter called. I thanked Hunter.")."""
     return frozenset(
@@ -325,7 +321,7 @@ def _spaced(text: str, left: Word, right: Word) -> bool:
     return all(c in " \t" for c in text[left.end : right.start]) and left.end < right.start
 
 
-def _joined_to_a_name(text: str, listed: list[Word]) -> frozenset[int]:
+def _joined_to_a_name(text: str, listed: Sequence[Word]) -> frozenset[int]:
     """Starts of capitalised words joined to a following capitalised word: the first word of a multi-word name
     ("Personal OneDrive", "Blue Origin") or a coordinated one ("Briefing and Triage")."""
     starts: set[int] = set()

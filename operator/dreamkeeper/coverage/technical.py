@@ -202,7 +202,7 @@ def _classify_full(piece: str, vocabulary: Vocabulary) -> Iterator[tuple[str, Te
 
 def _technical_pieces(chunk: Chunk) -> Iterator[str]:
     """A chunk, or its "="-separated parts ("accountId=rockyl"); URLs are kept whole."""
-    if _URL_RE.fullmatch(chunk.text) or "=" not in chunk.text:
+    if "=" not in chunk.text or _URL_RE.fullmatch(chunk.text):  # the cheap test first: most chunks have no "="
         yield chunk.text
         return
     for part in chunk.text.split("="):
@@ -251,7 +251,7 @@ def address_spans(text: str, chunked: Sequence[Chunk] | None = None) -> list[tup
     return sorted(spans)
 
 
-def inside(spans: list[tuple[int, int]], start: int) -> bool:
+def inside(spans: Sequence[tuple[int, int]], start: int) -> bool:
     """Whether offset ``start`` falls inside one of the sorted, disjoint ``spans``."""
     index = bisect_right(spans, (start, sys.maxsize)) - 1
     return index >= 0 and spans[index][0] <= start < spans[index][1]

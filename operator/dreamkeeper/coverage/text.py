@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 import regex
 
@@ -49,9 +48,10 @@ CONTINUOUS_CHAR_RE: Final = regex.compile(rf"[{_CONTINUOUS}]")
 WordClass = Literal["cased", "continuous", "caseless"]
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
-    """A run of letters (apostrophes allowed inside cased words), possessive already stripped."""
+class Word(NamedTuple):
+    """A run of letters (apostrophes allowed inside cased words), possessive already stripped. A named tuple, not a
+    frozen dataclass: a text has dozens and a cold cycle reads thousands of texts, and a frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` a field) cost several times a tuple's construction."""
 
     text: str
     start: int
@@ -70,8 +70,10 @@ def words(text: str) -> Iterator[Word]:
     for match in WORD_RE.finditer(text):
         script: WordClass = match.lastgroup  # type: ignore[assignment]
         raw = match.group()
-        stripped = strip_possessive(raw) if script == "cased" else raw
-        yield Word(stripped, match.start(), match.start() + len(stripped), script)
+        if script == "cased" and len(raw) > 2 and raw[-2:] in ("'s", "'S"):
+            raw = raw[:-2]  # strip_possessive, inline: this loop runs for every word of every text read
+        start = match.start()
+        yield Word(raw, start, start + len(raw), script)
 
 
 # --- numbers -----------------------------------------------------------------------------------------------
@@ -133,8 +135,9 @@ def chunk_key(piece: str) -> str:
     return folded.rstrip("/") or folded
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(NamedTuple):
+    """A trimmed chunk and its offset (a named tuple for the reason ``Word`` is one)."""
+
     text: str
     start: int
 

@@ -30,8 +30,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import logging
 import os
+import secrets
 import stat
 import sys
 import uuid
@@ -212,26 +214,58 @@ class _Temp:
     fingerprint: Fingerprint
 
 
-def _write_temp(path: Path, data: bytes) -> _Temp:
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+_temp_prefix = secrets.token_hex(8)
+_temp_serial = itertools.count()
+
+
+def _reseed_temp_names() -> None:
+    global _temp_prefix, _temp_serial
+    _temp_prefix, _temp_serial = secrets.token_hex(8), itertools.count()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed_temp_names)  # a forked child never counts on from its parent's names
+
+
+def _temp_name(path: Path) -> str:
+    """A temp file's name beside ``path``: 32 hex digits as a uuid4 gives, from a per-process random prefix and a
+    counter (a uuid4 a file asked the kernel for 16 random bytes each time). Unique enough never to meet another
+    temp; and a name that does exist is never clobbered: temps are created with O_EXCL."""
+    return f".{path.name}.{_temp_prefix}{next(_temp_serial):016x}{NEW_SUFFIX}"
+
+
+def _write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> _Temp:
+    """Our data in a new temp file beside ``path``, fsynced. ``old``: ``path``'s lstat just taken by the caller (the
+    guarded write's pre-check), whose mode and group the temp gets; otherwise ``path`` is looked at here."""
+    temp = path.parent / _temp_name(path)
     # A new file gets what the umask leaves of 0666: 0644 by default, group-writable under --shared-group.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        with contextlib.suppress(FileNotFoundError):
+        st = os.fstat(fd)
+        if old is None:
+            with contextlib.suppress(FileNotFoundError):
+                old = os.lstat(path)
+        if old is not None and stat.S_ISREG(old.st_mode):
             # Keep the agent's file mode (and group, on fsGroup-shared volumes) across rewrites; of the file itself:
-            # a symlink in its place is replaced, never followed.
-            old = os.lstat(path)
-            if stat.S_ISREG(old.st_mode):
+            # a symlink in its place is replaced, never followed. Only when they differ from what the new file got
+            # (the common case is that they do not: two system calls a file saved).
+            changed = False
+            if stat.S_IMODE(old.st_mode) != stat.S_IMODE(st.st_mode):
                 os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                changed = True
+            if old.st_gid != st.st_gid:
                 with contextlib.suppress(PermissionError):
                     os.fchown(fd, -1, old.st_gid)
+                changed = True
+            if changed:
+                st = os.fstat(fd)
         os.fsync(fd)
         # A rename or swap keeps the inode, so this is the fingerprint the target will have — taken from our own
-        # fd, not by re-reading the target, which the agent may already have rewritten.
-        st = os.fstat(fd)
+        # fd, not by re-reading the target, which the agent may already have rewritten. (A mode or owner change
+        # leaves size and mtime as they were: the fstat before the fsync is the file's.)
         fingerprint = Fingerprint.of_bytes(data, st)
     except BaseException:
         os.close(fd)
@@ -278,7 +312,7 @@ def replace_file(
     try:
         if isinstance(expected, Fingerprint):
             st = _precheck(path, expected)
-            temp = _write_temp(path, data)
+            temp = _write_temp(path, data, st)
             temp = _arm(temp, expected)
             _swap_in(temp, path, expected, st.st_dev)
         else:

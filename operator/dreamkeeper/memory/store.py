@@ -489,11 +489,13 @@ class MemoryStore:
         cycle_id: str | None = None,
         *,
         parse_back: bool = True,
+        sync_directory: bool = True,
     ) -> StoredEntry:
         """Hide an entry from live listing, keeping it on disk and retrievable by id.
 
         Idempotent: an already archived entry keeps its first reason and time. ``parse_back=False`` (bulk callers
-        that drop the result) returns the entry object that was written instead of parsing the written bytes.
+        that drop the result) returns the entry object that was written instead of parsing the written bytes;
+        with it, ``sync_directory=False`` leaves the directory fsync to a caller that batches it (``replace_file``).
         """
         if stored.entry.is_archived:
             return stored
@@ -504,7 +506,7 @@ class MemoryStore:
         if parse_back:
             result = self.update(stored, entry)
         else:
-            result = StoredEntry(entry, stored.path, self.rewrite(stored, entry))
+            result = StoredEntry(entry, stored.path, self.rewrite(stored, entry, sync_directory=sync_directory))
         log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, shown(entry.content))
         return result
 

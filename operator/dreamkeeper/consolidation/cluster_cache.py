@@ -51,7 +51,6 @@ import logging
 import os
 import stat
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -61,12 +60,13 @@ import numpy as np
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import (
+    UNCHECKED,
     MiB,
     StoredEntry,
     UnsafeFileError,
     embedding_file_name,
-    fsync_directory,
     read_regular,
+    replace_file,
     state_dir,
 )
 
@@ -77,7 +77,6 @@ FORMAT: Final = b"dreamkeeper-cluster-cache 1\n"
 CACHE_LIMIT: Final = 1024 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _KEY_BLOCK: Final = 4096  # entries' key lines hashed together
-_TEMP_SUFFIX: Final = ".dk-new"  # atomic.py's temp suffix: a killed write's leftover is recognised as ours
 _now_ns = time.time_ns  # the key's clock (a test moves it to play "a later cycle")
 
 
@@ -249,7 +248,8 @@ class ClusterCache:
             return
         try:
             self.path.parent.mkdir(exist_ok=True)
-            _write(self.path, FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            # atomic.py's own durable replace (temp, fsync, rename, directory fsync): a cache of ours, UNCHECKED.
+            replace_file(self.path, FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload, UNCHECKED)
         except OSError as exc:  # a full disk, say: a cache; the next cycle clusters again
             log.warning("cluster cache not saved (%s); the next cycle clusters again", exc)
 
@@ -288,25 +288,6 @@ def _cluster(item: Any) -> Cluster:
     ):
         raise ValueError("unexpected cluster")
     return Cluster(tuple(ids), float(similarity), measure, component, tuple(leftover))
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Temp file beside ``path``, fsynced, renamed over it, the directory fsynced (``atomic.py``'s order)."""
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)  # our own temp (O_EXCL), never anything else
-        raise
-    fsync_directory(path.parent)
 
 
 __all__ = ["CACHE_NAME", "FORMAT", "ClusterCache", "cache_path", "code_version"]

@@ -4,11 +4,17 @@
 
 Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
 (unmeasured, at most 10) until one asks the model nothing and writes nothing but decay's rewrites, and the corpus
-index (operator/dreamkeeper/memory/corpus_index.py) is warm; then, side by side in one run, each in a fresh
+index (operator/dreamkeeper/memory/corpus_index.py) is warm. The settling cycles lift ``reopen_max_per_cycle``: the
+cold cycle's merges leave hundreds of clusters that were never shown as they now stand (a merge took out the
+neighbour that held them apart), and the engine offers those at most 10 a cycle (``offer_new_clusters``), merging a
+few each time, which makes new ones: at the default cap that backlog lasts dozens of cycles at 10,000 entries and
+hundreds at 100,000, and every cycle that merges re-clusters the corpus. Offered all at once, it drains in about
+four. The measured cycles use the default settings; then, side by side in one run, each in a fresh
 subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
 (``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
 ``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
-commit, e.g. main), that commit's steady cycle on the same files.
+commit, e.g. main), that commit's steady cycle on the same files, with its own corpus index and cluster cache (one
+unmeasured cycle of it builds them; each engine's are put back before its own cycles).
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
@@ -46,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
 SETTLE_MAX = 10
+ENGINE_CACHES = ("corpus-index", "corpus-index.log", "cluster-cache")  # state files each engine keeps for itself
 
 
 def _cpu() -> float:
@@ -57,7 +64,7 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dict[str, Any]:
+def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle: bool = False) -> dict[str, Any]:
     if kind == "load":
         from dreamkeeper.memory import MemoryStore
 
@@ -65,11 +72,13 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
         scan = MemoryStore(agent_dir / "memory").scan()
         return {"cpuSeconds": _cpu() - cpu, "entries": len(scan.entries), "peakRssMiB": _rss_mib()}
     from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
+    from dreamkeeper.consolidation.settings import MAX_PER_CYCLE, CycleSettings, DecaySettings
     from dreamkeeper.proposers import OfflineProposer
 
     decay = DecaySettings(min_step=min_step)
     settings = CycleSettings(archive_cap=1.0, decay=decay) if apply else CycleSettings(decay=decay)
+    if settle:  # every cluster that is due offered at once: the backlog of a cold cycle's merges drains (see above)
+        settings = settings.model_copy(update={"reopen_max_per_cycle": MAX_PER_CYCLE})
     extra: dict[str, Any] = {}
     if kind == "cycle-noindex":
         extra["corpus_index"] = False
@@ -102,31 +111,50 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0) -> dic
     }
 
 
-def _run(kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0) -> dict[str, Any]:
+def _run(
+    kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0, settle: bool = False
+) -> dict[str, Any]:
     if code is None:
-        return _run_child(kind, agent, apply, code, min_step)
-    # Another commit keeps its own corpus index at the same path (another format: this code would discard it and
-    # read every file). Each engine keeps its own cache between its own cycles, as on a volume that runs one engine.
+        return _run_child(kind, agent, apply, code, min_step, settle)
+    # Another commit keeps its own corpus index and cluster cache at the same paths (another format, or clusters
+    # keyed by another code version: this code would discard them, read every file and cluster again, and the other
+    # commit would do the same with ours). Each engine keeps its own caches between its own cycles, as on a volume
+    # that runs one engine.
     state = agent / ".dreamkeeper"
-    ours = {
-        name: (state / name).read_bytes() for name in ("corpus-index", "corpus-index.log") if (state / name).is_file()
-    }
+    ours = _caches(state)
+    _put_caches(state, _THEIRS.get((agent, code), {}))
     try:
         return _run_child(kind, agent, apply, code, min_step)
     finally:
-        for name in ("corpus-index", "corpus-index.log"):
-            (state / name).unlink(missing_ok=True)
-            if name in ours:
-                (state / name).write_bytes(ours[name])
+        _THEIRS[(agent, code)] = _caches(state)
+        _put_caches(state, ours)
 
 
-def _run_child(kind: str, agent: Path, apply: bool, code: Path | None, min_step: float) -> dict[str, Any]:
+_THEIRS: dict[tuple[Path, Path], dict[str, bytes]] = {}  # the other commit's caches, between its cycles
+
+
+def _caches(state: Path) -> dict[str, bytes]:
+    return {name: (state / name).read_bytes() for name in ENGINE_CACHES if (state / name).is_file()}
+
+
+def _put_caches(state: Path, caches: dict[str, bytes]) -> None:
+    for name in ENGINE_CACHES:
+        (state / name).unlink(missing_ok=True)
+        if name in caches:
+            (state / name).write_bytes(caches[name])
+
+
+def _run_child(
+    kind: str, agent: Path, apply: bool, code: Path | None, min_step: float, settle: bool = False
+) -> dict[str, Any]:
     env = dict(os.environ)
     if code is not None:  # another commit's dreamkeeper, measured by this bench
         env["PYTHONPATH"] = str(code / "operator")
     command = [sys.executable, "-m", "bench.scale_steady", "--child", kind, str(agent)] + (["--apply"] if apply else [])
     if min_step:
         command += ["--decay-min-step", str(min_step)]
+    if settle:
+        command.append("--settle")
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{kind} on {agent} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -150,11 +178,13 @@ def measure(
     settling = []
     for _ in range(SETTLE_MAX):
         time.sleep(RACY_WAIT_SECONDS)
-        settled = _run("cycle", agent, apply, min_step=min_step)
+        settled = _run("cycle", agent, apply, min_step=min_step, settle=True)
         settling.append({k: settled.get(k) for k in ("cpuSeconds", "result", "wrote", "decayed", "reviewed")})
         # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
         if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
             break
+    if baseline is not None:  # unmeasured: the other commit builds its own caches (corpus index, clusters) once
+        _run("cycle", agent, apply, baseline, min_step)
     time.sleep(RACY_WAIT_SECONDS)
     kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
@@ -182,6 +212,7 @@ def measure(
                 "peakRssMiB": round(b["peakRssMiB"], 1),
                 "result": b["result"],
                 "wrote": b.get("wrote"),
+                "reviewed": b.get("reviewed"),
                 "stagesCpu": b["stagesCpu"],
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
             }
@@ -235,11 +266,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--settle", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step)))
+        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step, args.settle)))
         return 0
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-steady-", dir=base))
@@ -251,12 +283,13 @@ def main(argv: Sequence[str]) -> int:
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base_rev = ""
+    own = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    base_rev = f"; this code at {own.stdout.strip() or '?'}"
     if baseline is not None:
         rev = subprocess.run(
             ["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         )
-        base_rev = f"; baseline {baseline} at {rev.stdout.strip()}"
+        base_rev += f"; baseline {baseline} at {rev.stdout.strip()}"
     result: dict[str, Any] = {
         "command": ("python -m bench scale-steady " + shlex.join(argv)).strip(),
         "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -97,7 +97,6 @@ ALLOWED_DELETIONS = Counter(
     {
         ("memory/atomic.py", "_write_temp", "os.unlink"): 1,  # our own temp file (O_EXCL) after a failed write
         ("memory/corpus_index.py", "_write_streamed", "temp.unlink"): 1,  # the index's own temp after a failed write
-        ("consolidation/cluster_cache.py", "_write", "temp.unlink"): 1,  # the cluster cache's own temp, likewise
         ("memory/atomic.py", "discard_own", "os.unlink"): 1,  # a temp of ours, only while its inode is still ours
         ("memory/atomic.py", "_arm", "os.rename"): 1,  # our temp renamed to the name recording its inode
         ("memory/atomic.py", "replaced", "os.unlink"): 1,  # the version a swap displaced, verified to be the one read

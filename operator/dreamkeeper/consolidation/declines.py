@@ -115,9 +115,34 @@ def reopen_at(members: Sequence[Entry], interval: timedelta, max_interval: timed
     """RockBot's ``SettledClusterReopenAt``: when a settled cluster is offered again; None never (interval 0)."""
     if interval <= timedelta(0) or not members:
         return None
+    return _reopen(members, _own_declines(members), interval, max_interval)
+
+
+def due_at(
+    members: Sequence[Entry], interval: timedelta, max_interval: timedelta, new_at_once: bool
+) -> datetime | None:
+    """When gating offers a settled cluster: ``reopen_at``, or at once (``EPOCH_START``) when ``new_at_once`` and no
+    member carries this cluster's decline stamp (``never_declined``). One reading of the stamps for both: gating asks
+    this of every cluster of the corpus every cycle."""
+    if not members:
+        return None
+    valid = _own_declines(members)
+    if new_at_once and not valid:
+        return EPOCH_START
+    if interval <= timedelta(0):
+        return None
+    return _reopen(members, valid, interval, max_interval)
+
+
+def _own_declines(members: Sequence[Entry]) -> list[Decline]:
+    """The members' readable decline stamps that name this very cluster."""
     expected = cluster_hash(m.id for m in members)
-    declines = [read_decline(m) for m in members]
-    valid = [d for d in declines if d is not None and d.cluster.upper() == expected]
+    return [d for d in map(read_decline, members) if d is not None and d.cluster.upper() == expected]
+
+
+def _reopen(
+    members: Sequence[Entry], valid: Sequence[Decline], interval: timedelta, max_interval: timedelta
+) -> datetime:
     if len(valid) == len(members):
         latest = max(d.at for d in valid)
         return later(latest, reopen_wait(max(d.count for d in valid), interval, max_interval))
@@ -150,6 +175,7 @@ __all__ = [
     "INT32_MAX",
     "Decline",
     "days",
+    "due_at",
     "later",
     "never_declined",
     "next_decline_count",

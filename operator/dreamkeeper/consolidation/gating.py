@@ -14,7 +14,7 @@ from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.cluster_cache import ClusterCache
 from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
-from dreamkeeper.consolidation.declines import EPOCH_START, days, never_declined, reopen_at
+from dreamkeeper.consolidation.declines import days, due_at, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
@@ -83,11 +83,7 @@ def select_candidates(
         key = cache.key(live, settings) if cache is not None else None
         cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
-            clusters = cached
-            # Only the clustered entries' vectors are loaded (subsumption compares them), inside the guard: a
-            # loader failing here degrades the offer exactly as a failing clustering does.
-            wanted = {i for c in clusters for i in (*c.ids, *c.leftover)}
-            items = [_item(s, embeddings) for s in live if s.id in wanted]
+            clusters = cached  # vectors are loaded below, for the offered clusters only (subsumption's)
         else:
             items = [_item(s, embeddings) for s in live]
             clusters = find_clusters(
@@ -110,9 +106,8 @@ def select_candidates(
         trimmed = (replace(c, ids=tuple(i for i in c.ids if i in in_scope)) for c in clusters)
         clusters = [c for c in trimmed if len(c.ids) >= 2]
     result.all_clusters = clusters
-    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
-    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     eligible_ids = set(unreviewed)
+    interval, max_interval = days(settings.reopen_interval_days), days(settings.reopen_max_interval_days)
     due: list[tuple[datetime, Cluster]] = []
     for cluster in clusters:
         if any(i in unreviewed for i in cluster.ids):
@@ -121,13 +116,11 @@ def select_candidates(
             continue
         if any(i in held for i in cluster.ids):
             continue
-        members = [by_id[i] for i in cluster.ids]
-        when = reopen_time(members, settings)
-        if settings.offer_new_clusters and never_declined([m.entry for m in members]):
-            # Reviewed entries that now form a cluster they were never shown (and left intact) as: a merge took out
-            # a neighbour that held them apart, or a link is new. RockBot waits the review interval (7 days) before
-            # asking; a family whose other copy was merged elsewhere would sit duplicated for a week (issue 23).
-            when = EPOCH_START
+        # With offer_new_clusters, reviewed entries that now form a cluster they were never shown (and left intact)
+        # as are due at once: a merge took out a neighbour that held them apart, or a link is new. RockBot waits the
+        # review interval (7 days) before asking; a family whose other copy was merged elsewhere would sit
+        # duplicated for a week (issue 23).
+        when = due_at([by_id[i].entry for i in cluster.ids], interval, max_interval, settings.offer_new_clusters)
         if when is not None and when <= now:
             due.append((when, cluster))
     due.sort(key=lambda pair: (pair[0], pair[1].ids))
@@ -136,6 +129,20 @@ def select_candidates(
         result.clusters.append(cluster)
         eligible_ids.update(cluster.ids)
         result.merge_only.update(cluster.ids)
+    if items is None and result.clusters:
+        # Clusters from the cache: only the offered clusters' vectors are loaded (subsumption compares their members;
+        # a settled cycle offers none and loads none), inside a guard: a loader failing here degrades the offer
+        # exactly as a failing clustering does.
+        try:
+            wanted = {i for c in result.clusters for i in (*c.ids, *c.leftover)}
+            items = [_item(s, embeddings) for s in live if s.id in wanted]
+        except Exception as exc:  # any failure narrows the offer, never widens it
+            log.warning("near-duplicate scan failed (%s); consolidating unreviewed entries only", exc)
+            result.degraded, result.degraded_reason = True, str(exc)
+            result.all_clusters, result.clusters, result.reopened, result.merge_only = [], [], [], set()
+            clusters, eligible_ids = [], set(unreviewed)
+    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
+    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     # Store order is kept so prompts are stable from cycle to cycle.
     result.eligible = [s for s in pool if s.id in eligible_ids]
     result.withheld = len(pool) - len(result.eligible)

@@ -295,11 +295,11 @@ def after_apply(monkeypatch: pytest.MonkeyPatch, action: Callable[[Writes], None
     original = Writes._final_state
     done: list[bool] = []
 
-    def patched(self: Writes, snapshot: Any) -> FinalState:
+    def patched(self: Writes, snapshot: Any, **how: bool) -> FinalState:
         if not done:  # once: the final scan is read again after the end-of-run invariant brought something back
             done.append(True)
             action(self)
-        return original(self, snapshot)
+        return original(self, snapshot, **how)
 
     monkeypatch.setattr(Writes, "_final_state", patched)
 

@@ -20,7 +20,7 @@ from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
 from dreamkeeper.consolidation.format_stages import format_counts
-from dreamkeeper.consolidation.invariant import Census, EndCheck, end_check, scan_map, tags_in
+from dreamkeeper.consolidation.invariant import Census, EndCheck, departures, end_check, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
@@ -99,6 +99,14 @@ class Writes:
         self._tags: set[str] = {context.cycle_id + suffix for suffix in JOURNAL_SUFFIXES}
         self._purged: frozenset[str] = frozenset()
         self._clock: ClockCheck | None = None  # as checked when the cycle began; a trusted disagreement is recorded
+        # Every entry file a plan of this cycle wrote or meant to write after the snapshot (``_executor``), and
+        # whether anything else wrote entry files after it (a Markdown render): the final-state check reads the
+        # former and trusts the snapshot for the rest only while the latter is False (``_final_state``).
+        self._touched: set[str] = set()
+        self._untracked = False
+        # A plan that archives (a fold, a merge, a prune, a write-back repair) gives the invariant departures to
+        # charge: its final state is read in full at once (a listing first would be thrown away: ``measure``).
+        self._archives = False
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -187,6 +195,7 @@ class Writes:
         finished = memory_format.finish(self.context.agent_dir, self.store, self.context.now)
         if finished.files_written:
             self._writing()
+            self._untracked = True
         return Rendered(format_counts(finished.counts), finished.notes)
 
     def purge(self, vocabulary: Vocabulary, clock: ClockCheck) -> Purged:
@@ -227,6 +236,7 @@ class Writes:
             journal = write_journal_steps(self.context.agent_dir, journal_id, steps, self.store, self.context.now)
             self._journals[journal_id] = journal
             self._writing()
+            self._archives = True
             tally = Executor(self.store, journal, self.context.now).run()
             scan = self._reread(snapshot.scan, plan.touched)
             # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
@@ -322,7 +332,10 @@ class Writes:
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
         self.context.stage("report")
-        final = self._final_state(folded.scan)
+        listing = not (self._untracked or self._archives)
+        final = self._final_state(folded.scan, listing=listing)
+        if listing and self._charges(final):
+            final = self._final_state(folded.scan)  # the invariant will look at live texts: every file as it is now
         census_index = validated.decisions.census_index
         checked = self._check_end(
             final, validated.vocabulary, lambda: _final_index(census_index, applied.plan, folded.live, final)
@@ -419,6 +432,8 @@ class Writes:
         updated = (*(f.survivor for f in plan.folds), *(m.into for m in plan.merges if m.into is not None))
         for stored in (*leaving, *updated, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
             snapshot[str(stored.path)] = stored
+        self._touched.update(snapshot)
+        self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()
         return Executor(self.store, journal, self.context.now, snapshot)
 
@@ -444,34 +459,58 @@ class Writes:
 
         return ScanResult(entries=again(scan.entries), malformed=malformed, duplicates=again(scan.duplicates))
 
-    def _final_state(self, snapshot: ScanResult) -> FinalState:
+    def _final_state(self, snapshot: ScanResult, *, listing: bool = False) -> FinalState:
         """What a scan after apply says, streamed: the snapshot is still referenced by the plan, and holding a
         second parsed copy of the corpus doubled peak memory (about 0.6 GiB more at 100k entries). A file still
-        the snapshot's (or bearing the stamp this cycle wrote) is not read again: its parse is the snapshot's."""
+        the snapshot's (or bearing the stamp this cycle wrote) is not read again: its parse is the snapshot's.
+
+        ``listing``: only the directory listing (names, no ``stat``) and the files this cycle's plans wrote or meant
+        to write (``_touched``) are looked at; any other file the snapshot holds is taken as the snapshot has it.
+        Only for the cycle whose every write after the snapshot went through ``_executor`` (``_untracked``), and
+        only while the end-of-run invariant has nothing to charge (``_charges``): then what it concludes does not
+        depend on the text of a file this cycle did not write (docs/architecture.md, "The final-state check")."""
         final = FinalState()
         first: dict[str, Path] = {}
         known = {str(s.path): s for s in (*snapshot.entries, *snapshot.duplicates)}
+        touched = self._touched
+        ids, entries, live = final.ids, final.entries, final.live
         for child in self.store.iter_file_entries():
-            item = self._read_final(child, known.get(child.path))
-            if isinstance(item, MalformedFile):
-                continue
-            final.ids.add(item.id)
-            final.entries.setdefault(item.id, item)
-            key = item.id.lower()
+            name = child.path
+            seen = known.get(name)
+            if listing and seen is not None and name not in touched:
+                item = seen
+            else:
+                read = self._read_final(child, seen)
+                if isinstance(read, MalformedFile):
+                    continue
+                item = read
+            entry = item.entry
+            entry_id = entry.id  # locals: this loop runs once per file of the corpus
+            ids.add(entry_id)
+            entries.setdefault(entry_id, item)
+            key = entry_id.lower()
             if key in first:
                 log.warning(
                     "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
-                    item.id,
+                    entry_id,
                     first[key],
                     item.path,
                 )
                 continue
             first[key] = item.path
-            if item.entry.is_live:
-                final.live[item.id] = item.entry.content
-            elif item.entry.is_archived:
+            if entry.is_live:
+                live[entry_id] = entry.content
+            elif entry.is_archived:
                 final.archived += 1
         return final
+
+    def _charges(self, final: FinalState) -> bool:
+        """Whether the end-of-run invariant has a departure of this run's to charge over ``final`` (only then does it
+        read the live texts of files this cycle did not write: ``invariant.judge``)."""
+        if self._before is None:
+            return False
+        gone = departures(self._before, final.entries, tags_in(self._tags), self._purged)
+        return any(d.ours and not d.allowed for d in gone)
 
     def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
         if seen is not None:

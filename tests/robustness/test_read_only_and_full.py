@@ -138,11 +138,11 @@ def disk_full_after(monkeypatch: pytest.MonkeyPatch) -> Any:
     def arm(n: int) -> None:
         left = [n]
 
-        def write_temp(path: Path, data: bytes) -> Any:
+        def write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> Any:
             if left[0] <= 0:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
             left[0] -= 1
-            return original(path, data)
+            return original(path, data, old)
 
         monkeypatch.setattr(atomic_module, "_write_temp", write_temp)
 

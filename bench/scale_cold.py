@@ -13,7 +13,6 @@ measurement (noise only ever adds). Issue 27's goal: cold cycle <= 3 x the read 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.results_io import write_result
 from bench.scale import _child
 
 GOAL_COLD_OVER_READ = 3.0
@@ -133,11 +133,7 @@ def side_by_side_main(args: argparse.Namespace, sizes: list[int], workdir: Path,
         "repeat": max(1, args.repeat),
         "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = args.out / f"{name}.json", args.out / f"{name}.md"
-    json_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    md_path.write_text(markdown(result), encoding="utf-8")
-    print(f"wrote {json_path}\nwrote {md_path}")
+    write_result(args.out, name, result, markdown)
     return 0
 
 

@@ -47,6 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.results_io import write_result
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
@@ -296,10 +298,7 @@ def main(argv: Sequence[str]) -> int:
         "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, corpus on {base or 'tmp'}{base_rev}",
         "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    (args.out / f"{args.name}.md").write_text(markdown(result), encoding="utf-8")
-    print(f"wrote {args.out / (args.name + '.md')}")
+    write_result(args.out, args.name, result, markdown)
     return 0
 
 

@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.results_io import write_result
+
 WORKLOADS = ("decay", "stamp", "merge", "prune")
 
 
@@ -200,10 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": max(1, args.repeat),
         "workloads": workloads,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    (args.out / f"{args.name}.md").write_text(markdown(result), encoding="utf-8")
-    print(f"wrote {args.out / (args.name + '.md')}")
+    write_result(args.out, args.name, result, markdown)
     return 0
 
 

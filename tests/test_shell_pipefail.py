@@ -1,8 +1,9 @@
 """The install and build scripts run under `set -o pipefail`; a pipeline whose reader exits early fails them.
 
-Stop 31's CI died in `make tools` with exit 141: `etcd --version | head -1` under pipefail. `head` exits after the
-first line; if etcd writes its second line after that, etcd gets SIGPIPE, the pipeline's status is 141 and `set -e`
-ends the script. Whether it happens depends on scheduling, so it passed here for weeks. The rule the scripts follow:
+Session 6's submission (stop 30) died in CI in `make tools` with exit 141: `etcd --version | head -1` under
+pipefail. `head` exits after the first line; if etcd writes its second line after that, etcd gets SIGPIPE, the
+pipeline's status is 141 and `set -e` ends the script. Whether it happens depends on scheduling, so it passed here
+for weeks. The rule the scripts follow:
 under pipefail, never pipe into a reader that stops early (`head`, `grep -q`, `grep -m`); take the first line with
 `sed -n 1p` (which reads everything) or capture the output first.
 """

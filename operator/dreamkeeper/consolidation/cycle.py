@@ -18,10 +18,9 @@ import asyncio
 import contextlib
 import gc
 import logging
-import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +31,15 @@ from dreamkeeper.consolidation.blast import HeldPlan, exceeds, live_drop
 from dreamkeeper.consolidation.clock import ClockCheck, check_clock
 from dreamkeeper.consolidation.cluster_cache import ClusterCache, cache_path
 from dreamkeeper.consolidation.clustering import Cluster
-from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
+from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.cycle_options import CycleOptions, CycleOutcome, new_cycle_id
 from dreamkeeper.consolidation.decay import plan_decay
 from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written
-from dreamkeeper.consolidation.embeddings import Embedder
 from dreamkeeper.consolidation.fold import plan_folds
-from dreamkeeper.consolidation.gating import GatingResult, make_batches, near_duplicates, select_candidates
+from dreamkeeper.consolidation.gating import make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.invariant import invariant_error
 from dreamkeeper.consolidation.journal import (
     incomplete_journals,
@@ -51,9 +50,8 @@ from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import BatchReply, ProposalRequest, Proposer
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.recovery import read_ledger, recover, sweep_leftovers
-from dreamkeeper.consolidation.report import CycleReport, CycleResult
+from dreamkeeper.consolidation.report import CycleResult, duplicate_backlog, log_summary
 from dreamkeeper.consolidation.scope import scope_ids, scoped
-from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.sourceless import SourcelessGate
 from dreamkeeper.consolidation.stages import (
     Applied,
@@ -82,13 +80,12 @@ from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
 from dreamkeeper.consolidation.validate import census, validate_replies
 from dreamkeeper.consolidation.writes import FinalState, Writes
 from dreamkeeper.coverage import Vocabulary, load_vocabulary
-from dreamkeeper.formats import ROCKBOT, MemoryFormat, RockBotFormat
+from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (
     RESTORED_BY_HAND,
     MemoryStore,
     StoredEntry,
     embedding_file_name,
-    memory_root,
     open_corpus_index,
     utcnow,
 )
@@ -96,62 +93,6 @@ from dreamkeeper.memory import (
 log = logging.getLogger(__name__)
 
 STOP_POLL_SECONDS = 0.25  # how often a running proposal stage checks for a requested stop
-
-Progress = Callable[[str], None]
-
-
-@dataclass
-class CycleOptions:
-    agent_dir: Path
-    settings: CycleSettings = field(default_factory=CycleSettings)
-    memory_dir: Path | None = None
-    dry_run: bool = False
-    force: bool = False
-    now: datetime | None = None
-    progress: Progress | None = None
-    approve_hold: str | None = None  # the cycle id of a held plan a human approved (blast.py)
-    trust_clock: bool = False  # purge and decay run even when the clock disagrees with the history (clock.py)
-    # Asked while the model is being asked: True stops the proposal stage (it writes nothing), and the next stage's
-    # progress call decides what then happens (SIGTERM in the dream command: the cycle stops, its report written).
-    stop_requested: Callable[[], bool] | None = None
-    # An embeddings endpoint (proposers/embeddings.py): missing vectors are generated before the gate, and the
-    # vectors of entries the cycle creates or re-tags after apply, as RockBot's EmbeddingCache does (embeddings.py).
-    embedder: Embedder | None = None
-    format: MemoryFormat | None = None  # None: RockBot's entry files (dreamkeeper.formats.get_format)
-    corpus_index: bool = True  # keep the parse of unchanged files between cycles (memory/corpus_index.py)
-
-    @property
-    def memory_format(self) -> MemoryFormat:
-        return self.format if self.format is not None else RockBotFormat()
-
-    @property
-    def memory_root(self) -> Path:
-        if self.format is not None and self.format.name != ROCKBOT:
-            return self.format.store_root(self.agent_dir)
-        return memory_root(self.agent_dir, self.memory_dir)
-
-
-@dataclass(repr=False)
-class CycleOutcome:
-    report: CycleReport
-    plan: Plan | None = None
-    gating: GatingResult | None = None
-    report_path: Path | None = None
-    # What validation decided, before the blast radius: the same as ``plan`` unless the plan was held (then what
-    # would have been applied, stamps included). For callers that judge the decisions (benchmarks, tests).
-    decided: Plan | None = None
-
-    def __repr__(self) -> str:
-        # Short on purpose: asyncio.run() reprs its finished main task, result included, when it restores the
-        # SIGINT handler; the generated repr walked every entry of the plan (15 s at 100k entries).
-        return (
-            f"CycleOutcome(cycle_id={self.report.cycle_id!r}, result={self.report.result!r}, "
-            f"report_path={self.report_path!r})"
-        )
-
-
-def new_cycle_id(now: datetime) -> str:
-    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 class Cycle:
@@ -296,7 +237,7 @@ class Cycle:
                 first_write_at=effects.first_write_at,
             )
         path = effects.record(report)
-        _log_summary(report)
+        log_summary(report)
         decided = s.validated.plan if s.validated else None
         return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path, decided)
 
@@ -639,28 +580,6 @@ class Cycle:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
-
-
-def duplicate_backlog(clusters: list[Cluster], plan: Plan) -> int:
-    """Near-duplicate clusters of the corpus this cycle clustered that are still whole after it: none of their
-    members left the live corpus (waiting to reopen, declined, undecided, or held with the plan)."""
-    leaving = plan.leaving_ids()
-    return sum(1 for c in clusters if not any(i in leaving for i in c.ids))
-
-
-def _log_summary(report: CycleReport) -> None:
-    if any_counted(report, lambda c: c.safeguard):
-        log.info("consolidation safeguards fired — %s", sentence(report, lambda c: c.safeguard))
-    if report.result == "proposer-failed":
-        log.warning("dream cycle %s: the proposer failed — %s", report.cycle_id, report.proposer_failure)
-    log.info(
-        "dream cycle %s %s — %s",
-        report.cycle_id,
-        {"dry-run": "planned (dry run)", "proposer-failed": "finished without a usable proposer reply"}.get(
-            report.result, "complete"
-        ),
-        sentence(report, lambda c: c.logged),
-    )
 
 
 async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.consolidation.counts import CycleCounts
+from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
 from dreamkeeper.consolidation.pause import PauseMarker
+
+if TYPE_CHECKING:
+    from dreamkeeper.consolidation.clustering import Cluster
+    from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import UNCHECKED, MiB, ensure_state_dir, read_regular, replace_file, state_dir
 
 # "proposer-failed": the cycle ran to the end, but the proposer was asked about at least one batch and none got a
@@ -132,3 +137,29 @@ def write_report(agent_dir: Path, report: CycleReport) -> Path:
 def read_report(agent_dir: Path, cycle_id: str) -> CycleReport:
     path = cycles_dir(agent_dir) / f"{cycle_id}.json"
     return CycleReport.model_validate_json(read_regular(path, REPORT_LIMIT, follow_symlinks=False))
+
+
+# The cycle's closing lines keep the cycle's logger name: they are the cycle's, and log filters select on it.
+log = logging.getLogger("dreamkeeper.consolidation.cycle")
+
+
+def duplicate_backlog(clusters: list[Cluster], plan: Plan) -> int:
+    """Near-duplicate clusters of the corpus this cycle clustered that are still whole after it: none of their
+    members left the live corpus (waiting to reopen, declined, undecided, or held with the plan)."""
+    leaving = plan.leaving_ids()
+    return sum(1 for c in clusters if not any(i in leaving for i in c.ids))
+
+
+def log_summary(report: CycleReport) -> None:
+    if any_counted(report, lambda c: c.safeguard):
+        log.info("consolidation safeguards fired — %s", sentence(report, lambda c: c.safeguard))
+    if report.result == "proposer-failed":
+        log.warning("dream cycle %s: the proposer failed — %s", report.cycle_id, report.proposer_failure)
+    log.info(
+        "dream cycle %s %s — %s",
+        report.cycle_id,
+        {"dry-run": "planned (dry run)", "proposer-failed": "finished without a usable proposer reply"}.get(
+            report.result, "complete"
+        ),
+        sentence(report, lambda c: c.logged),
+    )

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.consolidation import writes as writes_module
+from dreamkeeper.consolidation.census import census
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
 from dreamkeeper.consolidation.decisions import ValidationState
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
 from dreamkeeper.consolidation.settings import CycleSettings, PruneCensus
-from dreamkeeper.consolidation.validate import census
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, IDENTITY_KINDS, CoverageIndex, extract_specifics
 from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
 from dreamkeeper.memory.atomic import Fingerprint

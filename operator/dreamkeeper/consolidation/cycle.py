@@ -28,6 +28,7 @@ import numpy as np
 from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.backoff import backoff_stamps
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, live_drop
+from dreamkeeper.consolidation.census import census
 from dreamkeeper.consolidation.clock import ClockCheck, check_clock
 from dreamkeeper.consolidation.cluster_cache import ClusterCache, cache_path
 from dreamkeeper.consolidation.clustering import Cluster
@@ -77,7 +78,7 @@ from dreamkeeper.consolidation.stages import (
 )
 from dreamkeeper.consolidation.stamps import review_stamps
 from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
-from dreamkeeper.consolidation.validate import census, validate_replies
+from dreamkeeper.consolidation.validate import validate_replies
 from dreamkeeper.consolidation.writes import FinalState, Writes
 from dreamkeeper.coverage import Vocabulary, load_vocabulary
 from dreamkeeper.formats import ROCKBOT

@@ -3,6 +3,7 @@ and ``ValidationState`` (the working state of one pass). Kept apart from the che
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,12 +11,14 @@ from datetime import datetime
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.fold import LiveTexts
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction
+from dreamkeeper.consolidation.quarantine import displayable
 from dreamkeeper.consolidation.refusals import REASON_PREFIX
 from dreamkeeper.consolidation.replies import BatchTally
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.sourceless import SourcelessGate
 from dreamkeeper.coverage import CoverageIndex, Vocabulary
+from dreamkeeper.memory import StoredEntry, shown, shown_all
 
 
 @dataclass(frozen=True)
@@ -136,3 +139,38 @@ class ValidationState:
 
 
 __all__ = ["Decisions", "ValidationState"]
+
+
+# Validation's log lines, wherever recorded: the rejections the census makes too (census.py) read as validation's.
+log = logging.getLogger("dreamkeeper.consolidation.validate")
+
+
+def joined_ids(stored: Sequence[StoredEntry]) -> str:
+    return ", ".join(s.id for s in stored)
+
+
+def reject_merge(
+    state: ValidationState,
+    sources: list[StoredEntry],
+    missing: list[str],
+    reason: str,
+    content: str,
+    invented: list[str] | None = None,
+) -> None:
+    """A merge refused by a check (validation or the census): logged with its text, its sources shielded from
+    every other action this cycle and recorded with the cluster they came in."""
+    log.warning(
+        "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
+        joined_ids(sources),
+        reason,
+        shown_all(missing or invented or []) if (missing or invented) else "-",
+        shown(content),
+    )
+    state.shielded.update(s.id for s in sources)
+    ids, kept = [s.id for s in sources], displayable(content[:500])
+    state.rejections.append(
+        Rejection(source_ids=ids, missing=missing, reason=reason, content=kept, invented=list(invented or []))
+    )
+    cluster = [s.id for s in sources]
+    for s in sources:
+        state.rejected_clusters[s.id] = cluster

@@ -12,7 +12,8 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from dreamkeeper.consolidation.decisions import Decisions, ValidationState
+from dreamkeeper.consolidation.census import census
+from dreamkeeper.consolidation.decisions import Decisions, ValidationState, joined_ids, reject_merge
 from dreamkeeper.consolidation.fold import LiveTexts, fold_merge_into, reinforcement_sum
 from dreamkeeper.consolidation.gating import GatingResult
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
@@ -23,16 +24,9 @@ from dreamkeeper.consolidation.replies import BatchOutcome, batch_outcome, id_ke
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.sourceless import log_refused, log_saved, sourceless_entry
 from dreamkeeper.coverage import (
-    IDENTITY_KINDS,
-    CoverageIndex,
-    Inventory,
     SourceText,
-    Specific,
-    Vocabulary,
-    extract_specifics,
     find_invented_specifics,
     find_missing_specifics,
-    merged_inventory,
 )
 from dreamkeeper.memory import (
     CREATED_BY_CYCLE,
@@ -60,10 +54,6 @@ SUBJECT_TIME_END = "subjectTimeEnd"
 def new_entry_id() -> str:
     """RockBot's dream-created ids: the first 12 hex chars of a GUID."""
     return uuid.uuid4().hex[:12]
-
-
-def _ids(stored: Sequence[StoredEntry]) -> str:
-    return ", ".join(s.id for s in stored)
 
 
 async def validate_replies(
@@ -147,7 +137,7 @@ async def _isolated_merge(
         await _validate_merge(merge, offered, batch, proposer, state)
     except Exception as exc:
         sources = [s for raw in merge.source_ids if (s := offered.get(id_key(raw))) is not None]
-        _reject(state, sources, [], f"could not be checked ({type(exc).__name__}: {exc})", merge.content)
+        reject_merge(state, sources, [], f"could not be checked ({type(exc).__name__}: {exc})", merge.content)
 
 
 async def _validate_merge(
@@ -159,14 +149,16 @@ async def _validate_merge(
 ) -> None:
     sources = _resolve(merge.source_ids, offered, "merge")
     if not merge.content.strip():
-        log.warning("dropping merge with blank content; its %d source(s) are kept: [%s]", len(sources), _ids(sources))
+        log.warning(
+            "dropping merge with blank content; its %d source(s) are kept: [%s]", len(sources), joined_ids(sources)
+        )
         state.shielded.update(s.id for s in sources)
         return
     if not sources:
         _save_sourceless(merge, batch, state)
         return
     if any(unencodable(text) for text in (merge.content, merge.category or "", *merge.tags)):
-        _reject(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
+        reject_merge(state, sources, [], "merged text holds a lone surrogate, which UTF-8 cannot hold", merge.content)
         return
     refusal = useless(
         merge.content, merge.source_ids, sources, offered_ids(offered), _restates_live(merge, sources, state)
@@ -176,7 +168,7 @@ async def _validate_merge(
         return
     overlap = [s for s in sources if s.id in state.consumed or s.id in state.fold_targets]
     if overlap:
-        _reject(state, sources, [], f"sources [{_ids(overlap)}] already merged this cycle", merge.content)
+        reject_merge(state, sources, [], f"sources [{joined_ids(overlap)}] already merged this cycle", merge.content)
         return
     texts = [SourceText(text=s.entry.content, category=s.entry.category) for s in sources]
     about = [_shown_about(s.entry) for s in sources]
@@ -195,7 +187,7 @@ async def _validate_merge(
             if not still and not still_invented:
                 log.info(
                     "repaired merge of [%s] — restored %d specific(s): %s; removed %d invented: %s",
-                    _ids(sources),
+                    joined_ids(sources),
                     len(missing),
                     shown_all(missing) if missing else "-",
                     len(invented),
@@ -206,16 +198,18 @@ async def _validate_merge(
                 # The report shows the text these verdicts are about: the revision, not the first proposal
                 # (issue 23: the repair's missing list was shown beside the original text).
                 first = shown(content)
-                log.info("repair of [%s] still fails its checks; the first proposal was: %s", _ids(sources), first)
+                log.info(
+                    "repair of [%s] still fails its checks; the first proposal was: %s", joined_ids(sources), first
+                )
                 content, missing, invented = revised, still, still_invented
     suffix = " after repair" if attempted else ""
     if missing:
-        _reject(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
+        reject_merge(state, sources, missing, f"dropped {len(missing)} specific(s){suffix}", content, invented)
         return
     if invented:
         state.invented_merges += 1
         reason = f"states {len(invented)} specific(s) no source states{suffix}"
-        _reject(state, sources, [], reason, content, invented)
+        reject_merge(state, sources, [], reason, content, invented)
         return
     successor = _successor(merge, content, sources, state)
     state.consumed.update(s.id for s in sources)
@@ -274,7 +268,7 @@ def _fold_into_live(merge: MergeAction, state: ValidationState) -> bool:
         state.fold_targets[target.id] = action
     log.info(
         "merge of [%s] folded into existing %s — identical text (%s, reinforced=%dx): %s",
-        _ids(sources),
+        joined_ids(sources),
         target.id,
         target.entry.category or "uncategorized",
         state.fold_targets[target.id].successor.reinforcement_count,
@@ -321,7 +315,9 @@ def _refuse(state: ValidationState, sources: list[StoredEntry], kind: Refusal, w
     """A useless or misleading merge (refusals.py): not checked, not saved, its sources shielded from pruning; no
     decline or rejection stamp (the model decided nothing usable about them)."""
     reason = f"{REASON_PREFIX[kind]}: {why}"
-    log.info("refused merge of [%s] — %s. Sources kept. Merged text was: %s", _ids(sources), reason, shown(content))
+    log.info(
+        "refused merge of [%s] — %s. Sources kept. Merged text was: %s", joined_ids(sources), reason, shown(content)
+    )
     state.shielded.update(s.id for s in sources)
     state.refusals.append(
         Rejection(source_ids=[s.id for s in sources], missing=[], reason=reason, content=displayable(content[:500]))
@@ -334,31 +330,6 @@ def _shown_about(entry: Entry) -> str:
     times = [entry.created_at.strftime("%Y-%m-%d"), entry.seen_at.strftime("%Y-%m-%d")]
     times += [v for key in (SUBJECT_TIME, SUBJECT_TIME_START, SUBJECT_TIME_END) if (v := entry.meta(key))]
     return " ".join([entry.category or "", *entry.tags, *times])
-
-
-def _reject(
-    state: ValidationState,
-    sources: list[StoredEntry],
-    missing: list[str],
-    reason: str,
-    content: str,
-    invented: list[str] | None = None,
-) -> None:
-    log.warning(
-        "rejected merge of [%s] — %s: %s. Sources kept. Merged text was: %s",
-        _ids(sources),
-        reason,
-        shown_all(missing or invented or []) if (missing or invented) else "-",
-        shown(content),
-    )
-    state.shielded.update(s.id for s in sources)
-    ids, kept = [s.id for s in sources], displayable(content[:500])
-    state.rejections.append(
-        Rejection(source_ids=ids, missing=missing, reason=reason, content=kept, invented=list(invented or []))
-    )
-    cluster = [s.id for s in sources]
-    for s in sources:
-        state.rejected_clusters[s.id] = cluster
 
 
 def _category(merge: MergeProposal, sources: list[StoredEntry]) -> str | None:
@@ -471,141 +442,3 @@ def _protect(state: ValidationState, stored: StoredEntry, why: str) -> None:
         shown(entry.content),
     )
     state.protections.append(Protection(id=stored.id, reason=why))
-
-
-def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
-    """Corpus-wide specifics census: no accepted action may make a specific vanish from the live corpus.
-
-    Refusing an action only adds text back to the corpus, so one pass in plan order is sound.
-
-    Successor first: a merge's successor is a live entry of the plan for as long as the merge stands, so a
-    source specific its inventory covers is covered by the corpus (coverage is membership in token sets, which
-    only grow as texts are added). Only what the successor does not cover, and the specifics of prunes, are
-    looked up in the corpus index, which is built the first time that happens: `_CensusCorpus`.
-    """
-    plan = state.plan
-    leaving = {s.id for m in plan.merges for s in m.sources} | {p.target.id for p in plan.prunes}
-    leaving |= {c.id for f in plan.folds for c in f.copies}
-    if not leaving:
-        return
-    corpus = _CensusCorpus(live, leaving, plan.merges)
-    kept: list[MergeAction] = []
-    for merge in plan.merges:
-        successor = merged_inventory(merge.successor.content)
-        lost = _vanishing(merge.sources, corpus, state.vocabulary, successor)
-        if lost:
-            state.census_refusals += 1
-            corpus.refuse(merge)
-            for s in merge.sources:
-                state.consumed.discard(s.id)
-            _reject(state, merge.sources, lost, "census: would vanish from the live corpus", merge.successor.content)
-            continue
-        kept.append(merge)
-    plan.merges = kept
-    plan.prunes = [p for p in plan.prunes if _census_prune(p, corpus, state)]
-    state.census_index = corpus.index
-
-
-def _census_prune(prune: PruneAction, corpus: _CensusCorpus, state: ValidationState) -> bool:
-    """Whether a prune stands (#18 finding 6: a prune took Tomasz, his e-mail and a date out of the live corpus
-    while merges were held to the census). The specifics it would make vanish: any of the kinds
-    ``prune_census`` refuses ("identity": names, acronyms, e-mails, phones, account ids; "all"; "off": none)
-    refuses the prune (the entry stays live, stamped reviewed); the others are counted and logged."""
-    target = prune.target
-    vanishing = _vanishing_specifics([target], corpus, state.vocabulary, None)
-    refusing = [s.text for s in vanishing if _census_refuses(state.settings.prune_census, s)]
-    if refusing:
-        corpus.keep(target)
-        why = f"census: the last live mention of {len(refusing)} specific(s)"
-        log.info(
-            "refused to prune %s (%s) — %s: %s. Kept: %s",
-            target.id,
-            target.entry.category or "uncategorized",
-            why,
-            shown_all(refusing),
-            shown(target.entry.content),
-        )
-        state.refused_prunes.append(Protection(id=target.id, reason=why, census=refusing))
-        return False
-    if vanishing:
-        prune.lost_specifics = [s.text for s in vanishing]
-        log.info(
-            "ephemeral prune of %s removes %d specific(s) from the live corpus (kept in the archive): %s",
-            target.id,
-            len(vanishing),
-            shown_all(prune.lost_specifics),
-        )
-    return True
-
-
-def _census_refuses(mode: str, specific: Specific) -> bool:
-    return mode == "all" or (mode == "identity" and specific.kind in IDENTITY_KINDS)
-
-
-class _CensusCorpus:
-    """The census's view of the planned live corpus, indexed only when a question needs the whole corpus.
-
-    The single pass's index starts as: live entries not leaving, plus every merge's successor; each refusal
-    swaps a successor for its sources. A refusal needs a specific the index does not cover, so none can happen
-    before the index exists: built lazily it is the starting multiset (hence gives the same answers), and from
-    then on `refuse` keeps it current exactly as the single pass did.
-    """
-
-    def __init__(self, live: Sequence[StoredEntry], leaving: set[str], merges: Sequence[MergeAction]) -> None:
-        self._live = live
-        self._leaving = leaving
-        self._successors = [m.successor.content for m in merges]
-        self.index: CoverageIndex | None = None
-
-    def covers(self, specific: Specific) -> bool:
-        if self.index is None:
-            self.index = self._build()
-        return self.index.covers(specific)
-
-    def keep(self, stored: StoredEntry) -> None:
-        """A prune is refused: its entry stays live."""
-        if self.index is None:  # not reached: a refusal follows a question only the index answers
-            self.index = self._build()
-        self.index.add(stored.entry.content)
-
-    def refuse(self, merge: MergeAction) -> None:
-        """The merge is refused: its successor leaves the plan, its sources stay live."""
-        if self.index is None:  # not reached: a refusal follows a question only the index answers
-            self.index = self._build()
-        self.index.remove(merge.successor.content)
-        for source in merge.sources:
-            self.index.add(source.entry.content)
-
-    def _build(self) -> CoverageIndex:
-        index = CoverageIndex()
-        for stored in self._live:
-            if stored.id not in self._leaving:
-                index.add(stored.entry.content)
-        for text in self._successors:
-            index.add(text)
-        log.debug("census: indexed the planned live corpus (%d texts)", len(index))
-        return index
-
-
-def _vanishing(
-    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
-) -> list[str]:
-    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order."""
-    return [s.text for s in _vanishing_specifics(entries, corpus, vocabulary, successor)]
-
-
-def _vanishing_specifics(
-    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
-) -> list[Specific]:
-    """`_vanishing`, as the specifics themselves (their kinds decide a prune).
-
-    ``successor`` (the inventory of a live text of the plan) answers first: what it covers, the corpus covers.
-    """
-    lost: dict[str, Specific] = {}
-    for stored in entries:
-        for specific in extract_specifics(stored.entry.content, stored.entry.category, vocabulary):
-            if successor is not None and successor.covers(specific):
-                continue
-            if specific.text not in lost and not corpus.covers(specific):
-                lost[specific.text] = specific
-    return list(lost.values())

@@ -132,7 +132,8 @@ def code_version() -> str:
     and the index is discarded, never read with rules it was not made by."""
     digest = hashlib.sha256(FORMAT)
     here = Path(__file__).resolve().parent
-    for source in (here / "entry.py", here / "store.py", here.parent / "consolidation" / "quarantine.py"):
+    parser = (here / "entry.py", here / "entry_values.py", here / "store.py")  # entry_values: the fast path's checks
+    for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
             digest.update(source.read_bytes())
         except OSError:

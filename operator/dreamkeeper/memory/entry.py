@@ -15,15 +15,21 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
-import sys
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dreamkeeper.memory.entry_values import (
+    FIELD_PARSERS,
+    TIMESTAMP_FIELDS,
+    NotFast,
+    parse_score,
+    parse_tags,
+    parse_text,
+    parse_timestamp,
+)
 from dreamkeeper.memory.jsontext import dumps_indented
 
 # Metadata keys written by RockBot and dreamkeeper. Bookkeeping keys are never copied between entries.
@@ -273,7 +279,7 @@ class Entry(BaseModel):
             raise ValueError("missing or blank 'id'")
         try:
             fields, kept = _fast_fields(shape, values)
-        except _NotFast:
+        except NotFast:
             # Anything but plain JSON types in their usual form goes through pydantic, whose rules (lax
             # coercions) and error messages are the definition.
             entry = cls._validate(shape, values)
@@ -452,10 +458,6 @@ if tuple(_ABSENT) != _FIELD_NAMES:  # the fast path builds __dict__ from it: it 
     raise AssertionError("_ABSENT must list every field in the model's order")
 
 
-class _NotFast(Exception):
-    """A value outside the fast path's plain forms: the entry is validated by pydantic instead."""
-
-
 class _Derived:
     """Marker: the file's value is exactly the JSON form of the parsed value, so it need not be kept."""
 
@@ -545,100 +547,8 @@ def _kept(shape: _Shape, values: list[Any], fields: dict[str, Any]) -> list[Any]
     return kept
 
 
-# ---- the fast path: plain JSON values, checked by the same rules as the model ------------------------------
-
-# datetime.fromisoformat and pydantic read these the same way (tests/memory/test_entry_parse.py checks it against
-# the model); anything else (a date alone, a space for T, week dates, numbers, 24:00) is left to pydantic.
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})?")
-_ZONES: dict[timedelta | None, tzinfo] = {timedelta(0): UTC, None: UTC}
-_ZONES_MAX = 256
-
-
-def _timestamp(raw: Any, memo: dict[str, tuple[datetime, bool]]) -> datetime:
-    if type(raw) is not str:
-        raise _NotFast
-    seen = memo.get(raw)
-    if seen is not None:
-        return seen[0]  # createdAt, updatedAt and lastSeenAt are often one string: one datetime for all
-    if _TIMESTAMP.fullmatch(raw) is None:
-        raise _NotFast
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        raise _NotFast from None
-    # One tzinfo object per offset (pydantic makes one per timestamp); no offset means UTC, as the model says.
-    offset = value.utcoffset()
-    zone = _ZONES.get(offset)
-    if zone is None:
-        zone = value.tzinfo if value.tzinfo is not None else UTC
-        if len(_ZONES) < _ZONES_MAX:
-            _ZONES[offset] = zone
-    if zone is not value.tzinfo:
-        value = value.replace(tzinfo=zone)
-    # Written back as format_timestamp writes it exactly when it has 6 fraction digits and a +HH:MM offset (the
-    # fullmatch above leaves no other 32-character form); "-00:00" is written "+00:00".
-    derivable = len(raw) == 32 and raw[19] == "." and raw[26] in "+-" and raw[26:] != "-00:00"
-    memo[raw] = (value, derivable)
-    return value
-
-
-def _text(raw: Any) -> str:
-    if type(raw) is not str:
-        raise _NotFast
-    return raw
-
-
-def _optional_text(raw: Any) -> str | None:
-    if raw is not None and type(raw) is not str:
-        raise _NotFast
-    return raw
-
-
-def _category(raw: Any) -> str | None:
-    # A handful of categories across a corpus: one string each.
-    return None if raw is None else sys.intern(_text(raw))
-
-
-def _tags(raw: Any) -> list[str]:
-    if raw is None:
-        return []
-    if type(raw) is not list:
-        raise _NotFast
-    try:
-        return list(map(sys.intern, raw))  # tag values repeat across entries: one string each
-    except TypeError:
-        raise _NotFast from None  # not a string (sys.intern takes nothing else)
-
-
-def _metadata(raw: Any) -> dict[str, str] | None:
-    if raw is None:
-        return None
-    if type(raw) is not dict:
-        raise _NotFast
-    for value in raw.values():
-        if type(value) is not str:
-            raise _NotFast
-    return {sys.intern(key): value for key, value in raw.items()}  # keys repeat (sessionId, mergedFrom, ...)
-
-
-def _count(raw: Any) -> int:
-    if type(raw) is not int:
-        raise _NotFast  # floats, bools and numeric strings: pydantic's lax rules decide
-    return raw
-
-
-def _score(raw: Any) -> float:
-    if type(raw) is float:
-        if not math.isfinite(raw):
-            raise _NotFast  # pydantic raises the model's own error for it
-        return raw
-    if type(raw) is int and -(2**53) <= raw <= 2**53:
-        return float(raw)  # exact, as pydantic converts it
-    raise _NotFast
-
-
 def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list[Any]]:
-    """The model's fields for a file of plain JSON values, and what _kept would keep; or _NotFast."""
+    """The model's fields for a file of plain JSON values, and what _kept would keep; or NotFast."""
     fields = _ABSENT.copy()  # the model's field order, as pydantic's own __dict__
     kept: list[Any] = []
     memo: dict[str, tuple[datetime, bool]] = {}
@@ -646,11 +556,11 @@ def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list
         raw = values[at]
         if name is None:
             kept += (at, raw)  # unknown field
-        elif name in _TIMESTAMPS:
+        elif name in TIMESTAMP_FIELDS:
             if raw is None and name != "created_at":
                 fields[name] = None
             else:
-                fields[name] = _timestamp(raw, memo)
+                fields[name] = parse_timestamp(raw, memo)
                 if not memo[raw][1]:
                     kept += (at, raw)  # a 7-digit .NET fraction, "Z", no offset, ...
         elif name == "content":
@@ -658,17 +568,17 @@ def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list
                 fields[name] = ""
                 kept += (at, raw)
             else:
-                fields[name] = _text(raw)
+                fields[name] = parse_text(raw)
         elif name == "tags":
-            fields[name] = _tags(raw)
+            fields[name] = parse_tags(raw)
             if raw is None:
                 kept += (at, raw)
         elif name == "importance_score":
-            fields[name] = _score(raw)
+            fields[name] = parse_score(raw)
             if type(raw) is int:
                 kept += (at, raw)  # 1, not 1.0
         else:
-            fields[name] = _PARSERS[name](raw)  # the file's own value is the parsed one (or equal to it)
+            fields[name] = FIELD_PARSERS[name](raw)  # the file's own value is the parsed one (or equal to it)
     if "created_at" not in shape.position:
         fields["created_at"] = utcnow()
     if "tags" not in shape.position:
@@ -676,20 +586,9 @@ def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list
     return fields, kept
 
 
-_TIMESTAMPS = frozenset({"created_at", "updated_at", "last_seen_at", "archived_at"})
-_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "id": _text,
-    "category": _category,
-    "reinforcement_count": _count,
-    "metadata": _metadata,
-    "superseded_by": _optional_text,
-    "archive_reason": _optional_text,
-}
-
-
 def _reparse(name: str, raw: Any) -> Any:
     """The value a field was given from ``raw`` when the file was read (re-derived at write time, not kept)."""
     try:
         return _fast_fields(_shape_of({_ALIAS_OF[name]: raw, "id": "x"}), [raw, "x"])[0][name]
-    except _NotFast:
+    except NotFast:
         return Entry.model_validate({"id": "x", _ALIAS_OF[name]: raw}, by_alias=True, by_name=False).__dict__[name]

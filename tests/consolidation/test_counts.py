@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dreamkeeper.consolidation.counts import COUNTS, CycleCounts, Row, any_counted, cli_rows, sentence
+from dreamkeeper.consolidation.count_phrases import any_counted, cli_rows, sentence
+from dreamkeeper.consolidation.counts import COUNTS, CycleCounts, Row
 from dreamkeeper.consolidation.report import CycleReport
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

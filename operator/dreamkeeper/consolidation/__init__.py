@@ -3,7 +3,8 @@
 The rest of dreamkeeper uses only what this module exports; the submodules are the engine's own.
 """
 
-from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family, sentence, value_of
+from dreamkeeper.consolidation.count_phrases import sentence, value_of
+from dreamkeeper.consolidation.counts import COUNTS, SUMMED, Count, Family
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.directives import compose
 from dreamkeeper.consolidation.dryrun import render_plan, render_report

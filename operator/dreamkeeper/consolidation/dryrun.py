@@ -14,7 +14,8 @@ from rich.table import Table
 
 from dreamkeeper.consolidation.blast import HeldPlan, read_pending
 from dreamkeeper.consolidation.clock import ClockCheck
-from dreamkeeper.consolidation.counts import CycleCounts, cli_rows
+from dreamkeeper.consolidation.count_phrases import cli_rows
+from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.consolidation.counts import CycleCounts, any_counted, sentence
+from dreamkeeper.consolidation.count_phrases import any_counted, sentence
+from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.pause import PauseMarker
 
 if TYPE_CHECKING:

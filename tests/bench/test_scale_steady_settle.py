@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.scale_steady import child
+from bench.scale_steady import SETTLE_MAX, child
 from bench.sim.world import write_synthetic_corpus
 
 SIZE = 1500  # large enough for a backlog of more than 10 new clusters a cycle
@@ -28,14 +28,19 @@ def test_the_backlog_of_new_clusters_drains_only_with_the_cap_lifted(tmp_path: P
     assert all(r["reviewed"] > 0 for r in capped), [r["reviewed"] for r in capped]
     assert any(r["wrote"] > r["decayed"] for r in capped)
 
-    # Lifted, it drains within four cycles: the first offers more than the cap's 10 clusters (3 entries each here).
+    # Lifted, it drains within the bench's SETTLE_MAX cycles: the first offers more than the cap's 10 clusters (3
+    # entries each here). How many cycles it takes is not fixed: a merged entry gets
+    # a fresh random id, the clustering's LSH seed derives from the ids, so which near pairs meet varies from run to
+    # run: over 19 runs on main 21ddca8 it took 3 to 6 cycles (the last one reviewing nothing); CI once needed more
+    # than the four this test allowed.
     settling = []
-    for _ in range(4):
+    for _ in range(SETTLE_MAX):
         settling.append(child("cycle", agent, True, settle=True))
         if settling[-1]["reviewed"] == 0:
             break
+    reviewed = [r["reviewed"] for r in settling]
     assert settling[0]["reviewed"] > capped[0]["reviewed"]
-    assert settling[-1]["reviewed"] == 0, [r["reviewed"] for r in settling]
+    assert reviewed[-1] == 0, reviewed
 
     # What the bench then measures, with the default settings: nothing asked, nothing written but decay.
     steady = child("cycle", agent, True)

@@ -126,12 +126,16 @@ class Executor:
         journal: Journal,
         now: datetime,
         snapshot: Mapping[str, StoredEntry] | None = None,
+        decayed: Mapping[str, Entry] | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
         self.now = now
         self.cycle_id = journal.header.cycle_id
         self.snapshot = snapshot or {}
+        # Path -> the entry the decay plan made of the snapshot's (the values its journal step records): written as
+        # it is, instead of being rebuilt from the step's values, while the file is still the snapshot's.
+        self.decayed = decayed or {}
         self.tally = ExecutionTally()
         self.written: dict[str, Fingerprint] = {}
         """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
@@ -283,7 +287,11 @@ class Executor:
             if has_decay_values(stored.entry, step.after):
                 return "done"  # written before a crash, journal line lost
             raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
-        updated = with_decay_values(stored.entry, step.after)
+        planned = self.decayed.get(str(path))
+        if planned is not None and stored is self.snapshot.get(str(path)):
+            updated = planned
+        else:
+            updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._pending_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,24 +219,36 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
         steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral"))
     for stamp in plan.stamps:
         group += 1
-        steps.append(
-            Step(
-                op="stamp",
-                id=stamp.target.id,
-                path=relative_path(store, stamp.target.path),
-                group=group,
-                expected=FingerprintModel.of(stamp.target.fingerprint),
-                metadata=stamp.metadata,
-                previous={key: stamp.target.entry.meta(key) for key in stamp.metadata},
-            )
-        )
+        steps.append(stamp_step(store, stamp.target, stamp.metadata, group))
     return steps
 
 
-# The fields every decay step sets, and a fingerprint's: one set object shared by all of them (pydantic gives each
-# model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
+# The fields every decay (stamp) step sets, and a fingerprint's: one set object shared by all of them (pydantic gives
+# each model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
 _DECAY_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "before", "after"}
+_STAMP_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "metadata", "previous"}
 _FINGERPRINT_FIELDS: Final = {"sha256", "size", "mtime_ns"}
+
+
+def _fingerprint_model(fp: Fingerprint) -> FingerprintModel:
+    """``FingerprintModel.of(fp)`` without validating what is already typed (a str and two ints)."""
+    return FingerprintModel.model_construct(_FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns)
+
+
+def stamp_step(store: MemoryStore, target: StoredEntry, metadata: dict[str, str | None], group: int) -> Step:
+    """A review stamp's journal step, constructed, not validated (a cold start stamps nearly every entry, and
+    validating the step cost more than building it): the same step, the same JSON as the validated one
+    (tests/consolidation/test_journal_steps.py). ``metadata`` is copied, so the step never shares a caller's dict."""
+    return Step.model_construct(
+        _STAMP_STEP_FIELDS,
+        op="stamp",
+        id=target.id,
+        path=relative_path(store, target.path),
+        group=group,
+        expected=_fingerprint_model(target.fingerprint),
+        metadata=dict(metadata),
+        previous={key: target.entry.meta(key) for key in metadata},
+    )
 
 
 def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
@@ -243,19 +256,33 @@ def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
     the fingerprint read, two values): constructed, not validated. A cold start journals one per entry of the
     corpus, all held until the decay has run (issue 27: ~2.3 KB each as validated models at 100,000 entries);
     the same step, the same JSON (tests/consolidation/test_cold_memory.py)."""
-    fp = decay.target.fingerprint
     return Step.model_construct(
         _DECAY_STEP_FIELDS,
         op="decay",
         id=decay.target.id,
         path=relative_path(store, decay.target.path),
         group=group,
-        expected=FingerprintModel.model_construct(
-            _FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns
-        ),
+        expected=_fingerprint_model(decay.target.fingerprint),
         before=decay_values(decay.target.entry),
-        after=decay_values(decay.updated),
+        after=_decayed_values(decay),
     )
+
+
+def _decayed_values(decay: DecayAction) -> dict[str, Any]:
+    """``decay_values(decay.updated)`` without building the entry's JSON again, when both values changed: a changed
+    value is written as its current JSON form (``Entry.to_json_obj``), i.e. the float and the formatted timestamp.
+    Decay always lowers importance and moves updatedAt to now (``plan_decay``); anything else takes the long way."""
+    old, new = decay.target.entry, decay.updated
+    importance, updated_at = new.importance_score, new.updated_at
+    if (
+        type(importance) is float
+        and math.isfinite(importance)
+        and importance != old.importance_score
+        and updated_at is not None
+        and updated_at != old.updated_at
+    ):
+        return {"importanceScore": importance, "updatedAt": format_timestamp(updated_at)}
+    return decay_values(new)
 
 
 def decay_values(entry: Entry) -> dict[str, Any]:
@@ -300,8 +327,9 @@ def _entry_path(store: MemoryStore, entry: Entry) -> Path:
 
 
 def _archive_step(store: MemoryStore, stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
-    step = archive_step(stored, group, reason, kind, baseline=baseline_of(stored.entry))
-    return step.model_copy(update={"path": relative_path(store, stored.path)})
+    return archive_step(
+        stored, group, reason, kind, baseline=baseline_of(stored.entry), path=relative_path(store, stored.path)
+    )
 
 
 def archive_step(
@@ -312,13 +340,15 @@ def archive_step(
     *,
     metadata: dict[str, str | None] | None = None,
     baseline: dict[str, Any] | None = None,
+    path: str | None = None,
 ) -> Step:
     """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write.
-    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative)."""
+    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative), unless
+    ``path`` says how the journal names it."""
     return Step(
         op="archive",
         id=stored.id,
-        path=str(stored.path),
+        path=str(stored.path) if path is None else path,
         group=group,
         expected=FingerprintModel.of(stored.fingerprint),
         reason=reason,

@@ -435,7 +435,8 @@ class Writes:
         self._touched.update(snapshot)
         self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()
-        return Executor(self.store, journal, self.context.now, snapshot)
+        decayed = {str(d.target.path): d.updated for d in plan.decays}
+        return Executor(self.store, journal, self.context.now, snapshot, decayed)
 
     def _reread(self, scan: ScanResult, touched: set[Path]) -> ScanResult:
         """The snapshot after a stage wrote ``touched``: only those files are read again (a full rescan cost as much

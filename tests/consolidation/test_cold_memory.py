@@ -23,7 +23,8 @@ def test_a_cycle_keeps_no_step_of_its_decay_journal_and_folds_it_in_alike(tmp_pa
     root = tmp_path / "memory"
     # Unrelated facts, reviewed and unchanged: the plan writes none of them, so each decay is written alone, in the
     # decay journal (a decay of an entry the plan stamps or archives is carried by that step: test_decay_carried.py).
-    words = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lagoon".split()
+    words = ["amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel"]
+    words.append("lagoon")
     for n, word in enumerate(words):
         rockbot_files.write(root, old(f"e{n:02d}", f"The {word} code is {n * 7919}.", 0.6 + n / 100))
     options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)

@@ -1,7 +1,7 @@
 """A cold start's writes (issue 27 item 3): each decayed file written once in the cycle (its decay carried by the
-cycle's other write of it), from the snapshot, with one directory fsync per batch; update steps write from the snapshot's parse instead of reading the file again; the
-shortcuts taken for speed (a decay step's two values, a validated directory) give exactly what the long way gives,
-and refuse exactly what it refuses."""
+cycle's other write of it), from the snapshot, with one directory fsync per batch; update steps write from the
+snapshot's parse instead of reading the file again; the shortcuts taken for speed (a decay step's two values, a
+validated directory) give exactly what the long way gives, and refuse exactly what it refuses."""
 
 from __future__ import annotations
 

@@ -474,7 +474,10 @@ class Journal:
         its journals until its end to fold them in, and a cold start's decay journal held a step object per decayed
         entry there (about 40 MB at 10,000 entries, issue 27). Any other journal is itself."""
         steps = self.header.steps
-        if not steps or any(step.op != "decay" for step in steps):
+        if not steps:
+            return self
+        # A streamed decay journal's steps say so (decay_journal.DecaySteps): not built again to be looked at.
+        if not getattr(steps, "all_decays", False) and any(step.op != "decay" for step in steps):
             return self
         folded = Journal(self.path, self.header.model_copy(update={"steps": []}))
         folded.complete, folded.undone = self.complete, self.undone

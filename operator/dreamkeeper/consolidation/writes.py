@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
 from dreamkeeper.consolidation.clock import SKEW, ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_journal
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
@@ -109,7 +110,7 @@ class Writes:
         # charge: its final state is read in full at once (a listing first would be thrown away: ``measure``).
         self._archives = False
         self._decays = DecayPlan()  # planned by the decay stage, written by apply (or by a held plan's cap)
-        self._decay_tally = _DecayTally()
+        self._decay_tally = DecayTally()
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -312,19 +313,16 @@ class Writes:
 
     def _decay_alone(
         self, actions: tuple[DecayAction, ...], left_floor: frozenset[str]
-    ) -> tuple[_DecayTally, dict[str, Fingerprint]]:
+    ) -> tuple[DecayTally, dict[str, Fingerprint]]:
         executor = self._executor(Plan(decays=list(actions)), DECAY_JOURNAL_SUFFIX)
         if executor is None:
-            return _DecayTally(), {}
+            return DecayTally(), {}
         tally = executor.run()
         self._stamped.update(executor.written)
         self._written_ids |= tally.written_ids
         journal = executor.journal  # run: what the write-back index folds in of it is all that is kept
         self._journals[journal.header.cycle_id] = journal.as_folded()
-        done = frozenset(tally.decayed_ids)
-        return _DecayTally(done, len(left_floor & done), tally.conflicts, tally.write_failed, _not_written(tally)), (
-            executor.written
-        )
+        return DecayTally.of(tally, left_floor, _not_written(tally)), executor.written
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")
@@ -445,9 +443,11 @@ class Writes:
         """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
         if plan.is_empty:
             return None
-        journal = write_journal(
-            self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
-        )
+        journal_id, agent_dir = self.context.cycle_id + suffix, self.context.agent_dir
+        if suffix == DECAY_JOURNAL_SUFFIX:  # streamed, its steps never all held (decay_journal.py)
+            journal = write_decay_journal(agent_dir, journal_id, plan.decays, self.store, self.context.now)
+        else:
+            journal = write_journal(agent_dir, journal_id, plan, self.store, self.context.now)
         self._journals[journal.header.cycle_id] = journal
         # A decay's target first: the file as it is, until the plan's own view of it (decayed, same fingerprint).
         snapshot = {str(d.target.path): d.target for d in plan.decays}
@@ -570,27 +570,6 @@ def _not_written(tally: ExecutionTally) -> tuple[str, ...]:
     if len(tally.errors) > NOTED_FAILURES:
         notes.append(f"not written: {len(tally.errors) - NOTED_FAILURES} more (each in the journal)")
     return tuple(notes)
-
-
-@dataclass(frozen=True)
-class _DecayTally:
-    """What the decay journal(s) of a cycle wrote: ids decayed, of them how many left the high-value floor, and
-    what could not be written."""
-
-    ids: frozenset[str] = frozenset()
-    left_floor: int = 0
-    conflicts: int = 0
-    write_failed: int = 0
-    notes: tuple[str, ...] = ()
-
-    def __add__(self, other: _DecayTally) -> _DecayTally:
-        return _DecayTally(
-            self.ids | other.ids,
-            self.left_floor + other.left_floor,
-            self.conflicts + other.conflicts,
-            self.write_failed + other.write_failed,
-            self.notes + other.notes,
-        )
 
 
 @dataclass

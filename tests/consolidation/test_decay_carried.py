@@ -35,7 +35,7 @@ from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.consolidation.writes import Writes
 from dreamkeeper.memory import ARCHIVED_BY_CYCLE, REVIEWED_HASH, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
-from tests.consolidation.corpus import BASE_TIME, entry_files, write_corpus
+from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 from tests.consolidation.test_crash_recovery import PROPOSAL, SEEDS, check_invariants
 
 NOW = BASE_TIME + timedelta(days=60)  # every seed past its grace period: each one above the floor decays
@@ -223,3 +223,44 @@ def test_undo_puts_back_each_decay_with_the_stamp_or_archive_that_carried_it(
         ).get(REVIEWED_HASH)
         stored = store.get(seed.id)
         assert stored is not None and stored.entry.is_live  # every archive restored
+
+
+def test_a_decay_of_the_entry_a_merge_is_folded_into_is_that_update_and_undo_puts_it_all_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge whose text is a live entry's is folded into that entry (an update step): its decay is the update's
+    (one write; the step's ``before`` is the file as it was, undecayed), and undo puts every file back as it was."""
+    from dreamkeeper.consolidation import executor as executor_module
+    from dreamkeeper.memory import store as store_module
+
+    text = "Rocky has a dog named Milo; Milo is a Sheltie."
+    write_corpus(tmp_path, [*SEEDS, Seed("x1", text, "people")])
+    original = _files(tmp_path)
+    writes: dict[str, int] = {}
+
+    def counting(replace: Any) -> Any:
+        def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
+            writes[path.stem] = writes.get(path.stem, 0) + 1
+            return replace(path, *args, **kwargs)
+
+        return counted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "replace_file", counting(store_module.replace_file))  # stamps, archives
+        patch.setattr(executor_module, "replace_file", counting(executor_module.replace_file))  # creates, updates
+        report = _cycle(tmp_path, {"toSave": [{"content": text, "sourceIds": ["m1", "m2"]}], "toDelete": ["m1", "m2"]})
+    assert report.archived >= 1, report  # m2 at least (m1 may be left to a later cycle: its text is in x1)
+    journals = [Journal.load(p) for p in journal_dir(tmp_path).glob("*.jsonl")]
+    steps = [s for j in journals for s in j.header.steps]
+    updates = [s for s in steps if s.op == "update"]
+    assert [s.id for s in updates] == ["x1"]
+    assert updates[0].before is not None and updates[0].before["importanceScore"] == original["x1"]["importanceScore"]
+    assert not [s for s in steps if s.op == "decay"]  # every seed is written by the plan: each decay carried
+    ids = [*(seed.id for seed in SEEDS), "x1"]
+    assert {i: writes.get(i) for i in ids} == dict.fromkeys(ids, 1)  # one write each, decay included
+    result = undo_cycle(tmp_path, tmp_path / "memory", report.cycle_id)
+    assert not result.conflicts, result.details
+    files = _files(tmp_path)
+    for entry_id in ids:
+        assert {k: files[entry_id][k] for k in FIELDS} == {k: original[entry_id][k] for k in FIELDS}, entry_id
+        assert files[entry_id]["content"] == original[entry_id]["content"]

@@ -264,3 +264,28 @@ def test_a_decay_of_the_entry_a_merge_is_folded_into_is_that_update_and_undo_put
     for entry_id in ids:
         assert {k: files[entry_id][k] for k in FIELDS} == {k: original[entry_id][k] for k in FIELDS}, entry_id
         assert files[entry_id]["content"] == original[entry_id]["content"]
+
+
+def test_a_plan_held_by_the_cap_writes_its_decays_and_is_applied_when_approved(
+    tmp_path: Path, control: dict[str, dict[str, Any]]
+) -> None:
+    """A held plan writes nothing else this cycle: its decays are written alone before the hold remembers the
+    corpus, so that approving it finds the corpus unchanged (remembered before them, every decay would make it
+    stale and discarded)."""
+    write_corpus(tmp_path, SEEDS)
+    settings = CycleSettings(min_interval_hours=0, exact_fold=False, archive_cap=0.1, archive_cap_min_entries=1)
+    held = asyncio.run(
+        run_cycle(CycleOptions(agent_dir=tmp_path, settings=settings, now=NOW), ScriptedProposer([PROPOSAL]))
+    ).report
+    assert held.held > 0 and held.archived == 0, held
+    files = _files(tmp_path)
+    for seed in SEEDS:  # decayed all the same, alone
+        assert {k: files[seed.id][k] for k in FIELDS} == {k: control[seed.id][k] for k in FIELDS}, seed.id
+    approved = asyncio.run(
+        run_cycle(
+            CycleOptions(agent_dir=tmp_path, settings=settings, now=NOW, approve_hold=held.cycle_id),
+            ScriptedProposer([]),
+        )
+    ).report
+    assert approved.archived == 5 and approved.saved == 2, approved.notes
+    assert any("applied the plan held by" in note for note in approved.notes), approved.notes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from dreamkeeper.consolidation.journal import (
 )
 from dreamkeeper.consolidation.plan import DecayAction
 from dreamkeeper.memory import ConflictError, MemoryStore, ensure_state_dir, format_timestamp, fsync_directory
+
+log = logging.getLogger(__name__)
 
 PARTIAL: Final = ".partial"  # a decay journal being written: never a *.jsonl, so never taken for a journal
 _CHUNK: Final = 1 << 20
@@ -76,6 +79,7 @@ def write_decay_journal(
     for leftover in directory.glob(f".*{PARTIAL}"):  # a cycle killed while writing one (we hold the cycle lock)
         with contextlib.suppress(OSError):
             leftover.unlink()
+            log.info("removed %s: a decay journal a killed cycle left half-written (never a journal)", leftover)
     empty = JournalHeader(
         cycle_id=cycle_id, created_at=format_timestamp(now), memory_root=str(store.root), path_base="memory-root"
     )

@@ -376,7 +376,9 @@ class Writes:
     def record(self, report: CycleReport) -> Path:
         self._update_index()
         if self.store.corpus_index is not None:
-            self.store.corpus_index.save()  # a cache of this cycle's last scan (memory/corpus_index.py)
+            # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since.
+            self.store.corpus_index.forget(self._touched)
+            self.store.corpus_index.save()
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at

@@ -1,6 +1,8 @@
-"""A steady cycle's corpus index (memory/corpus_index.py, ``CorpusIndex.forget``): the files a cycle writes after
-its scan (decay's rewrites, every cycle) are not saved in the index with the stat of the version it read, so a run
-of steady cycles leaves the index and its log as they are, and the next scan still reads exactly those files."""
+"""A steady cycle's state files. The corpus index (memory/corpus_index.py, ``CorpusIndex.forget``): the files a
+cycle writes after its scan (decay's rewrites, every cycle) are not saved in the index with the stat of the version
+it read, so a run of steady cycles leaves the index and its log as they are, and the next scan still reads exactly
+those files. The write-back index (writeback/): nothing of a decay journal is folded in, so a cycle that only
+decayed leaves it as it is (it was loaded and rewritten whole to add the journal's id)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.writeback import index_path as writeback_index_path
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.proposers import OfflineProposer
@@ -51,6 +54,7 @@ def test_steady_cycles_leave_the_index_alone_and_read_only_what_decay_wrote(
     # Each cycle a day later for the index's racy rule too (files written by the last cycle are trusted).
     monkeypatch.setattr(ci, "_now_ns", lambda: real() + (clock["day"] + 1) * DAY_NS)
     index_file = ci.index_path(agent)
+    writeback_file = writeback_index_path(agent)
     log_file = index_file.with_name(index_file.name + ci.LOG_SUFFIX)
     sizes, decayed = [], []
     for day in range(5):
@@ -58,7 +62,8 @@ def test_steady_cycles_leave_the_index_alone_and_read_only_what_decay_wrote(
         outcome = cycle(agent, day)
         assert outcome.report.result == "completed"
         decayed.append(outcome.report.decayed)
-        sizes.append((index_file.read_bytes(), log_file.read_bytes() if log_file.exists() else b""))
+        state = (index_file.read_bytes(), log_file.read_bytes() if log_file.exists() else b"")
+        sizes.append((*state, writeback_file.read_bytes(), writeback_file.stat().st_mtime_ns))
     # From the third cycle on nothing new is said: the decayed files' records were dropped (their stat changed
     # after the scan), the rest are unchanged. Before, each cycle appended six records to the log.
     assert sizes[2] == sizes[3] == sizes[4] and min(decayed[2:]) > 0

@@ -17,14 +17,24 @@ added). ``runNowToken`` (and resuming a suspended schedule) starts a cycle, whic
 agent: that needs the right to scale (Stop) or restart (RestartAfter) the workload (``DISTURB``). The operator's
 own metadata patches change no spec and are never refused.
 
-Parameters (allowed images, namespaces never served) live in a ConfigMap the binding names; a missing ConfigMap
-denies (fail closed). An allowed image is an exact reference, or a prefix that ends at a boundary (``/``, ``:`` or
+Parameters (allowed images, namespaces never served) are written INTO the policy, as CEL list literals
+(``policy_spec(allowed_images=…, excluded_namespaces=…)``; the chart fills them from its values), never read from a
+ConfigMap through ``paramKind``. Kubernetes (v1.36.1 and before; kubernetes/kubernetes#130887, fix proposed in #141015)
+tears the API server's ConfigMap param informer down for good, for the life of the API server process, as soon as
+no binding names a ConfigMap paramKind for one policy refresh (1 s): after that every binding with
+``parameterNotFoundAction: Deny`` denies every request ("no params found for policy binding"), and with ``Allow``
+the checks run against stale or missing parameters. A ``helm uninstall`` of the only release, then an install,
+reached exactly that on our control plane: every DreamSchedule refused until the API server restarted. Literals
+have no informer to lose; each release has its own policy (its name carries the release and namespace). An allowed
+image is an exact reference, or a prefix that ends at a boundary (``/``, ``:`` or
 ``@``): ``localhost/dreamkeeper:test`` never admits ``localhost/dreamkeeper:test-bobs-build``, and
 ``registry.example/dreamkeeper/`` never admits ``registry.example/dreamkeeper-bob/evil``.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +42,9 @@ from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL
 from dreamkeeper.kube.models import DreamScheduleSpec
 
 POLICY_API = "admissionregistration.k8s.io/v1"
-PARAMS_KEY_IMAGES = "allowedImages"  # comma-separated exact references or boundary prefixes (see the docstring)
-PARAMS_KEY_EXCLUDED = "excludedNamespaces"  # comma-separated: no DreamSchedule is created there
+# The policy variables holding its parameters (the chart's template fills their expressions from its values).
+ALLOWED_IMAGES_VARIABLE = "allowedImages"  # exact references or boundary prefixes (see the docstring)
+EXCLUDED_VARIABLE = "excludedNamespaces"  # no DreamSchedule is created there
 IMAGE_BOUNDARIES = ("/", ":", "@")
 # The verb an admin grants (on dreamschedules) to let a schedule run its cycle with group 0 (allowRootGroup).
 ROOT_GROUP_VERB = "allow-root-group"
@@ -106,16 +117,8 @@ VARIABLES: list[dict[str, str]] = [
         "name": "mayCreatePods",
         "expression": f"authorizer.group('').resource('pods').namespace({NS}).check('create').allowed()",
     },
-    {
-        "name": "allowedImages",
-        "expression": f"has(params.data) && '{PARAMS_KEY_IMAGES}' in params.data ? "
-        f"params.data['{PARAMS_KEY_IMAGES}'].split(',').filter(p, p != '') : []",
-    },
-    {
-        "name": "excludedNamespaces",
-        "expression": f"has(params.data) && '{PARAMS_KEY_EXCLUDED}' in params.data ? "
-        f"params.data['{PARAMS_KEY_EXCLUDED}'].split(',').filter(n, n != '') : []",
-    },
+    {"name": ALLOWED_IMAGES_VARIABLE, "expression": "[]"},  # policy_spec() writes the values in
+    {"name": EXCLUDED_VARIABLE, "expression": "[]"},
     {
         # A creation, or an edit of anything but suspend and runNowToken: every check runs, as for a creation.
         "name": "recheck",
@@ -218,11 +221,22 @@ EXCLUDED_NAMESPACE = {
 }
 
 
-def policy_spec() -> dict[str, Any]:
-    """The ValidatingAdmissionPolicy's spec."""
+def cel_string_list(values: Sequence[str]) -> str:
+    """A CEL list literal of the non-empty strings. JSON's string syntax is a subset of CEL's (double quotes; the
+    escapes \\", \\\\, \\n… and \\uXXXX), so a JSON array is one; the chart's template writes the same with Helm's
+    ``toJson``."""
+    return json.dumps([v for v in values if v], separators=(",", ":"), ensure_ascii=False)
+
+
+def policy_spec(allowed_images: Sequence[str] = (), excluded_namespaces: Sequence[str] = ()) -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy's spec, its parameters written in (the chart's generated copy has none: its
+    template fills them)."""
+    filled = {ALLOWED_IMAGES_VARIABLE: allowed_images, EXCLUDED_VARIABLE: excluded_namespaces}
+    variables = [
+        {**v, "expression": cel_string_list(filled[v["name"]])} if v["name"] in filled else dict(v) for v in VARIABLES
+    ]
     return {
         "failurePolicy": "Fail",
-        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
         "matchConstraints": {
             "resourceRules": [
                 {
@@ -233,29 +247,24 @@ def policy_spec() -> dict[str, Any]:
                 }
             ]
         },
-        "variables": VARIABLES,
+        "variables": variables,
         "validations": [EXCLUDED_NAMESPACE, *(check.validation() for check in CHECKS)],
     }
 
 
-def admission_policy(name: str) -> dict[str, Any]:
+def admission_policy(name: str, *, allowed_images: Sequence[str], excluded_namespaces: Sequence[str]) -> dict[str, Any]:
     return {
         "apiVersion": POLICY_API,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
-        "spec": policy_spec(),
+        "spec": policy_spec(allowed_images, excluded_namespaces),
     }
 
 
-def admission_binding(
-    name: str, policy: str, params_namespace: str, params_name: str, namespaces: list[str] | None = None
-) -> dict[str, Any]:
-    """Bind the policy with its parameters; ``namespaces`` limits it to those (namespace-scoped installs)."""
-    spec: dict[str, Any] = {
-        "policyName": policy,
-        "validationActions": ["Deny"],
-        "paramRef": {"name": params_name, "namespace": params_namespace, "parameterNotFoundAction": "Deny"},
-    }
+def admission_binding(name: str, policy: str, namespaces: list[str] | None = None) -> dict[str, Any]:
+    """Bind the policy (no parameter resource: they are in the policy); ``namespaces`` limits it to those
+    (namespace-scoped installs)."""
+    spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
     if namespaces:
         selector = {
             "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]
@@ -266,18 +275,4 @@ def admission_binding(
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name},
         "spec": spec,
-    }
-
-
-def admission_params(
-    name: str, namespace: str, *, allowed_images: list[str], excluded_namespaces: list[str]
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {
-            PARAMS_KEY_IMAGES: ",".join(allowed_images),
-            PARAMS_KEY_EXCLUDED: ",".join(excluded_namespaces),
-        },
     }

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen.admission import admission_binding, admission_params, admission_policy
+from codegen.admission import admission_binding, admission_policy
 from codegen.crds import all_crds
 from codegen.rbac import aggregate_rules, operator_binding, operator_role
 from prometheus_client.parser import text_string_to_metric_families
@@ -70,7 +70,6 @@ def install_crds(cluster: ControlPlane) -> None:
         cluster.wait_for(f"CRD {name} established", established, timeout=60)
 
 
-ADMISSION_NAMESPACE = "dreamkeeper-admission"
 ADMISSION_NAME = "tests.schedules.dreamkeeper.io"
 EDIT_ROLE = "dreamkeeper-edit"
 SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease"]
@@ -90,15 +89,12 @@ def _apply(cluster: ControlPlane, collection: str, body: Obj) -> None:
 def install_admission(cluster: ControlPlane) -> None:
     """The generated ValidatingAdmissionPolicy, bound with its parameters, as the chart installs it; returns once
     the API server enforces it (a schedule in kube-system is refused)."""
-    if cluster.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NAMESPACE}") is None:
-        cluster.create_namespace(ADMISSION_NAMESPACE)
-    params = admission_params(
-        "admission", ADMISSION_NAMESPACE, allowed_images=list(ALLOWED_IMAGES), excluded_namespaces=SYSTEM_NAMESPACES
-    )
-    _apply(cluster, f"/api/v1/namespaces/{ADMISSION_NAMESPACE}/configmaps", params)
     registration = "/apis/admissionregistration.k8s.io/v1"
-    _apply(cluster, f"{registration}/validatingadmissionpolicies", admission_policy(ADMISSION_NAME))
-    binding = admission_binding(ADMISSION_NAME, ADMISSION_NAME, ADMISSION_NAMESPACE, "admission")
+    policy = admission_policy(
+        ADMISSION_NAME, allowed_images=list(ALLOWED_IMAGES), excluded_namespaces=SYSTEM_NAMESPACES
+    )
+    _apply(cluster, f"{registration}/validatingadmissionpolicies", policy)
+    binding = admission_binding(ADMISSION_NAME, ADMISSION_NAME)
     _apply(cluster, f"{registration}/validatingadmissionpolicybindings", binding)
     probe = {
         "apiVersion": f"{GROUP}/{VERSION}",

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -49,7 +50,7 @@ def test_default_render_deployment_is_one_recreate_replica_restricted_with_liven
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Service",
-         "Deployment", "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+         "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     )  # fmt: skip
     deployment = one(docs, "Deployment")
     spec = deployment["spec"]
@@ -93,21 +94,25 @@ def test_default_render_deployment_is_one_recreate_replica_restricted_with_liven
             assert doc["metadata"]["namespace"] == "dreamkeeper-system", doc["kind"]
 
 
-def test_admission_policy_is_the_generated_spec_bound_to_its_parameters() -> None:
+def _parameters(policy: dict[str, Any]) -> dict[str, list[str]]:
+    """The policy's parameter variables, read back as the API server's CEL reads their list literals."""
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    return {name: json.loads(variables[name]) for name in ("allowedImages", "excludedNamespaces")}
+
+
+def test_admission_policy_is_the_generated_spec_with_its_parameters_written_in() -> None:
     docs = template()
     policy = one(docs, "ValidatingAdmissionPolicy")
-    assert policy["spec"] == policy_spec()
-    binding = one(docs, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"]
-    ref = binding["spec"]["paramRef"]
-    assert ref["parameterNotFoundAction"] == "Deny"  # no parameters: refuse, never skip the checks
-    (params,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == ref["name"]]
-    assert params["metadata"]["namespace"] == ref["namespace"] == "dreamkeeper-system"
     # Exactly the Jobs' default image (issue 21: `localhost/dreamkeeper:` admitted any tag anybody pushed).
-    assert params["data"]["allowedImages"] == f"localhost/dreamkeeper:{_chart_version()}"
-    assert params["data"]["excludedNamespaces"] == "kube-system,kube-public,kube-node-lease"
-    assert "matchResources" not in binding["spec"]  # cluster scope: every namespace
+    images, excluded = [f"localhost/dreamkeeper:{_chart_version()}"], ["kube-system", "kube-public", "kube-node-lease"]
+    assert _parameters(policy) == {"allowedImages": images, "excludedNamespaces": excluded}
+    assert policy["spec"] == policy_spec(images, excluded)
+    # No parameter resource: Kubernetes loses its ConfigMap param informer once no binding names one
+    # (kubernetes/kubernetes#130887), and a binding with parameters then denies every schedule.
+    assert "paramKind" not in policy["spec"]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert not [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-admission")]
 
 
 def test_admission_in_namespace_scope_binds_only_the_served_namespaces_and_takes_extra_images() -> None:
@@ -119,13 +124,25 @@ def test_admission_in_namespace_scope_binds_only_the_served_namespaces_and_takes
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
     (expression,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
     assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agents-a", "agents-b"]}
-    params = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-admission"))
-    assert params["data"]["allowedImages"].split(",") == ["registry.example/dk:1", "registry.example/dk:"]
-    legacy = template(sets=["admission.allowedImagePrefixes={registry.example/old/}"])
-    legacy_params = next(d for d in by_kind(legacy, "ConfigMap") if d["metadata"]["name"].endswith("-admission"))
-    assert legacy_params["data"]["allowedImages"].split(",")[-1] == "registry.example/old/"  # the deprecated name
-    assert params["data"]["excludedNamespaces"] == ""  # namespaces named explicitly are asked for
+    params = _parameters(one(docs, "ValidatingAdmissionPolicy"))
+    assert params["allowedImages"] == ["registry.example/dk:1", "registry.example/dk:"]
+    legacy_docs = template(sets=["admission.allowedImagePrefixes={registry.example/old/}"])
+    legacy = _parameters(one(legacy_docs, "ValidatingAdmissionPolicy"))
+    assert legacy["allowedImages"][-1] == "registry.example/old/"  # the deprecated name
+    assert params["excludedNamespaces"] == []  # namespaces named explicitly are asked for
     assert not by_kind(template(sets=["admission.enabled=false"]), "ValidatingAdmissionPolicy")
+
+
+def test_admission_parameters_are_cel_literals_whatever_the_values_hold(tmp_path: Path) -> None:
+    """Values with characters CEL would read differently unescaped (a quote, a backslash, non-ASCII) come out as
+    the same strings (toJson's escapes are CEL's); repeats are dropped; no excluded namespaces is an empty list."""
+    odd = 'registry.example/a"b\\c:\u00e9'
+    values = tmp_path / "odd.yaml"
+    values.write_text(yaml.safe_dump({"admission": {"allowedImages": [odd, "registry.example/dk:", odd]}}))
+    docs = template(str(values), sets=["operator.excludeNamespaces=null"])
+    params = _parameters(one(docs, "ValidatingAdmissionPolicy"))
+    assert params["allowedImages"][1:] == [odd, "registry.example/dk:"]
+    assert params["excludedNamespaces"] == []
 
 
 def test_redacted_logs_and_served_system_namespaces_are_chart_values() -> None:

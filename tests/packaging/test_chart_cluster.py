@@ -5,6 +5,7 @@ reconciling a DreamSchedule end to end."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -12,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL
+from dreamkeeper.kube import GROUP, SCHEDULE_PLURAL, VERSION
 from dreamkeeper.kube.slots import CronSchedule
 from tests.cluster.controlplane import free_port
 from tests.cluster.fixtures import KubeCluster
-from tests.cluster.kubeapi import namespaced
+from tests.cluster.kubeapi import ApiError, namespaced
 from tests.packaging import cluster_support as cs
 from tests.packaging.helm import CHART, MONITORING_API, REPO, helm, template_text
 
@@ -167,3 +168,49 @@ def test_operator_installed_from_the_chart_reconciles_a_schedule_end_to_end(
     # And the CR is served under the chart's CRD (not a test-installed one).
     crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SCHEDULE_PLURAL}.{GROUP}")
     assert crd["spec"]["versions"][0]["name"] == "v1alpha1"
+
+
+def test_the_charts_admission_keeps_answering_after_its_binding_is_deleted_and_created_again(
+    crds: KubeCluster, kube_namespace: str
+) -> None:
+    """`helm uninstall` of the only release, then an install: on the real API server the release's policy must still
+    answer with its own parameters. Kubernetes (up to v1.36.1, kubernetes/kubernetes#130887) stops its ConfigMap
+    param informer for good once no binding names a ConfigMap for one policy refresh (1 s); the chart's policy then
+    took its parameters from a ConfigMap (`paramRef`, `parameterNotFoundAction: Deny`), and the second install
+    refused every DreamSchedule with "no params found for policy binding" until the API server restarted. Here the
+    test's own namespace is an excluded one, so the expected refusal can only come from this policy's parameters."""
+    ns = kube_namespace
+    kinds = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap"}
+    rendered = template_text(release="dk-adm", namespace=ns, sets=[f"operator.excludeNamespaces={{kube-system,{ns}}}"])
+    docs = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] in kinds and (d["kind"] != "ConfigMap" or d["metadata"]["name"].endswith("-admission"))
+    ]  # the admission objects as the chart installs them (the ConfigMap only where a chart still has one)
+    policy = next(d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    manifest = yaml.safe_dump_all(docs)
+    probe = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DreamSchedule",
+        "metadata": {"name": "admission-probe"},
+        "spec": {"schedule": "@daily", "claimName": "none"},
+    }
+    answers: list[str] = []
+
+    def refused_by_its_parameters() -> bool:
+        try:
+            crds.api.request("POST", cs.cr_path(ns, SCHEDULE_PLURAL), probe, params={"dryRun": "All"})
+        except ApiError as exc:
+            answers.append(exc.message)
+            return f"'{policy}'" in exc.message and f"namespace {ns} is not served" in exc.message
+        answers.append("admitted")
+        return False
+
+    for round_ in (1, 2):
+        crds.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+        try:
+            crds.wait_for(f"round {round_}: the policy's own answer", refused_by_its_parameters, timeout=60)
+        except Exception as exc:
+            raise AssertionError(f"round {round_}: last answers {answers[-3:]}") from exc
+        crds.kubectl("delete", "--wait", "-f", "-", input=manifest)
+        time.sleep(3)  # longer than the API server's policy refresh: an informer nobody names is stopped by then

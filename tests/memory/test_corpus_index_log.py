@@ -160,3 +160,41 @@ def test_the_log_is_folded_into_the_base_once_it_grows(agent: Path) -> None:
         pytest.fail("the log was never folded into the base")
     seen, index = scan(agent)
     assert seen["entry3"] == "Fact number 3 about Paris." and (index.hits, index.reads) == (N, 0)
+
+
+def test_records_of_files_written_after_the_scan_are_not_logged_again(agent: Path) -> None:
+    # A steady cycle: its scan reads the files the last cycle's decay rewrote, then its own decay rewrites the same
+    # ones. Their new records are stale before the save: forgotten, they were appended to the log every cycle
+    # (and the whole index rewritten every few cycles, once the log passed a third of the records).
+    scan(agent)
+    written = [str(entry(agent, i)) for i in (2, 7)]
+    for cycle, word in enumerate(("Lisbon", "Oslo", "Quito")):
+        index = ci.open_corpus_index(agent, agent / "memory")
+        seen = {s.id: s.entry.content for s in MemoryStore(agent / "memory", index).scan().entries}
+        assert index.reads == (0 if cycle == 0 else 2)  # the files written last time are read, nothing else
+        before = log_path(agent).stat().st_size if log_path(agent).exists() else 0
+        assert "Portland" in seen["entry2"] or cycle
+        for i in (2, 7):
+            edit(agent, i, word, was=("Portland", "Lisbon", "Oslo")[cycle])
+        index.forget(written)
+        index.save()
+        after = log_path(agent).stat().st_size if log_path(agent).exists() else 0
+        if cycle == 0:
+            assert after > before  # their records were on disk: removed once
+        else:
+            assert after == before and not index.appended  # nothing to say: nothing written
+    index = ci.open_corpus_index(agent, agent / "memory")
+    seen = {s.id: s.entry.content for s in MemoryStore(agent / "memory", index).scan().entries}
+    assert index.reads == 2 and seen["entry2"] == "Fact number 2 about Quito." == seen["entry7"].replace("7", "2")
+    assert all(seen[f"entry{i}"] == f"Fact number {i} about Portland." for i in range(N) if i not in (2, 7))
+
+
+def test_a_forgotten_record_no_longer_vouches_for_its_screen_verdict(agent: Path) -> None:
+    scan(agent)
+    index = ci.open_corpus_index(agent, agent / "memory")
+    entries = MemoryStore(agent / "memory", index).scan().entries
+    index.note_fit(entries)
+    target = next(s for s in entries if s.id == "entry4")
+    assert index.known_fit(target)
+    index.forget([str(target.path)])
+    assert not index.known_fit(target) and all(index.known_fit(s) for s in entries if s is not target)

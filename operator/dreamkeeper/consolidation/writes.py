@@ -262,11 +262,14 @@ class Writes:
     def _update_index(self) -> None:
         """Fold this cycle's journals into the write-back index (complete ones: a failed cycle's are finished by
         recovery, and folded in by the next cycle)."""
-        if not self._journals:
+        # Decay's journal is not folded in (writeback/ingest.py): a steady cycle, whose only journal it is, leaves the
+        # index as it is instead of loading and rewriting all of it.
+        journals = {k: j for k, j in self._journals.items() if not k.endswith(DECAY_JOURNAL_SUFFIX)}
+        if not journals:
             return
         try:
             index = WriteBackIndex.load(self.context.agent_dir)
-            catch_up(index, self.context.agent_dir, self._window_start(), self._journals)
+            catch_up(index, self.context.agent_dir, self._window_start(), journals)
         except Exception:  # a cache of the journals: the next cycle catches up (or rebuilds) from them
             log.exception("the write-back index was not updated; the next cycle catches up from the journals")
             return
@@ -396,7 +399,9 @@ class Writes:
     def record(self, report: CycleReport) -> Path:
         self._update_index()
         if self.store.corpus_index is not None:
-            self.store.corpus_index.save()  # a cache of this cycle's last scan (memory/corpus_index.py)
+            # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since.
+            self.store.corpus_index.forget(self._touched)
+            self.store.corpus_index.save()
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.
             completed_at = self.context.now if self.context.clock_given else report.finished_at

@@ -17,6 +17,7 @@ from typing import Any
 
 from dreamkeeper.consolidation.baseline import Counters, baseline_of
 from dreamkeeper.consolidation.journal import (
+    DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
     WRITEBACK_JOURNAL_SUFFIX,
     Journal,
@@ -80,8 +81,8 @@ def catch_up(
     names = sorted(p.name for p in directory.glob("*.jsonl")) if directory.is_dir() else []
     for name in names:
         journal_id = name[: -len(".jsonl")]
-        if journal_id in index.journals or journal_id in index.undone:
-            continue
+        if journal_id in index.journals or journal_id in index.undone or journal_id.endswith(DECAY_JOURNAL_SUFFIX):
+            continue  # folded in already, or undone, or decay's own (nothing in it is folded in: ``ingest``)
         started = journal_time(journal_id)
         if started is not None and started < window_start:
             continue
@@ -130,6 +131,11 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
     header = journal.header
     journal_id = header.cycle_id
     if journal_id in index.journals or journal_id in index.undone or journal.undone:
+        return
+    if all(step.op == "decay" for step in header.steps) and journal_id.endswith(DECAY_JOURNAL_SUFFIX):
+        # Decay's journal: a decay step changes the importance and updatedAt alone, which no stale copy is judged by,
+        # so nothing of it is folded in. Recording its id only made every steady cycle (whose one journal is its
+        # decay's) load and rewrite the whole index (writes.py ``_update_index``); ``catch_up`` skips it by name.
         return
     index.journals[journal_id] = header.created_at
     index.changed = True

@@ -1,0 +1,76 @@
+"""A steady cycle's state files. The corpus index (memory/corpus_index.py, ``CorpusIndex.forget``): the files a
+cycle writes after its scan (decay's rewrites, every cycle) are not saved in the index with the stat of the version
+it read, so a run of steady cycles leaves the index and its log as they are, and the next scan still reads exactly
+those files. The write-back index (writeback/): nothing of a decay journal is folded in, so a cycle that only
+decayed leaves it as it is (it was loaded and rewritten whole to add the journal's id)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.writeback import index_path as writeback_index_path
+from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.proposers import OfflineProposer
+from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+
+DAY_NS = 86_400 * 1_000_000_000
+# Old enough to decay (past the 30-day grace) on every cycle; distinct texts, so no cluster is offered.
+TEXTS = [
+    "Allen Conway works at Xebia in Amsterdam.",
+    "The staging cluster runs in eu-west-3 since 2024-05-02.",
+    "Trish prefers concise notes about Kubernetes 1.36.",
+    "Invoices go to billing@example.org before the 5th.",
+    "The Raspberry Pi in the garage logs humidity hourly.",
+    "Grandma's birthday is on 12 March; she likes tulips.",
+]
+SEEDS = [Seed(f"old{i}", text, importance=0.6, age_days=90) for i, text in enumerate(TEXTS)]
+SEEDS += [Seed(f"new{i}", f"{text} (noted {i})", category="people", age_days=2) for i, text in enumerate(TEXTS)]
+
+
+def full_ids(agent_dir: Path) -> set[str]:
+    return {s.id for s in MemoryStore(agent_dir / "memory").scan().entries}
+
+
+def cycle(agent_dir: Path, day: int) -> CycleOutcome:
+    settings = CycleSettings(min_interval_hours=0)
+    options = CycleOptions(agent_dir=agent_dir, settings=settings, now=BASE_TIME + timedelta(days=day))
+    return asyncio.run(run_cycle(options, OfflineProposer()))
+
+
+def test_steady_cycles_leave_the_index_alone_and_read_only_what_decay_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = tmp_path / "agent"
+    write_corpus(agent, SEEDS)
+    real = ci.time.time_ns
+    clock = {"day": 0}
+    # Each cycle a day later for the index's racy rule too (files written by the last cycle are trusted).
+    monkeypatch.setattr(ci, "_now_ns", lambda: real() + (clock["day"] + 1) * DAY_NS)
+    index_file = ci.index_path(agent)
+    writeback_file = writeback_index_path(agent)
+    log_file = index_file.with_name(index_file.name + ci.LOG_SUFFIX)
+    sizes, decayed = [], []
+    for day in range(5):
+        clock["day"] = day
+        outcome = cycle(agent, day)
+        assert outcome.report.result == "completed"
+        decayed.append(outcome.report.decayed)
+        state = (index_file.read_bytes(), log_file.read_bytes() if log_file.exists() else b"")
+        sizes.append((*state, writeback_file.read_bytes(), writeback_file.stat().st_mtime_ns))
+    # From the third cycle on nothing new is said: the decayed files' records were dropped (their stat changed
+    # after the scan), the rest are unchanged. Before, each cycle appended six records to the log.
+    assert sizes[2] == sizes[3] == sizes[4] and min(decayed[2:]) > 0
+    clock["day"] = 5
+    index = ci.open_corpus_index(agent, agent / "memory")
+    indexed = {s.id: s.entry for s in MemoryStore(agent / "memory", index).scan().entries}
+    # What the last decay wrote is read; the rest comes from the index.
+    assert index.reads == decayed[-1] and index.hits == len(full_ids(agent)) - decayed[-1]
+    full = {s.id: s.entry for s in MemoryStore(agent / "memory").scan().entries}
+    assert indexed == full

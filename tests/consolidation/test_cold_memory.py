@@ -21,8 +21,12 @@ from tests.parity import rockbot_files
 
 def test_a_cycle_keeps_no_step_of_its_decay_journal_and_folds_it_in_alike(tmp_path: Path) -> None:
     root = tmp_path / "memory"
-    for n in range(12):
-        rockbot_files.write(root, old(f"e{n:02d}", f"Fact {n} about Rocky's Sheltie Milo {n * 7}.", 0.6 + n / 100))
+    # Unrelated facts, reviewed and unchanged: the plan writes none of them, so each decay is written alone, in the
+    # decay journal (a decay of an entry the plan stamps or archives is carried by that step: test_decay_carried.py).
+    words = ["amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel"]
+    words.append("lagoon")
+    for n, word in enumerate(words):
+        rockbot_files.write(root, old(f"e{n:02d}", f"The {word} code is {n * 7919}.", 0.6 + n / 100))
     options = CycleOptions(agent_dir=tmp_path, settings=CycleSettings(min_interval_hours=0, **ROCKBOT_SHAPE), now=NOW)
     cycle = Cycle(options, ScriptedProposer(lambda b, r: NOTHING))
     report = asyncio.run(cycle.run()).report

@@ -1,14 +1,14 @@
-"""A cold start's writes (issue 27 item 3): decay writes each decayed file once, from the snapshot, with one
-directory fsync per batch; update steps write from the snapshot's parse instead of reading the file again; the
-shortcuts taken for speed (a decay step's two values, a validated directory) give exactly what the long way gives,
-and refuse exactly what it refuses."""
+"""A cold start's writes (issue 27 item 3): each decayed file written once in the cycle (its decay carried by the
+cycle's other write of it), from the snapshot, with one directory fsync per batch; update steps write from the
+snapshot's parse instead of reading the file again; the shortcuts taken for speed (a decay step's two values, a
+validated directory) give exactly what the long way gives, and refuse exactly what it refuses."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from dreamkeeper.consolidation.journal import (
 )
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.settings import CycleSettings
-from dreamkeeper.memory import Entry, MemoryStore, PathEscapeError, StoredEntry
+from dreamkeeper.memory import REVIEWED_HASH, Entry, MemoryStore, PathEscapeError, StoredEntry
 from dreamkeeper.memory import atomic as atomic_module
 from dreamkeeper.memory import store as store_module
 from dreamkeeper.proposers import ScriptedProposer
@@ -96,14 +96,20 @@ def test_a_cold_decay_writes_each_entry_once_reads_none_again_and_syncs_a_direct
     report = asyncio.run(run_cycle(options, ScriptedProposer(lambda b, r: NOTHING))).report
 
     assert report.decayed == len(names)
-    decay_writes = {name: n for (stage, name), n in counting.writes.items() if stage == "decay"}
-    assert decay_writes == {f"{name}.json": 1 for name in names}  # each decayed file written once
-    assert not [key for key in counting.reads if key[0] == "decay"]  # from the snapshot: no file read again
-    # 10 steps in batches of 4: 3 batches, each syncing its (at most 2) directories once, not once per file.
-    assert counting.dir_syncs["decay"] <= 3 * 2 < len(names)
+    # Each decayed file written once in the whole cycle: its decay carried by its review stamp, in apply (main wrote
+    # it twice, decay then stamp: issue 27, ~6,000 of 20,500 writes of a 10k cold cycle).
+    entry_writes = {(stage, name): n for (stage, name), n in counting.writes.items() if name.startswith("p")}
+    assert entry_writes == {("apply", f"{name}.json"): 1 for name in names}
+    assert not [key for key in counting.reads if key[0] in ("decay", "apply")]  # from the snapshot: none read again
+    # 10 steps in batches of 4: 3 batches, each syncing its (at most 2) directories once, not once per file; and
+    # the journal's directory once when the plan is journaled.
+    assert counting.dir_syncs["apply"] <= 3 * 2 + 1 < len(names)
+    assert counting.dir_syncs["decay"] == 0
     for name, category in zip(names, ["people", "bees"] * 5, strict=True):
         written = json.loads((root / category / f"{name}.json").read_text(encoding="utf-8"))
         assert written["importanceScore"] < 0.6  # decayed, and nothing lost: every entry is still there
+        assert datetime.fromisoformat(written["updatedAt"]) == NOW
+        assert REVIEWED_HASH in written["metadata"]  # and stamped, in the same write
     assert report.specifics_lost == 0 and report.hard_deletes == 0
 
 

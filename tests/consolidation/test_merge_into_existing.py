@@ -80,7 +80,9 @@ def test_undo_puts_the_target_back_and_restores_its_sources(tmp_path: Path) -> N
     before = {p.name: json.loads(p.read_text()) for p in root.rglob("*.json")}
     report = run(tmp_path, {"toSave": [merge("s1", "s2")], "toDelete": []})
     result = undo_cycle(tmp_path, root, report.cycle_id)
-    assert result.reverted == ["target", "target"]  # the merge folded into it, then (40 days old) its decay
+    # One revert: the merge folded into it carries its decay (40 days old) in the same update, whose "before" is the
+    # file as it was (docs/architecture.md, "Decay carried into the cycle's write"); main reverted both apart.
+    assert result.reverted == ["target"]
     assert sorted(result.restored) == ["s1", "s2"] and result.conflicts == []
     after = {p.name: json.loads(p.read_text()) for p in root.rglob("*.json")}
     assert after["target.json"] == before["target.json"]

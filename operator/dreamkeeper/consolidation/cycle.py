@@ -246,7 +246,8 @@ class Cycle:
 
     def _cap(self, live: list[StoredEntry], validated: Validated) -> Capped:
         """A plan taking too much of the live corpus out is not applied: kept for a human, nothing archived.
-        ``live`` is the corpus the plan was made from (after the fold and the decay, which have written)."""
+        ``live`` is the corpus the plan was made from (after the fold and the decay); a held plan remembers it as
+        the decay's writes leave it (written here, alone), so that an approval finds it unchanged."""
         self._stage("blast-radius")
         settings, plan = self.settings, validated.plan
         drop = live_drop(plan)
@@ -254,6 +255,7 @@ class Cycle:
         paced = self._budget is not None and drop > self._budget.left
         if not paced and not exceeds(drop, len(live), settings.archive_cap, settings.archive_cap_min_entries):
             return Capped(validated)
+        live = self.effects.write_decays(live)
         held = HeldPlan.of(self.cycle_id, self.now, plan, live, settings.archive_cap)
         self.effects.keep_hold(held)
         why = f" (paced: {self._budget.describe()}, {self._budget.left} left)" if paced and self._budget else ""
@@ -385,7 +387,8 @@ class Cycle:
         return folds
 
     def _decay(self, folded: Folded) -> Decayed:
-        """Importance decay, planned here and written (or, in a dry run, only shown) by the effects."""
+        """Importance decay, planned here and written with the plan's writes (or, in a dry run, only shown) by the
+        effects; the report counts what was written."""
         self._stage("decay")
         if self.settings.decay.active and not self.clock.allows:
             refusal = self.clock.refusal("decay")
@@ -397,8 +400,8 @@ class Cycle:
         decayed = self.effects.decay(folded, plan)
         log.info(
             "importance decay pass — %d entries decayed (%d left the high-value floor)",
-            decayed.counts.decayed,
-            decayed.counts.decay_left_floor,
+            len(plan.actions),
+            len(plan.left_floor),
         )
         return decayed
 

@@ -106,6 +106,9 @@ class DryRun:
         self._decays = plan.actions
         return Decayed(live, plan.actions, plan.left_floor, counts)
 
+    def write_decays(self, live: list[StoredEntry]) -> list[StoredEntry]:
+        return live  # nothing is written: a dry run holds no plan either
+
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         plan = validated.plan
         sources = sum(len(m.sources) for m in plan.merges)

@@ -126,12 +126,16 @@ class Executor:
         journal: Journal,
         now: datetime,
         snapshot: Mapping[str, StoredEntry] | None = None,
+        decayed: Mapping[str, Entry] | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
         self.now = now
         self.cycle_id = journal.header.cycle_id
         self.snapshot = snapshot or {}
+        # Path -> the entry the decay plan made of the snapshot's (the values its journal step records): written as
+        # it is, instead of being rebuilt from the step's values, while the file is still the snapshot's.
+        self.decayed = decayed or {}
         self.tally = ExecutionTally()
         self.written: dict[str, Fingerprint] = {}
         """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
@@ -264,14 +268,30 @@ class Executor:
         stored = self._snapshot_or_read(step, path)
         if stored is None or stored.fingerprint != step.expected.to_fingerprint():
             return "stale"  # the agent wrote meanwhile: it will simply be reviewed again
+        entry = self._carrying(step, path, stored.entry)
         try:
-            fingerprint = self.store.rewrite(stored, stored.entry.with_meta(**step.metadata), sync_directory=False)
+            fingerprint = self.store.rewrite(stored, entry.with_meta(**step.metadata), sync_directory=False)
         except ConflictError:
-            return "stale"  # changed after the snapshot: nothing written, reviewed again next cycle
+            return "stale"  # changed after the snapshot: nothing written, reviewed (and decayed) again next cycle
         self._pending_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint
         self.tally.stamped += 1
+        self._decayed(step)
         return "done"
+
+    def _carrying(self, step: Step, path: Path, entry: Entry) -> Entry:
+        """``entry`` with the decay its step carries (``steps_from_plan``): the decay plan's own entry when that is
+        what the cycle holds for the file, else the values written into the entry read (a resumed journal)."""
+        if step.after is None:
+            return entry
+        if entry is self.decayed.get(str(path)):
+            return entry
+        return with_decay_values(entry, step.after)
+
+    def _decayed(self, step: Step) -> None:
+        if step.after is not None:  # a stamp or an archive done: the decay it carried is on disk with it
+            self.tally.decayed += 1
+            self.tally.decayed_ids.add(step.id)
 
     def _decay(self, step: Step) -> str:
         assert step.expected is not None and step.after is not None
@@ -283,11 +303,16 @@ class Executor:
             if has_decay_values(stored.entry, step.after):
                 return "done"  # written before a crash, journal line lost
             raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
-        updated = with_decay_values(stored.entry, step.after)
+        planned = self.decayed.get(str(path))
+        if planned is not None and stored is self.snapshot.get(str(path)):
+            updated = planned
+        else:
+            updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._pending_dirs.add(stored.path.parent)
         self.written[str(path)] = fingerprint
         self.tally.decayed += 1
+        self.tally.decayed_ids.add(step.id)
         return "done"
 
     def _flush(self) -> None:
@@ -364,15 +389,20 @@ class Executor:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.is_archived:
                 if current.entry.meta(ARCHIVED_BY_CYCLE) == self.cycle_id:
+                    self._decayed(step)  # written with it before a crash
                     return "done"
                 raise ConflictError(path, "already archived by someone else")
             if current.fingerprint != step.expected.to_fingerprint():
                 raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
-            if step.metadata:  # written with the archive, in the same fingerprint-guarded write
-                current = StoredEntry(current.entry.with_meta(**step.metadata), current.path, current.fingerprint)
+            if step.metadata or step.after is not None:  # written with the archive, in the same guarded write
+                entry = self._carrying(step, path, current.entry)
+                if step.metadata:
+                    entry = entry.with_meta(**step.metadata)
+                current = StoredEntry(entry, current.path, current.fingerprint)
             self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False)
             self._pending_dirs.add(current.path.parent)
             self.tally.archived += 1
+            self._decayed(step)
             if step.kind == "ephemeral":
                 self.tally.ephemeral += 1
             elif step.kind == "folded":

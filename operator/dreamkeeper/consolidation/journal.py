@@ -20,6 +20,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ class Step(BaseModel):
     path: str
     group: int
     expected: FingerprintModel | None = None
+    # An update's whole object before and after; a decay's values (DECAY_FIELDS) before and after, on its own step or
+    # carried by the stamp or archive of the same entry, which writes them in its one write.
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     reason: str | None = None
@@ -127,6 +130,7 @@ class ExecutionTally:
     failed_groups: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     written_ids: set[str] = field(default_factory=set)  # entries a step of ours wrote (done), successors included
+    decayed_ids: set[str] = field(default_factory=set)  # entries whose decay is on disk (its own step, or carried)
 
 
 JOURNAL_DIR: Final = "journal"
@@ -162,9 +166,19 @@ def relative_path(store: MemoryStore, path: Path) -> str:
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
-    """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update."""
+    """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update.
+
+    A decay of an entry the plan also archives or stamps is carried into that step (its ``before``/``after``: the
+    decay's values, written in the same fingerprint-guarded write, undone with it): one write of the file instead of
+    two. A decay of an entry a merge is folded into is that update's: its ``before`` is the file as it is (not yet
+    decayed), its ``after`` the successor. Either way, no decay step of its own (docs/architecture.md, "Decay carried
+    into the cycle's write")."""
     steps: list[Step] = []
     group = 0
+    carried = {decay.target.id: decay for decay in plan.decays}
+    if carried:
+        written = written_by(plan)
+        carried = {entry_id: decay for entry_id, decay in carried.items() if entry_id in written}
     for fold in plan.folds:
         group += 1
         steps.append(
@@ -181,12 +195,15 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
         for copy in fold.copies:
             steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
     for decay in plan.decays:
+        if decay.target.id in carried:
+            continue
         group += 1
         steps.append(decay_step(store, decay, group))
     for merge in plan.merges:
         group += 1
         if merge.into is not None:
             into = merge.into
+            undecayed = carried[into.id].target if into.id in carried else into  # the file as it is on disk
             steps.append(
                 Step(
                     op="update",
@@ -194,7 +211,7 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
                     path=relative_path(store, into.path),
                     group=group,
                     expected=FingerprintModel.of(into.fingerprint),
-                    before=into.entry.to_json_obj(),
+                    before=undecayed.entry.to_json_obj(),
                     after=merge.successor.to_json_obj(),
                     # How the log line names it: a member that held every specific, or a merge restating it.
                     reason="subsumed near-duplicates into" if merge.subsumed else "folded a merge restating it into",
@@ -212,30 +229,67 @@ def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
                 )
             )
         for source in merge.sources:
-            steps.append(_archive_step(store, source, group, REASON_MERGED_INTO + merge.successor.id, "merged"))
+            reason = REASON_MERGED_INTO + merge.successor.id
+            steps.append(_archive_step(store, source, group, reason, "merged", carried.get(source.id)))
     for prune in plan.prunes:
         group += 1
-        steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral"))
+        carry = carried.get(prune.target.id)
+        steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral", carry))
     for stamp in plan.stamps:
         group += 1
-        steps.append(
-            Step(
-                op="stamp",
-                id=stamp.target.id,
-                path=relative_path(store, stamp.target.path),
-                group=group,
-                expected=FingerprintModel.of(stamp.target.fingerprint),
-                metadata=stamp.metadata,
-                previous={key: stamp.target.entry.meta(key) for key in stamp.metadata},
-            )
-        )
+        steps.append(stamp_step(store, stamp.target, stamp.metadata, group, carried.get(stamp.target.id)))
     return steps
 
 
-# The fields every decay step sets, and a fingerprint's: one set object shared by all of them (pydantic gives each
-# model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
+def written_by(plan: Plan) -> set[str]:
+    """Ids of the existing entries the plan's merges, prunes and stamps write: a decay of one of them is carried."""
+    written = {s.id for m in plan.merges for s in m.sources} | {p.target.id for p in plan.prunes}
+    written |= {m.into.id for m in plan.merges if m.into is not None} | {s.target.id for s in plan.stamps}
+    return written
+
+
+def _carry(step: Step, decay: DecayAction | None) -> Step:
+    """``step`` (a stamp or an archive, just built) carrying ``decay``'s values: set on the new step before anyone
+    holds it (constructed steps share nothing)."""
+    if decay is not None:
+        step.__dict__["before"] = decay_values(decay.target.entry)
+        step.__dict__["after"] = _decayed_values(decay)
+    return step
+
+
+# The fields every decay (stamp) step sets, and a fingerprint's: one set object shared by all of them (pydantic gives
+# each model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
 _DECAY_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "before", "after"}
+_STAMP_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "metadata", "previous"}
 _FINGERPRINT_FIELDS: Final = {"sha256", "size", "mtime_ns"}
+
+
+def _fingerprint_model(fp: Fingerprint) -> FingerprintModel:
+    """``FingerprintModel.of(fp)`` without validating what is already typed (a str and two ints)."""
+    return FingerprintModel.model_construct(_FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns)
+
+
+def stamp_step(
+    store: MemoryStore,
+    target: StoredEntry,
+    metadata: dict[str, str | None],
+    group: int,
+    decay: DecayAction | None = None,
+) -> Step:
+    """A review stamp's journal step, constructed, not validated (a cold start stamps nearly every entry, and
+    validating the step cost more than building it): the same step, the same JSON as the validated one
+    (tests/consolidation/test_journal_steps.py). ``metadata`` is copied, so the step never shares a caller's dict."""
+    step = Step.model_construct(
+        _STAMP_STEP_FIELDS,
+        op="stamp",
+        id=target.id,
+        path=relative_path(store, target.path),
+        group=group,
+        expected=_fingerprint_model(target.fingerprint),
+        metadata=dict(metadata),
+        previous={key: target.entry.meta(key) for key in metadata},
+    )
+    return _carry(step, decay)
 
 
 def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
@@ -243,19 +297,33 @@ def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
     the fingerprint read, two values): constructed, not validated. A cold start journals one per entry of the
     corpus, all held until the decay has run (issue 27: ~2.3 KB each as validated models at 100,000 entries);
     the same step, the same JSON (tests/consolidation/test_cold_memory.py)."""
-    fp = decay.target.fingerprint
     return Step.model_construct(
         _DECAY_STEP_FIELDS,
         op="decay",
         id=decay.target.id,
         path=relative_path(store, decay.target.path),
         group=group,
-        expected=FingerprintModel.model_construct(
-            _FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns
-        ),
+        expected=_fingerprint_model(decay.target.fingerprint),
         before=decay_values(decay.target.entry),
-        after=decay_values(decay.updated),
+        after=_decayed_values(decay),
     )
+
+
+def _decayed_values(decay: DecayAction) -> dict[str, Any]:
+    """``decay_values(decay.updated)`` without building the entry's JSON again, when both values changed: a changed
+    value is written as its current JSON form (``Entry.to_json_obj``), i.e. the float and the formatted timestamp.
+    Decay always lowers importance and moves updatedAt to now (``plan_decay``); anything else takes the long way."""
+    old, new = decay.target.entry, decay.updated
+    importance, updated_at = new.importance_score, new.updated_at
+    if (
+        type(importance) is float
+        and math.isfinite(importance)
+        and importance != old.importance_score
+        and updated_at is not None
+        and updated_at != old.updated_at
+    ):
+        return {"importanceScore": importance, "updatedAt": format_timestamp(updated_at)}
+    return decay_values(new)
 
 
 def decay_values(entry: Entry) -> dict[str, Any]:
@@ -299,9 +367,18 @@ def _entry_path(store: MemoryStore, entry: Entry) -> Path:
     return entry_path(store.root, entry.id, entry.category)
 
 
-def _archive_step(store: MemoryStore, stored: StoredEntry, group: int, reason: str, kind: ArchiveKind) -> Step:
-    step = archive_step(stored, group, reason, kind, baseline=baseline_of(stored.entry))
-    return step.model_copy(update={"path": relative_path(store, stored.path)})
+def _archive_step(
+    store: MemoryStore,
+    stored: StoredEntry,
+    group: int,
+    reason: str,
+    kind: ArchiveKind,
+    decay: DecayAction | None = None,
+) -> Step:
+    step = archive_step(
+        stored, group, reason, kind, baseline=baseline_of(stored.entry), path=relative_path(store, stored.path)
+    )
+    return _carry(step, decay)
 
 
 def archive_step(
@@ -312,13 +389,15 @@ def archive_step(
     *,
     metadata: dict[str, str | None] | None = None,
     baseline: dict[str, Any] | None = None,
+    path: str | None = None,
 ) -> Step:
     """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write.
-    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative)."""
+    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative), unless
+    ``path`` says how the journal names it."""
     return Step(
         op="archive",
         id=stored.id,
-        path=str(stored.path),
+        path=str(stored.path) if path is None else path,
         group=group,
         expected=FingerprintModel.of(stored.fingerprint),
         reason=reason,
@@ -395,7 +474,10 @@ class Journal:
         its journals until its end to fold them in, and a cold start's decay journal held a step object per decayed
         entry there (about 40 MB at 10,000 entries, issue 27). Any other journal is itself."""
         steps = self.header.steps
-        if not steps or any(step.op != "decay" for step in steps):
+        if not steps:
+            return self
+        # A streamed decay journal's steps say so (decay_journal.DecaySteps): not built again to be looked at.
+        if not getattr(steps, "all_decays", False) and any(step.op != "decay" for step in steps):
             return self
         folded = Journal(self.path, self.header.model_copy(update={"steps": []}))
         folded.complete, folded.undone = self.complete, self.undone

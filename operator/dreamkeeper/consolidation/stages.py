@@ -151,7 +151,9 @@ class Folded:
 @dataclass(frozen=True)
 class Decayed:
     """The corpus after importance decay (RockBot's pass, before gating): what was lowered, which entries that took
-    below the high-value floor (still protected from pruning this cycle), and the live entries as written."""
+    below the high-value floor (still protected from pruning this cycle), and the live entries as decayed (with the
+    fingerprints of their files, which ``apply`` writes: docs/architecture.md, "Decay carried into the cycle's
+    write")."""
 
     live: list[StoredEntry]
     decays: tuple[DecayAction, ...] = ()
@@ -427,7 +429,11 @@ class Effects(Protocol):
         ...
 
     def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
-        """The corpus once importance has decayed."""
+        """The corpus once importance has decayed (written by ``apply``, with the plan's own writes)."""
+        ...
+
+    def write_decays(self, live: list[StoredEntry]) -> list[StoredEntry]:
+        """Write the planned decays now (a plan held for approval): ``live`` as they leave it."""
         ...
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:

@@ -298,15 +298,25 @@ class _Undo:
         elif step.op == "update" and step.before is not None and step.after is not None:
             self._revert_update(step, current)
         elif step.op == "decay" and step.before is not None and step.after is not None:
-            if has_decay_values(current.entry, step.before):
-                return  # not decayed after all (a conflict at the time), or undone already
-            if not has_decay_values(current.entry, step.after):
-                raise ConflictError(current.path, "importance or updatedAt changed after the cycle decayed it")
-            restored = put_decay_values(current.entry.to_json_obj(), step.before)
-            replace_file(current.path, _dump(restored), current.fingerprint)
-            self.result.reverted.append(step.id)
+            self._undecay(step, current)
         elif step.op == "stamp" and step.metadata is not None and step.previous is not None:
             self._unstamp(step, current)
+        if step.op in ("stamp", "archive") and step.before is not None and step.after is not None:
+            # The decay this step carried (journal.steps_from_plan), undone like a decay step of its own, from the
+            # file as the undo of the stamp or archive left it.
+            again = self._current(step)
+            if again is not None:
+                self._undecay(step, again)
+
+    def _undecay(self, step: Step, current: StoredEntry) -> None:
+        assert step.before is not None and step.after is not None
+        if has_decay_values(current.entry, step.before):
+            return  # not decayed after all (a conflict at the time), or undone already
+        if not has_decay_values(current.entry, step.after):
+            raise ConflictError(current.path, "importance or updatedAt changed after the cycle decayed it")
+        restored = put_decay_values(current.entry.to_json_obj(), step.before)
+        replace_file(current.path, _dump(restored), current.fingerprint)
+        self.result.reverted.append(step.id)
 
     def _revert_update(self, step: Step, current: StoredEntry) -> None:
         """Three-way: each value the fold changed goes back to what it was, if it is still what the fold wrote."""

@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
 from dreamkeeper.consolidation.clock import SKEW, ClockCheck
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.decay import DecayPlan
+from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_journal
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
@@ -31,8 +32,9 @@ from dreamkeeper.consolidation.journal import (
     incomplete_journals,
     write_journal,
     write_journal_steps,
+    written_by,
 )
-from dreamkeeper.consolidation.plan import FoldAction, Plan
+from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.recovery import (
@@ -107,6 +109,8 @@ class Writes:
         # A plan that archives (a fold, a merge, a prune, a write-back repair) gives the invariant departures to
         # charge: its final state is read in full at once (a listing first would be thrown away: ``measure``).
         self._archives = False
+        self._decays = DecayPlan()  # planned by the decay stage, written by apply (or by a held plan's cap)
+        self._decay_tally = DecayTally()
 
     def _writing(self, at: datetime | None = None) -> None:
         """The cycle is about to write under memory/ (an upper bound on when it first did is never reported)."""
@@ -292,46 +296,62 @@ class Writes:
         return Folded(scan, live, tuple(folds), counts, _not_written(tally))
 
     def decay(self, folded: Folded, plan: DecayPlan) -> Decayed:
-        decay_plan = Plan(decays=list(plan.actions))
-        executor = self._executor(decay_plan, DECAY_JOURNAL_SUFFIX)
-        tally = executor.run() if executor is not None else ExecutionTally()
-        self._stamped.update(executor.written if executor is not None else {})
+        """Decay planned, not yet written: the live entries as decayed, still with the fingerprints of the files as
+        they are (every later write of the cycle is guarded by those). ``apply`` writes each decay with the cycle's
+        other write of that entry (a stamp, an archive) or alone (docs/architecture.md, "Decay carried into the
+        cycle's write"). Until then nothing is on disk and nothing journaled: a cycle that stops before apply
+        leaves the corpus as it was, and the next cycle's decay reaches the same values (calendar-time invariant)."""
+        self._decays = plan
+        decayed = {a.target.id: StoredEntry(a.updated, a.target.path, a.target.fingerprint) for a in plan.actions}
+        live = [decayed.get(s.id, s) for s in folded.live] if decayed else folded.live
+        return Decayed(live, plan.actions, plan.left_floor)
+
+    def write_decays(self, live: list[StoredEntry]) -> list[StoredEntry]:
+        """Write the planned decays now, each alone (a plan held for approval writes nothing else this cycle, and
+        remembers the corpus as these writes leave it); ``live`` with the fingerprints written."""
+        decays, self._decays = self._decays, DecayPlan()
+        tally, written = self._decay_alone(decays.actions, decays.left_floor)
+        self._decay_tally = self._decay_tally + tally
+        return [StoredEntry(s.entry, s.path, written[str(s.path)]) if str(s.path) in written else s for s in live]
+
+    def _decay_alone(
+        self, actions: tuple[DecayAction, ...], left_floor: frozenset[str]
+    ) -> tuple[DecayTally, dict[str, Fingerprint]]:
+        executor = self._executor(Plan(decays=list(actions)), DECAY_JOURNAL_SUFFIX)
+        if executor is None:
+            return DecayTally(), {}
+        tally = executor.run()
+        self._stamped.update(executor.written)
         self._written_ids |= tally.written_ids
-        if executor is not None:  # run: what the write-back index folds in of it is all that is kept
-            journal = executor.journal
-            self._journals[journal.header.cycle_id] = journal.as_folded()
-        # The entries as written, with the fingerprints of what was written: later writes this cycle (review stamps)
-        # are guarded by them. An entry the agent changed meanwhile keeps its snapshot and conflicts again later.
-        written = {}
-        for action in plan.actions:
-            fingerprint = executor.written.get(str(action.target.path)) if executor is not None else None
-            if fingerprint is not None:
-                written[action.target.id] = StoredEntry(action.updated, action.target.path, fingerprint)
-        live = [written.get(s.id, s) for s in folded.live]
-        left = frozenset(i for i in plan.left_floor if i in written)
-        counts = CycleCounts(
-            decayed=len(written),
-            decay_left_floor=len(left),
-            conflicts=tally.conflicts,
-            write_failures=tally.write_failed,
-        )
-        return Decayed(
-            live, tuple(a for a in plan.actions if a.target.id in written), left, counts, _not_written(tally)
-        )
+        journal = executor.journal  # run: what the write-back index folds in of it is all that is kept
+        self._journals[journal.header.cycle_id] = journal.as_folded()
+        return DecayTally.of(tally, left_floor, _not_written(tally)), executor.written
 
     def apply(self, folded: Folded, validated: Validated) -> Applied:
         self.context.stage("apply")
-        tally = self._execute(validated.plan)
+        plan, decays = validated.plan, self._decays
+        self._decays = DecayPlan()
+        # Decays the plan writes anyway (a stamp, an archive, a merge folded into the entry) go with that write, in
+        # the plan's journal; the others alone, in the decay journal, first (disjoint files: either order recovers).
+        touched = written_by(plan)
+        alone = tuple(a for a in decays.actions if a.target.id not in touched)
+        carried = [a for a in decays.actions if a.target.id in touched]
+        decayed, _ = self._decay_alone(alone, decays.left_floor)
+        decayed = self._decay_tally + decayed
+        tally = self._execute(replace(plan, decays=carried) if carried else plan)
+        decayed_ids = decayed.ids | tally.decayed_ids
         counts = CycleCounts(
             saved=tally.created + tally.updated,
             merged_into_existing=tally.updated,
             ephemeral=tally.ephemeral,
             archived=tally.archived,
             archived_with_replacement=tally.archived_merged,
-            conflicts=tally.conflicts,
-            write_failures=tally.write_failed,
+            conflicts=tally.conflicts + decayed.conflicts,
+            write_failures=tally.write_failed + decayed.write_failed,
+            decayed=len(decayed_ids),
+            decay_left_floor=len(decays.left_floor & tally.decayed_ids) + decayed.left_floor,
         )
-        return Applied(validated.plan, counts, _not_written(tally))
+        return Applied(validated.plan, counts, decayed.notes + _not_written(tally))
 
     def measure(self, snapshot: Snapshot, folded: Folded, applied: Applied, validated: Validated) -> Measured:
         self.context.stage("report")
@@ -428,19 +448,24 @@ class Writes:
         """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
         if plan.is_empty:
             return None
-        journal = write_journal(
-            self.context.agent_dir, self.context.cycle_id + suffix, plan, self.store, self.context.now
-        )
+        journal_id, agent_dir = self.context.cycle_id + suffix, self.context.agent_dir
+        if suffix == DECAY_JOURNAL_SUFFIX:  # streamed, its steps never all held (decay_journal.py)
+            journal = write_decay_journal(agent_dir, journal_id, plan.decays, self.store, self.context.now)
+        else:
+            journal = write_journal(agent_dir, journal_id, plan, self.store, self.context.now)
         self._journals[journal.header.cycle_id] = journal
-        snapshot = {str(stamp.target.path): stamp.target for stamp in plan.stamps}
+        # A decay's target first: the file as it is, until the plan's own view of it (decayed, same fingerprint).
+        snapshot = {str(d.target.path): d.target for d in plan.decays}
+        snapshot.update((str(stamp.target.path), stamp.target) for stamp in plan.stamps)
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
         updated = (*(f.survivor for f in plan.folds), *(m.into for m in plan.merges if m.into is not None))
-        for stored in (*leaving, *updated, *(p.target for p in plan.prunes), *(d.target for d in plan.decays)):
+        for stored in (*leaving, *updated, *(p.target for p in plan.prunes)):
             snapshot[str(stored.path)] = stored
         self._touched.update(snapshot)
         self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()
-        return Executor(self.store, journal, self.context.now, snapshot)
+        decayed = {str(d.target.path): d.updated for d in plan.decays}
+        return Executor(self.store, journal, self.context.now, snapshot, decayed)
 
     def _reread(self, scan: ScanResult, touched: set[Path]) -> ScanResult:
         """The snapshot after a stage wrote ``touched``: only those files are read again (a full rescan cost as much

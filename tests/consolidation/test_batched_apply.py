@@ -5,10 +5,7 @@ journaled) loses nothing, and recovery finishes the plan exactly once."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import atomic as atomic_module
 from dreamkeeper.memory import store as store_module
 from dreamkeeper.memory.entry import CREATED_BY_CYCLE
+from tests.consolidation import kill_child
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
 
 CYCLE = "c-batched"
@@ -101,19 +99,7 @@ CHILD = textwrap.dedent(
 
 
 def run_child(agent: Path, kill_at: int) -> int:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(agent), str(kill_at)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode in (0, -signal.SIGKILL), done.stderr[-2000:]
-    return done.returncode
+    return kill_child.run_child(CHILD, str(agent), str(kill_at))
 
 
 def test_a_kill_between_any_two_files_of_a_batch_loses_nothing_and_recovery_finishes_once(tmp_path: Path) -> None:

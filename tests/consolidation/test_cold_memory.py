@@ -65,9 +65,11 @@ def test_a_constructed_decay_step_is_the_validated_one_and_costs_less(tmp_path: 
     import tracemalloc
 
     from dreamkeeper.consolidation.decay import plan_decay
-    from dreamkeeper.consolidation.journal import FingerprintModel, Step, decay_step, decay_values, relative_path
+    from dreamkeeper.consolidation.journal import Step, decay_step
+    from dreamkeeper.consolidation.plan import DecayAction
     from dreamkeeper.consolidation.settings import DecaySettings
     from dreamkeeper.memory import HighValueFloor, MemoryStore
+    from tests.consolidation.test_journal_steps import validated_decay_step
 
     root = tmp_path / "memory"
     for n in range(300):
@@ -76,17 +78,8 @@ def test_a_constructed_decay_step_is_the_validated_one_and_costs_less(tmp_path: 
     plan = plan_decay(store.scan().live, DecaySettings(), HighValueFloor(), NOW)
     assert len(plan.actions) == 300
 
-    def validated(action: object, group: int) -> Step:
-        decay = plan.actions[group - 1]
-        return Step(
-            op="decay",
-            id=decay.target.id,
-            path=relative_path(store, decay.target.path),
-            group=group,
-            expected=FingerprintModel.of(decay.target.fingerprint),
-            before=decay_values(decay.target.entry),
-            after=decay_values(decay.updated),
-        )
+    def validated(action: DecayAction, group: int) -> Step:
+        return validated_decay_step(store, action, group)  # the step as pydantic validates it
 
     for group, action in enumerate(plan.actions, start=1):
         built, checked = decay_step(store, action, group), validated(action, group)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,7 +13,9 @@ from dreamkeeper.consolidation.cycle import recover
 from dreamkeeper.consolidation.journal import Journal, journal_dir
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory.entry import CREATED_BY_CYCLE
+from tests.consolidation import kill_child
 from tests.consolidation.corpus import Seed, entry_files, write_corpus
+from tests.consolidation.kill_child import KILL_HOOKS
 
 SEEDS = [
     Seed("m1", "Rocky has a dog named Milo.", "people"),
@@ -38,54 +37,32 @@ PROPOSAL = {
 }
 
 # The child runs one real cycle and kills itself at the chosen point of the journal executor.
-CHILD = textwrap.dedent(
-    """
-    import asyncio, json, os, signal, sys
-    from pathlib import Path
-    from dreamkeeper.consolidation import executor as X
-    from dreamkeeper.consolidation import journal as J
-    from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
-    from dreamkeeper.proposers import ScriptedProposer
+CHILD = (
+    textwrap.dedent(
+        """
+        import asyncio, json, os, signal, sys
+        from pathlib import Path
+        from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+        from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
+        from dreamkeeper.proposers import ScriptedProposer
 
-    agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-    # Every step runs through Executor._guarded; outcomes reach the file through Journal.record_many (stamps in
-    # batches: a kill "after" step k leaves every outcome of k's batch unrecorded, k's write included).
-    ran, recorded = {"n": 0}, {"n": 0}
-    original_guarded, original_record_many = X.Executor._guarded, J.Journal.record_many
-
-    def guarded(self, step, run):
-        if phase == "before" and ran["n"] == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        ran["n"] += 1
-        return original_guarded(self, step, run)
-
-    def record_many(self, outcomes, **options):
-        if phase == "after" and recorded["n"] <= kill_at < recorded["n"] + len(outcomes):
-            os.kill(os.getpid(), signal.SIGKILL)  # the step happened; its journal line did not
-        recorded["n"] += len(outcomes)
-        return original_record_many(self, outcomes, **options)
-
-    X.Executor._guarded = guarded
-    J.Journal.record_many = record_many
-    # Decay off: this is the plan's journal (test_decay.py kills the decay journal's steps).
-    settings = CycleSettings(min_interval_hours=0, exact_fold=False, decay=DecaySettings(enabled=False))
-    options = CycleOptions(agent_dir=agent, settings=settings)
-    asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
-    """
+        agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+        """
+    )
+    + KILL_HOOKS
+    + textwrap.dedent(
+        """
+        # Decay off: this is the plan's journal (test_decay.py kills the decay journal's steps).
+        settings = CycleSettings(min_interval_hours=0, exact_fold=False, decay=DecaySettings(enabled=False))
+        options = CycleOptions(agent_dir=agent, settings=settings)
+        asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
+        """
+    )
 )
 
 
 def run_child(agent: Path, kill_at: int, phase: str) -> int:
-    env = dict(os.environ)
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(agent), str(kill_at), phase, json.dumps(PROPOSAL)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return result.returncode
+    return kill_child.run_child(CHILD, str(agent), str(kill_at), phase, json.dumps(PROPOSAL))
 
 
 def check_invariants(agent: Path) -> None:

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +32,9 @@ from dreamkeeper.consolidation.undo import undo_cycle
 from dreamkeeper.consolidation.writes import Writes
 from dreamkeeper.memory import ARCHIVED_BY_CYCLE, REVIEWED_HASH, MemoryStore
 from dreamkeeper.proposers import ScriptedProposer
+from tests.consolidation import kill_child
 from tests.consolidation.corpus import BASE_TIME, Seed, entry_files, write_corpus
+from tests.consolidation.kill_child import KILL_HOOKS
 from tests.consolidation.test_crash_recovery import PROPOSAL, SEEDS, check_invariants
 
 NOW = BASE_TIME + timedelta(days=60)  # every seed past its grace period: each one above the floor decays
@@ -112,58 +111,34 @@ def test_a_cycle_stopped_before_apply_changes_nothing_and_the_next_decays_alike(
         assert {k: files[seed.id][k] for k in FIELDS} == {k: control[seed.id][k] for k in FIELDS}, seed.id
 
 
-CHILD = textwrap.dedent(
-    """
-    import asyncio, json, os, signal, sys
-    from datetime import timedelta
-    from pathlib import Path
-    from dreamkeeper.consolidation import executor as X
-    from dreamkeeper.consolidation import journal as J
-    from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-    from dreamkeeper.consolidation.settings import CycleSettings
-    from dreamkeeper.proposers import ScriptedProposer
-    from tests.consolidation.corpus import BASE_TIME
+CHILD = (
+    textwrap.dedent(
+        """
+        import asyncio, json, os, signal, sys
+        from datetime import timedelta
+        from pathlib import Path
+        from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+        from dreamkeeper.consolidation.settings import CycleSettings
+        from dreamkeeper.proposers import ScriptedProposer
+        from tests.consolidation.corpus import BASE_TIME
 
-    agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-    X.STAMP_BATCH = 2  # flushes inside the plan: kills land inside and between batches
-    ran, recorded = {"n": 0}, {"n": 0}
-    original_guarded, original_record_many = X.Executor._guarded, J.Journal.record_many
-
-    def guarded(self, step, run):
-        if phase == "before" and ran["n"] == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        ran["n"] += 1
-        return original_guarded(self, step, run)
-
-    def record_many(self, outcomes, **options):
-        if phase == "after" and recorded["n"] <= kill_at < recorded["n"] + len(outcomes):
-            os.kill(os.getpid(), signal.SIGKILL)  # the step happened; its journal line did not
-        recorded["n"] += len(outcomes)
-        return original_record_many(self, outcomes, **options)
-
-    X.Executor._guarded = guarded
-    J.Journal.record_many = record_many
-    settings = CycleSettings(min_interval_hours=0, exact_fold=False)
-    options = CycleOptions(agent_dir=agent, settings=settings, now=BASE_TIME + timedelta(days=60))
-    asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
-    """
+        agent, kill_at, phase, proposal = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+        """
+    )
+    + KILL_HOOKS
+    + textwrap.dedent(
+        """
+        X.STAMP_BATCH = 2  # flushes inside the plan: kills land inside and between batches
+        settings = CycleSettings(min_interval_hours=0, exact_fold=False)
+        options = CycleOptions(agent_dir=agent, settings=settings, now=BASE_TIME + timedelta(days=60))
+        asyncio.run(run_cycle(options, ScriptedProposer([proposal])))
+        """
+    )
 )
 
 
 def _run_child(agent: Path, kill_at: int, phase: str) -> int:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(agent), str(kill_at), phase, json.dumps(PROPOSAL)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode in (0, -signal.SIGKILL), done.stderr[-2000:]
-    return done.returncode
+    return kill_child.run_child(CHILD, str(agent), str(kill_at), phase, json.dumps(PROPOSAL))
 
 
 @pytest.mark.parametrize("phase", ["before", "after"])

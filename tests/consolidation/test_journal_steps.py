@@ -52,7 +52,7 @@ def _shapes(root: Path) -> None:
     rockbot_files.write(root, cased)
 
 
-def _validated_decay(store: MemoryStore, action: DecayAction, group: int) -> Step:
+def validated_decay_step(store: MemoryStore, action: DecayAction, group: int) -> Step:
     return Step(
         op="decay",
         id=action.target.id,
@@ -71,7 +71,7 @@ def test_a_decay_step_records_the_values_the_entry_writes_whatever_the_file_shap
     plan = plan_decay(store.scan().live, DecaySettings(), HighValueFloor(), NOW)
     assert {a.target.id for a in plan.actions} == {"plain", "fraction", "absent", "null", "whole", "cased"}
     for group, action in enumerate(plan.actions, start=1):
-        built, checked = decay_step(store, action, group), _validated_decay(store, action, group)
+        built, checked = decay_step(store, action, group), validated_decay_step(store, action, group)
         assert built.model_dump_json() == checked.model_dump_json(), action.target.id
         assert Step.model_validate_json(built.model_dump_json()) == checked
         # The recorded values are the ones the decayed entry's own JSON holds (what the write puts on disk).

@@ -222,9 +222,9 @@ EXCLUDED_NAMESPACE = {
 
 
 def cel_string_list(values: Sequence[str]) -> str:
-    """A CEL list literal of the non-empty strings. JSON's string syntax is a subset of CEL's (double quotes; the
-    escapes \\", \\\\, \\n… and \\uXXXX), so a JSON array is one; the chart's template writes the same with Helm's
-    ``toJson``."""
+    """A CEL list literal of the non-empty strings: a JSON array, since every escape JSON writes in a string (a
+    quote, a backslash, control characters, four-hex-digit code points) is also a CEL string escape. Compact
+    separators and raw non-ASCII, as Helm's ``toJson`` writes them in the chart, so both render the same text."""
     return json.dumps([v for v in values if v], separators=(",", ":"), ensure_ascii=False)
 
 

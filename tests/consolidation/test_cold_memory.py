@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from pathlib import Path
 
 from dreamkeeper.consolidation.cycle import Cycle, CycleOptions
@@ -118,6 +119,6 @@ def test_what_each_stage_keeps_is_frozen_with_the_snapshot_and_all_thawed_at_the
     options = CycleOptions(agent_dir=tmp_path, settings=settings, now=NOW, progress=progress)
     gc.unfreeze()
     asyncio.run(Cycle(options, ScriptedProposer(lambda b, r: NOTHING)).run())
-    grown = [b - a for a, b in zip(frozen, frozen[1:], strict=False)]
+    grown = [b - a for a, b in itertools.pairwise(frozen)]
     assert sum(1 for g in grown if g > 0) >= 3  # not one freeze for the whole cycle: one per stage
     assert gc.get_freeze_count() == 0

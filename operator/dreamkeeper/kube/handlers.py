@@ -45,6 +45,7 @@ ERROR_BACKOFF_SECONDS = (5.0, 15.0, 60.0, 120.0)
 RELEASE_POLL_SECONDS = 2.0  # a deleted schedule's Stop: until its cycle pod is gone and the agent restored
 RETRY_SECONDS = 30.0  # a vocabulary whose render failed unexpectedly (the API server down, ...)
 FORBIDDEN_GRACE_SECONDS = 5.0  # a refused pass is an error once refusals outlast this (schedule_loop)
+REFUSALS = frozenset({401, 403})  # the API server refused the operator's identity (401) or its rights (403)
 
 
 @dataclass
@@ -138,23 +139,25 @@ async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: st
     wake = state.wakeups.events.setdefault(uid, asyncio.Event())
     wake.clear()  # what changed before the first pass is in the body it reads
     full, failures = True, 0
-    # A refusal (403) not counted yet, since when: a namespace being deleted takes the operator's Role moments before
-    # its schedules (the namespace controller's order), and a pass in between is refused; the schedule's deletion
-    # then stops the loop and nothing was wrong. A refusal that outlasts FORBIDDEN_GRACE_SECONDS is counted.
-    forbidden_since: float | None = None
+    # A refusal (403, or 401) not counted yet, since when: a namespace being deleted takes the operator's Role (403)
+    # or, when the operator's ServiceAccount lives there too, that account and with it the operator's token (401)
+    # moments before its schedules (the namespace controller deletes pods first, then everything else in no set
+    # order), and a pass in between is refused; the schedule's deletion then stops the loop and nothing was wrong.
+    # A refusal that outlasts FORBIDDEN_GRACE_SECONDS is counted (a revoked token stays revoked: counted then).
+    refused_since: float | None = None
     clock = asyncio.get_running_loop().time
     while not stopped.is_set():
         try:
             body = state.bodies.get(uid) or await state.call(state.api.get_schedule, namespace, name)
             if body is None or body["metadata"].get("uid") != uid or body["metadata"].get("deletionTimestamp"):
-                if forbidden_since is not None and body is None:
+                if refused_since is not None and body is None:
                     state.metrics.handler_error("schedule")  # refused, then gone without a deletion seen
                 return
             state.generations[uid] = int(body["metadata"].get("generation") or 0)
             delay = await state.call(state.schedules.reconcile, body, full=full)
             state.visited.add(uid)
             state.metrics.visited.set(len(state.visited))
-            full, failures, forbidden_since = False, 0, None
+            full, failures, refused_since = False, 0, None
         except Exception as exc:
             delay = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
             failures += 1
@@ -167,14 +170,14 @@ async def schedule_loop(state: OperatorState, namespace: str, name: str, uid: st
                 return
             elif (
                 isinstance(exc, ApiError)
-                and exc.status == 403
-                and (forbidden_since is None or clock() - forbidden_since < FORBIDDEN_GRACE_SECONDS)
+                and exc.status in REFUSALS
+                and (refused_since is None or clock() - refused_since < FORBIDDEN_GRACE_SECONDS)
             ):
-                forbidden_since = clock() if forbidden_since is None else forbidden_since
+                refused_since = clock() if refused_since is None else refused_since
                 log.warning("%s/%s: reconcile refused: %s; retrying in %.0fs", namespace, name, exc, delay)
             elif isinstance(exc, ApiError):
                 state.metrics.handler_error("schedule")
-                forbidden_since = None
+                refused_since = None
                 # The API server said no (RBAC, a quota): its answer is the whole story, a traceback adds nothing.
                 log.warning("%s/%s: reconcile failed: %s; retrying in %.0fs", namespace, name, exc, delay)
             else:

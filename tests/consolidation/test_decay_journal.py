@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dreamkeeper.consolidation import decay_journal
 from dreamkeeper.consolidation.decay import plan_decay
 from dreamkeeper.consolidation.decay_journal import PARTIAL, DecaySteps, write_decay_journal
 from dreamkeeper.consolidation.executor import Executor
@@ -68,7 +69,11 @@ def test_a_decay_journal_never_replaces_one_already_there_and_a_killed_writes_le
     assert not leftover.exists()  # swept by the next decay journal (written under the cycle lock)
 
 
-def test_a_streamed_decay_journal_runs_like_a_created_one_and_holds_no_steps(tmp_path: Path) -> None:
+def test_a_streamed_decay_journal_runs_like_a_created_one_and_holds_no_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long journal (a cold start's) keeps no step: 300 stands for one past the length a journal keeps them to.
+    monkeypatch.setattr(decay_journal, "_KEEP_MAX", 299)
     stores = {name: _store(tmp_path / name / "memory", 300) for name in ("streamed", "created")}
     results = {}
     for name, store in stores.items():
@@ -96,3 +101,32 @@ def test_a_streamed_decay_journal_runs_like_a_created_one_and_holds_no_steps(tmp
     )
     # The created journal holds a step object per decay until it is dropped; the streamed one none.
     assert results["streamed"][0] < 0.2 * results["created"][0], (results["streamed"][0], results["created"][0])
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_a_short_decay_journal_builds_each_step_once_and_runs_the_steps_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long: bool
+) -> None:
+    """A steady cycle's decay journal (a few percent of the corpus) hands the executor the steps it was written from
+    instead of building each again; a long one (a cold start's) builds them again and holds none. Either way the
+    files written and the journal are the same as ``Journal.create``'s."""
+    if long:
+        monkeypatch.setattr(decay_journal, "_KEEP_MAX", 29)
+    built: list[int] = []
+
+    def counted(store: MemoryStore, action: object, group: int) -> object:
+        built.append(group)
+        return decay_step(store, action, group)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decay_journal, "decay_step", counted)
+    store = _store(tmp_path / "a" / "memory", 30)
+    actions = plan_decay(store.scan().live, DecaySettings(), HighValueFloor(), NOW).actions
+    journal = write_decay_journal(tmp_path / "a", "c1-decay", actions, store, NOW)
+    (tmp_path / "b").mkdir()
+    created = write_journal(tmp_path / "b", "c1-decay", Plan(decays=list(actions)), store, NOW)
+    assert journal.path.read_bytes() == created.path.read_bytes()
+    tally = Executor(store, journal, NOW, {str(a.target.path): a.target for a in actions}).run()
+    assert tally.decayed == 30 and not tally.failed and Journal.load(journal.path).complete
+    assert sorted(built) == sorted(list(range(1, 31)) * (2 if long else 1))
+    steps = journal.header.steps
+    assert isinstance(steps, DecaySteps) and not steps._kept  # nothing left held after the run

@@ -26,6 +26,7 @@ value written is the one RockBot's passes would have reached, minus float32 roun
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,6 +38,14 @@ from dreamkeeper.consolidation.settings import DecaySettings
 from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
 
 _DAY = timedelta(days=1)
+_F32 = struct.Struct("f")
+
+
+def _to_float32(value: float) -> float:
+    """``float(np.float32(value))`` without numpy's per-scalar cost (a steady cycle asks this of every live entry
+    past its grace period): the C cast to float, round to nearest even, as numpy's. A finite value beyond float32's
+    range raises OverflowError (numpy makes it inf)."""
+    return float(_F32.unpack(_F32.pack(value))[0])
 
 
 def float32(value: float) -> float:
@@ -51,18 +60,23 @@ def decayed_importance(entry: Entry, settings: DecaySettings, now: datetime) -> 
     since_seen = (now - entry.seen_at) / _DAY
     if since_seen < settings.grace_days:
         return None  # first: most entries of a live corpus stop here, before any float32 arithmetic
-    with np.errstate(over="ignore"):  # beyond float32 (never screened in): inf, which never decays
-        floor = np.float32(settings.floor)
-        importance = np.float32(entry.importance_score)
-    if not importance > floor:  # also NaN-safe: a float32 overflow to inf decays to inf, i.e. no change below
+    # float32 arithmetic as RockBot's (C# float) and numpy's, in Python floats: a product of two float32 values is
+    # exact in a double (24 + 24 significant bits), so rounding it once to float32 is the correctly rounded float32
+    # product (tests/consolidation/test_decay.py checks every step against numpy's, bit for bit).
+    try:
+        floor = _to_float32(settings.floor)
+        importance = _to_float32(entry.importance_score)
+    except OverflowError:  # beyond float32 (never screened in): numpy's inf, which never decays (or is no decay)
+        return None
+    if not importance > floor:  # also NaN-safe
         return None
     last_touch = entry.updated_at or entry.created_at
     since_touch = max(0.0, (now - last_touch) / _DAY)
     elapsed = min(since_seen - settings.grace_days, since_touch)
     if elapsed <= 0:
         return None
-    factor = np.float32(0.5 ** (elapsed / float(np.float32(settings.half_life_days))))
-    lowered = max(floor, np.float32(importance * factor))
+    factor = _to_float32(0.5 ** (elapsed / _to_float32(settings.half_life_days)))
+    lowered = max(floor, _to_float32(importance * factor))
     if not lowered < importance:
         return None
     return float32(float(lowered))

@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 PARTIAL: Final = ".partial"  # a decay journal being written: never a *.jsonl, so never taken for a journal
 _CHUNK: Final = 1 << 20
+# A journal this short keeps the steps it wrote for the executor, which takes each once (a steady cycle's few percent
+# of the corpus: building every step twice was about a sixth of its decay write path). At most ~2.3 KB each, so at
+# most a few MB held, and only between the write and the run; a longer journal (a cold start) builds them again.
+_KEEP_MAX: Final = 2048
 
 
 class DecaySteps(Sequence[Step]):
@@ -46,6 +50,7 @@ class DecaySteps(Sequence[Step]):
     def __init__(self, store: MemoryStore, actions: Sequence[DecayAction]) -> None:
         self.store = store
         self.actions = actions
+        self._kept: dict[int, Step] = {}  # steps the journal was written from, until asked for (``_KEEP_MAX``)
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -61,11 +66,22 @@ class DecaySteps(Sequence[Step]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        return decay_step(self.store, self.actions[index], index + 1)
+        kept = self._kept.pop(index, None)
+        return kept if kept is not None else decay_step(self.store, self.actions[index], index + 1)
 
     def __iter__(self) -> Iterator[Step]:
         for index in range(len(self)):
             yield self[index]
+
+    def written(self) -> Iterator[Step]:
+        """The steps in order, for the journal's file; a short journal keeps them for the executor's one look each
+        (the same objects, so the same step as a rebuilt one: ``decay_step`` is a pure function of the action)."""
+        keep = len(self) <= _KEEP_MAX
+        for index in range(len(self)):
+            step = self[index]
+            if keep:
+                self._kept[index] = step
+            yield step
 
 
 def write_decay_journal(
@@ -91,7 +107,7 @@ def write_decay_journal(
     try:
         buffer = bytearray(head[:-2])
         serializer = Step.__pydantic_serializer__
-        for number, step in enumerate(steps):
+        for number, step in enumerate(steps.written()):
             if number:
                 buffer += b","
             buffer += serializer.to_json(step)

@@ -3,11 +3,15 @@ excused (the agent's own changes, documented ephemeral prunes), when a merged-in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from dreamkeeper.consolidation.invariant import Census, judge, tags_in
-from dreamkeeper.coverage import DEFAULT_VOCABULARY
+from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, merged_inventory
+from dreamkeeper.coverage.check import clear_inventory_memo
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     MERGED_FROM,
@@ -118,3 +122,43 @@ def test_a_specific_an_allowed_prune_also_carried_is_excused() -> None:
     )
     verdict = judge(Census.of([A, B, pruned]), after, OURS, DEFAULT_VOCABULARY)
     assert verdict.lost == [] and verdict.orphaned == []
+
+
+@pytest.fixture
+def fresh_inventory_memo() -> Iterator[None]:
+    clear_inventory_memo()
+    yield
+    clear_inventory_memo()
+
+
+def test_a_successors_inventory_is_read_from_the_memo_built_for_its_exact_text(
+    fresh_inventory_memo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation and the census built the successor's inventory already: the judge reads it, never changes it."""
+    shared = merged_inventory(M.entry.content)
+    words = dict(shared.words)
+
+    def build(cls: type[Inventory], text: str) -> Inventory:
+        raise AssertionError(f"the judge built an inventory the memo holds: {text!r}")
+
+    monkeypatch.setattr(Inventory, "of", classmethod(build))
+    after = by_id(archived(A, REASON_MERGED_INTO + "m"), archived(B, REASON_MERGED_INTO + "m"), M)
+    verdict = judge(Census.of([A, B]), after, OURS, DEFAULT_VOCABULARY, index=_never)  # type: ignore[arg-type]
+    assert verdict.clean and verdict.ours == 2
+    assert dict(shared.words) == words
+
+
+def test_a_memo_of_the_text_the_plan_wrote_never_answers_for_the_successors_text_now(
+    fresh_inventory_memo: None,
+) -> None:
+    """The memo holds the planned successor's text (which carries Austin); the successor on disk says less now (the
+    same id, another text): the judge must read the text on disk, so Austin is lost. A memo keyed by the successor's
+    id, or by anything but its exact text, answers "clean" here."""
+    merged_inventory(M.entry.content)
+    now = live("m", "Allen Conway works at Xebia.")
+    after = by_id(archived(A, REASON_MERGED_INTO + "m"), archived(B, REASON_MERGED_INTO + "m"), now)
+    verdict = judge(Census.of([A, B]), after, OURS, DEFAULT_VOCABULARY)
+    assert verdict.lost == ["Austin"] and verdict.carriers == ["b"]
+    # And with the memo holding the text on disk as well, the answer is the same.
+    merged_inventory(now.entry.content)
+    assert judge(Census.of([A, B]), after, OURS, DEFAULT_VOCABULARY).lost == ["Austin"]

@@ -5,8 +5,12 @@ the offer's notation. Their sources are shielded from pruning; nothing is stampe
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.refusals import copies_layout, in_offer_notation
@@ -109,3 +113,38 @@ def test_a_placeholder_copied_from_the_reply_format_is_refused(tmp_path: Path) -
         assert copies_layout(placeholder, []) == "a placeholder, not a text"
     r = dream(tmp_path, {"toDelete": [], "toSave": [save("<the one entry>", "7d2eb8c68286", "d1090b231039")]}).report
     assert (r.refused_layout, r.rejected, r.repaired, r.saved) == (1, 0, 0, 0)
+
+
+def _copies_an_id_by_pattern_alone(content: str, offered_ids: list[str], said: str) -> str | None:
+    """The id part of `copies_layout` as it was before the ASCII prefilter: one pattern per id, always asked."""
+    for entry_id in offered_ids:
+        if len(entry_id) < 8:
+            continue
+        word = re.compile(rf"(?<!\w){re.escape(entry_id)}(?!\w)", re.I)
+        if word.search(content) and not word.search(said):
+            return f"the id {entry_id}"
+    return None
+
+
+def test_an_id_written_with_a_letter_only_unicode_case_folding_matches_is_still_refused() -> None:
+    """re.IGNORECASE matches "ſ" (long s) to "s" and the Kelvin sign to "k": a merged text holding them is not ASCII,
+    so the id is asked the pattern, not skipped by the substring prefilter (which would miss both)."""
+    assert copies_layout("Fixed in ſeed0b7a724 today.", ["seed0b7a724"]) == "the id seed0b7a724"
+    assert copies_layout("See \u212aafe0b7a724 now.", ["KAFE0B7A724"]) == "the id KAFE0B7A724"
+    assert copies_layout("Fixed in SEED0B7A724 today.", ["seed0b7a724"]) == "the id seed0b7a724"  # ASCII case
+
+
+ID_ATOMS = ["083200b7a724", "9C59D7402ECC", "seed0b7a724", "kafe0b7a724", "ſeed0b7a724", "\u212aafe0b7a724", "é0b7a724"]
+TEXT_ATOMS = [*ID_ATOMS, "Farid", "works", "at", "x", "_", "-", ".", " ", "\n", "é", "0", "abc083200b7a724"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(TEXT_ATOMS), max_size=8).map("".join),
+    st.lists(st.sampled_from([*ID_ATOMS, "short"]), max_size=4),
+    st.lists(st.sampled_from(TEXT_ATOMS), max_size=4).map("".join),
+)
+def test_the_id_check_answers_as_asking_every_id_its_pattern_does(content: str, ids: list[str], said: str) -> None:
+    if copies_layout(content, [], [said]) is not None:
+        return  # another layout rule answered first; the ids are not asked
+    assert copies_layout(content, ids, [said]) == _copies_an_id_by_pattern_alone(content, ids, said)

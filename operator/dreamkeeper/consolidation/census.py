@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dreamkeeper.consolidation.decisions import ValidationState, reject_merge
 from dreamkeeper.consolidation.plan import MergeAction, PruneAction
 from dreamkeeper.consolidation.report import Protection
+from dreamkeeper.consolidation.successor_gaps import successor_gaps
 from dreamkeeper.coverage import (
     IDENTITY_KINDS,
     CoverageIndex,
@@ -16,7 +17,6 @@ from dreamkeeper.coverage import (
     Specific,
     Vocabulary,
     extract_specifics,
-    merged_inventory,
 )
 from dreamkeeper.memory import StoredEntry, shown, shown_all
 
@@ -41,8 +41,10 @@ def census(live: Sequence[StoredEntry], state: ValidationState) -> None:
     corpus = _CensusCorpus(live, leaving, plan.merges)
     kept: list[MergeAction] = []
     for merge in plan.merges:
-        successor = merged_inventory(merge.successor.content)
-        lost = _vanishing(merge.sources, corpus, state.vocabulary, successor)
+        gaps = state.gaps.get(merge.successor.id)
+        if gaps is None or not gaps.answers_for(merge, state.vocabulary):
+            gaps = successor_gaps(merge, state.vocabulary)
+        lost = _still_said(gaps.uncovered, corpus)
         if lost:
             state.census_refusals += 1
             corpus.refuse(merge)
@@ -139,17 +141,21 @@ class _CensusCorpus:
         return index
 
 
-def _vanishing(
-    entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
-) -> list[str]:
-    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order."""
-    return [s.text for s in _vanishing_specifics(entries, corpus, vocabulary, successor)]
+def _still_said(uncovered: Sequence[Specific], corpus: _CensusCorpus) -> list[str]:
+    """Of the specifics a merge's successor does not hold (in the census's order), those the planned corpus no
+    longer says, first spelling once each: `_vanishing_specifics` with the successor's answers already known."""
+    lost: dict[str, None] = {}
+    for specific in uncovered:
+        if specific.text not in lost and not corpus.covers(specific):
+            lost[specific.text] = None
+    return list(lost)
 
 
 def _vanishing_specifics(
     entries: Sequence[StoredEntry], corpus: _CensusCorpus, vocabulary: Vocabulary, successor: Inventory | None
 ) -> list[Specific]:
-    """`_vanishing`, as the specifics themselves (their kinds decide a prune).
+    """Specifics of ``entries`` the planned corpus no longer says, first spelling once each, in order (their kinds
+    decide a prune).
 
     ``successor`` (the inventory of a live text of the plan) answers first: what it covers, the corpus covers.
     """

@@ -138,6 +138,12 @@ class Cycle:
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
+        if self._frozen:
+            # What the stages so far built and kept (memos, clusters, the plan) lives on as long as the snapshot:
+            # frozen with it, so the cyclic collector's full collections stop walking it again and again (a cold
+            # 10k cycle: 7 full collections cost 0.7 CPU s and found 10 objects; issue 27). Reference counting
+            # still frees what a stage drops; only cyclic garbage made before this point waits for the thaw.
+            gc.freeze()
         if self.options.progress:
             self.options.progress(name)
 

@@ -17,6 +17,7 @@ from dreamkeeper.consolidation.replies import BatchTally
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.sourceless import SourcelessGate
+from dreamkeeper.consolidation.successor_gaps import SuccessorGaps
 from dreamkeeper.coverage import CoverageIndex, Vocabulary
 from dreamkeeper.memory import StoredEntry, shown, shown_all
 
@@ -105,6 +106,9 @@ class ValidationState:
     live_texts: LiveTexts | None = None  # the live corpus by exact key: merges restating a live entry fold into it
     fold_targets: dict[str, MergeAction] = field(default_factory=dict)  # live id -> the merge folded into it
     sourceless: SourcelessGate | None = None  # source-less saves (sourceless.py); None: refused, as before
+    # successor id -> what that merge's successor does not hold of its sources, asked while validation held its
+    # inventory (successor_gaps.py); the census uses a record only for the exact texts it was computed from.
+    gaps: dict[str, SuccessorGaps] = field(default_factory=dict)
 
     def settle(self, merges: Sequence[MergeAction]) -> None:
         """Merges decided before any reply (subsumptions): in the plan, their sources consumed, their targets

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from dreamkeeper.consolidation.counts import CycleCounts
-from dreamkeeper.coverage import CoverageIndex, Inventory, Specific, Vocabulary, extract_specifics
+from dreamkeeper.coverage import CoverageIndex, Inventory, Specific, Vocabulary, extract_specifics, known_inventory
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     MERGED_FROM,
@@ -193,7 +193,13 @@ def judge(
         if end is not None:
             successor = inventories.get(end.id)
             if successor is None:
-                successor = inventories[end.id] = Inventory.of(end.entry.content)
+                # Validation and the census built the inventory of nearly every successor's text already: shared by
+                # the exact text it was built from (the text on disk now, whatever the plan wrote), read only.
+                text = end.entry.content
+                successor = known_inventory(text)
+                if successor is None:
+                    successor = Inventory.of(text)
+                inventories[end.id] = successor
         for specific in extract_specifics(entry.content, entry.category, vocabulary):
             key = (specific.kind, specific.key)
             if key in lost:

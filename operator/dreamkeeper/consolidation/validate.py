@@ -23,6 +23,7 @@ from dreamkeeper.consolidation.refusals import REASON_PREFIX, Refusal, in_offer_
 from dreamkeeper.consolidation.replies import BatchOutcome, batch_outcome, id_key
 from dreamkeeper.consolidation.report import Protection, Rejection
 from dreamkeeper.consolidation.sourceless import log_refused, log_saved, sourceless_entry
+from dreamkeeper.consolidation.successor_gaps import successor_gaps
 from dreamkeeper.coverage import (
     SourceText,
     find_invented_specifics,
@@ -215,7 +216,9 @@ async def _validate_merge(
     state.consumed.update(s.id for s in sources)
     if _fold_into_live(MergeAction(successor, sources, repaired, batch.index), state):
         return
-    state.plan.merges.append(MergeAction(successor, sources, repaired, batch.index))
+    action = MergeAction(successor, sources, repaired, batch.index)
+    state.plan.merges.append(action)
+    state.gaps[successor.id] = successor_gaps(action, state.vocabulary)  # its inventory is at hand now
 
 
 def _save_sourceless(merge: MergeProposal, batch: Batch, state: ValidationState) -> None:

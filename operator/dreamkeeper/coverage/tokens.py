@@ -35,7 +35,10 @@ def read_tokens(prepared: str) -> Tokens:
     """The tokens of an already prepared text, read from scratch."""
     chunked = tuple(chunks(prepared))
     addresses = tuple(address_spans(prepared, chunked))
-    listed = tuple(word for word in words(prepared) if not inside(addresses, word.start))
+    if addresses:
+        listed = tuple(word for word in words(prepared) if not inside(addresses, word.start))
+    else:
+        listed = tuple(words(prepared))  # most texts hold no address: no word to leave out
     numbers = tuple((match.start(), match.end(), match.group()) for match in NUMBER_RE.finditer(prepared))
     return Tokens(prepared, chunked, addresses, listed, numbers, tuple(dates.month_name_dates(prepared)))
 

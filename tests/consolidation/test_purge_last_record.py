@@ -31,7 +31,10 @@ from tests.parity import rockbot_files
 # Run with the corpus index cold, warm, stale and corrupt: the same decisions each time (tests/corpus_index_modes.py).
 pytestmark = pytest.mark.usefixtures("corpus_index_mode")
 
-NOW = rockbot_files.datetime(2026, 9, 14, 6, 0, tzinfo=rockbot_files.UTC)
+# The real clock, to the second: ``memory purge`` and ``memory list`` read it (a CLI has no other), so the ages
+# must be counted from it. A fixed date here made "young" (archived 10 days before it) due 90 days later, the day CI
+# ran: the tests went off like a time bomb on 2026-12-03.
+NOW = rockbot_files.datetime.now(rockbot_files.UTC).replace(microsecond=0)
 SEED_LOSS = "Trish Roberts runs PWOP Productions in Las Vegas."
 
 

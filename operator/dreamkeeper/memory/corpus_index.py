@@ -21,7 +21,9 @@ never a wrong decision):
 * The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
-  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
+  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is flat
+  values (``Record.__reduce__``); its entry is rebuilt by ``entry_state.restored`` as the parser builds one (no
+  pydantic state dict per entry: a third of the load), which refuses containers of the wrong kind.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -48,7 +50,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 3\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 4\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 FRAME_MAGIC: Final = b"DKIL"
 _FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
@@ -112,17 +114,18 @@ def _record(
 _ALLOWED: Final = frozenset(
     {
         ("dreamkeeper.memory.corpus_index", "_record"),
-        ("dreamkeeper.memory.entry", "Entry"),
+        ("dreamkeeper.memory.entry_state", "restored"),  # an entry: flat values, checked (``Entry.__reduce__``)
         ("dreamkeeper.memory.entry", "_Origin"),
         ("dreamkeeper.memory.entry", "_Shape"),
         ("dreamkeeper.memory.entry", "_Derived"),
         ("datetime", "datetime"),
         ("datetime", "timezone"),
         ("datetime", "timedelta"),
+        # A fixed UTC offset, as pydantic gives a timestamp read from a number (``"createdAt": 0``): without it, an
+        # index holding one such entry could not be loaded at all, and every scan read every file.
+        ("pydantic_core._pydantic_core", "TzInfo"),
         ("builtins", "set"),
         ("builtins", "frozenset"),
-        ("copyreg", "_reconstructor"),
-        ("builtins", "object"),
     }
 )
 
@@ -132,7 +135,8 @@ def code_version() -> str:
     and the index is discarded, never read with rules it was not made by."""
     digest = hashlib.sha256(FORMAT)
     here = Path(__file__).resolve().parent
-    parser = (here / "entry.py", here / "entry_values.py", here / "store.py")  # entry_values: the fast path's checks
+    # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
+    parser = (here / "entry.py", here / "entry_values.py", here / "entry_state.py", here / "store.py")
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
             digest.update(source.read_bytes())
@@ -351,7 +355,7 @@ class CorpusIndex:
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
-        parents: dict[str, Path] = {}
+        parents: dict[str, tuple[Path, bool]] = {}
         self.hits = self.reads = 0
         for child in store.iter_file_entries():
             name = child.path
@@ -388,15 +392,28 @@ class CorpusIndex:
         log.debug("corpus index: %d file(s) from the index, %d read", self.hits, self.reads)
 
 
-def _child_path(parents: dict[str, Path], name: str) -> Path:
+def _child_path(parents: dict[str, tuple[Path, bool]], name: str) -> Path:
     """``Path(name)``, built from its directory's Path: parsing every path again cost as much as its stat."""
     directory, _, base = name.rpartition(os.sep)
-    parent = parents.get(directory)
-    if parent is None:
-        parent = parents[directory] = Path(directory)
+    known = parents.get(directory)
+    if known is None:
+        parent = Path(directory)
+        # ``name`` is the scan's directory string, os.sep, and a name from scandir (never "", ".", ".." or holding
+        # a separator): when the directory's own string is already normal, ``name`` is exactly the string the
+        # child's parts format to (``test_scan_paths_are_their_normal_strings``).
+        known = parents[directory] = (parent, str(parent) == directory and not directory.endswith(os.sep))
+    parent, normal = known
     make = getattr(parent, "_make_child_relpath", None)  # CPython's own, as iterdir() uses it; else the slow way
     path: Path = make(base) if make is not None else parent / base
+    if normal and _CACHES_STR:
+        # Set, not formatted again from the parts by the first str(): every later stage names each entry's file
+        # (the end-of-run listing alone formats all 10,000 of a 10k corpus, ~15 ms).
+        path._str = name  # type: ignore[attr-defined]
     return path
+
+
+# pathlib keeps a path's string in the ``_str`` slot, formatted on the first str() (CPython 3.8-3.12).
+_CACHES_STR: Final = "_str" in getattr(PurePath, "__slots__", ())
 
 
 def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:

@@ -1,0 +1,43 @@
+"""How an entry is pickled (``Entry.__reduce__``): its field values, flat, and the three things pydantic keeps beside
+them, restored by one function that checks what it is given. The corpus index (corpus_index.py) loads 100k entries
+from such pickles at the start of every cycle, with an unpickler that may call only this among entry functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dreamkeeper.memory.entry import _FIELD_NAMES, Entry, _Origin, _set
+
+
+def state(entry: Entry) -> tuple[Any, ...]:
+    """The field values in the model's order, pydantic's extra and fields-set, and how the entry was read."""
+    fields = entry.__dict__
+    values = tuple([fields[name] for name in _FIELD_NAMES])
+    return (values, entry.__pydantic_extra__, entry.__pydantic_fields_set__, getattr(entry, "_origin", None))
+
+
+def restored(
+    values: tuple[Any, ...], extra: dict[str, Any] | None, fields_set: set[str], origin: _Origin | None
+) -> Entry:
+    """The entry ``state`` describes, built as the parser's fast path builds one (pydantic's own ``model_construct``
+    way: its ``__dict__``, extra, fields-set and private slots set directly, no validation: the values are the ones
+    a parse produced). Containers of the wrong kind (a planted index) are refused."""
+    if (
+        type(values) is not tuple
+        or len(values) != len(_FIELD_NAMES)
+        or type(fields_set) is not set
+        or not (extra is None or type(extra) is dict)
+        or not (origin is None or type(origin) is _Origin)
+    ):
+        raise ValueError("not an entry's pickled state")
+    entry = Entry.__new__(Entry)
+    _set(entry, "__dict__", dict(zip(_FIELD_NAMES, values, strict=True)))
+    _set(entry, "__pydantic_extra__", extra)
+    # Shared with the other entries of its shape, as parsed ones share theirs: ``Entry.__setattr__`` copies it first.
+    _set(entry, "__pydantic_fields_set__", fields_set)
+    _set(entry, "__pydantic_private__", None)
+    _set(entry, "_origin", origin)
+    return entry
+
+
+__all__ = ["restored", "state"]

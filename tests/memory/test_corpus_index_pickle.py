@@ -1,0 +1,221 @@
+"""The corpus index's record encoding (``Entry.__reduce__``, ``entry_state.restored``, ``corpus_index._record``): an
+entry restored from an index is the parsed entry in every field and every behaviour, entries sharing a shape stay
+independent, and a planted index in this format builds nothing else and costs a full read."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dreamkeeper.memory import MemoryStore, entry_state
+from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
+from dreamkeeper.memory.entry import Entry
+from tests.memory.conftest import rockbot_entry, write_raw
+from tests.memory.test_corpus_index import later, scan
+from tests.memory.test_entry_parse import files
+
+SHA = "0" * 64
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    root = tmp_path / "agent" / "memory"
+    root.mkdir(parents=True)
+    for i in range(3):
+        write_raw(root, rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
+    return tmp_path / "agent"
+
+
+def through_index(*entries: Entry) -> list[Entry]:
+    """The entries as an index holds them: records pickled together (one memo, as a saved index), loaded by the
+    index's own restricted unpickler."""
+    records = {
+        f"/m/{at}.json": Record((10, 20, 30, at), entry, Fingerprint(SHA, 10, 20), None)
+        for at, entry in enumerate(entries)
+    }
+    data = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+    loaded = ci._Unpickler(io.BytesIO(data)).load()
+    return [loaded[name].entry for name in records]
+
+
+def everything(entry: Entry) -> tuple[Any, ...]:
+    """All an entry is and does: its fields (with their types), pydantic's extra, fields-set and private state,
+    how it was read (shape, kept raw values, createdAt default), its dumps and the bytes it writes."""
+    origin = getattr(entry, "_origin", None)
+    how_read = None
+    if origin is not None:
+        shape = origin.shape
+        how_read = (shape.keys, shape.names, shape.position, shape.unknown, shape.fields_set)
+        how_read += (origin.kept, origin.created_default)
+    return (
+        entry.__dict__,
+        list(entry.__dict__),
+        {name: type(value) for name, value in entry.__dict__.items()},
+        entry.__pydantic_extra__,
+        entry.__pydantic_fields_set__,
+        entry.__pydantic_private__,
+        how_read,
+        entry.model_dump(),
+        entry.model_dump(mode="json", by_alias=True, exclude_unset=True),
+        entry.to_json_bytes(),
+        entry.to_json_obj(only=frozenset({"importancescore", "metadata"})),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(files(), st.integers(0, 3))
+def test_an_entry_from_the_index_is_the_parsed_entry(obj: dict[str, Any], change: int) -> None:
+    try:
+        parsed = Entry.from_json_obj(obj)
+    except ValueError:
+        return
+    # As read, and as a cycle changes it (decay, a stamp, an archive): the index holds both kinds.
+    if change == 1:
+        parsed = parsed.evolve(importance_score=0.123)
+    elif change == 2:
+        parsed = parsed.with_meta(consolidationReviewedHash="ABC")
+    elif change == 3:
+        parsed = parsed.evolve(archived_at=datetime(2026, 1, 2, tzinfo=UTC), archive_reason="merged")
+    (restored,) = through_index(parsed)
+    assert restored == parsed
+    assert everything(restored) == everything(parsed)
+    assert everything(restored.evolve(importance_score=0.5)) == everything(parsed.evolve(importance_score=0.5))
+
+
+def test_an_entry_built_in_code_restores_too() -> None:
+    made = Entry(id="made1", content="built, never read", tags=["a"], metadata={"k": "v"})
+    (restored,) = through_index(made)
+    assert everything(restored) == everything(made)
+    assert getattr(restored, "_origin", "missing") is None
+
+
+def test_entries_sharing_a_shape_stay_independent() -> None:
+    """Parsed entries of one spelling share a fields-set (and an origin); restored, they still do, and a change to
+    one never shows in another."""
+    a_parsed = Entry.from_json_obj(rockbot_entry("aaaa1111", tags=["x"], metadata={"k": "v"}))
+    b_parsed = Entry.from_json_obj(rockbot_entry("bbbb2222", tags=["x"], metadata={"k": "v"}))
+    assert a_parsed.__pydantic_fields_set__ is b_parsed.__pydantic_fields_set__
+    a, b = through_index(a_parsed, b_parsed)
+    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__  # shared as parsed ones are (memory)
+    before = everything(b)
+    set_before = set(b.__pydantic_fields_set__)
+
+    a.archive_reason = "by hand"  # a field the file did not have: a's fields-set grows, b's must not
+    a.surprise = "an unknown field"  # pydantic's extra: a's own
+    a.tags.append("y")
+    assert a.metadata is not None
+    a.metadata["k"] = "changed"
+
+    assert "archive_reason" in a.__pydantic_fields_set__ and "surprise" in a.__pydantic_fields_set__
+    assert b.__pydantic_fields_set__ == set_before
+    assert everything(b) == before
+    assert b.tags == ["x"] and b.metadata == {"k": "v"}
+    assert everything(b.evolve(importance_score=0.2)) == everything(b_parsed.evolve(importance_score=0.2))
+
+
+def test_the_pickled_state_is_checked() -> None:
+    """``entry_state.restored`` refuses containers of the wrong kind (a planted index may hold anything)."""
+    good = Entry.from_json_obj(rockbot_entry("cccc3333"))
+    _, (values, extra, fields_set, origin) = good.__reduce__()
+    assert entry_state.restored(values, extra, fields_set, origin) == good
+    bad_states = [
+        (list(values), extra, fields_set, origin),
+        (values[:-1], extra, fields_set, origin),
+        (values, ["x"], fields_set, origin),
+        (values, extra, list(fields_set), origin),
+        (values, extra, fields_set, {"shape": 1}),
+    ]
+    for state in bad_states:
+        with pytest.raises(ValueError, match="not an entry's pickled state"):
+            entry_state.restored(*state)
+
+
+class _Planted:
+    """Pickles as ``(function, args)``: what a hostile index would hold."""
+
+    def __init__(self, function: Any, args: tuple[Any, ...]) -> None:
+        self.function, self.args = function, args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.function, self.args)
+
+
+def _plant(agent: Path, records: dict[str, Any]) -> None:
+    payload = pickle.dumps((ci.code_version(), str(agent / "memory"), "planted-base", records), protocol=5)
+    index_path(agent).write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def _record_args(path: Path, entry: Any) -> tuple[Any, ...]:
+    st = os.lstat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, entry, SHA, st.st_size, st.st_mtime_ns, None)
+
+
+@pytest.mark.parametrize("planted", ["generic-entry", "list-values", "short-values", "not-an-origin", "evil-call"])
+def test_a_planted_index_in_this_format_costs_a_full_read(
+    agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str
+) -> None:
+    """Records whose stat keys match the files (the strongest plant): still nothing but the allowed functions is
+    called, a malformed entry state is refused, and the whole index is discarded (every file read)."""
+    later(monkeypatch)
+    first, _ = scan(agent)
+    path = next((agent / "memory").rglob("entry1.json"))
+    good = Entry.from_json_obj(rockbot_entry("entry1"))
+    _, (values, extra, fields_set, origin) = good.__reduce__()
+    marker = tmp_path / "ran"
+    entry: Any
+    if planted == "generic-entry":  # pydantic's own state path, which an index no longer holds
+        entry = _Planted(Entry, ())
+    elif planted == "list-values":
+        entry = _Planted(entry_state.restored, (list(values), extra, fields_set, origin))
+    elif planted == "short-values":
+        entry = _Planted(entry_state.restored, (values[:3], extra, fields_set, origin))
+    elif planted == "not-an-origin":
+        entry = _Planted(entry_state.restored, (values, extra, fields_set, ("a", "tuple")))
+    else:
+        entry = _Planted(os.system, (f"touch {marker}",))
+    _plant(agent, {str(path): _Planted(ci._record, _record_args(path, entry))})
+    seen, index = scan(agent)
+    assert not marker.exists()
+    assert seen == first
+    assert (index.hits, index.reads) == (0, 3)
+
+
+def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame appended to a good base, its record refused by ``entry_state.restored``: the frame (and any after it)
+    is ignored, and the base still serves every file."""
+    later(monkeypatch)
+    first, index = scan(agent)
+    path = next((agent / "memory").rglob("entry2.json"))
+    bad = _Planted(entry_state.restored, ([1, 2], None, set(), None))
+    ci._append_frame(index.log_path, (index._base_id, {str(path): _Planted(ci._record, _record_args(path, bad))}))
+    seen, index = scan(agent)
+    assert seen == first
+    assert index.loaded and (index.hits, index.reads) == (3, 0)  # the base's record of entry2 still matches
+
+
+def test_scan_paths_are_their_normal_strings(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan sets each path's string from scandir's (``_child_path``): it must be the string pathlib itself
+    formats from the path's parts, for every entry of a warm scan."""
+    later(monkeypatch)
+    root = agent / "memory"
+    write_raw(root, rockbot_entry("deep1", category="a/b/c"), category="a/b/c")
+    scan(agent)
+    index = ci.open_corpus_index(agent, root)
+    result = MemoryStore(root, index).scan()
+    assert index.hits == 4
+    for stored in result.entries:
+        assert str(stored.path) == str(Path(*stored.path.parts))
+        assert stored.path == Path(str(stored.path))
+    weird = ci._child_path({}, "rel//dir/./x.json".replace("//", "/"))
+    assert str(weird) == str(Path("rel/dir/./x.json"))  # "." is dropped by pathlib: not set from the name

@@ -95,6 +95,8 @@ def test_sources_evidence_is_the_evidence_of_the_joined_sources(sources: list[st
     vocabulary = VOCABULARIES[v]
     joined = lowercase_evidence("\n".join(sources), vocabulary)
     assert sources_lowercase_evidence(sources, vocabulary) == joined
+    for wanted in (frozenset(), frozenset({"mark", "rose"}), frozenset({"may", "rocky", "net", "xebia", "é"})):
+        assert sources_lowercase_evidence(sources, vocabulary, wanted) == joined & wanted
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

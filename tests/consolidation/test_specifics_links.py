@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 from bench.realmodel_judge import Lexicon, missing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dreamkeeper.consolidation.clustering import ClusterItem, find_clusters
 from dreamkeeper.consolidation.clustering.similarity import similarity
-from dreamkeeper.consolidation.clustering.specifics_links import specifics_links
+from dreamkeeper.consolidation.clustering.specifics_links import _EDGES, _SPECIFIC, specifics_links, specifics_of
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.gating import select_candidates
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -165,3 +167,18 @@ def test_on_the_sample_the_defaults_offer_more_families_and_settle_none_wrongly(
         members = [merge.into.id, *(s.id for s in merge.sources)]
         assert len({family.get(i) for i in members}) == 1 and family.get(members[0]) is not None
         assert not missing([s.entry.content for s in merge.sources], live, lexicon)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(max_size=80)
+    | st.lists(st.sampled_from(["Paul.", "paul", "v2.1", "a@b.co", "-x-", "O'Neil", "\n", "Ab", "A"]), max_size=12).map(
+        " ".join
+    )
+)
+def test_specifics_of_reads_the_keys_each_match_gives(content: str) -> None:
+    """The set-first reading (issue 27) gives the keys the match-by-match reading gave."""
+    reference = frozenset(
+        key for key in (m.strip(_EDGES).casefold() for m in _SPECIFIC.findall(content)) if len(key) >= 2
+    )
+    assert specifics_of(ClusterItem("a", content, None, None)) == reference

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from dreamkeeper.coverage.inventory import Inventory
-from dreamkeeper.coverage.specifics import Specific, extract_specifics, merge_specifics
+from dreamkeeper.coverage.specifics import Specific, merge_specifics, sources_specifics
 from dreamkeeper.coverage.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 
@@ -26,10 +26,8 @@ class SourceText:
 
 def required_specifics(sources: Sequence[SourceText], vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> list[Specific]:
     """The union of the sources' specifics; lowercase evidence comes from all sources together."""
-    evidence = "\n".join(source.text for source in sources)
-    return merge_specifics(
-        extract_specifics(source.text, source.category, vocabulary, evidence=evidence) for source in sources
-    )
+    # `sources_specifics` is each source's `extract_specifics` with the joined texts as evidence, read once a merge.
+    return merge_specifics(sources_specifics([(source.text, source.category) for source in sources], vocabulary))
 
 
 def _order(text: str) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.consolidation.invariant import Census, judge, tags_in
+from dreamkeeper.consolidation.invariant import Census, departures, judge, tags_in
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, merged_inventory
 from dreamkeeper.coverage.check import clear_inventory_memo
 from dreamkeeper.memory import (
@@ -162,3 +162,29 @@ def test_a_memo_of_the_text_the_plan_wrote_never_answers_for_the_successors_text
     # And with the memo holding the text on disk as well, the answer is the same.
     merged_inventory(now.entry.content)
     assert judge(Census.of([A, B]), after, OURS, DEFAULT_VOCABULARY).lost == ["Austin"]
+
+
+_SCENARIOS = {
+    "nothing departed": ([A, B], [A, B]),
+    "merged into a live successor": (
+        [A, B],
+        [archived(A, REASON_MERGED_INTO + "m"), archived(B, REASON_MERGED_INTO + "m"), M],
+    ),
+    "orphaned and lost": (
+        [A, B],
+        [archived(A, REASON_STALE_WRITE_BACK + REASON_MERGED_INTO + "m", RUN + "-writeback"), B, archived(M, "x", "o")],
+    ),
+    "an ephemeral prune and the agent's own deletion": ([A, B, M], [archived(A, REASON_EPHEMERAL), M]),
+    "an edit of the agent's": ([A], [live("a", "Allen Conway moved.")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCENARIOS))
+def test_a_verdict_given_its_departures_is_the_verdict_that_walks_them(name: str) -> None:
+    """The cycle's report works the departures out once (to know whether it must read every file) and hands them to
+    the invariant: the same verdict as the invariant walking the census itself over the same arguments."""
+    then, now = _SCENARIOS[name]
+    before, after = Census.of(then), by_id(*now)
+    walked = judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"})
+    given = departures(before, after, OURS, {"b"})
+    assert judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"}, departed=given) == walked

@@ -168,10 +168,13 @@ def judge(
     *,
     purged: Collection[str] = (),
     index: Callable[[], CoverageIndex] | None = None,
+    departed: list[Departure] | None = None,
 ) -> Verdict:
     """The invariant over one run (see the module's docstring). ``after`` maps every exact id on disk now to its
-    entry; ``index`` gives a coverage index of the live texts of ``after`` (built here when not given)."""
-    gone = departures(before, after, ours, purged)
+    entry; ``index`` gives a coverage index of the live texts of ``after`` (built here when not given).
+    ``departed``: ``departures(before, after, ours, purged)`` when the caller has it already (a walk of the whole
+    census, not done twice over the same arguments)."""
+    gone = departures(before, after, ours, purged) if departed is None else departed
     verdict = Verdict(departed=len(gone), ours=sum(1 for d in gone if d.ours))
     charged = [d for d in gone if d.ours and not d.allowed]
     if not charged:
@@ -371,9 +374,11 @@ def end_check(
     purged: Collection[str] = (),
     index: Callable[[], CoverageIndex] | None = None,
     what: str = "run",
+    departed: list[Departure] | None = None,
 ) -> EndCheck:
-    """``judge``, then ``reverse`` what it charged, then ``judge`` again over the corpus as the reversal left it."""
-    found = judge(before, after, ours, vocabulary, purged=purged, index=index)
+    """``judge``, then ``reverse`` what it charged, then ``judge`` again over the corpus as the reversal left it.
+    ``departed``: as for ``judge``, the departures over these very arguments."""
+    found = judge(before, after, ours, vocabulary, purged=purged, index=index, departed=departed)
     if found.clean:
         return EndCheck(found, Reversed(), found, what)
     brought = reverse(agent_dir, store, found, after)

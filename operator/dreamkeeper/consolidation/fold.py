@@ -25,11 +25,11 @@ from dreamkeeper.memory import (
     MERGED_FROM,
     Entry,
     StoredEntry,
+    dotnet_collapse,
     fold_key,
     format_timestamp,
     ordinal_key,
 )
-from dreamkeeper.memory.fingerprints import dotnet_collapse
 
 
 def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: datetime) -> list[FoldAction]:

@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dreamkeeper.consolidation.invariant import Census, departures, judge, tags_in
+from dreamkeeper.consolidation.invariant import by_id as invariant_by_id
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, merged_inventory
 from dreamkeeper.coverage.check import clear_inventory_memo
 from dreamkeeper.memory import (
@@ -188,3 +191,17 @@ def test_a_verdict_given_its_departures_is_the_verdict_that_walks_them(name: str
     walked = judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"})
     given = departures(before, after, OURS, {"b"})
     assert judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"}, departed=given) == walked
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "A", "b", "c"]), st.booleans(), st.integers(0, 3)), max_size=10))
+def test_a_census_is_the_live_entries_by_exact_id_first_file_first(shapes: list[tuple[str, bool, int]]) -> None:
+    """``Census.of`` (one loop) is ``invariant.by_id`` of the live entries: exact ids, the first file of an id wins."""
+    entries = []
+    for number, (entry_id, live_one, copy) in enumerate(shapes):
+        stored = live(entry_id, f"text {copy}")
+        stored = StoredEntry(stored.entry, Path(f"/m/{number}/{entry_id}.json"), stored.fingerprint)
+        entries.append(stored if live_one else archived(stored, REASON_EPHEMERAL))
+    census = Census.of(entries).live
+    expected = invariant_by_id(s for s in entries if s.entry.is_live)
+    assert list(census) == list(expected)
+    assert all(census[i] is expected[i] for i in expected)

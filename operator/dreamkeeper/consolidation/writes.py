@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 
 from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
@@ -514,12 +515,14 @@ class Writes:
         depend on the text of a file this cycle did not write (docs/architecture.md, "The final-state check")."""
         final = FinalState()
         first: dict[str, Path] = {}
-        known = {str(s.path): s for s in (*snapshot.entries, *snapshot.duplicates)}
+        known = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
         touched = self._touched
         ids, entries, live = final.ids, final.entries, final.live
+        # Bound once: this loop runs once per file of the corpus.
+        known_get, ids_add, first_setdefault = known.get, ids.add, first.setdefault
         for child in self.store.iter_file_entries():
             name = child.path
-            seen = known.get(name)
+            seen = known_get(name)
             if listing and seen is not None and name not in touched:
                 item = seen
             else:
@@ -528,19 +531,19 @@ class Writes:
                     continue
                 item = read
             entry = item.entry
-            entry_id = entry.id  # locals: this loop runs once per file of the corpus
-            ids.add(entry_id)
+            entry_id = entry.id
+            ids_add(entry_id)
             entries.setdefault(entry_id, item)
-            key = entry_id.lower()
-            if key in first:
+            path = item.path
+            earlier = first_setdefault(entry_id.lower(), path)  # ids are one case-insensitively (as the scan's)
+            if earlier is not path:
                 log.warning(
                     "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
                     entry_id,
-                    first[key],
-                    item.path,
+                    earlier,
+                    path,
                 )
                 continue
-            first[key] = item.path
             if entry.is_live:
                 live[entry_id] = entry.content
             elif entry.is_archived:

@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from dreamkeeper.consolidation.invariant import Census, judge, tags_in
+from dreamkeeper.consolidation.invariant import Census, departures, judge, tags_in
+from dreamkeeper.consolidation.invariant import by_id as invariant_by_id
 from dreamkeeper.coverage import DEFAULT_VOCABULARY, Inventory, merged_inventory
 from dreamkeeper.coverage.check import clear_inventory_memo
 from dreamkeeper.memory import (
@@ -162,3 +165,43 @@ def test_a_memo_of_the_text_the_plan_wrote_never_answers_for_the_successors_text
     # And with the memo holding the text on disk as well, the answer is the same.
     merged_inventory(now.entry.content)
     assert judge(Census.of([A, B]), after, OURS, DEFAULT_VOCABULARY).lost == ["Austin"]
+
+
+_SCENARIOS = {
+    "nothing departed": ([A, B], [A, B]),
+    "merged into a live successor": (
+        [A, B],
+        [archived(A, REASON_MERGED_INTO + "m"), archived(B, REASON_MERGED_INTO + "m"), M],
+    ),
+    "orphaned and lost": (
+        [A, B],
+        [archived(A, REASON_STALE_WRITE_BACK + REASON_MERGED_INTO + "m", RUN + "-writeback"), B, archived(M, "x", "o")],
+    ),
+    "an ephemeral prune and the agent's own deletion": ([A, B, M], [archived(A, REASON_EPHEMERAL), M]),
+    "an edit of the agent's": ([A], [live("a", "Allen Conway moved.")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCENARIOS))
+def test_a_verdict_given_its_departures_is_the_verdict_that_walks_them(name: str) -> None:
+    """The cycle's report works the departures out once (to know whether it must read every file) and hands them to
+    the invariant: the same verdict as the invariant walking the census itself over the same arguments."""
+    then, now = _SCENARIOS[name]
+    before, after = Census.of(then), by_id(*now)
+    walked = judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"})
+    given = departures(before, after, OURS, {"b"})
+    assert judge(before, after, OURS, DEFAULT_VOCABULARY, purged={"b"}, departed=given) == walked
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "A", "b", "c"]), st.booleans(), st.integers(0, 3)), max_size=10))
+def test_a_census_is_the_live_entries_by_exact_id_first_file_first(shapes: list[tuple[str, bool, int]]) -> None:
+    """``Census.of`` (one loop) is ``invariant.by_id`` of the live entries: exact ids, the first file of an id wins."""
+    entries = []
+    for number, (entry_id, live_one, copy) in enumerate(shapes):
+        stored = live(entry_id, f"text {copy}")
+        stored = StoredEntry(stored.entry, Path(f"/m/{number}/{entry_id}.json"), stored.fingerprint)
+        entries.append(stored if live_one else archived(stored, REASON_EPHEMERAL))
+    census = Census.of(entries).live
+    expected = invariant_by_id(s for s in entries if s.entry.is_live)
+    assert list(census) == list(expected)
+    assert all(census[i] is expected[i] for i in expected)

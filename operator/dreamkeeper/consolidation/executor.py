@@ -253,12 +253,17 @@ class Executor:
         self.tally.errors.append(f"{step.op} {step.id}: {error}")
         return "failed", error[:500]
 
-    def _snapshot_or_read(self, step: Step, path: Path) -> StoredEntry | None:
+    def _snapshot_or_read(
+        self, step: Step, path: Path, name: str | None = None, expected: Fingerprint | None = None
+    ) -> StoredEntry | None:
         """The entry as the cycle read it when that is what the step expects (the write's own fingerprint check
-        still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now."""
+        still refuses a file changed since); otherwise, e.g. resuming a journal, the file as it is now. ``name``,
+        ``expected``: ``str(path)`` and the step's expected fingerprint, when the caller has them already."""
         assert step.expected is not None
-        stored = self.snapshot.get(str(path))
-        if stored is not None and stored.fingerprint == step.expected.to_fingerprint():
+        stored = self.snapshot.get(str(path) if name is None else name)
+        if stored is not None and stored.fingerprint == (
+            step.expected.to_fingerprint() if expected is None else expected
+        ):
             return stored
         return self._read(path)
 
@@ -296,21 +301,22 @@ class Executor:
     def _decay(self, step: Step) -> str:
         assert step.expected is not None and step.after is not None
         path = self.path_of(step)
-        stored = self._snapshot_or_read(step, path)
+        name, expected = str(path), step.expected.to_fingerprint()  # once each: a steady cycle decays hundreds
+        stored = self._snapshot_or_read(step, path, name, expected)
         if stored is None:
             raise ConflictError(path, "the entry disappeared")
-        if stored.fingerprint != step.expected.to_fingerprint():
+        if stored.fingerprint != expected:
             if has_decay_values(stored.entry, step.after):
                 return "done"  # written before a crash, journal line lost
             raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
-        planned = self.decayed.get(str(path))
-        if planned is not None and stored is self.snapshot.get(str(path)):
+        planned = self.decayed.get(name)
+        if planned is not None and stored is self.snapshot.get(name):
             updated = planned
         else:
             updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._pending_dirs.add(stored.path.parent)
-        self.written[str(path)] = fingerprint
+        self.written[name] = fingerprint
         self.tally.decayed += 1
         self.tally.decayed_ids.add(step.id)
         return "done"

@@ -25,6 +25,7 @@ from dreamkeeper.memory import (
     MERGED_FROM,
     Entry,
     StoredEntry,
+    dotnet_collapse,
     fold_key,
     format_timestamp,
     ordinal_key,
@@ -36,8 +37,8 @@ def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: dateti
         return []
     groups: dict[tuple[str, str], list[StoredEntry]] = defaultdict(list)
     excluded = _memo(settings.is_fold_excluded)
-    # ``fold_key``, its category half asked once per category (a corpus has few): this runs over every live entry
-    # of every cycle, and the category half was half its cost.
+    # ``fold_key``, its category half asked once per category (a corpus has few), its content half the content's
+    # collapse (``fold_key``'s own, tests/memory/test_fingerprints.py): this runs over every live entry of every cycle.
     categories: dict[str | None, str] = {}
     for stored in live:
         entry = stored.entry
@@ -47,7 +48,7 @@ def plan_folds(live: Sequence[StoredEntry], settings: CycleSettings, now: dateti
         folded = categories.get(category)
         if folded is None:
             folded = categories[category] = fold_key(category, "")[0]
-        groups[(folded, fold_key(None, content)[1])].append(stored)
+        groups[(folded, dotnet_collapse(content))].append(stored)
     actions = []
     for members in groups.values():
         if len(members) < 2:

@@ -4,7 +4,7 @@ due to reopen are ever offered. Nothing else can be named by a proposer, because
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -27,6 +27,19 @@ EmbeddingLoader = Callable[[str], "np.ndarray | None"]
 def is_reviewed(stored: StoredEntry) -> bool:
     stamp = stored.entry.meta(REVIEWED_HASH)
     return stamp is not None and stamp.upper() == review_hash(stored.entry.content)
+
+
+def unreviewed_ids(pool: Iterable[StoredEntry]) -> set[str]:
+    """``{s.id for s in pool if not is_reviewed(s)}``, with the entry's accessors inline: gating asks it of every
+    live entry of every cycle (tests/consolidation/test_gating_fast.py checks it against that definition)."""
+    out: set[str] = set()
+    for stored in pool:
+        entry = stored.entry
+        metadata = entry.metadata
+        stamp = metadata.get(REVIEWED_HASH) if metadata else None
+        if stamp is None or stamp.upper() != review_hash(entry.content):
+            out.add(entry.id)
+    return out
 
 
 @dataclass
@@ -71,7 +84,7 @@ def select_candidates(
     result = GatingResult()
     by_id = {s.id: s for s in live}
     pool = live if in_scope is None else [s for s in live if s.id in in_scope]
-    unreviewed = {s.id for s in pool if not is_reviewed(s)}
+    unreviewed = unreviewed_ids(pool)
     # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
     # back-off ends; a new sibling still brings them along (its cluster is offered whole).
     held = {i for i in unreviewed if is_held(by_id[i], settings, now)}
@@ -144,7 +157,7 @@ def select_candidates(
     clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
     result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
     # Store order is kept so prompts are stable from cycle to cycle.
-    result.eligible = [s for s in pool if s.id in eligible_ids]
+    result.eligible = [s for s in pool if s.id in eligible_ids] if eligible_ids else []  # a settled cycle: none
     result.withheld = len(pool) - len(result.eligible)
     return result
 

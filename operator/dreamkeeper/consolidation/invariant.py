@@ -69,7 +69,13 @@ class Census:
 
     @classmethod
     def of(cls, entries: Iterable[StoredEntry]) -> Census:
-        return cls(by_id(s for s in entries if s.entry.is_live))
+        # ``by_id`` of the live ones, in one loop (taken of the whole corpus every cycle): the first file of an id wins.
+        live: dict[str, StoredEntry] = {}
+        for stored in entries:
+            entry = stored.entry
+            if entry.is_live:
+                live.setdefault(entry.id, stored)
+        return cls(live)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +174,13 @@ def judge(
     *,
     purged: Collection[str] = (),
     index: Callable[[], CoverageIndex] | None = None,
+    departed: list[Departure] | None = None,
 ) -> Verdict:
     """The invariant over one run (see the module's docstring). ``after`` maps every exact id on disk now to its
-    entry; ``index`` gives a coverage index of the live texts of ``after`` (built here when not given)."""
-    gone = departures(before, after, ours, purged)
+    entry; ``index`` gives a coverage index of the live texts of ``after`` (built here when not given).
+    ``departed``: ``departures(before, after, ours, purged)`` when the caller has it already (a walk of the whole
+    census, not done twice over the same arguments)."""
+    gone = departures(before, after, ours, purged) if departed is None else departed
     verdict = Verdict(departed=len(gone), ours=sum(1 for d in gone if d.ours))
     charged = [d for d in gone if d.ours and not d.allowed]
     if not charged:
@@ -371,9 +380,11 @@ def end_check(
     purged: Collection[str] = (),
     index: Callable[[], CoverageIndex] | None = None,
     what: str = "run",
+    departed: list[Departure] | None = None,
 ) -> EndCheck:
-    """``judge``, then ``reverse`` what it charged, then ``judge`` again over the corpus as the reversal left it."""
-    found = judge(before, after, ours, vocabulary, purged=purged, index=index)
+    """``judge``, then ``reverse`` what it charged, then ``judge`` again over the corpus as the reversal left it.
+    ``departed``: as for ``judge``, the departures over these very arguments."""
+    found = judge(before, after, ours, vocabulary, purged=purged, index=index, departed=departed)
     if found.clean:
         return EndCheck(found, Reversed(), found, what)
     brought = reverse(agent_dir, store, found, after)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 
 from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
@@ -21,7 +22,7 @@ from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
 from dreamkeeper.consolidation.format_stages import format_counts
-from dreamkeeper.consolidation.invariant import Census, EndCheck, departures, end_check, scan_map, tags_in
+from dreamkeeper.consolidation.invariant import Census, Departure, EndCheck, departures, end_check, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
     DECAY_JOURNAL_SUFFIX,
     FOLD_JOURNAL_SUFFIX,
@@ -357,11 +358,16 @@ class Writes:
         self.context.stage("report")
         listing = not (self._untracked or self._archives)
         final = self._final_state(folded.scan, listing=listing)
-        if listing and self._charges(final):
-            final = self._final_state(folded.scan)  # the invariant will look at live texts: every file as it is now
+        departed = self._departures(final) if listing else None
+        if departed is not None and any(d.ours and not d.allowed for d in departed):
+            # The invariant will look at live texts: every file as it is now (and its departures over that state).
+            final, departed = self._final_state(folded.scan), None
         census_index = validated.decisions.census_index
         checked = self._check_end(
-            final, validated.vocabulary, lambda: _final_index(census_index, applied.plan, folded.live, final)
+            final,
+            validated.vocabulary,
+            lambda: _final_index(census_index, applied.plan, folded.live, final),
+            departed,
         )
         if checked.reversed.restored:
             final = self._final_state(folded.scan)  # the corpus as the reversal left it
@@ -377,8 +383,15 @@ class Writes:
         )
         return Measured(counts + checked.counts, tuple(checked.verdict.lost), checked.notes)
 
-    def _check_end(self, final: FinalState, vocabulary: Vocabulary, index: Callable[[], CoverageIndex]) -> EndCheck:
-        """The end-of-run invariant over the whole cycle, recovery and purge included (invariant.py)."""
+    def _check_end(
+        self,
+        final: FinalState,
+        vocabulary: Vocabulary,
+        index: Callable[[], CoverageIndex],
+        departed: list[Departure] | None = None,
+    ) -> EndCheck:
+        """The end-of-run invariant over the whole cycle, recovery and purge included (invariant.py). ``departed``:
+        ``_departures(final)`` when already worked out (the same arguments: the same list)."""
         if self._before is None:
             return EndCheck()
         return end_check(
@@ -391,6 +404,7 @@ class Writes:
             purged=self._purged,
             index=index,
             what="cycle",
+            departed=departed,
         )
 
     def write_embeddings(self, vectors: Mapping[str, Vector], replace: frozenset[str]) -> int:
@@ -497,16 +511,18 @@ class Writes:
         ``listing``: only the directory listing (names, no ``stat``) and the files this cycle's plans wrote or meant
         to write (``_touched``) are looked at; any other file the snapshot holds is taken as the snapshot has it.
         Only for the cycle whose every write after the snapshot went through ``_executor`` (``_untracked``), and
-        only while the end-of-run invariant has nothing to charge (``_charges``): then what it concludes does not
+        only while the end-of-run invariant has nothing to charge (``_departures``): then what it concludes does not
         depend on the text of a file this cycle did not write (docs/architecture.md, "The final-state check")."""
         final = FinalState()
         first: dict[str, Path] = {}
-        known = {str(s.path): s for s in (*snapshot.entries, *snapshot.duplicates)}
+        known = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
         touched = self._touched
         ids, entries, live = final.ids, final.entries, final.live
+        # Bound once: this loop runs once per file of the corpus.
+        known_get, ids_add, first_setdefault = known.get, ids.add, first.setdefault
         for child in self.store.iter_file_entries():
             name = child.path
-            seen = known.get(name)
+            seen = known_get(name)
             if listing and seen is not None and name not in touched:
                 item = seen
             else:
@@ -515,32 +531,32 @@ class Writes:
                     continue
                 item = read
             entry = item.entry
-            entry_id = entry.id  # locals: this loop runs once per file of the corpus
-            ids.add(entry_id)
+            entry_id = entry.id
+            ids_add(entry_id)
             entries.setdefault(entry_id, item)
-            key = entry_id.lower()
-            if key in first:
+            path = item.path
+            earlier = first_setdefault(entry_id.lower(), path)  # ids are one case-insensitively (as the scan's)
+            if earlier is not path:
                 log.warning(
                     "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
                     entry_id,
-                    first[key],
-                    item.path,
+                    earlier,
+                    path,
                 )
                 continue
-            first[key] = item.path
             if entry.is_live:
                 live[entry_id] = entry.content
             elif entry.is_archived:
                 final.archived += 1
         return final
 
-    def _charges(self, final: FinalState) -> bool:
-        """Whether the end-of-run invariant has a departure of this run's to charge over ``final`` (only then does it
-        read the live texts of files this cycle did not write: ``invariant.judge``)."""
+    def _departures(self, final: FinalState) -> list[Departure] | None:
+        """The end-of-run invariant's departures over ``final`` (None without a census): when none is this run's to
+        charge, it does not read the live texts of files this cycle did not write (``invariant.judge``), and it is
+        given this list rather than walking the census again over the same arguments."""
         if self._before is None:
-            return False
-        gone = departures(self._before, final.entries, tags_in(self._tags), self._purged)
-        return any(d.ours and not d.allowed for d in gone)
+            return None
+        return departures(self._before, final.entries, tags_in(self._tags), self._purged)
 
     def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
         if seen is not None:

@@ -57,7 +57,7 @@ from dreamkeeper.memory.errors import (
     StoreWriteError,
 )
 from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regular, read_regular, read_regular_text
-from dreamkeeper.memory.fingerprints import cluster_hash, fold_key, ordinal_key, review_hash
+from dreamkeeper.memory.fingerprints import cluster_hash, dotnet_collapse, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.jsontext import dumps_indented
 from dreamkeeper.memory.leftovers import SweepReport, sweep
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
@@ -159,6 +159,7 @@ __all__ = [
     "cluster_hash",
     "compute_stats",
     "create_exclusive",
+    "dotnet_collapse",
     "dumps_indented",
     "embedding_file_name",
     "ensure_inside",

@@ -44,6 +44,16 @@ def rockbot_entry(entry_id: str = "a1b2c3d4e5f6", **overrides: Any) -> dict[str,
 
 
 @pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    """An agent directory holding three entries (the corpus index tests'; a module may define its own ``agent``)."""
+    root = tmp_path / "agent" / "memory"
+    root.mkdir(parents=True)
+    for i in range(3):
+        write_raw(root, rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
+    return tmp_path / "agent"
+
+
+@pytest.fixture
 def memory_root(tmp_path: Path) -> Path:
     root = tmp_path / "agent" / "memory"
     root.mkdir(parents=True)

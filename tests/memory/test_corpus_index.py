@@ -18,15 +18,6 @@ from tests.memory.conftest import rockbot_entry, write_raw
 LATER_NS = 60 * 1_000_000_000  # "the next cycle": a minute after the files were written
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> Path:
-    root = tmp_path / "agent" / "memory"
-    root.mkdir(parents=True)
-    for i in range(3):
-        write_raw(root, rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
-    return tmp_path / "agent"
-
-
 def later(monkeypatch: pytest.MonkeyPatch, offset: int = LATER_NS) -> None:
     real = ci.time.time_ns
     monkeypatch.setattr(ci, "_now_ns", lambda: real() + offset)

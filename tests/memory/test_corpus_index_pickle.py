@@ -28,15 +28,6 @@ from tests.memory.test_entry_parse import files
 SHA = "0" * 64
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> Path:
-    root = tmp_path / "agent" / "memory"
-    root.mkdir(parents=True)
-    for i in range(3):
-        write_raw(root, rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
-    return tmp_path / "agent"
-
-
 def through_index(*entries: Entry) -> list[Entry]:
     """The entries as an index holds them: records pickled together (one memo, as a saved index), loaded by the
     index's own restricted unpickler."""

@@ -39,6 +39,7 @@ from dreamkeeper.consolidation.decisions import Decisions, ValidationState
 from dreamkeeper.consolidation.directives import load_directives, load_feedback
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written
+from dreamkeeper.consolidation.final_state import FinalState
 from dreamkeeper.consolidation.fold import plan_folds
 from dreamkeeper.consolidation.gating import make_batches, near_duplicates, select_candidates
 from dreamkeeper.consolidation.invariant import invariant_error
@@ -79,7 +80,7 @@ from dreamkeeper.consolidation.stages import (
 from dreamkeeper.consolidation.stamps import review_stamps
 from dreamkeeper.consolidation.subsume import find_subsumptions, merge_of
 from dreamkeeper.consolidation.validate import validate_replies
-from dreamkeeper.consolidation.writes import FinalState, Writes
+from dreamkeeper.consolidation.writes import Writes
 from dreamkeeper.coverage import Vocabulary, load_vocabulary
 from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (

@@ -8,9 +8,8 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from itertools import chain
 from pathlib import Path
 
 from dreamkeeper.consolidation.blast import HeldPlan, keep, read_pending, settle
@@ -21,6 +20,8 @@ from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_jour
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
+from dreamkeeper.consolidation.final_state import FinalState, read_final, scan_final
+from dreamkeeper.consolidation.final_state import final_index as _final_index
 from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.invariant import Census, Departure, EndCheck, departures, end_check, scan_map, tags_in
 from dreamkeeper.consolidation.journal import (
@@ -504,51 +505,9 @@ class Writes:
         return ScanResult(entries=again(scan.entries), malformed=malformed, duplicates=again(scan.duplicates))
 
     def _final_state(self, snapshot: ScanResult, *, listing: bool = False) -> FinalState:
-        """What a scan after apply says, streamed: the snapshot is still referenced by the plan, and holding a
-        second parsed copy of the corpus doubled peak memory (about 0.6 GiB more at 100k entries). A file still
-        the snapshot's (or bearing the stamp this cycle wrote) is not read again: its parse is the snapshot's.
-
-        ``listing``: only the directory listing (names, no ``stat``) and the files this cycle's plans wrote or meant
-        to write (``_touched``) are looked at; any other file the snapshot holds is taken as the snapshot has it.
-        Only for the cycle whose every write after the snapshot went through ``_executor`` (``_untracked``), and
-        only while the end-of-run invariant has nothing to charge (``_departures``): then what it concludes does not
-        depend on the text of a file this cycle did not write (docs/architecture.md, "The final-state check")."""
-        final = FinalState()
-        first: dict[str, Path] = {}
-        known = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
-        touched = self._touched
-        ids, entries, live = final.ids, final.entries, final.live
-        # Bound once: this loop runs once per file of the corpus.
-        known_get, ids_add, first_setdefault = known.get, ids.add, first.setdefault
-        for child in self.store.iter_file_entries():
-            name = child.path
-            seen = known_get(name)
-            if listing and seen is not None and name not in touched:
-                item = seen
-            else:
-                read = self._read_final(child, seen)
-                if isinstance(read, MalformedFile):
-                    continue
-                item = read
-            entry = item.entry
-            entry_id = entry.id
-            ids_add(entry_id)
-            entries.setdefault(entry_id, item)
-            path = item.path
-            earlier = first_setdefault(entry_id.lower(), path)  # ids are one case-insensitively (as the scan's)
-            if earlier is not path:
-                log.warning(
-                    "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
-                    entry_id,
-                    earlier,
-                    path,
-                )
-                continue
-            if entry.is_live:
-                live[entry_id] = entry.content
-            elif entry.is_archived:
-                final.archived += 1
-        return final
+        """What a scan after apply says (``final_state.scan_final``); each file it must look at goes through
+        ``_read_final``."""
+        return scan_final(self.store, snapshot, self._touched, self._read_final, listing=listing)
 
     def _departures(self, final: FinalState) -> list[Departure] | None:
         """The end-of-run invariant's departures over ``final`` (None without a census): when none is this run's to
@@ -559,23 +518,7 @@ class Writes:
         return departures(self._before, final.entries, tags_in(self._tags), self._purged)
 
     def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
-        if seen is not None:
-            try:
-                st = child.stat(follow_symlinks=False)
-            except OSError:
-                st = None
-            # Unchanged, or exactly the review stamp this cycle wrote (a stamp changes only metadata: id, content and
-            # live/archived state are the snapshot's). This scan only counts for the report, so size and mtime (ns)
-            # are enough here; writes are guarded by the full fingerprint.
-            if st is not None and any(
-                fp is not None and (fp.size, fp.mtime_ns) == (st.st_size, st.st_mtime_ns)
-                for fp in (seen.fingerprint, self._stamped.get(child.path))
-            ):
-                return seen
-        result = self.store.read_file(Path(child.path))
-        if isinstance(result, MalformedFile):
-            log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
-        return result
+        return read_final(self.store, child, seen, self._stamped)
 
 
 def _vocabulary_path(context: CycleContext) -> Path:
@@ -591,39 +534,3 @@ def _not_written(tally: ExecutionTally) -> tuple[str, ...]:
     if len(tally.errors) > NOTED_FAILURES:
         notes.append(f"not written: {len(tally.errors) - NOTED_FAILURES} more (each in the journal)")
     return tuple(notes)
-
-
-@dataclass
-class FinalState:
-    """The corpus after apply: every id on disk, live id -> content, and how many entries are archived."""
-
-    ids: set[str] = field(default_factory=set)
-    live: dict[str, str] = field(default_factory=dict)
-    archived: int = 0
-    entries: dict[str, StoredEntry] = field(
-        default_factory=dict
-    )  # exact id -> the entry (the snapshot's when unchanged)
-
-
-def _final_index(
-    census_index: CoverageIndex | None, plan: Plan, live: list[StoredEntry], final: FinalState
-) -> CoverageIndex:
-    """An index of the live corpus after apply. The census left its index holding the planned corpus; moving it to
-    the actual one (conflicts, failed creates, the agent's writes) by the difference gives the same multiset of
-    texts, hence the same answers, as indexing every live entry again."""
-    actual = final.live
-    if census_index is None:
-        index = CoverageIndex()
-        for text in actual.values():
-            index.add(text)
-        return index
-    leaving = plan.leaving_ids()
-    planned = {s.id: s.entry.content for s in live if s.id not in leaving}
-    planned.update({m.successor.id: m.successor.content for m in plan.merges})
-    for entry_id, text in planned.items():
-        if actual.get(entry_id) != text:
-            census_index.remove(text)
-    for entry_id, text in actual.items():
-        if planned.get(entry_id) != text:
-            census_index.add(text)
-    return census_index

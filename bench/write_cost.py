@@ -34,7 +34,7 @@ WORKLOADS = ("decay", "stamp", "merge", "prune")
 def _child(workload: str, agent: Path) -> dict[str, Any]:
     """Runs inside the measured tree's interpreter (its dreamkeeper on PYTHONPATH)."""
     from dreamkeeper.consolidation.executor import Executor
-    from dreamkeeper.consolidation.journal import write_journal
+    from dreamkeeper.consolidation.journal_steps import write_journal
     from dreamkeeper.consolidation.plan import DecayAction, MergeAction, Plan, PruneAction, StampAction
     from dreamkeeper.memory import MemoryStore
 

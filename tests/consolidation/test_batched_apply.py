@@ -14,7 +14,8 @@ import pytest
 
 from dreamkeeper.consolidation import executor as executor_module
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.journal import Journal, journal_dir, write_journal
+from dreamkeeper.consolidation.journal import Journal, journal_dir
+from dreamkeeper.consolidation.journal_steps import write_journal
 from dreamkeeper.consolidation.plan import MergeAction, Plan, PruneAction
 from dreamkeeper.consolidation.recovery import recover
 from dreamkeeper.memory import MemoryStore
@@ -68,7 +69,7 @@ CHILD = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     from dreamkeeper.consolidation import executor as X
-    from dreamkeeper.consolidation.journal import write_journal
+    from dreamkeeper.consolidation.journal_steps import write_journal
     from dreamkeeper.memory import MemoryStore
     from dreamkeeper.memory import store as S
     from tests.consolidation.corpus import BASE_TIME

@@ -67,7 +67,8 @@ def test_a_constructed_decay_step_is_the_validated_one_and_costs_less(tmp_path: 
     import tracemalloc
 
     from dreamkeeper.consolidation.decay import plan_decay
-    from dreamkeeper.consolidation.journal import Step, decay_step
+    from dreamkeeper.consolidation.journal import Step
+    from dreamkeeper.consolidation.journal_steps import decay_step
     from dreamkeeper.consolidation.plan import DecayAction
     from dreamkeeper.consolidation.settings import DecaySettings
     from dreamkeeper.memory import HighValueFloor, MemoryStore

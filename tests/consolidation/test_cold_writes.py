@@ -18,12 +18,8 @@ from dreamkeeper.consolidation import executor as executor_module
 from dreamkeeper.consolidation import journal as journal_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.executor import Executor, StepPaths
-from dreamkeeper.consolidation.journal import (
-    DECAY_FIELDS,
-    Step,
-    decay_values,
-    write_journal,
-)
+from dreamkeeper.consolidation.journal import DECAY_FIELDS, Step
+from dreamkeeper.consolidation.journal_steps import decay_values, write_journal
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import REVIEWED_HASH, Entry, MemoryStore, PathEscapeError, StoredEntry

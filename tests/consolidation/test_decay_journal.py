@@ -15,13 +15,8 @@ from dreamkeeper.consolidation import decay_journal
 from dreamkeeper.consolidation.decay import plan_decay
 from dreamkeeper.consolidation.decay_journal import PARTIAL, DecaySteps, write_decay_journal
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.journal import (
-    Journal,
-    decay_step,
-    incomplete_journals,
-    journal_dir,
-    write_journal,
-)
+from dreamkeeper.consolidation.journal import Journal, incomplete_journals, journal_dir
+from dreamkeeper.consolidation.journal_steps import decay_step, write_journal
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.consolidation.settings import DecaySettings
 from dreamkeeper.memory import ConflictError, HighValueFloor, MemoryStore

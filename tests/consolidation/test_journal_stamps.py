@@ -11,7 +11,8 @@ import pytest
 from dreamkeeper.consolidation import executor as executor_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.journal import Journal, incomplete_journals, write_journal
+from dreamkeeper.consolidation.journal import Journal, incomplete_journals
+from dreamkeeper.consolidation.journal_steps import write_journal
 from dreamkeeper.consolidation.plan import Plan, StampAction
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore

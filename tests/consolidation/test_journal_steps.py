@@ -13,15 +13,8 @@ import pytest
 
 from dreamkeeper.consolidation.decay import plan_decay
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.journal import (
-    FingerprintModel,
-    Step,
-    decay_step,
-    decay_values,
-    relative_path,
-    stamp_step,
-    write_journal,
-)
+from dreamkeeper.consolidation.journal import FingerprintModel, Step, relative_path
+from dreamkeeper.consolidation.journal_steps import decay_step, decay_values, stamp_step, write_journal
 from dreamkeeper.consolidation.plan import DecayAction, Plan
 from dreamkeeper.consolidation.settings import DecaySettings
 from dreamkeeper.memory import HighValueFloor, MemoryStore

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
-from dreamkeeper.consolidation.journal import Journal, journal_dir, write_journal
+from dreamkeeper.consolidation.journal import Journal, journal_dir
+from dreamkeeper.consolidation.journal_steps import write_journal
 from dreamkeeper.consolidation.pause import PAUSE_MARKER, read_pause_marker
 from dreamkeeper.consolidation.plan import Plan, PruneAction
 from dreamkeeper.consolidation.report import CycleReport

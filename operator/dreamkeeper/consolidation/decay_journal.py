@@ -20,15 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar, Final, overload
 
-from dreamkeeper.consolidation.journal import (
-    JOURNAL_DIR,
-    ExecutionTally,
-    Journal,
-    JournalHeader,
-    Step,
-    decay_step,
-    journal_path,
-)
+from dreamkeeper.consolidation.journal import JOURNAL_DIR, ExecutionTally, Journal, JournalHeader, Step, journal_path
+from dreamkeeper.consolidation.journal_steps import decay_step
 from dreamkeeper.consolidation.plan import DecayAction
 from dreamkeeper.memory import ConflictError, MemoryStore, ensure_state_dir, format_timestamp, fsync_directory
 

@@ -16,15 +16,8 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from dreamkeeper.consolidation.journal import (
-    STOPPING_ERRNOS,
-    ExecutionTally,
-    Journal,
-    JournalHeader,
-    Step,
-    has_decay_values,
-    with_decay_values,
-)
+from dreamkeeper.consolidation.journal import STOPPING_ERRNOS, ExecutionTally, Journal, JournalHeader, Step
+from dreamkeeper.consolidation.journal_steps import has_decay_values, with_decay_values
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     CREATED_BY_CYCLE,

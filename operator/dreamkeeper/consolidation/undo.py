@@ -31,14 +31,8 @@ from typing import Any, Final
 
 from dreamkeeper.consolidation.executor import StepPaths
 from dreamkeeper.consolidation.invariant import Census, Reversed, Verdict, judge, reverse, scan_map, tags_in
-from dreamkeeper.consolidation.journal import (
-    Journal,
-    Step,
-    has_decay_values,
-    journal_dir,
-    journal_paths,
-    put_decay_values,
-)
+from dreamkeeper.consolidation.journal import Journal, Step, journal_dir, journal_paths
+from dreamkeeper.consolidation.journal_steps import has_decay_values, put_decay_values
 from dreamkeeper.consolidation.purge import agent_vocabulary
 from dreamkeeper.coverage import VOCABULARY_FILE, CoverageIndex, Vocabulary, extract_specifics
 from dreamkeeper.memory import (
@@ -302,7 +296,7 @@ class _Undo:
         elif step.op == "stamp" and step.metadata is not None and step.previous is not None:
             self._unstamp(step, current)
         if step.op in ("stamp", "archive") and step.before is not None and step.after is not None:
-            # The decay this step carried (journal.steps_from_plan), undone like a decay step of its own, from the
+            # The decay this step carried (journal_steps.steps_from_plan), undone like a decay step of its own, from the
             # file as the undo of the stamp or archive left it.
             again = self._current(step)
             if again is not None:

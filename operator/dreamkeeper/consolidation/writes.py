@@ -32,10 +32,9 @@ from dreamkeeper.consolidation.journal import (
     ExecutionTally,
     Journal,
     incomplete_journals,
-    write_journal,
     write_journal_steps,
-    written_by,
 )
+from dreamkeeper.consolidation.journal_steps import write_journal, written_by
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened

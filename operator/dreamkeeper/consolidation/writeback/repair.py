@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from dreamkeeper.consolidation.baseline import Counters
-from dreamkeeper.consolidation.journal import Step, archive_step, update_step
+from dreamkeeper.consolidation.journal import Step
+from dreamkeeper.consolidation.journal_steps import archive_step, update_step
 from dreamkeeper.consolidation.writeback.records import Layer, Record, WriteBackIndex
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,

@@ -1,0 +1,300 @@
+"""The steps of a cycle's journal, built from its plan: folds, decays, merges, prunes, stamps (``journal.py`` holds
+the journal those steps are written to, and its records).
+
+Each builder reads what its step must guard (the fingerprint read at snapshot) and what its undo puts back (the
+fields a decay changes, a stamp's previous metadata), so the executor and undo need nothing but the journal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from dreamkeeper.consolidation.baseline import baseline_of
+from dreamkeeper.consolidation.journal import (
+    DECAY_FIELDS,
+    ArchiveKind,
+    FingerprintModel,
+    Journal,
+    Step,
+    relative_path,
+    write_journal_steps,
+)
+from dreamkeeper.consolidation.plan import DecayAction, Plan
+from dreamkeeper.memory import (
+    REASON_EPHEMERAL,
+    REASON_MERGED_INTO,
+    Entry,
+    Fingerprint,
+    MemoryStore,
+    StoredEntry,
+    format_timestamp,
+)
+
+_DECAY_KEYS: Final = frozenset(name.lower() for name in DECAY_FIELDS)
+
+
+def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
+    """Folds, then decays, then merges, then prunes, then stamps. A group's archives depend on its create/update.
+
+    A decay of an entry the plan also archives or stamps is carried into that step (its ``before``/``after``: the
+    decay's values, written in the same fingerprint-guarded write, undone with it): one write of the file instead of
+    two. A decay of an entry a merge is folded into is that update's: its ``before`` is the file as it is (not yet
+    decayed), its ``after`` the successor. Either way, no decay step of its own (docs/architecture.md, "Decay carried
+    into the cycle's write")."""
+    steps: list[Step] = []
+    group = 0
+    carried = {decay.target.id: decay for decay in plan.decays}
+    if carried:
+        written = written_by(plan)
+        carried = {entry_id: decay for entry_id, decay in carried.items() if entry_id in written}
+    for fold in plan.folds:
+        group += 1
+        steps.append(
+            Step(
+                op="update",
+                id=fold.survivor.id,
+                path=relative_path(store, fold.survivor.path),
+                group=group,
+                expected=FingerprintModel.of(fold.survivor.fingerprint),
+                before=fold.survivor.entry.to_json_obj(),
+                after=fold.updated.to_json_obj(),
+            )
+        )
+        for copy in fold.copies:
+            steps.append(_archive_step(store, copy, group, REASON_MERGED_INTO + fold.survivor.id, "folded"))
+    for decay in plan.decays:
+        if decay.target.id in carried:
+            continue
+        group += 1
+        steps.append(decay_step(store, decay, group))
+    for merge in plan.merges:
+        group += 1
+        if merge.into is not None:
+            into = merge.into
+            undecayed = carried[into.id].target if into.id in carried else into  # the file as it is on disk
+            steps.append(
+                Step(
+                    op="update",
+                    id=into.id,
+                    path=relative_path(store, into.path),
+                    group=group,
+                    expected=FingerprintModel.of(into.fingerprint),
+                    before=undecayed.entry.to_json_obj(),
+                    after=merge.successor.to_json_obj(),
+                    # How the log line names it: a member that held every specific, or a merge restating it.
+                    reason="subsumed near-duplicates into" if merge.subsumed else "folded a merge restating it into",
+                )
+            )
+        else:
+            path = _entry_path(store, merge.successor)
+            steps.append(
+                Step(
+                    op="create",
+                    id=merge.successor.id,
+                    path=relative_path(store, path),
+                    group=group,
+                    after=merge.successor.to_json_obj(),
+                )
+            )
+        for source in merge.sources:
+            reason = REASON_MERGED_INTO + merge.successor.id
+            steps.append(_archive_step(store, source, group, reason, "merged", carried.get(source.id)))
+    for prune in plan.prunes:
+        group += 1
+        carry = carried.get(prune.target.id)
+        steps.append(_archive_step(store, prune.target, group, REASON_EPHEMERAL, "ephemeral", carry))
+    for stamp in plan.stamps:
+        group += 1
+        steps.append(stamp_step(store, stamp.target, stamp.metadata, group, carried.get(stamp.target.id)))
+    return steps
+
+
+def written_by(plan: Plan) -> set[str]:
+    """Ids of the existing entries the plan's merges, prunes and stamps write: a decay of one of them is carried."""
+    written = {s.id for m in plan.merges for s in m.sources} | {p.target.id for p in plan.prunes}
+    written |= {m.into.id for m in plan.merges if m.into is not None} | {s.target.id for s in plan.stamps}
+    return written
+
+
+def _carry(step: Step, decay: DecayAction | None) -> Step:
+    """``step`` (a stamp or an archive, just built) carrying ``decay``'s values: set on the new step before anyone
+    holds it (constructed steps share nothing)."""
+    if decay is not None:
+        step.__dict__["before"] = decay_values(decay.target.entry)
+        step.__dict__["after"] = _decayed_values(decay)
+    return step
+
+
+# The fields every decay (stamp) step sets, and a fingerprint's: one set object shared by all of them (pydantic gives
+# each model its own, ~700 bytes a step), never changed (nothing assigns to a journal step's fields).
+_DECAY_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "before", "after"}
+_STAMP_STEP_FIELDS: Final = {"op", "id", "path", "group", "expected", "metadata", "previous"}
+_FINGERPRINT_FIELDS: Final = {"sha256", "size", "mtime_ns"}
+
+
+def _fingerprint_model(fp: Fingerprint) -> FingerprintModel:
+    """``FingerprintModel.of(fp)`` without validating what is already typed (a str and two ints)."""
+    return FingerprintModel.model_construct(_FINGERPRINT_FIELDS, sha256=fp.sha256, size=fp.size, mtime_ns=fp.mtime_ns)
+
+
+def stamp_step(
+    store: MemoryStore,
+    target: StoredEntry,
+    metadata: dict[str, str | None],
+    group: int,
+    decay: DecayAction | None = None,
+) -> Step:
+    """A review stamp's journal step, constructed, not validated (a cold start stamps nearly every entry, and
+    validating the step cost more than building it): the same step, the same JSON as the validated one
+    (tests/consolidation/test_journal_steps.py). ``metadata`` is copied, so the step never shares a caller's dict."""
+    step = Step.model_construct(
+        _STAMP_STEP_FIELDS,
+        op="stamp",
+        id=target.id,
+        path=relative_path(store, target.path),
+        group=group,
+        expected=_fingerprint_model(target.fingerprint),
+        metadata=dict(metadata),
+        previous={key: target.entry.meta(key) for key in metadata},
+    )
+    return _carry(step, decay)
+
+
+def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
+    """A decay's journal step, built from values that are already what the model holds (a parsed entry's id, a path,
+    the fingerprint read, two values): constructed, not validated. A cold start journals one per entry of the
+    corpus, all held until the decay has run (issue 27: ~2.3 KB each as validated models at 100,000 entries);
+    the same step, the same JSON (tests/consolidation/test_cold_memory.py)."""
+    return Step.model_construct(
+        _DECAY_STEP_FIELDS,
+        op="decay",
+        id=decay.target.id,
+        path=relative_path(store, decay.target.path),
+        group=group,
+        expected=_fingerprint_model(decay.target.fingerprint),
+        before=decay_values(decay.target.entry),
+        after=_decayed_values(decay),
+    )
+
+
+def _decayed_values(decay: DecayAction) -> dict[str, Any]:
+    """``decay_values(decay.updated)`` without building the entry's JSON again, when both values changed: a changed
+    value is written as its current JSON form (``Entry.to_json_obj``), i.e. the float and the formatted timestamp.
+    Decay always lowers importance and moves updatedAt to now (``plan_decay``); anything else takes the long way."""
+    old, new = decay.target.entry, decay.updated
+    importance, updated_at = new.importance_score, new.updated_at
+    if (
+        type(importance) is float
+        and math.isfinite(importance)
+        and importance != old.importance_score
+        and updated_at is not None
+        and updated_at != old.updated_at
+    ):
+        return {"importanceScore": importance, "updatedAt": format_timestamp(updated_at)}
+    return decay_values(new)
+
+
+def decay_values(entry: Entry) -> dict[str, Any]:
+    """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
+    puts back exactly what was there)."""
+    obj = entry.to_json_obj(only=_DECAY_KEYS)  # the same values, without building the whole object
+    spelled = {key.lower(): key for key in obj}
+    return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
+
+
+def put_decay_values(obj: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry's JSON object with a decay step's values written into it, under the file's own key spelling."""
+    out = dict(obj)
+    spelled = {key.lower(): key for key in out}
+    for name in DECAY_FIELDS:
+        out[spelled.get(name.lower(), name)] = values.get(name)
+    return out
+
+
+def with_decay_values(entry: Entry, values: Mapping[str, Any]) -> Entry:
+    """``entry`` with a decay step's importance and updatedAt (as recorded in the journal)."""
+    updated = values.get("updatedAt")
+    return entry.evolve(
+        importance_score=float(values["importanceScore"]),
+        updated_at=None if updated is None else datetime.fromisoformat(str(updated)),
+    )
+
+
+def has_decay_values(entry: Entry, values: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` carries exactly these importance and updatedAt values."""
+    try:
+        wanted = with_decay_values(entry, values)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return entry.importance_score == wanted.importance_score and entry.updated_at == wanted.updated_at
+
+
+def _entry_path(store: MemoryStore, entry: Entry) -> Path:
+    from dreamkeeper.memory import entry_path
+
+    return entry_path(store.root, entry.id, entry.category)
+
+
+def _archive_step(
+    store: MemoryStore,
+    stored: StoredEntry,
+    group: int,
+    reason: str,
+    kind: ArchiveKind,
+    decay: DecayAction | None = None,
+) -> Step:
+    step = archive_step(
+        stored, group, reason, kind, baseline=baseline_of(stored.entry), path=relative_path(store, stored.path)
+    )
+    return _carry(step, decay)
+
+
+def archive_step(
+    stored: StoredEntry,
+    group: int,
+    reason: str,
+    kind: ArchiveKind,
+    *,
+    metadata: dict[str, str | None] | None = None,
+    baseline: dict[str, Any] | None = None,
+    path: str | None = None,
+) -> Step:
+    """Archive ``stored`` as the snapshot read it (fingerprint-guarded); ``metadata`` is set in the same write.
+    The path is the file's own until the step is journaled (``write_journal_steps`` makes it relative), unless
+    ``path`` says how the journal names it."""
+    return Step(
+        op="archive",
+        id=stored.id,
+        path=str(stored.path) if path is None else path,
+        group=group,
+        expected=FingerprintModel.of(stored.fingerprint),
+        reason=reason,
+        kind=kind,
+        metadata=metadata,
+        baseline=baseline,
+    )
+
+
+def update_step(
+    stored: StoredEntry, after: Entry, group: int, reason: str, baseline: dict[str, Any] | None = None
+) -> Step:
+    """Rewrite ``stored`` (as the snapshot read it, fingerprint-guarded) as ``after``; undo writes it back."""
+    return Step(
+        op="update",
+        id=stored.id,
+        path=str(stored.path),
+        group=group,
+        expected=FingerprintModel.of(stored.fingerprint),
+        before=stored.entry.to_json_obj(),
+        after=after.to_json_obj(),
+        reason=reason,
+        baseline=baseline,
+    )
+
+
+def write_journal(agent_dir: Path, cycle_id: str, plan: Plan, store: MemoryStore, now: datetime) -> Journal:
+    return write_journal_steps(agent_dir, cycle_id, steps_from_plan(plan, store), store, now)

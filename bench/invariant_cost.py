@@ -2,11 +2,11 @@
 
     python -m bench invariant-cost [--sizes 10000,50000] [--seed 7] [--out DIR]
 
-Per size, one synthetic corpus (bench/sim/world.py) copied twice; on each copy a cold cycle (offline proposer: many
-merges and folds, so the invariant has departures to judge) and then a second, steady cycle, each in a fresh
-interpreter, side by side: one with the invariant, one with it switched off (``Writes._check_end`` patched to do
-nothing). Reported: the "report" stage (the final scan, and the invariant) and the whole cycle, wall and CPU, and
-their ratios with / without.
+Per size, one synthetic corpus (bench/sim/world.py) copied twice; on each copy a cold cycle (offline proposer:
+many merges and folds, applied with the blast-radius cap lifted, so the invariant has departures to judge) and then
+a second, steady cycle, each in a fresh interpreter, side by side: one with the invariant, one with it switched off
+(``Writes._check_end`` patched to do nothing). Reported: the "report" stage (the final scan, and the invariant) and
+the whole cycle, wall and CPU, and their ratios with / without.
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ def _run_child(mode: str, agent: Path) -> None:
     from dreamkeeper.consolidation.invariant import EndCheck
 
     if mode == "off":
-        cycle_module.Writes._check_end = lambda self, final, vocabulary, index: EndCheck()  # type: ignore[method-assign]
-    print(json.dumps(child_cycle(agent)))
+        # The real signature (writes.py ``Writes._check_end``): the report stage passes ``departed=`` by keyword.
+        def no_check(
+            self: object, final: object, vocabulary: object, index: object, departed: object = None
+        ) -> EndCheck:
+            return EndCheck()
+
+        cycle_module.Writes._check_end = no_check  # type: ignore[method-assign,assignment]
+    # Applied (archive_cap 1.0): held by the 10% blast-radius cap, the cold plan would leave no departures to judge.
+    print(json.dumps(child_cycle(agent, apply=True)))
 
 
 def measure(size: int, seed: int, workdir: Path) -> dict[str, Any]:

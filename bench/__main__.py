@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dream-table": "bench.dream_table",  # the seed's six-cycle table with Qwen2.5-Coder 1.5B / 0.5B, judged
     "dream-ceiling": "bench.dream_ceiling",  # the dream table with a perfect (scripted) model: the clustering's reach
     "invariant-cost": "bench.invariant_cost",  # the end-of-run invariant's cost per cycle, with / without
+    "floor": "bench.floor",  # the files a cold and a steady cycle write, written bare: the cycle's physical floor
     "write-cost": "bench.write_cost",  # per-file CPU and fsyncs of a journaled write (decay, stamp, merge, prune)
 }
 

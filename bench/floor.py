@@ -182,6 +182,14 @@ def stat_walk(root: Path) -> dict[str, Any]:
     return {"cpuSeconds": _cpu() - cpu, "files": count}
 
 
+def _copy(source: Path, target: Path) -> None:
+    """``target`` a fresh copy of ``source`` (files and mtimes), written back before anything is measured on it: on
+    a disk, the copy's dirty pages would otherwise be flushed by (and charged to) the next measurement's fsyncs."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True)
+    os.sync()
+
+
 def _child(*args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.floor", *args], capture_output=True, text=True, check=False, cwd=ROOT
@@ -200,8 +208,7 @@ def _floors(source: Path, diff: TreeDiff, workdir: Path, repeat: int) -> dict[st
     for _ in range(repeat):
         for mode in MODES:  # interleaved: a burst of load on the machine hits every writer alike
             target = workdir / f"floor-{mode}"
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(source, target, symlinks=True)
+            _copy(source, target)
             run = _child("--child-write", mode, str(plan), str(target))
             shutil.rmtree(target, ignore_errors=True)
             if mode not in best or run["cpuSeconds"] < best[mode]["cpuSeconds"]:
@@ -219,12 +226,12 @@ def measure(size: int, seed: int, workdir: Path, repeat: int) -> dict[str, Any]:
 
     pristine = workdir / f"pristine-{size}"
     write_synthetic_corpus(pristine / "memory", size, seed)
+    os.sync()
     before = files_of(pristine)
     reads, colds = [], []
     agent = workdir / f"agent-{size}"
     for _ in range(repeat):
-        shutil.rmtree(agent, ignore_errors=True)
-        shutil.copytree(pristine, agent, symlinks=True)
+        _copy(pristine, agent)
         reads.append(_run("load", agent, True))
         colds.append(_run("cycle", agent, True))  # the last copy is kept: its tree is diffed, then settled
         print(
@@ -244,8 +251,7 @@ def measure(size: int, seed: int, workdir: Path, repeat: int) -> dict[str, Any]:
     steadies, steady_diff, steady_before = [], TreeDiff(), workdir / f"steady-before-{size}"
     for _ in range(repeat):
         time.sleep(RACY_WAIT_SECONDS)
-        shutil.rmtree(steady_before, ignore_errors=True)
-        shutil.copytree(agent, steady_before, symlinks=True)  # the copy only: the agent's own index stays warm
+        _copy(agent, steady_before)  # the copy only: the agent's own index stays warm
         ahead = files_of(agent)
         steadies.append(_run("cycle", agent, True))
         steady_diff = tree_diff(ahead, files_of(agent))

@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import ssl
@@ -50,10 +51,51 @@ class KubectlError(RuntimeError):
         self.result = result
 
 
-def free_port() -> int:
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_FLOOR = 20000  # below: well-known and registered services; 30000-32767 are Kubernetes' NodePorts
+_handed_out: set[int] = set()  # never the same port twice from one process (a server may not have bound it yet)
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections (Linux's default when it cannot be read)."""
+    try:
+        low, high = (int(v) for v in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def _bindable(port: int) -> bool:
+    """Free on every local address (no SO_REUSEADDR: a port in TIME_WAIT counts as taken)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port a test server can bind a moment later. Not one from ``bind(0)``: that comes from the ephemeral
+    range, where every outgoing connection (the apiserver's own to etcd, a health poll) takes its source port, so
+    between this check and the server's bind one of them could take it; seen once in a full run: kube-apiserver
+    "bind: address already in use" at start. A random free port between ``PORT_FLOOR`` and the ephemeral range (or
+    the NodePort range) is taken by no such connection; random so that concurrent test processes rarely meet."""
+    low, _ = ephemeral_range()
+    top = min(low, 30000) - 1
+    if top - PORT_FLOOR >= 1000:
+        for _ in range(200):
+            port = secrets.randbelow(top - PORT_FLOOR + 1) + PORT_FLOOR
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+    while True:  # a host whose ephemeral range starts low: the old way, never twice the same
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def state_root() -> Path:

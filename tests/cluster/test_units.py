@@ -168,3 +168,27 @@ def test_missing_binaries_say_how_to_get_them(tmp_path: Path, monkeypatch: pytes
         tools.control_plane_binary("kube-apiserver")
     with pytest.raises(tools.ToolMissingError, match="make tools"):
         tools.kubectl_binary()
+
+
+def test_free_port_is_outside_the_ephemeral_range_bindable_and_never_handed_out_twice() -> None:
+    """kube-apiserver once failed to start with "bind: address already in use": its port came from bind(0), i.e.
+    from the range outgoing connections take their source ports from."""
+    from tests.cluster.controlplane import PORT_FLOOR, _bindable, ephemeral_range, free_port
+
+    low, high = ephemeral_range()
+    assert PORT_FLOOR < low <= high
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(PORT_FLOOR <= p < min(low, 30000) for p in ports)
+    assert all(_bindable(p) for p in ports)
+
+
+def test_a_port_in_use_is_not_bindable() -> None:
+    import socket
+
+    from tests.cluster.controlplane import _bindable
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        assert not _bindable(held.getsockname()[1])

@@ -146,7 +146,9 @@ def write_floor(root: Path, diff: TreeDiff, mode: str) -> dict[str, Any]:
         temp = path.with_name(f".{path.name}.floor")
         fd = os.open(temp, flags, 0o644)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:  # a write may be short
+                view = view[os.write(fd, view) :]
             if sync:
                 os.fsync(fd)
         finally:
@@ -329,7 +331,9 @@ def markdown(result: dict[str, Any]) -> str:
 
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "operator", "bench"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "operator", "bench"], capture_output=True, text=True, cwd=ROOT
+    )
     return (done.stdout.strip() or "unknown") + ("+dirty" if dirty.stdout.strip() else "")
 
 

@@ -131,8 +131,13 @@ class Executor:
         self.decayed = decayed or {}
         self.tally = ExecutionTally()
         self.written: dict[str, Fingerprint] = {}
-        """Path -> fingerprint of every stamp this run wrote (the report's final scan trusts the snapshot's parse
-        of a file whose bytes are still exactly these)."""
+        """Path -> fingerprint of every stamp and decay this run wrote (the report's final scan trusts the snapshot's
+        parse of a file whose bytes are still exactly these: they change no id, content or live state)."""
+        self.made: dict[str, StoredEntry] = {}
+        """Path -> what this run created, updated or archived there: the entry whose JSON it wrote (a parse of those
+        bytes gives it back) with the fingerprint of the write. The cycle's later looks at these files (the fold's
+        snapshot, the report's final scan) take it instead of reading back bytes the cycle itself just wrote,
+        while the file's size and mtime are still exactly the write's (``Writes._own``)."""
         self._pending: list[tuple[int, str, str | None]] = []  # outcomes of steps written, not yet durable
         self._pending_dirs: set[Path] = set()  # the directories those writes renamed files in
         self.path_of = StepPaths(store, journal.header)
@@ -358,7 +363,8 @@ class Executor:
                 if current.entry.meta(CREATED_BY_CYCLE) == self.cycle_id and current.id == step.id:
                     return "done"  # written before a crash, journal line lost
                 raise ConflictError(path, "a different file already has the successor's name")
-            replace_file(path, _dump(step.after), MUST_NOT_EXIST, sync_directory=False)
+            fingerprint = replace_file(path, _dump(step.after), MUST_NOT_EXIST, sync_directory=False)
+            self.made[str(path)] = StoredEntry(successor, path, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.created += 1
             return "done"
@@ -371,7 +377,8 @@ class Executor:
                 raise ConflictError(path, "the entry disappeared")
             if current.entry.to_json_obj() == step.after:
                 return "done"
-            replace_file(path, _dump(step.after), step.expected.to_fingerprint(), sync_directory=False)
+            fingerprint = replace_file(path, _dump(step.after), step.expected.to_fingerprint(), sync_directory=False)
+            self.made[str(path)] = StoredEntry(Entry.from_json_obj(step.after), path, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.updated += 1
             log.info(
@@ -398,7 +405,10 @@ class Executor:
                 if step.metadata:
                     entry = entry.with_meta(**step.metadata)
                 current = StoredEntry(entry, current.path, current.fingerprint)
-            self.store.archive(current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False)
+            archived = self.store.archive(
+                current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False
+            )
+            self.made[str(archived.path)] = archived
             self._pending_dirs.add(current.path.parent)
             self.tally.archived += 1
             self._decayed(step)

@@ -113,27 +113,61 @@ def scan_final(
 
 
 def read_final(
-    store: MemoryStore, child: os.DirEntry[str], seen: StoredEntry | None, stamped: Mapping[str, Fingerprint]
+    store: MemoryStore,
+    child: os.DirEntry[str],
+    seen: StoredEntry | None,
+    own: Mapping[str, tuple[Fingerprint, StoredEntry | None]],
 ) -> StoredEntry | MalformedFile:
-    """One file of the final-state scan: the snapshot's parse when the file is unchanged since it, or is exactly a
-    review stamp this cycle wrote (``stamped``: path -> fingerprint); otherwise read again."""
-    if seen is not None:
+    """One file of the final-state scan: the snapshot's parse when the file is unchanged since it; this cycle's own
+    last write of it when it is still exactly that (``own``: path -> the write's fingerprint and the entry written,
+    or None for a review stamp or a decay, which change only what the report does not count); otherwise read
+    again."""
+    record = own.get(child.path)
+    if seen is not None or record is not None:
         try:
             st = child.stat(follow_symlinks=False)
         except OSError:
             st = None
-        # Unchanged, or exactly the review stamp this cycle wrote (a stamp changes only metadata: id, content and
-        # live/archived state are the snapshot's). This scan only counts for the report, so size and mtime (ns)
-        # are enough here; writes are guarded by the full fingerprint.
-        if st is not None and any(
-            fp is not None and (fp.size, fp.mtime_ns) == (st.st_size, st.st_mtime_ns)
-            for fp in (seen.fingerprint, stamped.get(child.path))
-        ):
-            return seen
+        if st is not None:
+            found = own_version(st, seen, seen.fingerprint if seen is not None else None, record)
+            if found is not None:
+                return found
     result = store.read_file(Path(child.path))
     if isinstance(result, MalformedFile):
         log.warning("skipping malformed memory file %s: %s (left untouched)", result.path, result.error)
     return result
 
 
-__all__ = ["FinalState", "final_index", "read_final", "scan_final"]
+def own_version(
+    st: os.stat_result,
+    seen: StoredEntry | None,
+    before: Fingerprint | None,
+    record: tuple[Fingerprint, StoredEntry | None] | None,
+) -> StoredEntry | None:
+    """Which known version of a file ``st`` says it holds, without reading it: the snapshot's (``before``, parsed
+    as ``seen``) or this cycle's last write (``record``); None when it is neither, or could be either.
+
+    Size and mtime (ns) are what a write leaves behind, and a cycle's own write is the newest thing it knows of the
+    file: the report counts and the invariant's departures only look at an entry's id, content, live state and the
+    cycle tags of its archive, and every later write of the cycle is guarded by the full fingerprint (the sha256
+    is checked again before a file is replaced), so a version mistaken here can miscount a report, never lose or
+    overwrite anything. A stamp or a decay (``record``'s entry None) changes none of what is counted: the snapshot's
+    parse stands for it. A file whose size and mtime match two different versions (two writes in one clock tick, one
+    size) is read."""
+    key = (st.st_size, st.st_mtime_ns)
+    unchanged = before is not None and (before.size, before.mtime_ns) == key
+    ours = record is not None and (record[0].size, record[0].mtime_ns) == key
+    if ours and unchanged:
+        assert record is not None
+        # The same version twice (the snapshot already holds this cycle's write: the fold's), or a stamp: the
+        # snapshot's parse. Two versions that differ (same size, same tick): unknown which is there.
+        return seen if record[1] is None or record[0] == before else None
+    if unchanged:
+        return seen
+    if ours:
+        assert record is not None
+        return record[1] if record[1] is not None else seen
+    return None
+
+
+__all__ = ["FinalState", "final_index", "own_version", "read_final", "scan_final"]

@@ -20,7 +20,7 @@ from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_jour
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.final_state import FinalState, read_final, scan_final
+from dreamkeeper.consolidation.final_state import FinalState, own_version, read_final, scan_final
 from dreamkeeper.consolidation.final_state import final_index as _final_index
 from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.invariant import Census, Departure, EndCheck, departures, end_check, scan_map, tags_in
@@ -93,7 +93,10 @@ class Writes:
         self.context = context
         self.store = context.store
         self.first_write_at: datetime | None = None
-        self._stamped: dict[str, Fingerprint] = {}  # path -> fingerprint of each review stamp this cycle wrote
+        # Path -> this cycle's last write of the file: its fingerprint, and the entry written when the write changed
+        # more than metadata (a create, update or archive; None for a stamp or a decay, whose id, content and live
+        # state are the snapshot's). Later looks at the file take it while its size and mtime are the write's.
+        self._own: dict[str, tuple[Fingerprint, StoredEntry | None]] = {}
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
         # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
@@ -242,7 +245,9 @@ class Writes:
             self._journals[journal_id] = journal
             self._writing()
             self._archives = True
-            tally = Executor(self.store, journal, self.context.now).run()
+            executor = Executor(self.store, journal, self.context.now)
+            tally = executor.run()
+            self._note_own(executor)
             scan = self._reread(snapshot.scan, plan.touched)
             # A stale copy the agent wrote yet again meanwhile (its repair refused as a conflict, or written over it
             # since) sits this cycle out: the next one repairs it; folded or merged meanwhile it would be counted
@@ -322,7 +327,7 @@ class Writes:
         if executor is None:
             return DecayTally(), {}
         tally = executor.run()
-        self._stamped.update(executor.written)
+        self._note_own(executor)
         self._written_ids |= tally.written_ids
         journal = executor.journal  # run: what the write-back index folds in of it is all that is kept
         self._journals[journal.header.cycle_id] = journal.as_folded()
@@ -454,9 +459,22 @@ class Writes:
         if executor is None:
             return ExecutionTally()
         tally = executor.run()
-        self._stamped.update(executor.written)
+        self._note_own(executor)
         self._written_ids |= tally.written_ids
         return tally
+
+    def _note_own(self, executor: Executor) -> None:
+        """Record what ``executor`` wrote (``_own``): each file's newest write replaces an earlier one's record."""
+        own = self._own
+        for name, fingerprint in executor.written.items():
+            own[name] = (fingerprint, None)
+        for name, made in executor.made.items():
+            # One run writes a file once (a stamp or decay of an archived entry goes with the archive); should both
+            # name it, which was last is unknown here: no record, the file is read.
+            if name in executor.written:
+                del own[name]
+            else:
+                own[name] = (made.fingerprint, made)
 
     def _executor(self, plan: Plan, suffix: str) -> Executor | None:
         """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
@@ -492,6 +510,8 @@ class Writes:
             for stored in items:
                 if stored.path not in touched:
                     out.append(stored)
+                elif (made := self._made_if_unchanged(stored.path, stored.fingerprint)) is not None:
+                    out.append(made)  # the file is still what this cycle wrote: no read of its own bytes
                 elif stored.path.exists():
                     result = self.store.read_file(stored.path)
                     if isinstance(result, StoredEntry):
@@ -516,8 +536,21 @@ class Writes:
             return None
         return departures(self._before, final.entries, tags_in(self._tags), self._purged)
 
+    def _made_if_unchanged(self, path: Path, before: Fingerprint) -> StoredEntry | None:
+        """The entry this cycle's last write of ``path`` put there, while the file's size and mtime are still that
+        write's and not also the version it replaced (``before``); None for a stamp or a decay, or a file changed
+        or gone since (``final_state.own_version`` says why that is enough)."""
+        record = self._own.get(str(path))
+        if record is None or record[1] is None:
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        return own_version(st, None, before, record)
+
     def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
-        return read_final(self.store, child, seen, self._stamped)
+        return read_final(self.store, child, seen, self._own)
 
 
 def _vocabulary_path(context: CycleContext) -> Path:

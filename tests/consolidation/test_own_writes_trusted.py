@@ -136,8 +136,8 @@ def _stored(content: str, size: int, mtime_ns: int) -> StoredEntry:
     return StoredEntry(entry, Path("/m/e1.json"), Fingerprint("0" * 64, size, mtime_ns))
 
 
-def _stat(size: int, mtime_ns: int) -> os.stat_result:
-    return os.stat_result((0o100644, 1, 1, 1, 0, 0, size, 0, 0, 0, 0, 0, mtime_ns, mtime_ns, mtime_ns))
+def _stat(size: int, mtime_ns: int, mode: int = 0o100644) -> os.stat_result:
+    return os.stat_result((mode, 1, 1, 1, 0, 0, size, 0, 0, 0, 0, 0, mtime_ns, mtime_ns, mtime_ns))
 
 
 def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one() -> None:
@@ -158,5 +158,6 @@ def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one()
     twin = (Fingerprint("1" * 64, 10, 1_000), _stored("archived by us", 10, 1_000))
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, twin) is None
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, (twin[0], None)) is seen  # a stamp changes no count
+    assert own_version(_stat(20, 2_000, 0o120777), None, None, made) is None  # a symlink in its place: read (refused)
     # The snapshot already holds this cycle's write (the fold's, read back into the later stages' snapshot).
     assert own_version(_stat(20, 2_000), ours, ours.fingerprint, made) is ours

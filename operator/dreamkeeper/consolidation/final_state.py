@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -156,7 +157,8 @@ def own_version(
     size) is read."""
     key = (st.st_size, st.st_mtime_ns)
     unchanged = before is not None and (before.size, before.mtime_ns) == key
-    ours = record is not None and (record[0].size, record[0].mtime_ns) == key
+    # A regular file: a symlink or FIFO put in its place is no write of ours, whatever its size and mtime say.
+    ours = record is not None and (record[0].size, record[0].mtime_ns) == key and stat.S_ISREG(st.st_mode)
     if ours and unchanged:
         assert record is not None
         # The same version twice (the snapshot already holds this cycle's write: the fold's), or a stamp: the

@@ -87,14 +87,14 @@ def test_the_final_state_takes_what_the_cycle_wrote_and_concludes_what_a_full_re
     assert outcome.report.folded == 1 and outcome.report.archived == 3  # s2 folded; d1, d2 merged
     writes = watch.writes
     assert writes is not None
-    made = {name for name, (_, entry) in writes._own.items() if entry is not None}
+    made = {name for name, record in writes._own.items() if isinstance(record, StoredEntry)}
     # The successor created and three sources archived: none of them read back. The fold's survivor was updated,
     # then stamped reviewed by apply: its newest write is the stamp (the snapshot's parse stands for it).
-    created = [name for name in made if writes._own[name][1].entry.meta(CREATED_BY_CYCLE)]  # type: ignore[union-attr]
+    created = [name for name in made if writes._own[name].entry.meta(CREATED_BY_CYCLE)]  # type: ignore[union-attr]
     assert len(created) == 1 and {Path(name).stem for name in made} == {"s2", "d1", "d2", Path(created[0]).stem}
     assert not made & set(watch.read)
     survivor = str(store.require("s1").path)
-    assert survivor in writes._own and writes._own[survivor][1] is None and survivor not in watch.read
+    assert isinstance(writes._own[survivor], Fingerprint) and survivor not in watch.read
     final = watch.finals[-1]
     disk = as_read(store.root)
     assert final.ids == set(disk)
@@ -114,7 +114,7 @@ def test_a_file_the_agent_rewrote_after_the_cycle_wrote_it_is_read_again(
     successor: list[Path] = []
 
     def agent_edits_the_successor(writes: Writes) -> None:
-        (name,) = [n for n, (_, e) in writes._own.items() if e is not None and e.entry.meta(CREATED_BY_CYCLE)]
+        (name,) = [n for n, r in writes._own.items() if isinstance(r, StoredEntry) and r.entry.meta(CREATED_BY_CYCLE)]
         path = Path(name)
         text = path.read_text(encoding="utf-8")
         assert "in 2021." in text
@@ -143,8 +143,8 @@ def _stat(size: int, mtime_ns: int, mode: int = 0o100644) -> os.stat_result:
 def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one() -> None:
     seen = _stored("before", 10, 1_000)
     ours = _stored("archived by us", 20, 2_000)
-    made = (ours.fingerprint, ours)
-    stamp = (ours.fingerprint, None)
+    made = ours
+    stamp = ours.fingerprint
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, made) is seen  # unchanged since the snapshot
     assert own_version(_stat(20, 2_000), seen, seen.fingerprint, made) is ours  # still what we wrote
     assert own_version(_stat(20, 2_000), None, None, made) is ours  # a file we created
@@ -155,9 +155,9 @@ def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one()
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, None) is seen
     assert own_version(_stat(11, 1_000), seen, seen.fingerprint, None) is None
     # Two versions with one size and one mtime (two writes in one clock tick): which is there is unknown: read.
-    twin = (Fingerprint("1" * 64, 10, 1_000), _stored("archived by us", 10, 1_000))
+    twin = StoredEntry(_stored("archived by us", 10, 1_000).entry, Path("/m/e1.json"), Fingerprint("1" * 64, 10, 1_000))
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, twin) is None
-    assert own_version(_stat(10, 1_000), seen, seen.fingerprint, (twin[0], None)) is seen  # a stamp changes no count
+    assert own_version(_stat(10, 1_000), seen, seen.fingerprint, twin.fingerprint) is seen  # a stamp changes no count
     assert own_version(_stat(20, 2_000, 0o120777), None, None, made) is None  # a symlink in its place: read (refused)
     # The snapshot already holds this cycle's write (the fold's, read back into the later stages' snapshot).
     assert own_version(_stat(20, 2_000), ours, ours.fingerprint, made) is ours

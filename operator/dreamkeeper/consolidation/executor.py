@@ -120,6 +120,8 @@ class Executor:
         now: datetime,
         snapshot: Mapping[str, StoredEntry] | None = None,
         decayed: Mapping[str, Entry] | None = None,
+        *,
+        remember: bool = False,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -137,7 +139,9 @@ class Executor:
         """Path -> what this run created, updated or archived there: the entry whose JSON it wrote (a parse of those
         bytes gives it back) with the fingerprint of the write. The cycle's later looks at these files (the fold's
         snapshot, the report's final scan) take it instead of reading back bytes the cycle itself just wrote,
-        while the file's size and mtime are still exactly the write's (``Writes._own``)."""
+        while the file's size and mtime are still exactly the write's (``Writes._own``). Only with ``remember``:
+        recovery, which has no later look, does not hold an entry per step of a journal of any size."""
+        self._remember = remember
         self._pending: list[tuple[int, str, str | None]] = []  # outcomes of steps written, not yet durable
         self._pending_dirs: set[Path] = set()  # the directories those writes renamed files in
         self.path_of = StepPaths(store, journal.header)
@@ -364,7 +368,8 @@ class Executor:
                     return "done"  # written before a crash, journal line lost
                 raise ConflictError(path, "a different file already has the successor's name")
             fingerprint = replace_file(path, _dump(step.after), MUST_NOT_EXIST, sync_directory=False)
-            self.made[str(path)] = StoredEntry(successor, path, fingerprint)
+            if self._remember:
+                self.made[str(path)] = StoredEntry(successor, path, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.created += 1
             return "done"
@@ -378,7 +383,8 @@ class Executor:
             if current.entry.to_json_obj() == step.after:
                 return "done"
             fingerprint = replace_file(path, _dump(step.after), step.expected.to_fingerprint(), sync_directory=False)
-            self.made[str(path)] = StoredEntry(Entry.from_json_obj(step.after), path, fingerprint)
+            if self._remember:
+                self.made[str(path)] = StoredEntry(Entry.from_json_obj(step.after), path, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.updated += 1
             log.info(
@@ -408,7 +414,8 @@ class Executor:
             archived = self.store.archive(
                 current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False
             )
-            self.made[str(archived.path)] = archived
+            if self._remember:
+                self.made[str(archived.path)] = archived
             self._pending_dirs.add(current.path.parent)
             self.tally.archived += 1
             self._decayed(step)

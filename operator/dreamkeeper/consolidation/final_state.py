@@ -117,11 +117,11 @@ def read_final(
     store: MemoryStore,
     child: os.DirEntry[str],
     seen: StoredEntry | None,
-    own: Mapping[str, tuple[Fingerprint, StoredEntry | None]],
+    own: Mapping[str, Fingerprint | StoredEntry],
 ) -> StoredEntry | MalformedFile:
     """One file of the final-state scan: the snapshot's parse when the file is unchanged since it; this cycle's own
-    last write of it when it is still exactly that (``own``: path -> the write's fingerprint and the entry written,
-    or None for a review stamp or a decay, which change only what the report does not count); otherwise read
+    last write of it when it is still exactly that (``own``: path -> the entry a create, update or archive wrote, or
+    the fingerprint of a review stamp or a decay, which change only what the report does not count); otherwise read
     again."""
     record = own.get(child.path)
     if seen is not None or record is not None:
@@ -143,32 +143,33 @@ def own_version(
     st: os.stat_result,
     seen: StoredEntry | None,
     before: Fingerprint | None,
-    record: tuple[Fingerprint, StoredEntry | None] | None,
+    record: Fingerprint | StoredEntry | None,
 ) -> StoredEntry | None:
     """Which known version of a file ``st`` says it holds, without reading it: the snapshot's (``before``, parsed
-    as ``seen``) or this cycle's last write (``record``); None when it is neither, or could be either.
+    as ``seen``) or this cycle's last write (``record``: the entry it wrote, or a stamp's or decay's fingerprint);
+    None when it is neither, or could be either.
 
     Size and mtime (ns) are what a write leaves behind, and a cycle's own write is the newest thing it knows of the
     file: the report counts and the invariant's departures only look at an entry's id, content, live state and the
     cycle tags of its archive, and every later write of the cycle is guarded by the full fingerprint (the sha256
     is checked again before a file is replaced), so a version mistaken here can miscount a report, never lose or
-    overwrite anything. A stamp or a decay (``record``'s entry None) changes none of what is counted: the snapshot's
-    parse stands for it. A file whose size and mtime match two different versions (two writes in one clock tick, one
-    size) is read."""
+    overwrite anything. A stamp or a decay (``record`` a bare fingerprint) changes none of what is counted: the
+    snapshot's parse stands for it. A file whose size and mtime match two different versions (two writes in one clock
+    tick, one size) is read."""
     key = (st.st_size, st.st_mtime_ns)
     unchanged = before is not None and (before.size, before.mtime_ns) == key
+    made = record if isinstance(record, StoredEntry) else None
+    written = made.fingerprint if made is not None else record if isinstance(record, Fingerprint) else None
     # A regular file: a symlink or FIFO put in its place is no write of ours, whatever its size and mtime say.
-    ours = record is not None and (record[0].size, record[0].mtime_ns) == key and stat.S_ISREG(st.st_mode)
+    ours = written is not None and (written.size, written.mtime_ns) == key and stat.S_ISREG(st.st_mode)
     if ours and unchanged:
-        assert record is not None
         # The same version twice (the snapshot already holds this cycle's write: the fold's), or a stamp: the
         # snapshot's parse. Two versions that differ (same size, same tick): unknown which is there.
-        return seen if record[1] is None or record[0] == before else None
+        return seen if made is None or written == before else None
     if unchanged:
         return seen
     if ours:
-        assert record is not None
-        return record[1] if record[1] is not None else seen
+        return made if made is not None else seen
     return None
 
 

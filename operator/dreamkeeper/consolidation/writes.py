@@ -93,10 +93,11 @@ class Writes:
         self.context = context
         self.store = context.store
         self.first_write_at: datetime | None = None
-        # Path -> this cycle's last write of the file: its fingerprint, and the entry written when the write changed
-        # more than metadata (a create, update or archive; None for a stamp or a decay, whose id, content and live
-        # state are the snapshot's). Later looks at the file take it while its size and mtime are the write's.
-        self._own: dict[str, tuple[Fingerprint, StoredEntry | None]] = {}
+        # Path -> this cycle's last write of the file: a stamp's or decay's fingerprint (its id, content and live
+        # state are the snapshot's), or the entry a create, update or archive wrote, with the write's fingerprint.
+        # Later looks at the file take it while its size and mtime are the write's (``final_state.own_version``).
+        # The values themselves, no pair per write: a cold start decays and stamps every entry.
+        self._own: dict[str, Fingerprint | StoredEntry] = {}
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
         # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
@@ -245,7 +246,7 @@ class Writes:
             self._journals[journal_id] = journal
             self._writing()
             self._archives = True
-            executor = Executor(self.store, journal, self.context.now)
+            executor = Executor(self.store, journal, self.context.now, remember=True)
             tally = executor.run()
             self._note_own(executor)
             scan = self._reread(snapshot.scan, plan.touched)
@@ -466,15 +467,14 @@ class Writes:
     def _note_own(self, executor: Executor) -> None:
         """Record what ``executor`` wrote (``_own``): each file's newest write replaces an earlier one's record."""
         own = self._own
-        for name, fingerprint in executor.written.items():
-            own[name] = (fingerprint, None)
+        own.update(executor.written)
         for name, made in executor.made.items():
             # One run writes a file once (a stamp or decay of an archived entry goes with the archive); should both
             # name it, which was last is unknown here: no record, the file is read.
             if name in executor.written:
                 del own[name]
             else:
-                own[name] = (made.fingerprint, made)
+                own[name] = made
 
     def _executor(self, plan: Plan, suffix: str) -> Executor | None:
         """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""
@@ -497,7 +497,7 @@ class Writes:
         self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()
         decayed = {str(d.target.path): d.updated for d in plan.decays}
-        return Executor(self.store, journal, self.context.now, snapshot, decayed)
+        return Executor(self.store, journal, self.context.now, snapshot, decayed, remember=True)
 
     def _reread(self, scan: ScanResult, touched: set[Path]) -> ScanResult:
         """The snapshot after a stage wrote ``touched``: only those files are read again (a full rescan cost as much
@@ -541,7 +541,7 @@ class Writes:
         write's and not also the version it replaced (``before``); None for a stamp or a decay, or a file changed
         or gone since (``final_state.own_version`` says why that is enough)."""
         record = self._own.get(str(path))
-        if record is None or record[1] is None:
+        if not isinstance(record, StoredEntry):
             return None
         try:
             st = os.lstat(path)

@@ -31,6 +31,7 @@ SEEDS = [
     Seed("d1", "Marta Quist joined Initech in 2021."),
     Seed("d2", "Marta Quist works at Initech."),
 ]
+NOTHING: dict[str, list[Any]] = {"toSave": [], "toDelete": []}
 MERGE = {"toSave": [{"content": "Marta Quist joined Initech in 2021.", "sourceIds": ["d1", "d2"]}], "toDelete": []}
 
 
@@ -161,3 +162,39 @@ def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one()
     assert own_version(_stat(20, 2_000, 0o120777), None, None, made) is None  # a symlink in its place: read (refused)
     # The snapshot already holds this cycle's write (the fold's, read back into the later stages' snapshot).
     assert own_version(_stat(20, 2_000), ours, ours.fingerprint, made) is ours
+
+
+def test_the_race_a_stat_cannot_see_miscounts_at_most_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's same-size rewrite in the clock tick of our write (forced here: its mtime put back with utime) is the
+    one change size and mtime cannot see. This cycle's final state takes what we wrote; the agent's bytes stay on
+    disk untouched, and the next cycle reads them (the corpus index forgets every file a cycle wrote)."""
+    write_corpus(tmp_path, SEEDS)
+    rewritten: list[tuple[Path, str]] = []
+
+    def same_size_same_tick(writes: Writes) -> None:
+        (name,) = [n for n, r in writes._own.items() if isinstance(r, StoredEntry) and r.entry.meta(CREATED_BY_CYCLE)]
+        path = Path(name)
+        st = os.lstat(path)
+        text = path.read_text(encoding="utf-8")
+        agent = text.replace("Marta Quist", "Marta Qvist")  # same length, in place
+        assert len(agent.encode()) == st.st_size and agent != text
+        with open(path, "r+", encoding="utf-8") as handle:
+            handle.write(agent)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        rewritten.append((path, agent))
+
+    watch = Watch(monkeypatch, same_size_same_tick)
+    outcome = cycle(tmp_path, ScriptedProposer([MERGE]))
+    assert outcome.report.result == "completed"
+    (path, agent) = rewritten[0]
+    assert str(path) not in watch.read  # taken as ours: the documented blind spot
+    assert path.read_text(encoding="utf-8") == agent  # nothing of ours went over the agent's version
+    monkeypatch.undo()
+    again = Watch(monkeypatch)
+    second = cycle(tmp_path, ScriptedProposer([NOTHING]))
+    assert second.report.result == "completed"
+    # The next cycle works from the agent's text: its final state holds it, and so does the file.
+    assert any("Marta Qvist" in text for text in again.finals[-1].live.values())
+    assert "Marta Qvist" in path.read_text(encoding="utf-8")

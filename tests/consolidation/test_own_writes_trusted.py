@@ -83,8 +83,22 @@ def test_the_final_state_takes_what_the_cycle_wrote_and_concludes_what_a_full_re
 ) -> None:
     store = write_corpus(tmp_path, SEEDS)
     watch = Watch(monkeypatch)
+    # Each executor's made entries, checked the moment it has run against a parse of what is on disk then: the
+    # fold's survivor update (later stamped over), its copy's archive, the merge's create and archives.
+    note_own, checked = Writes._note_own, []
+
+    def check_made(self: Writes, executor: Any) -> None:
+        for name, made in executor.made.items():
+            parsed = MemoryStore(store.root).read_file(Path(name))
+            assert isinstance(parsed, StoredEntry)
+            assert (made.entry, made.fingerprint, made.path) == (parsed.entry, parsed.fingerprint, parsed.path)
+            checked.append(Path(name).stem)
+        note_own(self, executor)
+
+    monkeypatch.setattr(Writes, "_note_own", check_made)
     outcome = cycle(tmp_path, ScriptedProposer([MERGE]))
     assert outcome.report.result == "completed" and outcome.report.specifics_lost == 0
+    assert {"s1", "s2", "d1", "d2"} <= set(checked) and len(checked) == 5  # and the successor
     assert outcome.report.folded == 1 and outcome.report.archived == 3  # s2 folded; d1, d2 merged
     writes = watch.writes
     assert writes is not None

@@ -153,9 +153,10 @@ def test_cosine_governs_a_pair_even_when_the_texts_are_identical() -> None:
 
 @pytest.mark.parametrize(
     "embedding_b",
-    [None, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0], [float("nan"), 1.0, 0.0], [float("inf"), 1.0, 0.0], []],
-    ids=["missing", "other-dimension", "zero-vector", "nan", "inf", "empty"],
+    [None, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0], [float("nan"), 1.0, 0.0], [float("inf"), 1.0, 0.0], [1e30, 1.0, 0.0], []],
+    ids=["missing", "other-dimension", "zero-vector", "nan", "inf", "norm-overflows", "empty"],
 )
+@pytest.mark.filterwarnings("error")  # an unusable vector is an answer, not a numpy RuntimeWarning in the log
 def test_jaccard_fallback_for_mixed_or_unusable_embeddings(embedding_b: list[float] | None) -> None:
     a = item("a", "Rocky prefers concise status updates", embedding=[1.0, 0.0, 0.0])
     b = item("b", "Rocky prefers concise status updates", embedding=embedding_b)

@@ -117,7 +117,8 @@ def usable_vector(item: ClusterItem) -> npt.NDArray[np.floating] | None:
         return None
     # One reduction catches NaN, infinities, overflow of the squared norm and the all-zero vector.
     wide = emb if kind == "f" else emb.astype(np.float64)
-    squared = float(np.dot(wide, wide))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the answer sought here, not a warning
+        squared = float(np.dot(wide, wide))
     if not math.isfinite(squared) or squared <= 0.0:
         return None
     return emb

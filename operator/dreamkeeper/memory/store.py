@@ -166,7 +166,8 @@ class MemoryStore(EmbeddingFiles):
         self.root = Path(root)
         self.corpus_index = corpus_index  # the parse of unchanged files, kept between cycles (corpus_index.py)
         self._index: dict[str, Path] | None = None
-        self._files: dict[str, list[tuple[str, Path]]] | None = None  # lowercased id -> every (exact id, file)
+        # lowercased id -> its first entry; -> every (exact id, file), for ids two files claim (a list each: 13 MB/100k)
+        self._files: tuple[dict[str, StoredEntry], dict[str, list[tuple[str, Path]]]] | None = None
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
         self._category_dirs: dict[str | None, str] = {}  # category -> its directory, validated (``_rewrite_path``)
         self._embeddings_dir = os.path.join(self.root, EMBEDDINGS_DIR)
@@ -290,15 +291,16 @@ class MemoryStore(EmbeddingFiles):
     def _scan(self) -> ScanResult:
         result = ScanResult()
         index: dict[str, Path] = {}
-        files: dict[str, list[tuple[str, Path]]] = {}
+        first: dict[str, StoredEntry] = {}
+        twins: dict[str, list[tuple[str, Path]]] = {}
         items = self.iter_entries() if self.corpus_index is None else self.corpus_index.items(self)
         for item in items:
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
             key = item.id.lower()
-            files.setdefault(key, []).append((item.id, item.path))
             if key in index:
+                twins.setdefault(key, [(first[key].id, first[key].path)]).append((item.id, item.path))
                 # Two files claim one id: neither is trusted for mutation, both are kept.
                 log.warning(
                     "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
@@ -309,9 +311,10 @@ class MemoryStore(EmbeddingFiles):
                 result.duplicates.append(item)
                 continue
             index[key] = item.path
+            first[key] = item
             result.entries.append(item)
         self._index = index
-        self._files = files
+        self._files = (first, twins)
         result.index = self.corpus_index
         return result
 
@@ -323,7 +326,8 @@ class MemoryStore(EmbeddingFiles):
             if self._files is None or attempt:
                 self.scan()  # the agent may have written since the index was built
             assert self._files is not None
-            named = self._files.get(entry_id.lower(), [])
+            first, twins, key = *self._files, entry_id.lower()
+            named = twins.get(key) or ([(first[key].id, first[key].path)] if key in first else [])
             exact = [path for found, path in named if found == entry_id]
             if len(named) > 1 and not exact:
                 raise DuplicateIdError(entry_id, [path for _, path in named])

@@ -198,3 +198,28 @@ def test_a_forgotten_record_no_longer_vouches_for_its_screen_verdict(agent: Path
     assert index.known_fit(target)
     index.forget([str(target.path)])
     assert not index.known_fit(target) and all(index.known_fit(s) for s in entries if s is not target)
+
+
+def test_a_screen_verdict_is_the_records_own_and_vouches_only_for_the_entry_it_holds(agent: Path) -> None:
+    scan(agent)
+    index = ci.open_corpus_index(agent, agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    entries = store.scan().entries
+    assert not any(index.known_fit(s) for s in entries)  # never screened yet
+    index.note_fit(entries)
+    index.save()
+    edit(agent, 6, "Lagos")
+    # A later cycle: its index loads the verdicts with the records; the changed file is read and not vouched for.
+    index = ci.open_corpus_index(agent, agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    later = {s.id: s for s in store.scan().entries}
+    assert index.reads == 1 and not index.known_fit(later["entry6"])
+    assert all(index.known_fit(s) for i, s in later.items() if i != "entry6")
+    # The same file parsed again is another entry object: the verdict was about the record's, not this one.
+    reparsed = store.read_file(later["entry3"].path)
+    assert isinstance(reparsed, type(later["entry3"])) and reparsed.entry == later["entry3"].entry
+    assert not index.known_fit(reparsed) and index.known_fit(later["entry3"])
+    index.note_fit([reparsed])  # not the record's entry: nothing learnt
+    assert not index.known_fit(reparsed)
+    index.note_fit([later["entry6"]])
+    assert index.known_fit(later["entry6"])

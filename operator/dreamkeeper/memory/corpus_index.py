@@ -175,7 +175,6 @@ class CorpusIndex:
         # Called once a scan is done, before the collector is back on (the cycle freezes the parsed corpus out of
         # its reach there: else the first collection walks all of it, a sixth of a 100k-entry scan's CPU).
         self.on_scanned: Callable[[], None] | None = None
-        self._fit: set[int] = set()  # id() of the recorded entries the screen found fit (``known_fit``)
         self._changed = False  # the last scan read a file, or a record was learnt, since the load
         self._tried = False  # loaded on the first scan (under the cycle's lock), once
         self._disk: dict[str, Record] = {}  # the records as the files on disk say (base + log)
@@ -319,7 +318,6 @@ class CorpusIndex:
             if record is None:
                 continue
             del self._new[name]  # ``_old`` is the same dict after a scan: a later scan reads the file again
-            self._fit.discard(id(record.entry))  # its entry may be freed now: its id must not vouch for another
             self._dirty.discard(name)
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
@@ -327,19 +325,19 @@ class CorpusIndex:
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
     def known_fit(self, stored: StoredEntry) -> bool:
-        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index). By
-        identity: ``_fit`` holds the ids of entries the current records hold (alive, so no id is reused)."""
-        return id(stored.entry) in self._fit
+        """Whether the screen already found this very parse fit (an unchanged file's, taken from the index): the
+        current record of its file says so and holds this very entry (by identity). The record's own flag, not a
+        set of the fit entries' ids beside the records (one more int and set slot per entry: ~7 MB at 100k)."""
+        record = self._new.get(str(stored.path))
+        return record is not None and record.fit is True and record.entry is stored.entry
 
     def note_fit(self, fit: Iterable[StoredEntry]) -> None:
         for stored in fit:
-            if id(stored.entry) in self._fit:
-                continue
-            record = self._new.get(str(stored.path))
-            if record is not None and record.entry is stored.entry:
+            name = str(stored.path)
+            record = self._new.get(name)
+            if record is not None and record.fit is not True and record.entry is stored.entry:
                 record.fit = True
-                self._fit.add(id(record.entry))
-                self._dirty.add(str(stored.path))
+                self._dirty.add(name)
                 self._changed = True
 
     # ---- scanning -----------------------------------------------------------------------------------------
@@ -385,7 +383,6 @@ class CorpusIndex:
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         self._old = self._new = new
-        self._fit = {id(record.entry) for record in new.values() if record.fit}
         self._stamp = stamp
         if self.on_scanned is not None:
             self.on_scanned()

@@ -308,3 +308,98 @@ def test_the_key_covers_this_cycles_generated_vectors_and_every_field(agent: Pat
     split = corpus({"a": "ab", "b": "c"})
     assert key(split) != key(corpus({"a": "a", "b": "bc"}))
     assert key(corpus({"a": "x"}, category="p")) != key(corpus({"a": "x"}, category="p/"))
+
+
+def gate_as(agent: Path, live: list[StoredEntry], generation: str | None, **kw: object) -> tuple[GatingResult, int]:
+    """``gate`` with the corpus index's generation of ``live`` given; also how many keys came from it."""
+    store = MemoryStore(agent / "memory")
+    settings: CycleSettings = kw.pop("settings", None) or CycleSettings()  # type: ignore[assignment]
+    cache = ClusterCache(cache_path(agent), store.embeddings_dir, **kw)  # type: ignore[arg-type]
+    result = select_candidates(
+        live,
+        settings,
+        BASE_TIME,
+        store.load_embedding,
+        cache=cache,
+        generation=generation,
+    )
+    return result, cache.by_generation
+
+
+def test_a_generation_saved_with_the_key_gives_it_back_without_hashing(agent: Path) -> None:
+    """The key saved for a generation is what that generation's corpus hashes to: given the same generation (and
+    context) it is taken as it is; the entries are not read for it. Shown by lying: another corpus under the same
+    generation gets the saved key, hence the saved clusters (the caller vouches; memory/corpus_index.py)."""
+    first, taken = gate_as(agent, corpus(), "G1")
+    assert ids(first) == [("a1", "a2")] and taken == 0
+    again, taken = gate_as(agent, corpus(), "G1")
+    assert ids(again) == ids(first) and taken == 1
+    lie, taken = gate_as(agent, corpus({k: v for k, v in TEXTS.items() if k != "a2"}), "G1")
+    assert taken == 1 and ids(lie) == [("a1", "a2")]
+
+
+@pytest.mark.parametrize("change", ["generation", "none", "vector", "settings", "generated"])
+def test_the_key_is_hashed_again_when_anything_besides_the_corpus_differs(agent: Path, change: str) -> None:
+    gate_as(agent, corpus(), "G1")
+    live = corpus({k: v for k, v in TEXTS.items() if k != "a2"})  # another corpus: a key taken by mistake shows
+    generation: str | None = "G1"
+    kw: dict[str, object] = {}
+    if change == "generation":
+        generation = "G2"
+    elif change == "none":
+        generation = None
+    elif change == "vector":
+        path = write_vector(agent, "zz", [1.0, 0.0])  # any vector file, even of no entry: the context differs
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
+    elif change == "settings":
+        kw["settings"] = CycleSettings(similarity_threshold=0.5)
+    else:
+        kw["generated"] = {"a1": np.asarray([1.0, 0.0], dtype="<f4")}
+    result, taken = gate_as(agent, live, generation, **kw)
+    assert taken == 0 and ids(result) == []
+
+
+def test_a_reused_key_is_saved_under_the_new_generation(agent: Path) -> None:
+    """The corpus was read again (a new index) but is unchanged: the clusters are a hit by the full key, and saved
+    under the new generation, so that the next cycle takes the key from it."""
+    gate_as(agent, corpus(), "G1")
+    _, taken = gate_as(agent, corpus(), "G2")
+    assert taken == 0
+    _, taken = gate_as(agent, corpus(), "G2")
+    assert taken == 1
+
+
+def test_steady_cycles_take_the_key_from_the_generation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through real cycles with the corpus index: once the corpus settles, the key comes from its generation; an
+    entry the agent edits gives the scan no generation, and the corpus is hashed (and clustered) again."""
+    from dreamkeeper.memory import corpus_index as ci
+
+    real = cc.time.time_ns
+    monkeypatch.setattr(cc, "_now_ns", lambda: real() + LATER_NS)
+    monkeypatch.setattr(ci, "_now_ns", lambda: real() + LATER_NS)
+    write_corpus(tmp_path, [Seed(i, t, category="people") for i, t in TEXTS.items()])
+    settings = CycleSettings(archive_cap=1.0, reopen_interval_days=365.0)
+    taken: list[int] = []
+    real_key = ClusterCache.key
+
+    def key(self: ClusterCache, *args: object) -> str | None:
+        before = self.by_generation
+        out = real_key(self, *args)  # type: ignore[arg-type]
+        taken.append(self.by_generation - before)
+        return out
+
+    monkeypatch.setattr(ClusterCache, "key", key)
+
+    def cycle() -> object:
+        options = CycleOptions(agent_dir=tmp_path, settings=settings, force=True, now=BASE_TIME)
+        return asyncio.run(run_cycle(options, OfflineProposer()))
+
+    for _ in range(5):
+        cycle()
+    assert taken[-1] == 1, taken
+    counting = Counting(monkeypatch)
+    path = next((tmp_path / "memory").rglob("d1.json"))
+    path.write_text(path.read_text(encoding="utf-8").replace("January", "February"), encoding="utf-8")
+    cycle()
+    assert taken[-1] == 0 and counting.calls == 1

@@ -52,6 +52,7 @@ import os
 import stat
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -116,28 +117,46 @@ class ClusterCache:
         self.generated = generated or {}
         self.read_only = read_only
         self._memo: tuple[str, list[Cluster]] | None = None  # what this process read or computed last
+        self._saved: _Saved | bool | None = False  # the file as read (False: not read yet; None: none usable)
+        self._keyed: tuple[str, str, str] | None = None  # (key, generation, context) of the last ``key``
         self.hits = 0
         self.misses = 0
+        self.by_generation = 0  # keys taken from what was saved for the corpus's generation (``key``)
 
-    def key(self, live: Sequence[StoredEntry], settings: CycleSettings) -> str | None:
+    def key(self, live: Sequence[StoredEntry], settings: CycleSettings, generation: str | None = None) -> str | None:
         """The sha256 of everything the clustering of ``live`` depends on; None when it cannot be trusted (a vector
-        file too recent for its stat to prove it unchanged, an unreadable vector directory)."""
+        file too recent for its stat to prove it unchanged, an unreadable vector directory).
+
+        ``generation``: the corpus index's identity of the scan ``live`` is the live part of, as it was scanned
+        (``ScanResult.generation``; the caller passes it only for that very list). The key saved with the same
+        generation and the same context (code, settings, every vector file's stat record, no vector made by this
+        cycle) is the key this corpus has: returned without hashing every entry again (a steady cycle's corpus)."""
         vectors = self._vector_stats()
         if vectors is None:
             return None
-        digest = hashlib.sha256(code_version().encode())
-        digest.update(
-            json.dumps(
-                [
-                    settings.similarity_threshold,
-                    settings.max_cluster_size,
-                    settings.same_category_clusters,
-                    settings.cluster_tokens,
-                    settings.cluster_split,
-                    settings.specifics_links,
-                ]
-            ).encode()
+        settings_json = json.dumps(
+            [
+                settings.similarity_threshold,
+                settings.max_cluster_size,
+                settings.same_category_clusters,
+                settings.cluster_tokens,
+                settings.cluster_split,
+                settings.specifics_links,
+            ]
         )
+        self._keyed = None
+        context = ""
+        if generation is not None and not self.generated:
+            context = hashlib.sha256(
+                json.dumps([code_version(), settings_json, sorted(vectors.items())]).encode()
+            ).hexdigest()
+            saved = self._read()
+            if saved is not None and saved.generation == generation and saved.context == context:
+                self._keyed = (saved.key, generation, context)
+                self.by_generation += 1
+                return saved.key
+        digest = hashlib.sha256(code_version().encode())
+        digest.update(settings_json.encode())
         folded: set[str] | None = None
         generated = self.generated
         # One line of text per entry, every field length-prefixed (or from a fixed alphabet ended by the newline),
@@ -168,7 +187,10 @@ class ClusterCache:
                 digest.update("".join(lines).encode("utf-8", "surrogatepass"))
                 lines.clear()
         digest.update("".join(lines).encode("utf-8", "surrogatepass"))
-        return digest.hexdigest()
+        key = digest.hexdigest()
+        if context:
+            self._keyed = (key, generation or "", context)
+        return key
 
     def _vector_stats(self) -> dict[str, str] | None:
         """Name -> stat record of each file in the vector directory; None if one is too recent to key by it."""
@@ -199,43 +221,57 @@ class ClusterCache:
         if self._memo is not None and self._memo[0] == key:
             self.hits += 1
             return list(self._memo[1])
-        try:
-            data = read_regular(self.path, CACHE_LIMIT, follow_symlinks=False)
-        except FileNotFoundError:
+        saved = self._read()
+        if saved is None:
             self.misses += 1
             return None
-        except (OSError, UnsafeFileError) as exc:
-            log.warning("cluster cache %s not used (%s): the corpus is clustered", self.path, exc)
-            self.misses += 1
-            return None
-        try:
-            saved_key, clusters = _decode(data)
-        except Exception as exc:  # any damage at all: discarded, never trusted in part
-            log.warning("cluster cache %s discarded (%s): the corpus is clustered", self.path, exc)
-            self.misses += 1
-            return None
-        if saved_key != key:
+        if saved.key != key:
             log.debug("cluster cache: the corpus or the settings changed since it was saved; clustered again")
             self.misses += 1
             return None
-        self._memo = (key, clusters)
+        self._memo = (key, saved.clusters)
         self.hits += 1
-        return list(clusters)
+        keyed = self._keyed
+        if keyed is not None and keyed[0] == key and (saved.generation, saved.context) != keyed[1:]:
+            # Saved before under another generation (the corpus was read again since, unchanged): saved under this
+            # one, so that the next cycle of this corpus takes the key from here (``key``).
+            self.put(key, saved.clusters)
+        return list(saved.clusters)
+
+    def _read(self) -> _Saved | None:
+        """The file, read and checked once per process (None: absent, unreadable or damaged: logged)."""
+        if self._saved is not False:
+            return self._saved if isinstance(self._saved, _Saved) else None
+        self._saved = None
+        try:
+            data = read_regular(self.path, CACHE_LIMIT, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except (OSError, UnsafeFileError) as exc:
+            log.warning("cluster cache %s not used (%s): the corpus is clustered", self.path, exc)
+            return None
+        try:
+            self._saved = _decode(data)
+        except Exception as exc:  # any damage at all: discarded, never trusted in part
+            log.warning("cluster cache %s discarded (%s): the corpus is clustered", self.path, exc)
+            return None
+        return self._saved
 
     def put(self, key: str, clusters: Sequence[Cluster]) -> None:
         """Keep ``clusters`` under ``key`` (in memory; on disk unless a dry run); a failure is logged."""
         self._memo = (key, list(clusters))
         if self.read_only:
             return
-        payload = json.dumps(
-            {
-                "key": key,
-                "clusters": [
-                    [list(c.ids), c.min_similarity, c.measure, c.component, list(c.leftover)] for c in clusters
-                ],
-            },
-            separators=(",", ":"),
-        ).encode()
+        content: dict[str, Any] = {
+            "key": key,
+            "clusters": [[list(c.ids), c.min_similarity, c.measure, c.component, list(c.leftover)] for c in clusters],
+        }
+        saved = _Saved(key, list(clusters))
+        if self._keyed is not None and self._keyed[0] == key:
+            content["generation"], content["context"] = self._keyed[1], self._keyed[2]
+            saved = _Saved(key, list(clusters), self._keyed[1], self._keyed[2])
+        self._saved = saved  # what the file holds once written (a failure to write: the key's clusters all the same)
+        payload = json.dumps(content, separators=(",", ":")).encode()
         try:
             st = os.lstat(self.path)
             if not stat.S_ISREG(st.st_mode):
@@ -254,7 +290,15 @@ class ClusterCache:
             log.warning("cluster cache not saved (%s); the next cycle clusters again", exc)
 
 
-def _decode(data: bytes) -> tuple[str, list[Cluster]]:
+@dataclass(frozen=True)
+class _Saved:
+    key: str
+    clusters: list[Cluster]
+    generation: str | None = None  # the corpus index's generation the key was computed for (``key``)
+    context: str | None = None
+
+
+def _decode(data: bytes) -> _Saved:
     if not data.startswith(FORMAT):
         raise ValueError("not a cluster cache of this version")
     digest, sep, payload = data[len(FORMAT) :].partition(b"\n")
@@ -267,7 +311,10 @@ def _decode(data: bytes) -> tuple[str, list[Cluster]]:
     if not isinstance(raw, list):
         raise ValueError("unexpected clusters")
     clusters = [_cluster(item) for item in raw]
-    return loaded["key"], clusters
+    generation, context = loaded.get("generation"), loaded.get("context")
+    if not all(isinstance(v, str) or v is None for v in (generation, context)):
+        raise ValueError("unexpected generation")
+    return _Saved(loaded["key"], clusters, generation, context)
 
 
 def _cluster(item: Any) -> Cluster:

@@ -410,7 +410,13 @@ class Cycle(ProposalStages):
             log.info("%d entr(ies) restored by hand are not offered for merging or pruning", len(restored))
             in_scope = frozenset((in_scope if in_scope is not None else {s.id for s in live}) - restored)
         gating = select_candidates(
-            live, self.settings, self.now, self._embedding_loader(), in_scope, self._cluster_cache()
+            live,
+            self.settings,
+            self.now,
+            self._embedding_loader(),
+            in_scope,
+            self._cluster_cache(),
+            self._generation(live),
         )
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
@@ -426,6 +432,12 @@ class Cycle(ProposalStages):
             reopened=len(gating.reopened),
         )
         return Gated(gating, counts)
+
+    def _generation(self, live: list[StoredEntry]) -> str | None:
+        """The corpus index's generation of the snapshot's scan, when ``live`` is that scan's live list itself
+        (no stage changed the corpus since: a repair, a fold or a decay makes a new list)."""
+        snapshot = self.stages.snapshot
+        return snapshot.scan.generation if snapshot is not None and live is snapshot.live else None
 
     def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
         loader = self._embedding_loader()

@@ -77,10 +77,13 @@ def select_candidates(
     embeddings: EmbeddingLoader | None = None,
     in_scope: frozenset[str] | None = None,
     cache: ClusterCache | None = None,
+    generation: str | None = None,
 ) -> GatingResult:
     """``cache`` (cluster_cache.py): the clusters of an unchanged corpus are taken from it, a changed one's saved
     in it. ``in_scope`` (``scope: rockbot``, scope.py): clusters are found over all of ``live``, as RockBot's are, but
-    only entries in scope are offered, and a cluster is offered by its members in scope (two or more)."""
+    only entries in scope are offered, and a cluster is offered by its members in scope (two or more).
+    ``generation``: ``live`` is the live part of the scan of that corpus-index generation, as scanned (the cache's
+    key is then taken from what it saved for it, ``ClusterCache.key``)."""
     result = GatingResult()
     by_id = {s.id: s for s in live}
     pool = live if in_scope is None else [s for s in live if s.id in in_scope]
@@ -93,7 +96,7 @@ def select_candidates(
     result.held = len(held)
     items: list[ClusterItem] | None = None
     try:
-        key = cache.key(live, settings) if cache is not None else None
+        key = cache.key(live, settings, generation) if cache is not None else None
         cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
             clusters = cached  # vectors are loaded below, for the offered clusters only (subsumption's)

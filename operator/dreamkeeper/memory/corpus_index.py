@@ -183,12 +183,29 @@ class CorpusIndex:
         self._log_clean = True  # the log read to its end without damage
         self._dirty: set[str] = set()  # paths whose record changed in place (a screen verdict) since the load
         self.appended = False  # the last save appended to the log (tests, benchmarks)
+        # The loaded index's identity (its base's checksum and its applied frames'), and whether every scan since
+        # the load found the files exactly as its records say: ``generation`` (below).
+        self._loaded_generation: str | None = None
+        self._generation: str | None = None
+        self._exact = False
         self.hits = 0
         self.reads = 0
 
     @property
     def log_path(self) -> Path:
         return self.path.with_name(self.path.name + LOG_SUFFIX)
+
+    @property
+    def generation(self) -> str | None:
+        """The identity of the corpus the last scan found, when it is the one the loaded index describes: every
+        scan since the load found each file's stat as its record says (so, by the stat rule above, its bytes), and
+        no file more or less; None otherwise (a file read, added or gone, a racy file, no usable index), or once
+        this index wrote itself (a save that changed the file or its log: the next load has another identity).
+
+        Two scans with one generation found the same files with the same bytes, hence the same parse in the same
+        order (the scan's order is the sorted names'): a stage whose answer depends on the corpus and on what it
+        names besides may keep that answer under the generation (consolidation/quiet.py, cluster_cache.py)."""
+        return self._generation if self._exact else None
 
     # ---- loading and saving -----------------------------------------------------------------------------
 
@@ -211,13 +228,16 @@ class CorpusIndex:
             log.info("corpus index %s describes %s, not %s: not used", self.path, root, self.root)
             return
         self._base_id = base_id
-        self._read_log(records)
+        identity = hashlib.sha256(data[len(FORMAT) : data.find(b"\n", len(FORMAT))])
+        self._read_log(records, identity)
         self._old = records
         self._disk = dict(records)
         self.loaded = True
+        self._loaded_generation, self._exact = identity.hexdigest(), True
 
-    def _read_log(self, records: dict[str, Record]) -> None:
-        """Apply the log's frames made against this base, in order, to ``records``; stop at the first damaged one."""
+    def _read_log(self, records: dict[str, Record], identity: Any) -> None:
+        """Apply the log's frames made against this base, in order, to ``records``; stop at the first damaged one.
+        ``identity`` (a sha256) is fed the checksum of each frame applied."""
         self._logged, self._log_clean = 0, True
         try:
             data = read_regular(self.log_path, INDEX_LIMIT, follow_symlinks=False)
@@ -231,7 +251,7 @@ class CorpusIndex:
         offset = 0
         while offset < len(view):
             try:
-                base_id, changes, offset = _frame(view, offset)
+                base_id, changes, digest, offset = _frame(view, offset)
             except Exception as exc:  # a torn or damaged frame: it and what follows are ignored (merely stale)
                 log.warning(
                     "corpus index log %s: frame at byte %d ignored with the rest (%s)", self.log_path, offset, exc
@@ -240,6 +260,7 @@ class CorpusIndex:
                 return
             if base_id != self._base_id:
                 continue  # made against an earlier base (left by a compaction): superseded
+            identity.update(digest)
             for name, record in changes.items():
                 if record is None:
                     records.pop(name, None)
@@ -274,6 +295,7 @@ class CorpusIndex:
                 changes.update((name, None) for name in self._disk.keys() - new.keys())
                 if (self._logged + len(changes)) * COMPACT_FRACTION <= len(new) and self._appended(changes):
                     return
+            self._exact = False  # rewritten: the next load has another identity
             base_id = uuid.uuid4().hex
             _write_streamed(self.path, (code_version(), self.root, base_id, new))
             # The old log's frames name the old base: ignored from now on; emptied so they are not read again.
@@ -304,6 +326,7 @@ class CorpusIndex:
                 return False
             self._logged += len(changes)
             self.appended = True
+            self._exact = False  # the log grew: the next load has another identity
         self._disk, self._dirty = dict(self._new), set()
         return True
 
@@ -319,6 +342,7 @@ class CorpusIndex:
                 continue
             del self._new[name]  # ``_old`` is the same dict after a scan: a later scan reads the file again
             self._dirty.discard(name)
+            self._exact = False
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
 
@@ -355,6 +379,7 @@ class CorpusIndex:
         new: dict[str, Record] = {}
         parents: dict[str, tuple[Path, bool]] = {}
         self.hits = self.reads = 0
+        malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         for child in store.iter_file_entries():
             name = child.path
             record = old.get(name)
@@ -378,10 +403,18 @@ class CorpusIndex:
                     new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, path)
                 yield result
             else:
+                if st is not None:
+                    malformed.append((name, stat_key(st)))
                 log_malformed(result)
                 yield result
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
+        # Exact: every file had its record and every record its file; a malformed file (read each time, never
+        # cached) is named with its stat in the generation instead. Once not exact, not again until a load.
+        self._exact = self._exact and self.reads == len(malformed) and self.hits == len(old)
+        self._generation = self._loaded_generation
+        if malformed and self._generation is not None:
+            self._generation = hashlib.sha256(f"{self._generation}{malformed!r}".encode()).hexdigest()
         self._old = self._new = new
         self._stamp = stamp
         if self.on_scanned is not None:
@@ -436,8 +469,9 @@ def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
     return root, base_id, records
 
 
-def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None], int]:
-    """The log frame at ``offset``: (base id, changes, offset of the next frame); raises on any damage."""
+def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None], bytes, int]:
+    """The log frame at ``offset``: (base id, changes, its checksum, offset of the next frame); raises on any
+    damage."""
     end_head = offset + _FRAME_HEAD.size
     if end_head > len(view):
         raise ValueError("torn frame header")
@@ -458,7 +492,7 @@ def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None]
         isinstance(k, str) and (v is None or isinstance(v, Record)) for k, v in changes.items()
     ):
         raise ValueError("unexpected frame records")
-    return base_id, changes, end
+    return base_id, changes, digest, end
 
 
 def _open_log(path: Path, flags: int) -> int:

@@ -127,6 +127,9 @@ class ScanResult:
     malformed: list[MalformedFile] = field(default_factory=list)
     duplicates: list[StoredEntry] = field(default_factory=list)
     index: CorpusIndex | None = field(default=None, repr=False, compare=False)  # the scan's (corpus_index.py)
+    # The corpus's identity when the index vouches for all of it (``CorpusIndex.generation``); a result made from
+    # another (filtered, re-read) is a corpus of its own and leaves it None.
+    generation: str | None = field(default=None, compare=False)
 
     @property
     def live(self) -> list[StoredEntry]:
@@ -316,6 +319,7 @@ class MemoryStore(EmbeddingFiles):
         self._index = index
         self._files = (first, twins)
         result.index = self.corpus_index
+        result.generation = self.corpus_index.generation if self.corpus_index is not None else None
         return result
 
     def _lookup(self, entry_id: str) -> Path | None:

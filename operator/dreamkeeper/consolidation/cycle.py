@@ -48,6 +48,7 @@ from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import Proposer
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.quiet import FOLD, QuietMemo
 from dreamkeeper.consolidation.recovery import read_ledger, recover, sweep_leftovers
 from dreamkeeper.consolidation.report import CycleResult, duplicate_backlog, log_summary
 from dreamkeeper.consolidation.scope import scope_ids, scoped
@@ -124,6 +125,7 @@ class Cycle(ProposalStages):
         self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
         self._fold_waiting = 0
         self._clusters_cached: ClusterCache | None = None
+        self._quiet: QuietMemo | None = None  # created by the first stage given the snapshot's live list
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -183,7 +185,7 @@ class Cycle(ProposalStages):
         self._freeze()  # the snapshot lives for the whole cycle
         # The repair first: it only puts the agent's own write-backs right, and a held plan is judged against the
         # corpus as repaired (a repair that touched what the plan read makes the plan stale, so it is planned afresh).
-        s.repaired = effects.repair(s.snapshot)
+        s.repaired = effects.repair(s.snapshot, self._quiet_for(s.snapshot.live))
         waiting = effects.pending_hold()
         if waiting is not None and (outcome := self._resolve_hold(waiting, s.repaired.snapshot)) is not None:
             return outcome
@@ -233,6 +235,9 @@ class Cycle(ProposalStages):
                 first_write_at=effects.first_write_at,
             )
         path = effects.record(report)
+        index = self.store.corpus_index
+        if self._quiet is not None and report.result == "completed" and not self.options.dry_run and index:
+            self._quiet.save(index.generation)  # kept only if the next load sees this very corpus
         log_summary(report)
         decided = s.validated.plan if s.validated else None
         return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path, decided)
@@ -362,8 +367,14 @@ class Cycle(ProposalStages):
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
         # Restored by a person: never folded again, so the restore sticks (issue 22).
-        unrestored = [s for s in snapshot.live if RESTORED_BY_HAND not in (s.entry.metadata or {})]
-        folds = plan_folds(scoped(unrestored, self.settings.scope), self.settings, self.now)
+        quiet = self._quiet_for(snapshot.live)
+        if quiet is not None and quiet.unchanged(FOLD, self.now):
+            folds: list[FoldAction] = []  # the last cycle over this very corpus found no exact duplicate (quiet.py)
+        else:
+            unrestored = [s for s in snapshot.live if RESTORED_BY_HAND not in (s.entry.metadata or {})]
+            folds = plan_folds(scoped(unrestored, self.settings.scope), self.settings, self.now)
+            if not folds and quiet is not None:
+                quiet.found_nothing(FOLD)
         if self.settings.rockbot.pace_audit_loss:
             self._budget = loss_budget(
                 self.agent_dir, self.agent, len(snapshot.live), self.settings.rockbot.read_agent_settings
@@ -438,6 +449,16 @@ class Cycle(ProposalStages):
         (no stage changed the corpus since: a repair, a fold or a decay makes a new list)."""
         snapshot = self.stages.snapshot
         return snapshot.scan.generation if snapshot is not None and live is snapshot.live else None
+
+    def _quiet_for(self, live: list[StoredEntry]) -> QuietMemo | None:
+        """The memo of what the last cycle over this corpus found nothing to do about (quiet.py), for a stage given
+        the snapshot's own live list (None for any other list: a stage changed the corpus since the scan)."""
+        generation = self._generation(live)
+        if generation is None:
+            return None
+        if self._quiet is None or self._quiet.generation != generation:
+            self._quiet = QuietMemo(self.agent_dir, generation, self.settings)
+        return self._quiet
 
     def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
         loader = self._embedding_loader()

@@ -20,6 +20,7 @@ from dreamkeeper.consolidation.decay import DecayPlan
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.quiet import REPAIR, QuietMemo, repair_state
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.stages import (
     Applied,
@@ -78,10 +79,13 @@ class DryRun:
         store = self.context.store
         return snapshot_of(screened(store.scan(), store.root))
 
-    def repair(self, snapshot: Snapshot) -> Repaired:
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
         """The repair planned: the stale copies it would repair leave the corpus the fold and the gate see (the
         index is caught up in memory only)."""
         self.context.stage("repair")
+        state = repair_state(self.context.agent_dir) if quiet is not None else None
+        if quiet is not None and state is not None and quiet.unchanged(REPAIR, self.context.now, state):
+            return Repaired(snapshot)  # as a real cycle (writes.py): nothing, last time, over this very corpus
         since = window_start(self.context.settings.retention, self.context.now)
         _, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
         live = [s for s in snapshot.live if s.path not in plan.stale_paths]

@@ -36,6 +36,7 @@ from dreamkeeper.consolidation.pause import PauseMarker
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, MergeAction, Plan
 from dreamkeeper.consolidation.proposal import Batch, BatchReply
 from dreamkeeper.consolidation.quarantine import malformed_notes
+from dreamkeeper.consolidation.quiet import QuietMemo
 from dreamkeeper.consolidation.report import CycleReport, CycleResult
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.coverage import Vocabulary
@@ -420,8 +421,9 @@ class Effects(Protocol):
         """Read the corpus (what purge left)."""
         ...
 
-    def repair(self, snapshot: Snapshot) -> Repaired:
-        """Repair the stale copies an agent wrote back over earlier cycles' changes."""
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
+        """Repair the stale copies an agent wrote back over earlier cycles' changes. ``quiet``: the memo of what
+        the last cycle over this very corpus found nothing to do about (quiet.py), for the snapshot's own live list."""
         ...
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:

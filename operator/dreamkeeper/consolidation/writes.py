@@ -38,6 +38,7 @@ from dreamkeeper.consolidation.journal_steps import write_journal, written_by
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.quiet import REPAIR, QuietMemo, repair_state
 from dreamkeeper.consolidation.recovery import (
     counted_copies,
     read_ledger,
@@ -233,9 +234,12 @@ class Writes:
             self._before = Census.of(scan.entries)  # the corpus before anything but a purge of archives was written
         return snapshot_of(scan, purged.purged_ids)
 
-    def repair(self, snapshot: Snapshot) -> Repaired:
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
         self.context.stage("repair")
         since = self._window_start()
+        state = repair_state(self.context.agent_dir) if quiet is not None else None
+        if quiet is not None and state is not None and quiet.unchanged(REPAIR, self.context.now, state):
+            return Repaired(snapshot)  # the last cycle over this very corpus and these state files found nothing
         index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
         try:
             if not plan.steps:
@@ -261,6 +265,9 @@ class Writes:
             # Saved now, and let go: a corpus's worth of records is not held through the rest of the cycle (a
             # cycle that writes loads it again at its end to fold its journals in).
             index.expire(since)
+            if quiet is not None and state is not None and plan.nothing and not index.changed:
+                oldest = index.oldest_journal()
+                quiet.found_nothing(REPAIR, state, oldest + (self.context.now - since) if oldest is not None else None)
             self._save_index(index)
 
     def _window_start(self) -> datetime:

@@ -10,7 +10,7 @@ from dreamkeeper.memory.atomic import (
     read_with_fingerprint,
     replace_file,
 )
-from dreamkeeper.memory.corpus_index import CorpusIndex, open_corpus_index
+from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, open_corpus_index, stat_key
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
@@ -78,6 +78,7 @@ from dreamkeeper.memory.reversals import (
     note_undoing,
     note_undone,
     read_reversals,
+    reversals_path,
     unfinished_undos,
 )
 from dreamkeeper.memory.statefiles import (
@@ -117,6 +118,7 @@ __all__ = [
     "MERGED_AT",
     "MERGED_FROM",
     "MUST_NOT_EXIST",
+    "RACY_WINDOW_NS",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",
     "REASON_STALE_WRITE_BACK",
@@ -188,10 +190,12 @@ __all__ = [
     "redacted_logs",
     "redacting",
     "replace_file",
+    "reversals_path",
     "review_hash",
     "set_redaction",
     "shown",
     "shown_all",
+    "stat_key",
     "state_dir",
     "successor_in",
     "sweep",

@@ -404,6 +404,10 @@ class WriteBackIndex:
         }
         return json.dumps(data, separators=(",", ":"))
 
+    def oldest_journal(self) -> datetime | None:
+        """When the oldest journal the index holds was made (``expire`` forgets it once the window passes it)."""
+        return min((_parse(at) for at in self.journals.values()), default=None)
+
     def expire(self, cutoff: datetime) -> None:
         """Forget journals older than ``cutoff`` (the retention window) and what only they recorded."""
         old = {j for j, at in self.journals.items() if _parse(at) < cutoff}

@@ -73,6 +73,11 @@ class RepairPlan:
     def touched(self) -> set[Path]:
         return {Path(step.path) for step in self.steps}
 
+    @property
+    def nothing(self) -> bool:
+        """No step, no stale copy, no edited record, no note: what the repair of a quiet corpus finds."""
+        return self == RepairPlan()
+
 
 @dataclass
 class _Stale:

@@ -1,0 +1,249 @@
+"""The quiet memo (consolidation/quiet.py): a cycle over the very corpus the last one found nothing to fold or
+repair in skips those walks, and reports what a walk would have; anything the answer depends on (a file of the
+corpus, a journal, the write-back index, the reversals log, the settings, the clock) makes the next cycle walk
+again, so a memo never hides an exact duplicate or a stale write-back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamkeeper.consolidation import cluster_cache as cc
+from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation import quiet
+from dreamkeeper.consolidation import writes as writes_module
+from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
+from dreamkeeper.consolidation.journal import journal_dir
+from dreamkeeper.consolidation.quiet import FOLD, REPAIR, QuietMemo, memo_path, repair_state
+from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.proposers import OfflineProposer, ScriptedProposer
+from tests.agents.caching_agent import Store, dotnet_time
+from tests.consolidation.corpus import ASK_EVERY_CLUSTER, BASE_TIME, Seed, write_corpus
+
+LATER_NS = 60 * 1_000_000_000
+SEEDS = [
+    Seed("m1", "Rocky has a dog named Milo.", "people", 0.6, 3, age_days=30),
+    Seed("m2", "Rocky has a Sheltie named Milo.", "people", 0.5, 2, age_days=20),
+    Seed("k1", "The home lab NAS is a Synology DS920+.", "project-context", 0.5, 1),
+    Seed("n1", "Scratch note: lunch was fine.", "observations", 0.1, 1),
+]
+MERGE = {"toSave": [{"content": "Rocky has a dog — a Sheltie named Milo.", "sourceIds": ["m1", "m2"]}], "toDelete": []}
+NOTHING: dict[str, Any] = {"toSave": [], "toDelete": []}
+
+
+class Walks:
+    """The fold's and the repair's walks over the corpus, counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fold = self.repair = 0
+        plan_folds, plan_from_journals = cycle_module.plan_folds, writes_module.plan_from_journals
+
+        def folds(*args: Any, **kwargs: Any) -> Any:
+            self.fold += 1
+            return plan_folds(*args, **kwargs)
+
+        def repairs(*args: Any, **kwargs: Any) -> Any:
+            self.repair += 1
+            return plan_from_journals(*args, **kwargs)
+
+        monkeypatch.setattr(cycle_module, "plan_folds", folds)
+        monkeypatch.setattr(writes_module, "plan_from_journals", repairs)
+
+    def reset(self) -> tuple[int, int]:
+        seen, self.fold, self.repair = (self.fold, self.repair), 0, 0
+        return seen
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The seeds, every clock that keys a cache a minute ahead (the racy rules: files are a minute old)."""
+    for module in (ci, cc, quiet):
+        real = module.time.time_ns  # type: ignore[attr-defined]
+        monkeypatch.setattr(module, "_now_ns", lambda real=real: real() + LATER_NS)
+    write_corpus(tmp_path, SEEDS)
+    return tmp_path
+
+
+def run(agent: Path, hour: float, reply: Any = None, **settings: Any) -> CycleOutcome:
+    options = CycleOptions(
+        agent_dir=agent,
+        settings=CycleSettings(min_interval_hours=0, archive_cap=1.0, **ASK_EVERY_CLUSTER, **settings),
+        now=BASE_TIME + timedelta(hours=hour),
+    )
+    proposer = ScriptedProposer([reply] * 4) if reply is not None else OfflineProposer()
+    return asyncio.run(run_cycle(options, proposer))
+
+
+def settle(agent: Path, walks: Walks, start: float = 1.0, **settings: Any) -> CycleOutcome:
+    """Cycles an hour apart until one walks neither the fold nor the repair; that cycle's outcome."""
+    for step in range(8):
+        outcome = run(agent, start + step, NOTHING, **settings)
+        if walks.reset() == (0, 0):
+            return outcome
+    raise AssertionError("the corpus never settled")
+
+
+def counts(outcome: CycleOutcome) -> dict[str, Any]:
+    fields = {"live_entries", "archived_entries", "folded", "stale_write_backs", "stale_edits", "total", "reviewed"}
+    return outcome.report.model_dump(include=fields | {"withheld", "conflicts"})
+
+
+def test_a_quiet_corpus_skips_the_walks_and_reports_the_same(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE)  # a merge: journals, a write-back index to repair against
+    assert walks.reset() == (1, 1)
+    walked = run(agent, 1, NOTHING)
+    assert walks.reset() == (1, 1)
+    quiet_one = settle(agent, walks, 2)
+    assert quiet_one.report.result == "completed"
+    assert counts(quiet_one) == counts(walked)
+    assert json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"].keys() == {FOLD, REPAIR}
+
+
+def test_an_exact_duplicate_written_behind_a_quiet_corpus_is_folded(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE)
+    settle(agent, walks)
+    write_corpus(agent, [Seed("k2", "The home lab NAS is a Synology DS920+.", "project-context", 0.5, 1)])
+    os.utime(next((agent / "memory").rglob("k2.json")), ns=(0, 0))  # old at once (the racy rule waived)
+    outcome = run(agent, 20, NOTHING)
+    assert walks.reset() == (1, 1)
+    assert outcome.report.folded == 1
+    assert MemoryStore(agent / "memory").require("k2").entry.archived_at is not None
+
+
+def test_a_stale_write_back_behind_a_quiet_corpus_is_repaired(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RockBot's cached copy of a merged source, written back after quiet cycles (its index was loaded before the
+    merge): the corpus changed, the repair walks, the copy is archived again."""
+    cached = Store(agent / "memory", "atomic")
+    cached.load()
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE)
+    settle(agent, walks)
+    copy = cached.index["m1"]
+    cached.write(copy, dict(copy.entry, lastSeenAt=dotnet_time(datetime.now(UTC))), in_place=False)
+    outcome = run(agent, 20, NOTHING)
+    assert walks.reset()[1] == 1
+    assert outcome.report.stale_write_backs == 1
+    assert MemoryStore(agent / "memory").require("m1").entry.archived_at is not None
+
+
+@pytest.mark.parametrize("change", ["journal", "writeback-index", "reversals", "settings", "clock"])
+def test_what_the_repair_reads_besides_the_corpus_makes_it_walk(
+    agent: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE)
+    settle(agent, walks)
+    state = agent / ".dreamkeeper"
+    hour: float = 20
+    settings: dict[str, Any] = {}
+    if change == "journal":
+        journal = sorted(journal_dir(agent).glob("*.jsonl"))[0]
+        (journal_dir(agent) / "20991231T000000Z-ffffffff.jsonl").write_bytes(journal.read_bytes())
+    elif change == "writeback-index":
+        (state / "writeback-index.json").unlink()
+    elif change == "reversals":
+        (state / "reversals.jsonl").write_text("", encoding="utf-8")
+    elif change == "settings":
+        settings = {"retention_days": 45}
+    else:
+        hour = 24 * 120  # the merge's journal has left the retention window (90 days): the index forgets it
+    if change in ("journal", "reversals"):
+        for path in [*journal_dir(agent).iterdir(), *state.iterdir()]:
+            if path.is_file():
+                os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - LATER_NS))  # old at once
+    run(agent, hour, NOTHING, **settings)
+    assert walks.reset()[1] == 1
+
+
+def test_a_dry_run_reads_the_memo_and_never_writes_it(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE)
+    settle(agent, walks)
+    memo = memo_path(agent)
+    before = memo.read_bytes(), memo.stat().st_mtime_ns
+    memo.unlink()
+    options = CycleOptions(agent_dir=agent, settings=CycleSettings(archive_cap=1.0), dry_run=True, force=True,
+                           now=BASE_TIME + timedelta(hours=30))  # fmt: skip
+    asyncio.run(run_cycle(options, OfflineProposer()))
+    assert not memo.exists()
+    assert before[0]
+
+
+def test_the_memo_keeps_an_answer_for_one_generation_state_settings_and_time(tmp_path: Path) -> None:
+    (tmp_path / ".dreamkeeper").mkdir()
+    settings, now = CycleSettings(), BASE_TIME
+    memo = QuietMemo(tmp_path, "G1", settings)
+    memo.found_nothing(FOLD)
+    memo.found_nothing(REPAIR, {"index": "R1"}, now + timedelta(days=1))
+    memo.save("G1")
+
+    def fresh(generation: str = "G1", s: CycleSettings = settings) -> QuietMemo:
+        return QuietMemo(tmp_path, generation, s)
+
+    assert fresh().unchanged(FOLD, now) and fresh().unchanged(REPAIR, now, {"index": "R1"})
+    assert not fresh().unchanged(REPAIR, now, {"index": "R2"})
+    assert not fresh().unchanged(REPAIR, now, None)
+    assert not fresh().unchanged(REPAIR, now + timedelta(days=1), {"index": "R1"})
+    assert not fresh("G2").unchanged(FOLD, now)
+    assert not fresh(s=CycleSettings(exact_fold=False)).unchanged(FOLD, now)
+    unvouched = QuietMemo(tmp_path, None, settings)
+    assert not unvouched.unchanged(FOLD, now)
+
+
+def test_a_memo_is_saved_only_for_the_generation_the_next_load_sees(tmp_path: Path) -> None:
+    (tmp_path / ".dreamkeeper").mkdir()
+    memo = QuietMemo(tmp_path, "G1", CycleSettings())
+    memo.found_nothing(FOLD)
+    memo.save(None)  # the cycle wrote (the corpus index wrote itself): the next load is another corpus
+    memo.save("G2")
+    assert not memo_path(tmp_path).exists()
+    memo.save("G1")
+    assert memo_path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "not-json", "bad-answer", "directory"])
+def test_a_damaged_memo_is_discarded(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / ".dreamkeeper").mkdir()
+    memo = QuietMemo(tmp_path, "G1", CycleSettings())
+    memo.found_nothing(FOLD)
+    memo.save("G1")
+    path = memo_path(tmp_path)
+    data = path.read_bytes()
+    head, _digest, payload = data.split(b"\n", 2)
+    if damage == "truncated":
+        path.write_bytes(data[:-5])
+    elif damage == "flipped":
+        path.write_bytes(data[:-3] + bytes([data[-3] ^ 0x01]) + data[-2:])
+    elif damage in ("not-json", "bad-answer"):
+        import hashlib
+
+        body = b"{not json" if damage == "not-json" else payload.replace(b'"until":null', b'"until":"soon"')
+        path.write_bytes(head + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    else:
+        path.unlink()
+        path.mkdir()
+    with caplog.at_level(logging.WARNING):
+        assert not QuietMemo(tmp_path, "G1", CycleSettings()).unchanged(FOLD, BASE_TIME)
+    assert "quiet memo" in caplog.text
+
+
+def test_a_racy_state_file_keeps_no_answer(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (agent / ".dreamkeeper").mkdir(exist_ok=True)
+    reversals = agent / ".dreamkeeper" / "reversals.jsonl"
+    reversals.write_text("", encoding="utf-8")
+    assert repair_state(agent) is not None  # a minute later: trusted
+    monkeypatch.setattr(quiet, "_now_ns", quiet.time.time_ns)  # type: ignore[attr-defined]
+    assert repair_state(agent) is None  # just written: it could change again without its stat changing

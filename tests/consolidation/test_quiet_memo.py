@@ -17,12 +17,13 @@ import pytest
 
 from dreamkeeper.consolidation import cluster_cache as cc
 from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation import gating as gating_module
 from dreamkeeper.consolidation import quiet
 from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.journal import journal_dir
-from dreamkeeper.consolidation.quiet import FOLD, REPAIR, QuietMemo, memo_path, repair_state
-from dreamkeeper.consolidation.settings import CycleSettings
+from dreamkeeper.consolidation.quiet import FOLD, GATING, REPAIR, QuietMemo, memo_path, repair_state
+from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.proposers import OfflineProposer, ScriptedProposer
@@ -41,11 +42,18 @@ NOTHING: dict[str, Any] = {"toSave": [], "toDelete": []}
 
 
 class Walks:
-    """The fold's and the repair's walks over the corpus, counted."""
+    """The fold's, the repair's and gating's walks over the corpus, counted."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.fold = self.repair = 0
+        self.fold = self.repair = self.gating = 0
         plan_folds, plan_from_journals = cycle_module.plan_folds, writes_module.plan_from_journals
+        unreviewed_ids = gating_module.unreviewed_ids
+
+        def unreviewed(*args: Any, **kwargs: Any) -> Any:
+            self.gating += 1
+            return unreviewed_ids(*args, **kwargs)
+
+        monkeypatch.setattr(gating_module, "unreviewed_ids", unreviewed)
 
         def folds(*args: Any, **kwargs: Any) -> Any:
             self.fold += 1
@@ -59,7 +67,9 @@ class Walks:
         monkeypatch.setattr(writes_module, "plan_from_journals", repairs)
 
     def reset(self) -> tuple[int, int]:
-        seen, self.fold, self.repair = (self.fold, self.repair), 0, 0
+        """(fold, repair) walks since the last reset; gating's are kept in ``gated``."""
+        seen, self.gated = (self.fold, self.repair), self.gating
+        self.fold = self.repair = self.gating = 0
         return seen
 
 
@@ -104,9 +114,10 @@ def test_a_quiet_corpus_skips_the_walks_and_reports_the_same(agent: Path, monkey
     walked = run(agent, 1, NOTHING)
     assert walks.reset() == (1, 1)
     quiet_one = settle(agent, walks, 2)
+    assert walks.gated == 0  # every entry reviewed, no cluster due: not asked again
     assert quiet_one.report.result == "completed"
     assert counts(quiet_one) == counts(walked)
-    assert json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"].keys() == {FOLD, REPAIR}
+    assert json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"].keys() == {FOLD, REPAIR, GATING}
 
 
 def test_an_exact_duplicate_written_behind_a_quiet_corpus_is_folded(
@@ -247,3 +258,26 @@ def test_a_racy_state_file_keeps_no_answer(agent: Path, monkeypatch: pytest.Monk
     assert repair_state(agent) is not None  # a minute later: trusted
     monkeypatch.setattr(quiet, "_now_ns", quiet.time.time_ns)  # type: ignore[attr-defined]
     assert repair_state(agent) is None  # just written: it could change again without its stat changing
+
+
+def test_a_declined_cluster_is_offered_again_when_due(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model declined to merge a1 and a2 (a decline stamp: reopened in 7 days). Quiet cycles skip gating's
+    walk until then; the first cycle past it offers the cluster again."""
+    pair = {
+        "a1": "Ingrid Ferreira prefers the Signal messenger for quick questions.",
+        "a2": "For quick questions, Ingrid Ferreira prefers the Signal messenger!",
+    }
+    write_corpus(agent, [Seed(i, text, "people") for i, text in pair.items()])
+    for path in (agent / "memory").rglob("a*.json"):
+        os.utime(path, ns=(0, 0))  # old at once (the racy rule waived)
+    walks = Walks(monkeypatch)
+    still = {"decay": DecaySettings(enabled=False)}  # m1 is past its grace: its decay would change the corpus
+    first = run(agent, 0, NOTHING, **still)
+    assert first.gating is not None and ("a1", "a2") in [c.ids for c in first.gating.clusters]
+    settle(agent, walks, **still)
+    quiet_one = run(agent, 30, NOTHING, **still)
+    assert walks.reset() == (0, 0) and walks.gated == 0
+    assert quiet_one.gating is not None and not quiet_one.gating.clusters
+    due = run(agent, 24 * 8, NOTHING, **still)
+    assert walks.gating == 1  # past the decline's reopen time: asked again
+    assert due.gating is not None and ("a1", "a2") in [c.ids for c in due.gating.reopened]

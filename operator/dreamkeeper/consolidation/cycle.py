@@ -428,6 +428,7 @@ class Cycle(ProposalStages):
             in_scope,
             self._cluster_cache(),
             self._generation(live),
+            self._quiet_for(live),
         )
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",

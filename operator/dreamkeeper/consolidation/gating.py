@@ -16,6 +16,7 @@ from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clus
 from dreamkeeper.consolidation.clustering.similarity import similarity
 from dreamkeeper.consolidation.declines import days, due_at, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
+from dreamkeeper.consolidation.quiet import GATING, QuietMemo
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
 
@@ -78,25 +79,38 @@ def select_candidates(
     in_scope: frozenset[str] | None = None,
     cache: ClusterCache | None = None,
     generation: str | None = None,
+    quiet: QuietMemo | None = None,
 ) -> GatingResult:
     """``cache`` (cluster_cache.py): the clusters of an unchanged corpus are taken from it, a changed one's saved
     in it. ``in_scope`` (``scope: rockbot``, scope.py): clusters are found over all of ``live``, as RockBot's are, but
     only entries in scope are offered, and a cluster is offered by its members in scope (two or more).
     ``generation``: ``live`` is the live part of the scan of that corpus-index generation, as scanned (the cache's
-    key is then taken from what it saved for it, ``ClusterCache.key``)."""
+    key is then taken from what it saved for it, ``ClusterCache.key``). ``quiet`` (quiet.py), given with it: when
+    the last cycle over this corpus, these clusters and settings found every entry reviewed and no cluster due before
+    now, the offer is empty without asking each entry and each cluster again; when this one finds so, it is kept."""
     result = GatingResult()
     by_id = {s.id: s for s in live}
     pool = live if in_scope is None else [s for s in live if s.id in in_scope]
-    unreviewed = unreviewed_ids(pool)
-    # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
-    # back-off ends; a new sibling still brings them along (its cluster is offered whole).
-    held = {i for i in unreviewed if is_held(by_id[i], settings, now)}
-    unreviewed -= held
-    result.unreviewed = len(unreviewed)
-    result.held = len(held)
     items: list[ClusterItem] | None = None
+    key: str | None = None
     try:
         key = cache.key(live, settings, generation) if cache is not None else None
+        settled = quiet is not None and key is not None and quiet.unchanged(GATING, now, {"clusters": key})
+    except Exception:  # the guarded clustering below says what failed
+        settled = False
+    if settled:
+        unreviewed: set[str] = set()
+        held: set[str] = set()
+    else:
+        unreviewed = unreviewed_ids(pool)
+        # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
+        # back-off ends; a new sibling still brings them along (its cluster is offered whole).
+        held = {i for i in unreviewed if is_held(by_id[i], settings, now)}
+        unreviewed -= held
+    result.unreviewed = len(unreviewed)
+    result.held = len(held)
+    try:
+        key = cache.key(live, settings, generation) if cache is not None and key is None else key
         cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
             clusters = cached  # vectors are loaded below, for the offered clusters only (subsumption's)
@@ -125,7 +139,8 @@ def select_candidates(
     eligible_ids = set(unreviewed)
     interval, max_interval = days(settings.reopen_interval_days), days(settings.reopen_max_interval_days)
     due: list[tuple[datetime, Cluster]] = []
-    for cluster in clusters:
+    next_due: datetime | None = None
+    for cluster in clusters if not settled else ():
         if any(i in unreviewed for i in cluster.ids):
             result.clusters.append(cluster)
             eligible_ids.update(cluster.ids)
@@ -139,6 +154,8 @@ def select_candidates(
         when = due_at([by_id[i].entry for i in cluster.ids], interval, max_interval, settings.offer_new_clusters)
         if when is not None and when <= now:
             due.append((when, cluster))
+        elif when is not None and (next_due is None or when < next_due):
+            next_due = when
     due.sort(key=lambda pair: (pair[0], pair[1].ids))
     for _, cluster in due[: settings.reopen_max_per_cycle]:
         result.reopened.append(cluster)
@@ -162,6 +179,9 @@ def select_candidates(
     # Store order is kept so prompts are stable from cycle to cycle.
     result.eligible = [s for s in pool if s.id in eligible_ids] if eligible_ids else []  # a settled cycle: none
     result.withheld = len(pool) - len(result.eligible)
+    if quiet is not None and not settled and key is not None and not (unreviewed or held or due or result.degraded):
+        # Nothing offered, every entry reviewed: the same until the first settled cluster is due (declines.py).
+        quiet.found_nothing(GATING, {"clusters": key}, next_due)
     return result
 
 

@@ -2,13 +2,15 @@
 corpus does not walk all of it again for the same answer (issue 27).
 
 A steady cycle's stages each walked the whole corpus for an answer that had not changed since the last cycle: the
-stale write-back repair (every live entry against the write-back index) and the exact-duplicate fold (every entry's
-collapsed text). Each answer is a function of the corpus, the settings and the code; the repair's also of the
-write-back index, the journals, the reversals log and the clock (the index forgets journals past the retention
-window). The corpus index vouches for an unchanged corpus by its generation (memory/corpus_index.py: every file's
-stat as its record says, no file more or less). So a cycle that found nothing to do, and left the corpus as it found
-it, keeps that here under the generation ("no exact duplicates"; "no stale copy, with these state files, until this
-time"), and the next cycle skips the walk when everything the answer depended on is as it was.
+stale write-back repair (every live entry against the write-back index), the exact-duplicate fold (every entry's
+collapsed text), gating (every entry's review stamp, every settled cluster's decline stamps). Each answer is a
+function of the corpus, the settings and the code; the repair's also of the write-back index, the journals, the
+reversals log and the clock (the index forgets journals past the retention window); gating's also of the clusters
+(by the cluster cache's key, which covers the vectors) and the clock (a declined cluster is due again at a time).
+The corpus index vouches for an unchanged corpus by its generation (memory/corpus_index.py: every file's stat as its
+record says, no file more or less). So a cycle that found nothing to do, and left the corpus as it found it, keeps
+that here under the generation ("no exact duplicates"; "no stale copy, with these state files, until this time"),
+and the next cycle skips the walk when everything the answer depended on is as it was.
 
 Why it can never hide work (a cache: deleting or damaging the file costs one walk, never a decision not taken):
 
@@ -17,7 +19,9 @@ Why it can never hide work (a cache: deleting or damaging the file costs one wal
 * The key holds every setting (the settings as JSON) and the code that makes the answers; the repair's other
   inputs go in by stat record (size, mtime_ns, ctime_ns, inode) under the corpus index's racy rule: the write-back
   index, every journal file (by name: one added or removed shows), the reversals log; and its clock: the answer
-  holds until the oldest journal the index holds leaves the retention window (the index changes then).
+  holds until the oldest journal the index holds leaves the retention window (the index changes then). Gating's
+  holds for the clusters of one cluster-cache key, and until the first settled cluster is due to be offered again;
+  it is kept only when every entry is reviewed and none is held in a back-off (their time is not kept).
 * Written only by a cycle that wrote nothing its next scan would see (the corpus index was not written: the next
   load has this very generation) and never by a dry run. Recorded by a stage only when it found nothing at all
   (no step, no edited record, no note, the write-back index unchanged).
@@ -59,6 +63,7 @@ FORMAT: Final = b"dreamkeeper-quiet-memo 1\n"
 MEMO_LIMIT: Final = 16 * MiB
 FOLD: Final = "fold"
 REPAIR: Final = "repair"
+GATING: Final = "gating"
 _now_ns = time.time_ns  # the racy rule's clock (a test moves it to play "a later cycle")
 
 
@@ -68,7 +73,10 @@ def memo_path(agent_dir: Path) -> Path:
 
 # The sources whose rules make the answers kept here: the fold's, the repair's (and the write-back index's), the
 # stages that ask, the settings, and the memory package's (entries, their keys and fold texts).
-_SOURCES: Final = ("fold.py", "scope.py", "quiet.py", "settings.py", "cycle.py", "writes.py", "dryrun.py")
+_SOURCES: Final = (
+    "fold.py", "scope.py", "quiet.py", "settings.py", "cycle.py", "writes.py", "dryrun.py", "gating.py",
+    "declines.py", "backoff.py",
+)  # fmt: skip
 
 
 @functools.cache
@@ -235,4 +243,4 @@ def repair_state(agent_dir: Path) -> dict[str, str] | None:
     return stat_records(paths, journal_dir(agent_dir))
 
 
-__all__ = ["FOLD", "MEMO_NAME", "REPAIR", "QuietMemo", "code_version", "memo_path", "repair_state"]
+__all__ = ["FOLD", "GATING", "MEMO_NAME", "REPAIR", "QuietMemo", "code_version", "memo_path", "repair_state"]

@@ -127,9 +127,7 @@ class ScanResult:
     malformed: list[MalformedFile] = field(default_factory=list)
     duplicates: list[StoredEntry] = field(default_factory=list)
     index: CorpusIndex | None = field(default=None, repr=False, compare=False)  # the scan's (corpus_index.py)
-    # The corpus's identity when the index vouches for all of it (``CorpusIndex.generation``); a result made from
-    # another (filtered, re-read) is a corpus of its own and leaves it None.
-    generation: str | None = field(default=None, compare=False)
+    generation: str | None = field(default=None, compare=False)  # ``CorpusIndex.generation``; a result made anew: None
 
     @property
     def live(self) -> list[StoredEntry]:
@@ -318,8 +316,7 @@ class MemoryStore(EmbeddingFiles):
             result.entries.append(item)
         self._index = index
         self._files = (first, twins)
-        result.index = self.corpus_index
-        result.generation = self.corpus_index.generation if self.corpus_index is not None else None
+        result.index, result.generation = self.corpus_index, getattr(self.corpus_index, "generation", None)
         return result
 
     def _lookup(self, entry_id: str) -> Path | None:

@@ -61,14 +61,14 @@ import numpy as np
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import (
-    UNCHECKED,
     MiB,
     StoredEntry,
     UnsafeFileError,
+    checked_payload,
     embedding_file_name,
     read_regular,
-    replace_file,
     state_dir,
+    write_checked,
 )
 
 log = logging.getLogger(__name__)
@@ -272,22 +272,7 @@ class ClusterCache:
             saved = _Saved(key, list(clusters), self._keyed[1], self._keyed[2])
         self._saved = saved  # what the file holds once written (a failure to write: the key's clusters all the same)
         payload = json.dumps(content, separators=(",", ":")).encode()
-        try:
-            st = os.lstat(self.path)
-            if not stat.S_ISREG(st.st_mode):
-                log.warning("cluster cache not saved: %s is not a regular file (left as it is)", self.path)
-                return
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("cluster cache not saved (%s)", exc)
-            return
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-            # atomic.py's own durable replace (temp, fsync, rename, directory fsync): a cache of ours, UNCHECKED.
-            replace_file(self.path, FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload, UNCHECKED)
-        except OSError as exc:  # a full disk, say: a cache; the next cycle clusters again
-            log.warning("cluster cache not saved (%s); the next cycle clusters again", exc)
+        write_checked(self.path, FORMAT, payload, "cluster cache", "the next cycle clusters again")
 
 
 @dataclass(frozen=True)
@@ -299,12 +284,7 @@ class _Saved:
 
 
 def _decode(data: bytes) -> _Saved:
-    if not data.startswith(FORMAT):
-        raise ValueError("not a cluster cache of this version")
-    digest, sep, payload = data[len(FORMAT) :].partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise ValueError("its checksum does not match (truncated or damaged)")
-    loaded: Any = json.loads(payload)
+    loaded: Any = json.loads(checked_payload(data, FORMAT, "cluster cache"))
     if not isinstance(loaded, dict) or not isinstance(loaded.get("key"), str):
         raise ValueError("unexpected content")
     raw = loaded.get("clusters")

@@ -46,14 +46,14 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.writeback.records import index_path as writeback_index_path
 from dreamkeeper.memory import (
     RACY_WINDOW_NS,
-    UNCHECKED,
     MiB,
     UnsafeFileError,
+    checked_payload,
     read_regular,
-    replace_file,
     reversals_path,
     stat_key,
     state_dir,
+    write_checked,
 )
 
 log = logging.getLogger(__name__)
@@ -175,20 +175,7 @@ class QuietMemo:
         payload = json.dumps(
             {"generation": self.generation, "key": self.key, "found": self._found}, separators=(",", ":")
         ).encode()
-        try:
-            st = os.lstat(self.path)
-            if not stat.S_ISREG(st.st_mode):
-                log.warning("quiet memo not saved: %s is not a regular file (left as it is)", self.path)
-                return
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("quiet memo not saved (%s)", exc)
-            return
-        try:
-            replace_file(self.path, FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload, UNCHECKED)
-        except OSError as exc:  # a full disk, say: the next cycle walks the corpus
-            log.warning("quiet memo not saved (%s); the next cycle looks again", exc)
+        write_checked(self.path, FORMAT, payload, "quiet memo", "the next cycle looks again")
 
     def _load(self) -> dict[str, Any]:
         if self._saved is not None:
@@ -212,12 +199,7 @@ class QuietMemo:
 
 
 def _decode(data: bytes) -> dict[str, Any]:
-    if not data.startswith(FORMAT):
-        raise ValueError("not a quiet memo of this version")
-    digest, sep, payload = data[len(FORMAT) :].partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise ValueError("its checksum does not match (truncated or damaged)")
-    loaded: Any = json.loads(payload)
+    loaded: Any = json.loads(checked_payload(data, FORMAT, "quiet memo"))
     if not (
         isinstance(loaded, dict)
         and isinstance(loaded.get("generation"), str)

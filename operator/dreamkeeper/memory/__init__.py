@@ -10,6 +10,7 @@ from dreamkeeper.memory.atomic import (
     read_with_fingerprint,
     replace_file,
 )
+from dreamkeeper.memory.checked_files import checked_payload, write_checked
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, open_corpus_index, stat_key
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
@@ -158,6 +159,7 @@ __all__ = [
     "SweepReport",
     "UnsafeFileError",
     "check_state_files",
+    "checked_payload",
     "cluster_hash",
     "compute_stats",
     "create_exclusive",
@@ -204,4 +206,5 @@ __all__ = [
     "utcnow",
     "validate_category",
     "validate_id",
+    "write_checked",
 ]

@@ -225,7 +225,7 @@ def test_a_memo_is_saved_only_for_the_generation_the_next_load_sees(tmp_path: Pa
     assert memo_path(tmp_path).exists()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped", "not-json", "bad-answer", "directory"])
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "not-json", "bad-answer", "naive-time", "directory"])
 def test_a_damaged_memo_is_discarded(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / ".dreamkeeper").mkdir()
     memo = QuietMemo(tmp_path, "G1", CycleSettings())
@@ -238,10 +238,11 @@ def test_a_damaged_memo_is_discarded(tmp_path: Path, damage: str, caplog: pytest
         path.write_bytes(data[:-5])
     elif damage == "flipped":
         path.write_bytes(data[:-3] + bytes([data[-3] ^ 0x01]) + data[-2:])
-    elif damage in ("not-json", "bad-answer"):
+    elif damage in ("not-json", "bad-answer", "naive-time"):
         import hashlib
 
-        body = b"{not json" if damage == "not-json" else payload.replace(b'"until":null', b'"until":"soon"')
+        until = b'"until":"soon"' if damage == "bad-answer" else b'"until":"2026-09-01T12:00:00"'
+        body = b"{not json" if damage == "not-json" else payload.replace(b'"until":null', until)
         path.write_bytes(head + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
     else:
         path.unlink()

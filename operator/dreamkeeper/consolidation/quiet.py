@@ -213,8 +213,8 @@ def _decode(data: bytes) -> dict[str, Any]:
         state, until = answer["state"], answer["until"]
         if state is not None and not (isinstance(state, dict) and all(isinstance(v, str) for v in state.values())):
             raise ValueError("unexpected state")
-        if until is not None:
-            datetime.fromisoformat(until)  # raises on anything but a timestamp
+        if until is not None and datetime.fromisoformat(until).tzinfo is None:  # raises on anything but a time
+            raise ValueError("an end time without its offset")  # compared with the cycle's aware clock
     return loaded
 
 

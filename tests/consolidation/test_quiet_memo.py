@@ -282,3 +282,36 @@ def test_a_declined_cluster_is_offered_again_when_due(agent: Path, monkeypatch: 
     due = run(agent, 24 * 8, NOTHING, **still)
     assert walks.gating == 1  # past the decline's reopen time: asked again
     assert due.gating is not None and ("a1", "a2") in [c.ids for c in due.gating.reopened]
+
+
+def test_frugal_decay_is_skipped_until_a_write_is_due(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``min_step``, a quiet corpus's decay pass is skipped until the first entry could fall that far
+    (decay.quiet_until); the first cycle past that time writes it."""
+    frugal = {"decay": DecaySettings(min_step=0.05)}
+    planned: list[int] = []
+    plan_decay = cycle_module.plan_decay
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        plan = plan_decay(*args, **kwargs)
+        planned.append(len(plan.actions))
+        return plan
+
+    monkeypatch.setattr(cycle_module, "plan_decay", counted)
+    walks = Walks(monkeypatch)
+    run(agent, 0, MERGE, **frugal)
+    settle(agent, walks, **frugal)
+    planned.clear()
+    quiet_one = run(agent, 12, NOTHING, **frugal)
+    assert planned == [] and quiet_one.report.decayed == 0
+    memo = json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"]
+    until = datetime.fromisoformat(memo["decay"]["until"])
+    # When the first write is due, found by asking plan_decay itself hour by hour (not from the memo).
+    live = MemoryStore(agent / "memory").scan().live
+    first = next(h for h in range(12, 24 * 400) if plan_decay(live, frugal["decay"], CycleSettings().floor,
+                                                                BASE_TIME + timedelta(hours=h)).actions)  # fmt: skip
+    margin = timedelta(hours=first * 0.002 + 1)  # quiet_until's: a thousandth of the wait and a minute, and the step
+    assert BASE_TIME + timedelta(hours=first) - margin <= until < BASE_TIME + timedelta(hours=first)
+    before = run(agent, first - 1.5, NOTHING, **frugal)
+    assert planned == [] and before.report.decayed == 0
+    after = run(agent, first, NOTHING, **frugal)
+    assert planned and planned[-1] >= 1 and after.report.decayed >= 1

@@ -32,7 +32,7 @@ from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.cycle_options import CycleOptions, CycleOutcome, new_cycle_id
 from dreamkeeper.consolidation.cycle_proposal import ProposalStages
-from dreamkeeper.consolidation.decay import plan_decay
+from dreamkeeper.consolidation.decay import plan_decay, quiet_until
 from dreamkeeper.consolidation.decisions import Decisions
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written
@@ -48,7 +48,7 @@ from dreamkeeper.consolidation.pause import PauseMarker, read_pause_marker
 from dreamkeeper.consolidation.plan import FoldAction, Plan
 from dreamkeeper.consolidation.proposal import Proposer
 from dreamkeeper.consolidation.quarantine import screened
-from dreamkeeper.consolidation.quiet import FOLD, QuietMemo
+from dreamkeeper.consolidation.quiet import DECAY, FOLD, QuietMemo
 from dreamkeeper.consolidation.recovery import read_ledger, recover, sweep_leftovers
 from dreamkeeper.consolidation.report import CycleResult, duplicate_backlog, log_summary
 from dreamkeeper.consolidation.scope import scope_ids, scoped
@@ -400,8 +400,14 @@ class Cycle(ProposalStages):
             refusal = self.clock.refusal("decay")
             log.warning("importance decay pass — %s", refusal)
             return Decayed(folded.live, counts=CycleCounts(clock_refusals=1), notes=(refusal,))
-        plan = plan_decay(scoped(folded.live, self.settings.scope), self.settings.decay, self.settings.floor, self.now)
+        quiet = self._quiet_for(folded.live)
+        if quiet is not None and quiet.unchanged(DECAY, self.now):
+            return Decayed(folded.live)  # the last cycle over this very corpus showed no write due before now
+        live, settings = scoped(folded.live, self.settings.scope), self.settings
+        plan = plan_decay(live, settings.decay, settings.floor, self.now)
         if not plan.actions:
+            if quiet is not None and (until := quiet_until(live, settings.decay, settings.floor, self.now)) != self.now:
+                quiet.found_nothing(DECAY, until=until)
             return Decayed(folded.live)
         decayed = self.effects.decay(folded, plan)
         log.info(

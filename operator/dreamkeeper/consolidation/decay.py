@@ -27,6 +27,7 @@ value written is the one RockBot's passes would have reached, minus float32 roun
 from __future__ import annotations
 
 import contextlib
+import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,4 +139,51 @@ def plan_decay(live: Sequence[StoredEntry], settings: DecaySettings, floor: High
     return DecayPlan(tuple(actions), frozenset(left))
 
 
-__all__ = ["DecayPlan", "decayed_importance", "float32", "plan_decay"]
+def quiet_until(
+    live: Sequence[StoredEntry], settings: DecaySettings, floor: HighValueFloor, now: datetime
+) -> datetime | None:
+    """A time before which ``plan_decay`` over this very ``live`` plans no write (quiet.py keeps it): the earliest at
+    which any entry, decaying from its own anchor, could fall by ``min_step``, reach the decay floor or leave the
+    high-value floor; made earlier than the exact arithmetic says by a thousandth of the wait and a minute (float32
+    rounding moves a crossing by about a second per 45-day half-life). ``now`` itself when an entry may be written
+    at once (always with ``min_step`` 0: every drop is a write); None when no entry can decay."""
+    if not settings.active:
+        return None
+    if settings.min_step <= 0:
+        return now
+    try:
+        decay_floor = _to_float32(settings.floor)
+        half_life = _to_float32(settings.half_life_days)
+        threshold = _to_float32(floor.importance)
+    except OverflowError:
+        return now  # nothing sensible to wait for: plan every cycle
+    until: datetime | None = None
+    for stored in live:
+        entry = stored.entry
+        try:
+            importance = _to_float32(entry.importance_score)
+        except OverflowError:
+            continue  # beyond float32: never decays (``_Decayer``)
+        if not importance > decay_floor:
+            continue  # at or below the floor (or NaN): never decays
+        targets = [entry.importance_score - settings.min_step, decay_floor]
+        if importance >= threshold and entry.reinforcement_count < floor.reinforcement:
+            targets.append(threshold)  # leaves the high-value floor once below it
+        target = max(targets)
+        if target <= 0:
+            continue  # a fall to zero: never reached (the factor is positive)
+        wait = half_life * math.log2(importance / target) if target < importance else 0.0
+        wait = max(0.0, wait * 0.999 - 1 / 1440)
+        seen = entry.last_seen_at or entry.created_at
+        touched = entry.updated_at or entry.created_at
+        try:
+            earliest = max(seen + timedelta(days=settings.grace_days + wait), touched + timedelta(days=wait))
+        except OverflowError:
+            continue  # past the calendar's end: never
+        if earliest <= now:
+            return now
+        until = earliest if until is None else min(until, earliest)
+    return until
+
+
+__all__ = ["DecayPlan", "decayed_importance", "float32", "plan_decay", "quiet_until"]

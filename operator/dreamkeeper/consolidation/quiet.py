@@ -21,7 +21,9 @@ Why it can never hide work (a cache: deleting or damaging the file costs one wal
   index, every journal file (by name: one added or removed shows), the reversals log; and its clock: the answer
   holds until the oldest journal the index holds leaves the retention window (the index changes then). Gating's
   holds for the clusters of one cluster-cache key, and until the first settled cluster is due to be offered again;
-  it is kept only when every entry is reviewed and none is held in a back-off (their time is not kept).
+  it is kept only when every entry is reviewed and none is held in a back-off (their time is not kept). Decay's
+  (the frugal mode only: with ``min_step`` 0 every drop is a write) holds until the first entry could fall by
+  ``min_step``, reach the decay floor or leave the high-value floor (``decay.quiet_until``, made a little early).
 * Written only by a cycle that wrote nothing its next scan would see (the corpus index was not written: the next
   load has this very generation) and never by a dry run. Recorded by a stage only when it found nothing at all
   (no step, no edited record, no note, the write-back index unchanged).
@@ -64,6 +66,7 @@ MEMO_LIMIT: Final = 16 * MiB
 FOLD: Final = "fold"
 REPAIR: Final = "repair"
 GATING: Final = "gating"
+DECAY: Final = "decay"
 _now_ns = time.time_ns  # the racy rule's clock (a test moves it to play "a later cycle")
 
 
@@ -75,7 +78,7 @@ def memo_path(agent_dir: Path) -> Path:
 # stages that ask, the settings, and the memory package's (entries, their keys and fold texts).
 _SOURCES: Final = (
     "fold.py", "scope.py", "quiet.py", "settings.py", "cycle.py", "writes.py", "dryrun.py", "gating.py",
-    "declines.py", "backoff.py",
+    "declines.py", "backoff.py", "decay.py",
 )  # fmt: skip
 
 
@@ -225,4 +228,4 @@ def repair_state(agent_dir: Path) -> dict[str, str] | None:
     return stat_records(paths, journal_dir(agent_dir))
 
 
-__all__ = ["FOLD", "GATING", "MEMO_NAME", "REPAIR", "QuietMemo", "code_version", "memo_path", "repair_state"]
+__all__ = ["DECAY", "FOLD", "GATING", "MEMO_NAME", "REPAIR", "QuietMemo", "code_version", "memo_path", "repair_state"]

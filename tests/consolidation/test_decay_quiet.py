@@ -1,0 +1,95 @@
+"""decay.quiet_until: before it, ``plan_decay`` over the same entries plans no write (the quiet memo skips the pass
+until then), and it is not much earlier than the first write (else the memo would save nothing). Checked against
+``plan_decay`` itself on random corpora and settings: the frugal mode (``min_step`` > 0), the decay floor, the
+high-value floor and its reinforcement clause, entries inside and past their grace period."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dreamkeeper.consolidation.decay import plan_decay, quiet_until
+from dreamkeeper.consolidation.settings import DecaySettings
+from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
+from tests.parity.test_parity_gating import stored
+
+NOW = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
+
+
+def corpus(rng: random.Random, n: int) -> list[StoredEntry]:
+    out = []
+    for i in range(n):
+        created = NOW - timedelta(days=rng.uniform(0, 400))
+        updated = created + (NOW - created) * rng.random()
+        seen = created + (NOW - created) * rng.random()
+        importance = rng.choice([rng.uniform(0, 1.2), 0.8, 0.1, 0.5])
+        entry = Entry(
+            id=f"e{i}",
+            content=f"Fact {i}.",
+            category="notes",
+            created_at=created,
+            updated_at=updated,
+            last_seen_at=seen,
+            importance_score=importance,
+            reinforcement_count=rng.randint(1, 7),
+        )
+        out.append(stored(entry))
+    return out
+
+
+def settled(live: list[StoredEntry], settings: DecaySettings, floor: HighValueFloor) -> list[StoredEntry]:
+    """``live`` after decay's writes at NOW (as a cycle leaves it): what a quiet cycle then finds."""
+    for _ in range(10):
+        plan = plan_decay(live, settings, floor, NOW)
+        if not plan.actions:
+            return live
+        written = {a.target.id: stored(a.updated) for a in plan.actions}
+        live = [written.get(s.id, s) for s in live]
+    raise AssertionError("decay did not settle")
+
+
+def decays(live: list[StoredEntry], settings: DecaySettings, floor: HighValueFloor, at: datetime) -> int:
+    return len(plan_decay(live, settings, floor, at).actions)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_write_is_planned_before_quiet_until(seed: int) -> None:
+    rng = random.Random(seed)
+    settings = DecaySettings(
+        grace_days=rng.choice([0.0, 7.0, 30.0]),
+        half_life_days=rng.choice([1.0, 14.0, 45.0, 90.0]),
+        floor=rng.choice([0.0, 0.1, 0.3]),
+        min_step=rng.choice([0.001, 0.01, 0.05, 0.2]),
+    )
+    floor = HighValueFloor(importance=rng.choice([0.6, 0.8, 0.95]), reinforcement=rng.choice([3, 5, 8]))
+    live = settled(corpus(rng, 60), settings, floor)
+    until = quiet_until(live, settings, floor, NOW)
+    assert until != NOW  # settled: nothing is due now
+    if until is None:
+        for days in (1, 100, 10_000):
+            assert decays(live, settings, floor, NOW + timedelta(days=days)) == 0
+        return
+    assert until > NOW
+    for fraction in (0.0, 0.5, 0.9, 0.999):
+        at = NOW + (until - NOW) * fraction
+        assert decays(live, settings, floor, at) == 0, (fraction, until)
+    assert decays(live, settings, floor, until - timedelta(seconds=1)) == 0
+    # Not much earlier than the first write: the margin is a thousandth of the wait (at most ~11 half-lives for
+    # these values) and a minute.
+    late = until + timedelta(minutes=2) + timedelta(days=0.0011 * settings.half_life_days * 12)
+    assert decays(live, settings, floor, late) >= 1
+
+
+def test_every_drop_is_a_write_without_min_step() -> None:
+    live = corpus(random.Random(1), 40)  # some entries past their grace period: a drop every moment
+    settings = DecaySettings(min_step=0.0)
+    assert quiet_until(live, settings, HighValueFloor(), NOW) == NOW
+
+
+def test_off_or_nothing_to_decay_is_never() -> None:
+    live = corpus(random.Random(2), 40)
+    assert quiet_until(live, DecaySettings(enabled=False, min_step=0.01), HighValueFloor(), NOW) is None
+    floored = [stored(s.entry.evolve(importance_score=0.05)) for s in live]  # all below the decay floor
+    assert quiet_until(floored, DecaySettings(min_step=0.01), HighValueFloor(), NOW) is None

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
 SETTLE_MAX = 10
-ENGINE_CACHES = ("corpus-index", "corpus-index.log", "cluster-cache")  # state files each engine keeps for itself
+ENGINE_CACHES = ("corpus-index", "corpus-index.log", "cluster-cache", "quiet-memo")  # state files each engine keeps
 
 
 def _cpu() -> float:

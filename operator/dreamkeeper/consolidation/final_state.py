@@ -75,7 +75,16 @@ def scan_final(
     snapshot has it. Only for the cycle whose every write after the snapshot went through ``Writes._executor``
     (``_untracked``), and only while the end-of-run invariant has nothing to charge (``Writes._departures``): then
     what it concludes does not depend on the text of a file this cycle did not write (docs/architecture.md,
-    "The final-state check")."""
+    "The final-state check").
+
+    In that mode, when this cycle wrote (or meant to write) no file, the snapshot holds no file it could not take
+    (malformed, misfiled, quarantined: each would be read again here), and every directory the snapshot's scan listed
+    still has the stat it had before it was listed (``Listing.unchanged``: no name created, removed or renamed since),
+    the listing would find exactly the snapshot's files in the scan's order: the state is the snapshot's, built
+    from it without listing (``_as_listed``)."""
+    unwritten = listing and not touched and not snapshot.malformed
+    if unwritten and snapshot.listing is not None and snapshot.listing.unchanged():
+        return _as_listed(snapshot)
     final = FinalState()
     first: dict[str, Path] = {}
     known = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
@@ -110,6 +119,40 @@ def scan_final(
             live[entry_id] = entry.content
         elif entry.is_archived:
             final.archived += 1
+    return final
+
+
+def _as_listed(snapshot: ScanResult) -> FinalState:
+    """What ``scan_final``'s loop makes of a listing that finds exactly the snapshot's entry files in the scan's
+    order, none touched: the scan put the first file of each id (case-insensitively) in ``entries`` and every later
+    one in ``duplicates``, both in listing order. Every file's exact id is on disk; the first file of an exact id is
+    its ``entries`` one if that has it, else its first duplicate; only an id's first file counts as live or
+    archived (a later one is ignored this run, as the loop ignores it)."""
+    final = FinalState()
+    final.ids = {s.entry.id for s in snapshot.entries}
+    final.ids.update(s.entry.id for s in snapshot.duplicates)
+    entries = final.entries
+    for item in reversed(snapshot.duplicates):  # reversed: the earliest duplicate of an exact id is kept
+        entries[item.entry.id] = item
+    entries.update((s.entry.id, s) for s in snapshot.entries)
+    if snapshot.duplicates:
+        firsts = {s.entry.id.lower(): s.path for s in snapshot.entries}
+        for item in snapshot.duplicates:
+            log.warning(
+                "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
+                item.entry.id,
+                firsts.get(item.entry.id.lower()),
+                item.path,
+            )
+    live = final.live
+    archived = 0
+    for item in snapshot.entries:
+        entry = item.entry
+        if entry.is_live:
+            live[entry.id] = entry.content
+        elif entry.is_archived:
+            archived += 1
+    final.archived = archived
     return final
 
 

@@ -59,6 +59,7 @@ from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
 
 if TYPE_CHECKING:
+    from dreamkeeper.memory.listing import Listing
     from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
 
 log = logging.getLogger(__name__)
@@ -366,8 +367,8 @@ class CorpusIndex:
 
     # ---- scanning -----------------------------------------------------------------------------------------
 
-    def items(self, store: MemoryStore) -> Iterator[StoredEntry | MalformedFile]:
-        """``store.iter_entries()`` with each unchanged file's parse taken from the index."""
+    def items(self, store: MemoryStore, listing: Listing | None = None) -> Iterator[StoredEntry | MalformedFile]:
+        """``store.iter_entries()`` with each unchanged file's parse taken from the index (``listing``: as there)."""
         from dreamkeeper.memory.store import StoredEntry, log_malformed
 
         if not self._tried:
@@ -380,7 +381,7 @@ class CorpusIndex:
         parents: dict[str, tuple[Path, bool]] = {}
         self.hits = self.reads = 0
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
-        for child in store.iter_file_entries():
+        for child in store.iter_file_entries(listing):
             name = child.path
             record = old.get(name)
             if record is not None:

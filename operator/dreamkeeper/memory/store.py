@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -53,6 +54,7 @@ from dreamkeeper.memory.errors import (
     InvalidIdError,
 )
 from dreamkeeper.memory.leftovers import SweepReport, sweep
+from dreamkeeper.memory.listing import Listing
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     ID_PATTERN,
@@ -68,6 +70,8 @@ from dreamkeeper.memory.purging import PURGING_SUFFIX, purge_file, unpark
 from dreamkeeper.memory.redaction import shown
 
 log = logging.getLogger(__name__)
+
+_NAME = attrgetter("name")  # a directory entry's sort key (C, not a lambda per file: runs per file per listing)
 
 
 class HighValueFloor(BaseModel):
@@ -128,6 +132,8 @@ class ScanResult:
     duplicates: list[StoredEntry] = field(default_factory=list)
     index: CorpusIndex | None = field(default=None, repr=False, compare=False)  # the scan's (corpus_index.py)
     generation: str | None = field(default=None, compare=False)  # ``CorpusIndex.generation``; a result made anew: None
+    # The directories the scan listed, each with its stat before it was listed (listing.py); a result made anew: None
+    listing: Listing | None = field(default=None, repr=False, compare=False)
 
     @property
     def live(self) -> list[StoredEntry]:
@@ -176,21 +182,26 @@ class MemoryStore(EmbeddingFiles):
 
     # ---- reading -------------------------------------------------------------------------------------
 
-    def iter_files(self) -> Iterator[Path]:
+    def iter_files(self, listing: Listing | None = None) -> Iterator[Path]:
         """Every entry file, depth-first in name order; hidden files/dirs (temps, .embeddings) are skipped."""
-        for child in self.iter_file_entries():
+        for child in self.iter_file_entries(listing):
             yield Path(child.path)
 
-    def iter_file_entries(self) -> Iterator[os.DirEntry[str]]:
-        """``iter_files`` as directory entries: for callers that only stat most files (no Path per file)."""
+    def iter_file_entries(self, listing: Listing | None = None) -> Iterator[os.DirEntry[str]]:
+        """``iter_files`` as directory entries: for callers that only stat most files (no Path per file).
+        ``listing``: each directory's stat is recorded in it just before the directory is listed (listing.py)."""
         if not self.root.is_dir():
             return
         stack: list[str] = [str(self.root)]
         while stack:
             directory = stack.pop()
+            if listing is not None:
+                listing.record(directory)
             try:
-                children = sorted(os.scandir(directory), key=lambda d: d.name)
+                children = sorted(os.scandir(directory), key=_NAME)
             except OSError as exc:
+                if listing is not None:
+                    listing.failed(directory)
                 log.warning("cannot list %s: %s; its entries are not visible this run", directory, exc)
                 continue
             subdirs = []
@@ -267,9 +278,11 @@ class MemoryStore(EmbeddingFiles):
                 self._categories[category] = known
         return known
 
-    def iter_entries(self, include_archived: bool = True) -> Iterator[StoredEntry | MalformedFile]:
+    def iter_entries(
+        self, include_archived: bool = True, listing: Listing | None = None
+    ) -> Iterator[StoredEntry | MalformedFile]:
         """Streams every file, no cap. Malformed and misfiled files are yielded (and logged), never touched."""
-        for path in self.iter_files():
+        for path in self.iter_files(listing):
             result = self.read_file(path)
             if isinstance(result, MalformedFile):
                 log_malformed(result)
@@ -290,11 +303,14 @@ class MemoryStore(EmbeddingFiles):
                 gc.enable()
 
     def _scan(self) -> ScanResult:
-        result = ScanResult()
+        result = ScanResult(listing=Listing())
         index: dict[str, Path] = {}
         first: dict[str, StoredEntry] = {}
         twins: dict[str, list[tuple[str, Path]]] = {}
-        items = self.iter_entries() if self.corpus_index is None else self.corpus_index.items(self)
+        listing = result.listing
+        items = (
+            self.iter_entries(listing=listing) if self.corpus_index is None else self.corpus_index.items(self, listing)
+        )
         for item in items:
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)

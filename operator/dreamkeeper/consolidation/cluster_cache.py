@@ -49,6 +49,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -78,6 +79,8 @@ FORMAT: Final = b"dreamkeeper-cluster-cache 1\n"
 CACHE_LIMIT: Final = 1024 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _KEY_BLOCK: Final = 4096  # entries' key lines hashed together
+_PICKLE_PROTOCOL: Final = 5  # fixed, not HIGHEST_PROTOCOL: the context digest must not change with the interpreter
+VectorRecord = tuple[int, int, int, int, int]  # a vector file's (mode, size, mtime_ns, ctime_ns, inode)
 _now_ns = time.time_ns  # the key's clock (a test moves it to play "a later cycle")
 
 
@@ -147,8 +150,10 @@ class ClusterCache:
         self._keyed = None
         context = ""
         if generation is not None and not self.generated:
+            # Pickled, not JSON: flat str and int tuples pickle to the same bytes every time, in C (a steady cycle
+            # hashes one record per vector file: 50,000 at 100k entries).
             context = hashlib.sha256(
-                json.dumps([code_version(), settings_json, sorted(vectors.items())]).encode()
+                pickle.dumps((code_version(), settings_json, sorted(vectors.items())), protocol=_PICKLE_PROTOCOL)
             ).hexdigest()
             saved = self._read()
             if saved is not None and saved.generation == generation and saved.context == context:
@@ -179,7 +184,8 @@ class ClusterCache:
                         return None  # the loader may read another spelling's file here: not keyed by a stat
                     embedding = "-"
                 else:
-                    embedding = record
+                    mode, size, mtime, ctime, ino = record
+                    embedding = f"V{'R' if stat.S_ISREG(mode) else 'O'}{size},{mtime},{ctime},{ino}"
             category, content = entry.category, entry.content
             kind = "N" if category is None else f"{len(category)}:{category}"
             lines.append(f"E{len(entry_id)}:{entry_id}{kind}{len(content)}:{content}{embedding}\n")
@@ -192,10 +198,10 @@ class ClusterCache:
             self._keyed = (key, generation or "", context)
         return key
 
-    def _vector_stats(self) -> dict[str, str] | None:
+    def _vector_stats(self) -> dict[str, VectorRecord] | None:
         """Name -> stat record of each file in the vector directory; None if one is too recent to key by it."""
         trusted_before = _now_ns() - RACY_WINDOW_NS
-        records: dict[str, str] = {}
+        records: dict[str, VectorRecord] = {}
         try:
             listing = os.scandir(self.embeddings_dir)
         except FileNotFoundError:
@@ -209,11 +215,12 @@ class ClusterCache:
                     st = child.stat(follow_symlinks=False)
                 except OSError:  # gone or unreadable meanwhile: what the loader reads is not known
                     return None
-                if max(st.st_mtime_ns, st.st_ctime_ns) >= trusted_before:
+                mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+                if mtime >= trusted_before or ctime >= trusted_before:
                     log.debug("cluster cache not used: %s changed within the racy window", child.path)
                     return None
-                regular = "R" if stat.S_ISREG(st.st_mode) else "O"
-                records[child.name] = f"V{regular}{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino}"
+                # Formatted only for the entries a full key names (``key``): a steady cycle hashes these as they are.
+                records[child.name] = (st.st_mode, st.st_size, mtime, ctime, st.st_ino)
         return records
 
     def get(self, key: str) -> list[Cluster] | None:

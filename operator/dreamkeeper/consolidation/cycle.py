@@ -422,7 +422,7 @@ class Cycle(ProposalStages):
         live = decayed.live
         in_scope = scope_ids(live, self.settings.scope)
         # Restored by a person: never offered again (merged or pruned), so the restore sticks (issue 22).
-        restored = {s.id for s in live if RESTORED_BY_HAND in (s.entry.metadata or {})}
+        restored = {s.entry.id for s in live if (meta := s.entry.metadata) and RESTORED_BY_HAND in meta}
         if restored:
             log.info("%d entr(ies) restored by hand are not offered for merging or pruning", len(restored))
             in_scope = frozenset((in_scope if in_scope is not None else {s.id for s in live}) - restored)
@@ -482,13 +482,16 @@ class Cycle(ProposalStages):
         return self._clusters_cached
 
     def _embedding_loader(self) -> Callable[[str], np.ndarray | None]:
-        present = self.store.embedding_files()
+        listed: list[frozenset[str]] = []  # the vector directory, listed on the first load (a settled cycle loads none)
         generated = self.stages.embedded.vectors if self.stages.embedded is not None else {}
 
         def load(entry_id: str) -> np.ndarray | None:
             if entry_id in generated:  # this cycle's (in a dry run, never written)
                 return generated[entry_id]
+            if not listed:
+                listed.append(self.store.embedding_files())
             # Listed first: most entries of a corpus may have no embedding, and a failed open costs more than a read.
+            present = listed[0]
             return self.store.load_embedding(entry_id) if embedding_file_name(entry_id).casefold() in present else None
 
         return load

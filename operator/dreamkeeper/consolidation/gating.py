@@ -89,7 +89,7 @@ def select_candidates(
     the last cycle over this corpus, these clusters and settings found every entry reviewed and no cluster due before
     now, the offer is empty without asking each entry and each cluster again; when this one finds so, it is kept."""
     result = GatingResult()
-    by_id = {s.id: s for s in live}
+    by_id: dict[str, StoredEntry] = {}  # asked only when not settled (held, due): a map of the whole corpus
     pool = live if in_scope is None else [s for s in live if s.id in in_scope]
     items: list[ClusterItem] | None = None
     key: str | None = None
@@ -102,6 +102,7 @@ def select_candidates(
         unreviewed: set[str] = set()
         held: set[str] = set()
     else:
+        by_id = {s.id: s for s in live}
         unreviewed = unreviewed_ids(pool)
         # Held after unusable replies: neither offered for themselves nor reopened with their cluster until their
         # back-off ends; a new sibling still brings them along (its cluster is offered whole).

@@ -5,7 +5,8 @@ the files the agent added or removed while the cycle ran; at 100,000 entries tha
 cost a seventh of a steady cycle. A directory's mtime and ctime move whenever a name in it is created, removed or
 renamed (POSIX specifies that a successful ``open`` with ``O_CREAT`` of a new file, ``unlink``, ``rename``,
 ``mkdir`` and ``rmdir`` mark the parent directory's last data modification and last file status change timestamps
-for update), and its inode changes when it is replaced. So, with the stat of every directory the scan listed, taken before it was listed:
+for update), and its inode changes when it is replaced. So, with the stat of every directory the scan listed,
+taken before it was listed:
 
 * every directory still has that stat: no name was created, removed or renamed in any of them since (a new
   sub-directory, or one removed, moves its parent's); the scan's listing is the listing now;

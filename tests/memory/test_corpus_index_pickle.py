@@ -1,7 +1,6 @@
-"""The corpus index's record encoding (``Entry.__reduce__``, ``entry_state.restored``, the base's columns and
-``corpus_index_file._record``): an entry restored from an index is the parsed entry in every field and every
-behaviour, entries sharing a shape stay independent, and a planted index in this format builds nothing else and
-costs a full read."""
+"""The corpus index's record encoding (``Entry.__reduce__``, ``entry_state.restored``, ``corpus_index._record``): an
+entry restored from an index is the parsed entry in every field and every behaviour, entries sharing a shape stay
+independent, and a planted index in this format builds nothing else and costs a full read."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 
 from dreamkeeper.memory import MemoryStore, entry_state
 from dreamkeeper.memory import corpus_index as ci
-from dreamkeeper.memory import corpus_index_file as cif
 from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
 from dreamkeeper.memory.entry import Entry
@@ -38,7 +36,7 @@ def through_index(*entries: Entry) -> list[Entry]:
         for at, entry in enumerate(entries)
     }
     data = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
-    loaded = cif._Unpickler(io.BytesIO(data)).load()
+    loaded = ci._Unpickler(io.BytesIO(data)).load()
     return [loaded[name].entry for name in records]
 
 
@@ -144,14 +142,9 @@ class _Planted:
         return (self.function, self.args)
 
 
-def _plant(agent: Path, path: Path, state: Any) -> None:
-    """A base in this format (a header, then one chunk of columns) whose one record's stat key matches ``path`` and
-    whose entry state is ``state``."""
-    st = os.lstat(path)
-    header = (ci.code_version(), str(agent / "memory"), "planted-base", 1)
-    key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    chunk = ([str(path)], key, [SHA], [st.st_size, st.st_mtime_ns], [None], [state])
-    _write(agent, header, [chunk])
+def _plant(agent: Path, records: dict[str, Any]) -> None:
+    payload = pickle.dumps((ci.code_version(), str(agent / "memory"), "planted-base", records), protocol=5)
+    index_path(agent).write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
 
 
 def _record_args(path: Path, entry: Any) -> tuple[Any, ...]:
@@ -171,103 +164,22 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     good = Entry.from_json_obj(rockbot_entry("entry1"))
     _, (values, extra, fields_set, origin) = good.__reduce__()
     marker = tmp_path / "ran"
-    state: Any
+    entry: Any
     if planted == "generic-entry":  # pydantic's own state path, which an index no longer holds
-        state = _Planted(Entry, ())
+        entry = _Planted(Entry, ())
     elif planted == "list-values":
-        state = (list(values), extra, fields_set, origin)
+        entry = _Planted(entry_state.restored, (list(values), extra, fields_set, origin))
     elif planted == "short-values":
-        state = (values[:3], extra, fields_set, origin)
+        entry = _Planted(entry_state.restored, (values[:3], extra, fields_set, origin))
     elif planted == "not-an-origin":
-        state = (values, extra, fields_set, ("a", "tuple"))
+        entry = _Planted(entry_state.restored, (values, extra, fields_set, ("a", "tuple")))
     else:
-        state = _Planted(os.system, (f"touch {marker}",))
-    _plant(agent, path, state)
+        entry = _Planted(os.system, (f"touch {marker}",))
+    _plant(agent, {str(path): _Planted(ci._record, _record_args(path, entry))})
     seen, index = scan(agent)
     assert not marker.exists()
     assert seen == first
     assert (index.hits, index.reads) == (0, 3)
-
-
-def test_a_planted_base_of_good_records_is_used(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The control for the plants above: the same file with the entry's own state is this format, and serves."""
-    later(monkeypatch)
-    first, _ = scan(agent)
-    path = next((agent / "memory").rglob("entry1.json"))
-    _, state = Entry.from_json_bytes(path.read_bytes()).__reduce__()
-    _plant(agent, path, state)
-    seen, index = scan(agent)
-    assert seen == first and (index.hits, index.reads) == (1, 2)
-
-
-def _columns(agent: Path) -> tuple[Any, list[Any]]:
-    """The header and the chunks of the agent's saved index."""
-    data = index_path(agent).read_bytes()
-    stream = io.BytesIO(data)
-    stream.seek(data.index(b"\n", len(FORMAT)) + 1)
-    unpickler = cif._Unpickler(stream)
-    header, chunks = unpickler.load(), []
-    while stream.tell() < len(data):
-        chunks.append(unpickler.load())
-    return header, chunks
-
-
-def _write(agent: Path, header: Any, chunks: list[Any], tail: bytes = b"") -> None:
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=5)
-    for part in (header, *chunks):
-        pickler.dump(part)
-    payload = buffer.getvalue() + tail
-    index_path(agent).write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-
-
-@pytest.mark.parametrize(
-    "damage",
-    [
-        "name-not-str",
-        "key-float",
-        "fit-int",
-        "short-key-column",
-        "count-too-high",
-        "count-too-low",
-        "twice",
-        "trailing",
-    ],
-)
-def test_a_base_whose_columns_do_not_add_up_is_discarded(
-    agent: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, damage: str
-) -> None:
-    """Checksummed, so written by a hand that knew the format: still every cell is checked, and any doubt costs a
-    full read, never a record the files do not back."""
-    later(monkeypatch)
-    first, _ = scan(agent)
-    header, chunks = _columns(agent)
-    _write(agent, header, chunks)
-    seen, index = scan(agent)
-    assert (index.hits, index.reads) == (3, 0)  # rewritten as it was: still used (the damage below is the change)
-    names, keys, shas, fingerprints, fits, states = (list(column) for column in chunks[0])
-    tail = b""
-    if damage == "name-not-str":
-        names[0] = b"x"
-    elif damage == "key-float":
-        keys[0] = float(keys[0])
-    elif damage == "fit-int":
-        fits[0] = 1
-    elif damage == "short-key-column":
-        keys = keys[:-1]
-    elif damage == "count-too-high":
-        header = (*header[:3], header[3] + 1)
-    elif damage == "count-too-low":
-        header = (*header[:3], header[3] - 1)
-    elif damage == "twice":
-        names[1] = names[0]
-    else:
-        tail = pickle.dumps(("more",))
-    _write(agent, header, [(names, keys, shas, fingerprints, fits, states), *chunks[1:]], tail)
-    caplog.clear()
-    seen, index = scan(agent)
-    assert seen == first and (index.hits, index.reads) == (0, 3)
-    assert any("discarded" in r.getMessage() for r in caplog.records)
 
 
 def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,7 +189,7 @@ def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch:
     first, index = scan(agent)
     path = next((agent / "memory").rglob("entry2.json"))
     bad = _Planted(entry_state.restored, ([1, 2], None, set(), None))
-    ci._append_frame(index.log_path, (index._base_id, {str(path): _Planted(cif._record, _record_args(path, bad))}))
+    ci._append_frame(index.log_path, (index._base_id, {str(path): _Planted(ci._record, _record_args(path, bad))}))
     seen, index = scan(agent)
     assert seen == first
     assert index.loaded and (index.hits, index.reads) == (3, 0)  # the base's record of entry2 still matches

@@ -20,12 +20,10 @@ never a wrong decision):
   root it describes. Anything else (truncated, corrupt, another version or root) is discarded with a log line.
 * The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
-  (``corpus_index_file._ALLOWED``): a planted file can at worst make the index disagree with the files, which the
-  stat check and, before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A
-  base holds its records as chunks of flat columns, every cell's type checked (``corpus_index_file._add_chunk``); a
-  log frame's record is flat values (``Record.__reduce__``); an entry is rebuilt by ``entry_state.restored`` as the
-  parser builds one (no pydantic state dict per entry: a third of the load), which refuses containers of the wrong
-  kind.
+  (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
+  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is flat
+  values (``Record.__reduce__``); its entry is rebuilt by ``entry_state.restored`` as the parser builds one (no
+  pydantic state dict per entry: a third of the load), which refuses containers of the wrong kind.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -42,28 +40,21 @@ Malformed, misfiled and unreadable files are never cached: each scan reads them 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
+import pickle
 import stat
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.corpus_index_file import (
-    FORMAT,
-    Record,
-    StatKey,
-    _append_frame,
-    _base_parts,
-    _decode,
-    _frame,
-    _open_log,
-    _write_streamed,
-    code_version,
-    stat_key,
-)
+from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
+from dreamkeeper.memory.entry import Entry
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
 
@@ -74,11 +65,92 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
+FORMAT: Final = b"dreamkeeper-corpus-index 4\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
+FRAME_MAGIC: Final = b"DKIL"
+_FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
+
+# (size, mtime_ns, ctime_ns, inode) of the version that was read
+StatKey = tuple[int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(slots=True)
+class Record:
+    """One file as last read: its stat key, its parse, its fingerprint, and whether the cycle's screen
+    (``consolidation/quarantine.py``) found the entry fit (None: not asked yet)."""
+
+    key: StatKey
+    entry: Entry
+    fingerprint: Fingerprint
+    fit: bool | None = None
+    path: Path | None = None  # built once per process (a Path per entry costs as much as the stat)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state.
+        fp = self.fingerprint
+        return (_record, (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit))
+
+
+def _record(
+    size: int, mtime: int, ctime: int, ino: int, entry: Entry, sha: str, fsize: int, fmtime: int, fit: bool | None
+) -> Record:
+    # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
+    ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
+    if not ints or not isinstance(entry, Entry) or not isinstance(sha, str):
+        raise pickle.UnpicklingError("unexpected record")
+    if fit not in (None, True, False):
+        raise pickle.UnpicklingError("unexpected record")
+    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
+
+
+# What an index may contain; nothing else can be built by loading one (see the module docstring).
+_ALLOWED: Final = frozenset(
+    {
+        ("dreamkeeper.memory.corpus_index", "_record"),
+        ("dreamkeeper.memory.entry_state", "restored"),  # an entry: flat values, checked (``Entry.__reduce__``)
+        ("dreamkeeper.memory.entry", "_Origin"),
+        ("dreamkeeper.memory.entry", "_Shape"),
+        ("dreamkeeper.memory.entry", "_Derived"),
+        ("datetime", "datetime"),
+        ("datetime", "timezone"),
+        ("datetime", "timedelta"),
+        # A fixed UTC offset, as pydantic gives a timestamp read from a number (``"createdAt": 0``): without it, an
+        # index holding one such entry could not be loaded at all, and every scan read every file.
+        ("pydantic_core._pydantic_core", "TzInfo"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+    }
+)
+
+
+def code_version() -> str:
+    """What decides a record's meaning: the entry parser and the screen. Another version of either (an upgrade)
+    and the index is discarded, never read with rules it was not made by."""
+    digest = hashlib.sha256(FORMAT)
+    here = Path(__file__).resolve().parent
+    # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
+    parser = (here / "entry.py", here / "entry_values.py", here / "entry_state.py", here / "store.py")
+    for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
+        try:
+            digest.update(source.read_bytes())
+        except OSError:
+            digest.update(b"?")
+    return digest.hexdigest()
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not something a corpus index holds")
+        return super().find_class(module, name)
 
 
 def index_path(agent_dir: Path) -> Path:
@@ -226,7 +298,7 @@ class CorpusIndex:
                     return
             self._exact = False  # rewritten: the next load has another identity
             base_id = uuid.uuid4().hex
-            _write_streamed(self.path, _base_parts(code_version(), self.root, base_id, new))
+            _write_streamed(self.path, (code_version(), self.root, base_id, new))
             # The old log's frames name the old base: ignored from now on; emptied so they are not read again.
             try:
                 fd = _open_log(self.log_path, 0)
@@ -373,6 +445,121 @@ def _child_path(parents: dict[str, tuple[Path, bool]], name: str) -> Path:
 
 # pathlib keeps a path's string in the ``_str`` slot, formatted on the first str() (CPython 3.8-3.12).
 _CACHES_STR: Final = "_str" in getattr(PurePath, "__slots__", ())
+
+
+def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
+    if not data.startswith(FORMAT):
+        raise ValueError("not a corpus index of this version")
+    # The payload is hashed and unpickled in place: slices of it were two more copies of the file alive while its
+    # records were being built (~96 MB more at the peak of a steady cycle at 100k entries).
+    end = data.find(b"\n", len(FORMAT))
+    if end < 0 or hashlib.sha256(memoryview(data)[end + 1 :]).hexdigest().encode("ascii") != data[len(FORMAT) : end]:
+        raise ValueError("its checksum does not match (truncated or damaged)")
+    stream = io.BytesIO(data)  # shares the bytes object's buffer until written to (never)
+    stream.seek(end + 1)
+    loaded = _Unpickler(stream).load()
+    if not (isinstance(loaded, tuple) and len(loaded) == 4 and isinstance(loaded[1], str)):
+        raise ValueError("unexpected content")
+    version, root, base_id, records = loaded
+    if version != code_version():
+        raise ValueError("made by another version of the entry parser or the screen")
+    if not isinstance(base_id, str) or not base_id:
+        raise ValueError("unexpected base id")
+    if not isinstance(records, dict) or not all(isinstance(r, Record) for r in records.values()):
+        raise ValueError("unexpected records")
+    return root, base_id, records
+
+
+def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None], bytes, int]:
+    """The log frame at ``offset``: (base id, changes, its checksum, offset of the next frame); raises on any
+    damage."""
+    end_head = offset + _FRAME_HEAD.size
+    if end_head > len(view):
+        raise ValueError("torn frame header")
+    magic, length, digest = _FRAME_HEAD.unpack(view[offset:end_head])
+    if magic != FRAME_MAGIC:
+        raise ValueError("not a frame")
+    end = end_head + length
+    if end > len(view):
+        raise ValueError("torn frame")
+    payload = view[end_head:end]
+    if hashlib.sha256(payload).digest() != digest:
+        raise ValueError("its checksum does not match")
+    loaded = _Unpickler(io.BytesIO(payload)).load()
+    if not (isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[0], str)):
+        raise ValueError("unexpected frame")
+    base_id, changes = loaded
+    if not isinstance(changes, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, Record)) for k, v in changes.items()
+    ):
+        raise ValueError("unexpected frame records")
+    return base_id, changes, digest, end
+
+
+def _open_log(path: Path, flags: int) -> int:
+    """The log opened for writing: never through a symbolic link, never blocking on a FIFO, and only a regular file
+    with no other name (a hard link planted there could be an entry file: it is never appended to or emptied)."""
+    extra = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_WRONLY | flags | extra, 0o644)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise UnsafeFileError(path, "is not a regular file of one name; left as it is")
+    return fd
+
+
+def _append_frame(path: Path, content: object) -> None:
+    """One frame appended to the log and fsynced (the directory too when the log is new): a crash mid-write leaves a
+    torn last frame, which the next load ignores."""
+    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+    frame = _FRAME_HEAD.pack(FRAME_MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+    created = not os.path.lexists(path)
+    fd = _open_log(path, os.O_APPEND | os.O_CREAT)
+    try:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_directory(path.parent)
+
+
+class _HashingWriter:
+    """A file the pickle is streamed into, hashed on the way (no second copy of a 100k-entry payload in memory)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.sha = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return len(data)
+
+
+def _write_streamed(path: Path, content: object) -> None:
+    """``FORMAT``, the payload's sha256, the payload: streamed to a temp file beside ``path``, the digest written
+    into its place at the end, fsynced, renamed over ``path``, the directory fsynced (``atomic.py``'s order)."""
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            os.write(fd, FORMAT + b"0" * 64 + b"\n")
+            writer = _HashingWriter(fd)
+            pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
+            os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # our own temp (O_EXCL), never anything else
+        raise
+    fsync_directory(path.parent)
 
 
 __all__ = [

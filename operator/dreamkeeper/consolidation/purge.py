@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -62,7 +62,7 @@ def probe_sets(specific: Specific) -> list[frozenset[str]]:
 class LastRecords:
     """The live corpus, asked whether it still says each specific of an archived entry."""
 
-    live: Sequence[str]  # the live entries' texts
+    texts: Sequence[str] | Callable[[], Sequence[str]]  # the live entries' texts, or how to list them when asked
     vocabulary: Vocabulary
     _index: dict[str, list[int]] | None = None
     _inventories: dict[int, Inventory] = field(default_factory=dict)
@@ -70,6 +70,19 @@ class LastRecords:
     @classmethod
     def of(cls, entries: Iterable[Entry], vocabulary: Vocabulary) -> LastRecords:
         return cls([e.content for e in entries if e.is_live], vocabulary)
+
+    @classmethod
+    def of_stored(cls, stored: Sequence[StoredEntry], vocabulary: Vocabulary) -> LastRecords:
+        """Over a scan's entries, listed only when first asked: a cycle with no archived entry due never asks, and
+        the list was a pass over the whole corpus (``stored`` must not change meanwhile: a scan's list does not)."""
+        return cls(lambda: [s.entry.content for s in stored if s.entry.is_live], vocabulary)
+
+    @property
+    def live(self) -> Sequence[str]:
+        texts = self.texts
+        if callable(texts):
+            texts = self.texts = texts()
+        return texts
 
     def missing(self, entry: Entry) -> list[str]:
         """The specifics of ``entry`` no live entry says (first spelling each, in order): empty when it may go."""

@@ -151,14 +151,17 @@ def chain_kept(candidates: Sequence[StoredEntry], staying: Sequence[StoredEntry]
 class KeepRule:
     """The store's ``keep`` rule for one purge: last records, then merge successors still named."""
 
-    def __init__(self, entries: Sequence[StoredEntry], last_records: LastRecords) -> None:
-        self.entries = entries
+    def __init__(
+        self, entries: Sequence[StoredEntry] | Callable[[], Sequence[StoredEntry]], last_records: LastRecords
+    ) -> None:
+        self.entries = entries  # or how to list them: asked only when an entry is due
         self.last_records = last_records
 
     def __call__(self, due: Sequence[StoredEntry]) -> dict[str, str]:
         kept = dict(self.last_records.keep(due))
         due_ids = {s.id for s in due}
-        staying = [s for s in self.entries if s.id not in due_ids]
+        entries = self.entries() if callable(self.entries) else self.entries
+        staying = [s for s in entries if s.id not in due_ids]
         kept.update(chain_kept(due, staying, set(kept)))
         return kept
 
@@ -262,6 +265,12 @@ def apply_holds(store: MemoryStore, holds: Sequence[Hold]) -> tuple[int, int, in
     return held, released, conflicts
 
 
+def _own(stored: StoredEntry) -> StoredEntry:
+    """The entry with its own importance, as the purge judges it (a hold lifted it: ``unheld``)."""
+    entry = unheld(stored.entry)
+    return stored if entry is stored.entry else StoredEntry(entry, stored.path, stored.fingerprint)
+
+
 def purge_stage(
     context: CycleContext, vocabulary: Vocabulary, writing: Callable[..., None], clock: ClockCheck | None = None
 ) -> Purged:
@@ -283,11 +292,13 @@ def purge_stage(
     # deletes a file the engine could not read safely.
     scan: ScanResult | None = screened(store.scan(), store.root)
     assert scan is not None
-    rule = LastRecords.of((s.entry for s in scan.entries), vocabulary)
-    # Held entries are judged with their own importance: a hold whose reason has gone ends.
-    own = [s if (u := unheld(s.entry)) is s.entry else StoredEntry(u, s.path, s.fingerprint) for s in scan.entries]
+    scanned = scan.entries  # the list itself: ``scan`` is dropped below once holds rewrite files
+    rule = LastRecords.of_stored(scanned, vocabulary)
+    # Held entries are judged with their own importance: a hold whose reason has gone ends. The purge looks only at
+    # archived entries; the keep rule, asked only when one is due, at all of them (``KeepRule``).
+    own = [_own(s) for s in scanned if s.entry.archived_at is not None]
     started = datetime.now(UTC)
-    keep: KeepFn = KeepRule(own, rule)
+    keep: KeepFn = KeepRule(lambda: [_own(s) for s in scanned], rule)
     if context.memory_format.name != ROCKBOT:
         # A Markdown format's records of units still in the agent's files (an append-only log's consolidated line)
         # are kept: purged, the next ingest would take the unit for new (format_stages.py).

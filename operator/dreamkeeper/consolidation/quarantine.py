@@ -180,7 +180,7 @@ def screened(scan: ScanResult, root: Path) -> ScanResult:
     """``scan`` with every entry the engine cannot act on moved to its malformed files. An entry the corpus index
     says is unchanged since the screen found it fit is not screened again (memory/corpus_index.py)."""
     index = scan.index
-    todo = [s for s in scan.entries if not index.known_fit(s)] if index is not None else scan.entries
+    todo = index.unscreened(scan.entries) if index is not None else scan.entries
     fit, quarantined = screen(todo, root)
     if index is not None:
         index.note_fit(fit)

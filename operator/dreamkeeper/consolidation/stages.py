@@ -113,9 +113,11 @@ class Snapshot:
 
 def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
     """The snapshot of a scan already screened (``quarantine.screened``): malformed files are named in the notes."""
-    ids_before = frozenset({s.id for s in scan.entries} | purged_ids)
-    counts = counts + CycleCounts(total=len(scan.live)) + unusable_files(scan)
-    return Snapshot(scan, live_of(scan), ids_before, purged_ids, counts, malformed_notes(scan.malformed))
+    # One pass each over the corpus (``scan.live`` is a new list per call; ``entry.id``, not the property, per entry).
+    ids_before = frozenset({s.entry.id for s in scan.entries} | purged_ids)
+    live = live_of(scan)
+    counts = counts + CycleCounts(total=len(live)) + unusable_files(scan)
+    return Snapshot(scan, live, ids_before, purged_ids, counts, malformed_notes(scan.malformed))
 
 
 def unusable_files(scan: ScanResult) -> CycleCounts:

@@ -356,6 +356,16 @@ class CorpusIndex:
         record = self._new.get(str(stored.path))
         return record is not None and record.fit is True and record.entry is stored.entry
 
+    def unscreened(self, entries: Iterable[StoredEntry]) -> list[StoredEntry]:
+        """The entries ``known_fit`` does not vouch for, in order (its test, one loop: it runs over the corpus)."""
+        get = self._new.get
+        out: list[StoredEntry] = []
+        for stored in entries:
+            record = get(str(stored.path))
+            if record is None or record.fit is not True or record.entry is not stored.entry:
+                out.append(stored)
+        return out
+
     def note_fit(self, fit: Iterable[StoredEntry]) -> None:
         for stored in fit:
             name = str(stored.path)

@@ -175,8 +175,11 @@ def select_candidates(
             result.degraded, result.degraded_reason = True, str(exc)
             result.all_clusters, result.clusters, result.reopened, result.merge_only = [], [], [], set()
             clusters, eligible_ids = [], set(unreviewed)
-    clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
-    result.items = {item.id: item for item in items if item.id in clustered} if clusters and items else {}
+    if clusters and items:
+        clustered = {i for c in clusters for i in (*c.ids, *c.leftover)}
+        result.items = {item.id: item for item in items if item.id in clustered}
+    else:
+        result.items = {}  # a settled cycle: no items, and no set of every clustered id to build
     # Store order is kept so prompts are stable from cycle to cycle.
     result.eligible = [s for s in pool if s.id in eligible_ids] if eligible_ids else []  # a settled cycle: none
     result.withheld = len(pool) - len(result.eligible)

@@ -151,6 +151,8 @@ def departures(
     out: list[Departure] = []
     for entry_id, then in before.live.items():
         now = after.get(entry_id)
+        if now is then and then.entry.is_live:
+            continue  # the very entry the census took (a final state built from its scan): still live, same text
         if now is not None and now.entry.is_live and now.entry.content == then.entry.content:
             continue
         if now is None:

@@ -95,6 +95,10 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle
         current[0], current[1] = stage, now
 
     options.progress = progress
+    heard = _Heard()  # what the corpus index and the quiet memo said: why a steady cycle did or did not skip a walk
+    for name in ("dreamkeeper.memory.corpus_index", "dreamkeeper.consolidation.quiet"):
+        logging.getLogger(name).addHandler(heard)
+        logging.getLogger(name).setLevel(logging.DEBUG)
     cpu = _cpu()
     outcome = asyncio.run(run_cycle(options, OfflineProposer()))
     if current[0] is not None:
@@ -110,7 +114,17 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle
         "reviewed": report.reviewed,
         "live": report.live_entries,
         "stagesCpu": {k: round(v, 3) for k, v in stages.items()},
+        "heard": heard.lines[:8],
     }
+
+
+class _Heard(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage()[:300])
 
 
 def _run(

@@ -9,6 +9,9 @@ must decide the same in each:
   with another file's parse and the ctime moved (edited behind it: read again), a third missing (added behind
   it), and a record of a file that does not exist (removed behind it);
 * ``corrupt``: that warm index with a byte flipped in the middle: discarded, every file is read.
+
+The kept directory listings (memory/listing_cache.py) are as earlier cycles of the test left them, except
+``cold`` (none) and ``corrupt`` (a byte flipped: discarded, every directory listed).
 """
 
 from __future__ import annotations
@@ -85,12 +88,24 @@ def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     def prepared_load(self: CorpusIndex) -> None:
         # The prepared file is put back as the product left it once loaded: a test comparing the agent's tree (a
         # dry run writes nothing) sees only what the cycle wrote.
-        saved = {path: path.read_bytes() if path.is_file() else None for path in (self.path, self.log_path)}
+        paths = (self.path, self.log_path, self.listings.path)
+        saved = {path: path.read_bytes() if path.is_file() else None for path in paths}
         written = apply_mode(self, mode)
         try:
             load(self)
             # The mode is real: a warm or stale index is taken, a corrupt one refused.
             assert self.loaded == (written and mode in ("warm", "stale")), (mode, written, self.loaded)
+            # The kept listings (listing_cache.py) as the last cycle left them, but none when cold and a damaged
+            # file when corrupt (discarded: every directory listed); loaded now, while the file is so.
+            kept = self.listings.path
+            if mode == "cold":
+                kept.unlink(missing_ok=True)
+            elif mode == "corrupt" and kept.is_file():
+                data = kept.read_bytes()
+                kept.write_bytes(
+                    data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x5A]) + data[len(data) // 2 + 1 :]
+                )
+            self.listings.begin()
         finally:
             for path, before in saved.items():
                 if before is None:

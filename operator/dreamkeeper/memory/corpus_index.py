@@ -22,8 +22,9 @@ never a wrong decision):
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
   before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is flat
-  values (``Record.__reduce__``); its entry is rebuilt by ``entry_state.restored`` as the parser builds one (no
-  pydantic state dict per entry: a third of the load), which refuses containers of the wrong kind.
+  values (``Record.__reduce__``), its entry's ``__dict__`` among them; the entry is rebuilt by
+  ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per entry: a third of the load),
+  which refuses containers of the wrong kind and a dict that is not exactly the model's fields in its order.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -54,7 +55,8 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
-from dreamkeeper.memory.entry import Entry
+from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
+from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
 
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 4\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 5\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 FRAME_MAGIC: Final = b"DKIL"
 _FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
@@ -91,23 +93,45 @@ class Record:
     entry: Entry
     fingerprint: Fingerprint
     fit: bool | None = None
-    path: Path | None = None  # built once per process (a Path per entry costs as much as the stat)
+    # What a scan yields for it, built once per process (a Path per entry costs as much as the stat; the frozen
+    # StoredEntry another sixth of it), and yielded again by a later scan of the same process.
+    stored: StoredEntry | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state.
-        fp = self.fingerprint
-        return (_record, (*self.key, self.entry, fp.sha256, fp.size, fp.mtime_ns, self.fit))
+        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state,
+        # and the entry's own state inline (``entry_state.state``, its values as its ``__dict__``): one call per
+        # record to rebuild it all, not one for the record and one for its entry.
+        fp, entry = self.fingerprint, self.entry
+        values, extra, fields_set, origin = state(entry)
+        fields = entry.__dict__
+        if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
+            fields = dict(zip(_FIELD_NAMES, values, strict=True))
+        values = (*self.key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, self.fit)
+        return (_record, values)
 
 
 def _record(
-    size: int, mtime: int, ctime: int, ino: int, entry: Entry, sha: str, fsize: int, fmtime: int, fit: bool | None
+    size: int,
+    mtime: int,
+    ctime: int,
+    ino: int,
+    fields: dict[str, Any],
+    extra: dict[str, Any] | None,
+    fields_set: set[str],
+    origin: Any,
+    sha: str,
+    fsize: int,
+    fmtime: int,
+    fit: bool | None,
 ) -> Record:
     # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
     ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
-    if not ints or not isinstance(entry, Entry) or not isinstance(sha, str):
+    if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
         raise pickle.UnpicklingError("unexpected record")
-    if fit not in (None, True, False):
-        raise pickle.UnpicklingError("unexpected record")
+    try:
+        entry = restored_fields(fields, extra, fields_set, origin)  # checks what it is given
+    except ValueError as exc:
+        raise pickle.UnpicklingError(f"unexpected record: {exc}") from None
     return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
 
 
@@ -115,7 +139,6 @@ def _record(
 _ALLOWED: Final = frozenset(
     {
         ("dreamkeeper.memory.corpus_index", "_record"),
-        ("dreamkeeper.memory.entry_state", "restored"),  # an entry: flat values, checked (``Entry.__reduce__``)
         ("dreamkeeper.memory.entry", "_Origin"),
         ("dreamkeeper.memory.entry", "_Shape"),
         ("dreamkeeper.memory.entry", "_Derived"),
@@ -191,6 +214,10 @@ class CorpusIndex:
         self._exact = False
         self.hits = 0
         self.reads = 0
+        from dreamkeeper.memory.listing_cache import LISTING_SUFFIX, ListingCache  # (it imports this module)
+
+        # The names each directory held (listing_cache.py): a steady scan stats every file, lists no directory.
+        self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, code_version())
 
     @property
     def log_path(self) -> Path:
@@ -272,6 +299,7 @@ class CorpusIndex:
     def save(self) -> None:
         """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
         rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
+        self.listings.save()  # a cache of its own: written when the last scan's listings differ from the file's
         if not self._stamp or (self.loaded and not self._changed):
             return
         try:
@@ -378,7 +406,9 @@ class CorpusIndex:
     # ---- scanning -----------------------------------------------------------------------------------------
 
     def items(self, store: MemoryStore, listing: Listing | None = None) -> Iterator[StoredEntry | MalformedFile]:
-        """``store.iter_entries()`` with each unchanged file's parse taken from the index (``listing``: as there)."""
+        """``store.iter_entries()`` with each unchanged file's parse taken from the index (``listing``: as there),
+        and each unchanged directory's names from the kept listings (listing_cache.py)."""
+        from dreamkeeper.memory.listing import Listing
         from dreamkeeper.memory.store import StoredEntry, log_malformed
 
         if not self._tried:
@@ -391,27 +421,30 @@ class CorpusIndex:
         parents: dict[str, tuple[Path, bool]] = {}
         self.hits = self.reads = 0
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
-        for child in store.iter_file_entries(listing):
-            name = child.path
+        lstat = os.lstat
+        for name in store.iter_file_names(listing if listing is not None else Listing(), self.listings):
             record = old.get(name)
             if record is not None:
                 try:
-                    key = stat_key(child.stat(follow_symlinks=False))
+                    key = stat_key(lstat(name))
                 except OSError:
                     key = None
                 if key == record.key:
                     new[name] = record
                     self.hits += 1
-                    if record.path is None:
-                        record.path = _child_path(parents, name)
-                    yield StoredEntry(record.entry, record.path, record.fingerprint)
+                    stored = record.stored
+                    if stored is None:
+                        stored = record.stored = StoredEntry(
+                            record.entry, _child_path(parents, name), record.fingerprint
+                        )
+                    yield stored
                     continue
             self.reads += 1
             path = Path(name)
             result, st = store.read_file_stat(path)
             if isinstance(result, StoredEntry):
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
-                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, path)
+                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
                 yield result
             else:
                 if st is not None:
@@ -430,7 +463,13 @@ class CorpusIndex:
         self._stamp = stamp
         if self.on_scanned is not None:
             self.on_scanned()
-        log.debug("corpus index: %d file(s) from the index, %d read", self.hits, self.reads)
+        log.debug(
+            "corpus index: %d file(s) from the index, %d read; %d directorie(s) from the kept listings, %d listed",
+            self.hits,
+            self.reads,
+            self.listings.used,
+            self.listings.listed,
+        )
 
 
 def _child_path(parents: dict[str, tuple[Path, bool]], name: str) -> Path:

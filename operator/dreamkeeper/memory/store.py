@@ -55,6 +55,7 @@ from dreamkeeper.memory.errors import (
 )
 from dreamkeeper.memory.leftovers import SweepReport, sweep
 from dreamkeeper.memory.listing import Listing
+from dreamkeeper.memory.listing_cache import ListingCache
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     ID_PATTERN,
@@ -166,6 +167,30 @@ def entry_summary(entry: Entry) -> str:
     )
 
 
+def _listed(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[str]], list[str]] | None:
+    """One directory's entry files and sub-directories (paths), in name order; hidden names skipped; None (logged)
+    when it cannot be listed. ``listing``: its stat is recorded there first."""
+    if listing is not None:
+        listing.record(directory)
+    try:
+        children = sorted(os.scandir(directory), key=_NAME)
+    except OSError as exc:
+        if listing is not None:
+            listing.failed(directory)
+        log.warning("cannot list %s: %s; its entries are not visible this run", directory, exc)
+        return None
+    files: list[os.DirEntry[str]] = []
+    subdirs: list[str] = []
+    for child in children:
+        if child.name.startswith("."):
+            continue
+        if child.is_dir(follow_symlinks=False):
+            subdirs.append(child.path)
+        elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
+            files.append(child)
+    return files, subdirs
+
+
 class MemoryStore(EmbeddingFiles):
     """The memory directory of one agent (``AGENT_DIR/memory`` by default)."""
 
@@ -195,24 +220,38 @@ class MemoryStore(EmbeddingFiles):
         stack: list[str] = [str(self.root)]
         while stack:
             directory = stack.pop()
-            if listing is not None:
-                listing.record(directory)
-            try:
-                children = sorted(os.scandir(directory), key=_NAME)
-            except OSError as exc:
-                if listing is not None:
-                    listing.failed(directory)
-                log.warning("cannot list %s: %s; its entries are not visible this run", directory, exc)
+            listed = _listed(directory, listing)
+            if listed is not None:
+                files, subdirs = listed
+                yield from files
+                stack.extend(reversed(subdirs))
+
+    def iter_file_names(self, listing: Listing, cache: ListingCache) -> Iterator[str]:
+        """``iter_file_entries``' files, as path strings in the same order, each directory's names taken from
+        ``cache`` when its stat says they are the ones kept there (listing_cache.py), else listed (and kept)."""
+        if not self.root.is_dir():
+            return
+        cache.begin()
+        stack: list[str] = [str(self.root)]
+        while stack:
+            directory = stack.pop()
+            prefix = directory if directory.endswith(os.sep) else directory + os.sep  # as os.path.join, and scandir
+            kept = cache.known(directory, listing)
+            if kept is not None:
+                _, names, subnames = kept
+                for name in names:
+                    yield prefix + name
+                stack.extend([prefix + name for name in reversed(subnames)])
                 continue
-            subdirs = []
-            for child in children:
-                if child.name.startswith("."):
-                    continue
-                if child.is_dir(follow_symlinks=False):
-                    subdirs.append(child.path)
-                elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
-                    yield child
+            listed = _listed(directory, listing)
+            if listed is None:
+                continue
+            files, subdirs = listed
+            for child in files:
+                yield child.path
             stack.extend(reversed(subdirs))
+            cache.learn(directory, listing, [child.name for child in files], [path[len(prefix) :] for path in subdirs])
+        cache.finished()
 
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
         return self.read_file_stat(path)[0]

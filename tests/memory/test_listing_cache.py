@@ -1,0 +1,273 @@
+"""The kept listings (memory/listing_cache.py): a scan with the corpus index takes a directory's names from the
+listing the last scan kept when the directory's stat is the one kept with them, and lists it otherwise.
+
+Whatever the cache holds, a scan must yield exactly the files a real listing yields, in the same order: every name
+change (a file added, removed, renamed; a directory added, removed, replaced; the root replaced) is seen, a racy
+directory is never kept, a damaged, foreign or planted file is discarded (every directory listed), and a file
+rewritten in place is read again (the corpus index's own stat check: the listing vouches for names only)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import corpus_index as corpus_index_module
+from dreamkeeper.memory import listing as listing_module
+from dreamkeeper.memory.checked_files import write_checked
+from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, code_version, index_path
+from dreamkeeper.memory.listing import Listing
+from dreamkeeper.memory.listing_cache import FORMAT
+from tests.memory.conftest import rockbot_entry, write_raw
+
+TICK = 0.02  # past a coarse timestamp tick: a change after it moves a directory's mtime
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    agent = tmp_path / "agent"
+    root = agent / "memory"
+    root.mkdir(parents=True)
+    write_raw(root, rockbot_entry("entry1", content="Rose lives in Portland."))
+    write_raw(root, rockbot_entry("entry2", content="Kim works at Xebia.", category="work"))
+    write_raw(root, rockbot_entry("entry3", content="Uncategorised fact.", category=None))
+    write_raw(root, rockbot_entry("entry4", content="Sam plays chess.", category="people/friends/chess"))
+    return agent
+
+
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scans made as if the corpus were older than the racy window (its files and directories were just written)."""
+    real = time.time_ns
+    shifted = lambda: real() + RACY_WINDOW_NS + 1_000_000_000  # noqa: E731
+    monkeypatch.setattr(listing_module, "_now_ns", shifted)
+    monkeypatch.setattr(corpus_index_module, "_now_ns", shifted)
+
+
+def cycle_scan(agent: Path) -> tuple[list[str], CorpusIndex]:
+    """What one cycle's scan yields (a new process: a new index, loaded from the state directory), then saved."""
+    index = CorpusIndex(index_path(agent), agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    names = [str(item.path) for item in index.items(store, Listing())]  # entries and malformed files, in order
+    index.save()
+    time.sleep(TICK)
+    return names, index
+
+
+def listed(agent: Path) -> list[str]:
+    """The entry files a real listing finds, in the scan's order."""
+    return [child.path for child in MemoryStore(agent / "memory").iter_file_entries()]
+
+
+def directories(agent: Path) -> int:
+    root = agent / "memory"
+    return sum(1 for _ in os.walk(root))
+
+
+def test_a_steady_scan_lists_no_directory(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    later(monkeypatch)
+    first, index = cycle_scan(agent)
+    assert index.listings.listed == directories(agent) and index.listings.used == 0
+    assert index.listings.path.is_file()
+    kept = index.listings.path.stat()
+    second, index = cycle_scan(agent)
+    assert second == first == listed(agent)
+    assert index.listings.used == directories(agent) and index.listings.listed == 0
+    assert index.hits == 4 and index.reads == 0  # every file still stat'ed, none read
+    after = index.listings.path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # nothing new: not rewritten
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "file added",
+        "file removed",
+        "file renamed",
+        "directory added",
+        "directory with a file added",
+        "directory removed",
+        "directory replaced",
+        "root replaced",
+        "file turned into a directory",
+        "hidden file added",
+        "other file added",
+    ],
+)
+def test_a_changed_name_is_seen(agent: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    later(monkeypatch)
+    root = agent / "memory"
+    cycle_scan(agent)
+    family = root / "people" / "family"
+    if change == "file added":
+        write_raw(root, rockbot_entry("entry9", content="A new fact."))
+    elif change == "file removed":
+        (family / "entry1.json").unlink()
+    elif change == "file renamed":
+        os.rename(family / "entry1.json", family / "entry0.json")
+    elif change == "directory added":
+        (root / "people" / "colleagues").mkdir()
+    elif change == "directory with a file added":
+        write_raw(root, rockbot_entry("entry8", content="Ana leads QA.", category="people/colleagues"))
+    elif change == "directory removed":
+        shutil.rmtree(root / "work")
+    elif change == "directory replaced":
+        os.rename(root / "work", agent / "work-old")
+        write_raw(root, rockbot_entry("entry7", content="Replaced.", category="work"))
+    elif change == "root replaced":
+        os.rename(root, agent / "memory-old")
+        shutil.copytree(agent / "memory-old", root)
+        write_raw(root, rockbot_entry("entry6", content="Only in the copy.", category="work"))
+    elif change == "file turned into a directory":
+        (root / "work" / "entry2.json").unlink()
+        (root / "work" / "entry2.json").mkdir()
+    elif change == "hidden file added":
+        (family / ".entry1.json.tmp").write_text("{}", encoding="utf-8")
+    else:
+        (family / "notes.txt").write_text("not an entry", encoding="utf-8")
+    names, index = cycle_scan(agent)
+    assert names == listed(agent)
+    assert index.listings.listed >= 1  # the changed directory was listed again
+    again, index = cycle_scan(agent)
+    assert again == names and index.listings.listed == 0  # and its new names kept
+
+
+def test_a_file_rewritten_in_place_is_read_again(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directory keeps its stat, so its names come from the cache; the file's own stat moved: it is read."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    path = agent / "memory" / "work" / "entry2.json"
+    with open(path, "r+", encoding="utf-8") as handle:
+        text = handle.read()
+        handle.seek(0)
+        handle.write(text.replace("Xebia", "Xebiq"))
+    index = CorpusIndex(index_path(agent), agent / "memory")
+    scan = MemoryStore(agent / "memory", index).scan()
+    assert index.listings.listed == 0 and index.reads == 1
+    assert {s.entry.id: s.entry.content for s in scan.entries}["entry2"] == "Kim works at Xebiq."
+
+
+def test_racy_directories_are_not_kept(agent: Path) -> None:
+    """With the real clock every directory was written just now: none is kept, the next scan lists them all."""
+    _, index = cycle_scan(agent)
+    assert not index.listings.path.exists()
+    _, index = cycle_scan(agent)
+    assert index.listings.used == 0 and index.listings.listed == directories(agent)
+
+
+def test_a_scan_not_run_to_its_end_is_not_kept(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    later(monkeypatch)
+    index = CorpusIndex(index_path(agent), agent / "memory")
+    items = index.items(MemoryStore(agent / "memory", index))
+    next(items)
+    next(items)  # the root listed (and learnt), a sub-directory's first file yielded: the scan stops there
+    assert index.listings._seen
+    index.listings.save()
+    assert not index.listings.path.exists()
+
+
+def _plant(agent: Path, content: object, magic: bytes = FORMAT) -> Path:
+    path = index_path(agent).with_name("corpus-index.dirs")
+    assert write_checked(path, magic, pickle.dumps(content, protocol=5), "test", "test")
+    return path
+
+
+def _kept(agent: Path) -> dict[str, tuple[object, ...]]:
+    later_index = CorpusIndex(index_path(agent), agent / "memory")
+    later_index.listings.begin()
+    return dict(later_index.listings._saved)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "byte flipped",
+        "truncated",
+        "another format",
+        "another code version",
+        "another root",
+        "a name with a separator",
+        "a hidden name",
+        "a parent name",
+        "an empty name",
+        "a name that is not a string",
+        "a stat that is not ints",
+        "an object",
+        "not a regular file",
+    ],
+)
+def test_a_damaged_or_foreign_listing_is_discarded(
+    agent: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    later(monkeypatch)
+    cycle_scan(agent)
+    kept = _kept(agent)
+    assert kept
+    root = str(agent / "memory")
+    family = str(agent / "memory" / "people" / "family")
+    record, files, subdirs = kept[family]
+    path = index_path(agent).with_name("corpus-index.dirs")
+    planted: dict[str, object] = dict(kept)
+    version: object = code_version()
+    if damage == "byte flipped":
+        data = path.read_bytes()
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 0x5A]) + data[middle + 1 :])
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-7])
+    elif damage == "another format":
+        _plant(agent, (version, root, planted), b"dreamkeeper-corpus-listing 0\n")
+    elif damage == "not a regular file":
+        path.unlink()
+        path.mkdir()
+    else:
+        if damage == "another code version":
+            version = "0" * 64
+        elif damage == "another root":
+            root = str(agent / "elsewhere")
+        elif damage == "an object":
+            planted[family] = (record, files, subdirs, Path("x"))
+        else:
+            bad: object = {
+                "a name with a separator": (record, ("entry1.json", "../../work/entry2.json"), subdirs),
+                "a hidden name": (record, (".entry1.json",), subdirs),
+                "a parent name": (record, files, ("..",)),
+                "an empty name": (record, ("",), subdirs),
+                "a name that is not a string": (record, (b"entry1.json",), subdirs),
+                "a stat that is not ints": ((1.5, record[1], record[2]), files, subdirs),
+            }[damage]
+            planted[family] = bad
+        _plant(agent, (version, root, planted))
+    caplog.set_level(logging.WARNING, logger="dreamkeeper.memory.listing_cache")
+    names, index = cycle_scan(agent)
+    assert names == listed(agent)
+    assert index.listings.used == 0 and index.listings.listed == directories(agent)
+    assert any("corpus listing" in r.getMessage() for r in caplog.records), damage
+
+
+def test_a_listing_of_another_directory_stat_is_not_used(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept listing whose stat is not the directory's now (a stale file, or a planted one with made-up names)
+    is not used: the directory is listed."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    kept = _kept(agent)
+    family = str(agent / "memory" / "people" / "family")
+    (mtime, ctime, ino), _, subdirs = kept[family]
+    kept[family] = ((mtime, ctime + 1, ino), ("ghost.json",), subdirs)
+    _plant(agent, (code_version(), str(agent / "memory"), kept))
+    names, index = cycle_scan(agent)
+    assert names == listed(agent) and not any("ghost" in n for n in names)
+    assert index.listings.listed == 1 and index.listings.used == directories(agent) - 1
+
+
+def test_no_index_no_kept_listing(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store without the corpus index (``corpus_index=False``) lists every directory and keeps nothing."""
+    later(monkeypatch)
+    store = MemoryStore(agent / "memory")
+    assert [str(s.path) for s in store.scan().entries] == listed(agent)
+    assert not (agent / ".dreamkeeper").exists()

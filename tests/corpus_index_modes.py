@@ -10,19 +10,23 @@ must decide the same in each:
   it), and a record of a file that does not exist (removed behind it);
 * ``corrupt``: that warm index with a byte flipped in the middle: discarded, every file is read.
 
-The kept directory listings (memory/listing_cache.py) are as earlier cycles of the test left them, except
-``cold`` (none) and ``corrupt`` (a byte flipped: discarded, every directory listed).
+The kept directory listings (memory/listing_cache.py) are put in the same state: none when ``cold``; the tree as it
+is (racy rule waived) when ``warm``; that with every other directory's stat moved when ``stale`` (listed); that
+with a byte flipped when ``corrupt`` (discarded: every directory listed).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dreamkeeper.memory import MemoryStore, StoredEntry
-from dreamkeeper.memory.corpus_index import CorpusIndex, Record, stat_key
+from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, Record, stat_key
+from dreamkeeper.memory.listing import Listing
+from dreamkeeper.memory.listing_cache import ListingCache
 
 MODES = ("cold", "warm", "stale", "corrupt")
 
@@ -80,6 +84,21 @@ def apply_mode(index: CorpusIndex, mode: str) -> bool:
     return True
 
 
+def _write_listing(index: CorpusIndex, stale: bool) -> None:
+    """The kept listings of the tree as it is, as if listed long ago (the racy rule waived); ``stale``: every other
+    directory's kept stat moved (its names are not used: it is listed)."""
+    cache = ListingCache(index.listings.path, index.root, index.listings.version)
+    cache.begin()
+    long_ago = Listing(started_ns=time.time_ns() + RACY_WINDOW_NS + 1_000_000_000)
+    for _ in MemoryStore(Path(index.root)).iter_file_names(long_ago, cache):
+        pass
+    if stale:
+        for position, (directory, ((mtime, ctime, ino), files, subdirs, hidden)) in enumerate(cache._seen.items()):
+            if position % 2 == 0:
+                cache._seen[directory] = ((mtime, ctime + 1, ino), files, subdirs, hidden)
+    cache.save()
+
+
 @pytest.fixture(params=MODES)
 def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     mode: str = request.param
@@ -95,17 +114,20 @@ def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
             load(self)
             # The mode is real: a warm or stale index is taken, a corrupt one refused.
             assert self.loaded == (written and mode in ("warm", "stale")), (mode, written, self.loaded)
-            # The kept listings (listing_cache.py) as the last cycle left them, but none when cold and a damaged
-            # file when corrupt (discarded: every directory listed); loaded now, while the file is so.
+            # The kept listings (listing_cache.py) in the same state; loaded now, while the file is so.
             kept = self.listings.path
-            if mode == "cold":
-                kept.unlink(missing_ok=True)
-            elif mode == "corrupt" and kept.is_file():
-                data = kept.read_bytes()
-                kept.write_bytes(
-                    data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x5A]) + data[len(data) // 2 + 1 :]
-                )
+            kept.unlink(missing_ok=True)
+            if mode != "cold" and Path(self.root).is_dir():
+                _write_listing(self, stale=mode == "stale")
+                if mode == "corrupt" and kept.is_file():
+                    data = kept.read_bytes()
+                    middle = len(data) // 2
+                    kept.write_bytes(data[:middle] + bytes([data[middle] ^ 0x5A]) + data[middle + 1 :])
+            self.listings._tried = False  # (re)loaded from the file as prepared
             self.listings.begin()
+            # Real as well: a warm listing is taken (every directory), a stale one in part, a corrupt one refused.
+            taken = len(self.listings._saved)
+            assert (taken > 0) == (mode in ("warm", "stale") and Path(self.root).is_dir()), (mode, taken)
         finally:
             for path, before in saved.items():
                 if before is None:

@@ -14,12 +14,15 @@ import pickle
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import MemoryStore, SweepReport
 from dreamkeeper.memory import corpus_index as corpus_index_module
+from dreamkeeper.memory import leftovers as leftovers_module
 from dreamkeeper.memory import listing as listing_module
+from dreamkeeper.memory.atomic import NEW_SUFFIX
 from dreamkeeper.memory.checked_files import write_checked
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, code_version, index_path
 from dreamkeeper.memory.listing import Listing
@@ -197,6 +200,7 @@ def _kept(agent: Path) -> dict[str, tuple[object, ...]]:
         "an empty name",
         "a name that is not a string",
         "a stat that is not ints",
+        "a hidden flag that is not a bool",
         "an object",
         "not a regular file",
     ],
@@ -210,7 +214,7 @@ def test_a_damaged_or_foreign_listing_is_discarded(
     assert kept
     root = str(agent / "memory")
     family = str(agent / "memory" / "people" / "family")
-    record, files, subdirs = kept[family]
+    record, files, subdirs, hidden = kept[family]
     path = index_path(agent).with_name("corpus-index.dirs")
     planted: dict[str, object] = dict(kept)
     version: object = code_version()
@@ -231,15 +235,16 @@ def test_a_damaged_or_foreign_listing_is_discarded(
         elif damage == "another root":
             root = str(agent / "elsewhere")
         elif damage == "an object":
-            planted[family] = (record, files, subdirs, Path("x"))
+            planted[family] = (record, files, subdirs, hidden, Path("x"))
         else:
             bad: object = {
-                "a name with a separator": (record, ("entry1.json", "../../work/entry2.json"), subdirs),
-                "a hidden name": (record, (".entry1.json",), subdirs),
-                "a parent name": (record, files, ("..",)),
-                "an empty name": (record, ("",), subdirs),
-                "a name that is not a string": (record, (b"entry1.json",), subdirs),
-                "a stat that is not ints": ((1.5, record[1], record[2]), files, subdirs),
+                "a name with a separator": (record, ("entry1.json", "../../work/entry2.json"), subdirs, hidden),
+                "a hidden name": (record, (".entry1.json",), subdirs, hidden),
+                "a parent name": (record, files, ("..",), hidden),
+                "an empty name": (record, ("",), subdirs, hidden),
+                "a name that is not a string": (record, (b"entry1.json",), subdirs, hidden),
+                "a stat that is not ints": ((1.5, record[1], record[2]), files, subdirs, hidden),
+                "a hidden flag that is not a bool": (record, files, subdirs, 0),
             }[damage]
             planted[family] = bad
         _plant(agent, (version, root, planted))
@@ -257,8 +262,8 @@ def test_a_listing_of_another_directory_stat_is_not_used(agent: Path, monkeypatc
     cycle_scan(agent)
     kept = _kept(agent)
     family = str(agent / "memory" / "people" / "family")
-    (mtime, ctime, ino), _, subdirs = kept[family]
-    kept[family] = ((mtime, ctime + 1, ino), ("ghost.json",), subdirs)
+    (mtime, ctime, ino), _, subdirs, hidden = kept[family]
+    kept[family] = ((mtime, ctime + 1, ino), ("ghost.json",), subdirs, hidden)
     _plant(agent, (code_version(), str(agent / "memory"), kept))
     names, index = cycle_scan(agent)
     assert names == listed(agent) and not any("ghost" in n for n in names)
@@ -271,3 +276,59 @@ def test_no_index_no_kept_listing(agent: Path, monkeypatch: pytest.MonkeyPatch) 
     store = MemoryStore(agent / "memory")
     assert [str(s.path) for s in store.scan().entries] == listed(agent)
     assert not (agent / ".dreamkeeper").exists()
+
+
+def _sweep_listing(agent: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SweepReport, list[str]]:
+    """The leftovers sweep of a cycle's start, with the kept listings; the directories it listed."""
+    index = CorpusIndex(index_path(agent), agent / "memory")
+    listed_dirs: list[str] = []
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        listed_dirs.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(leftovers_module.os, "scandir", counting)
+    try:
+        report = MemoryStore(agent / "memory").sweep(index.listings.clean_subdirs)
+    finally:
+        monkeypatch.setattr(leftovers_module.os, "scandir", real)
+    return report, listed_dirs
+
+
+def test_the_sweep_lists_no_directory_the_kept_listings_vouch_for(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    later(monkeypatch)
+    cycle_scan(agent)
+    report, swept = _sweep_listing(agent, monkeypatch)
+    assert swept == [] and not report.removed
+
+
+def test_the_sweep_finds_a_leftover_of_ours_in_a_kept_directory(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of ours killed after the listing was kept leaves a hidden temp: its directory's stat moved, so the
+    sweep lists it and removes the temp (every other directory still vouched for)."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    temp = agent / "memory" / "work" / f".entry2.json.0123abcd{NEW_SUFFIX}"
+    temp.write_text("{}", encoding="utf-8")
+    report, swept = _sweep_listing(agent, monkeypatch)
+    assert swept == [str(agent / "memory" / "work")]
+    assert report.removed == [temp] and not temp.exists()
+
+
+def test_a_directory_that_held_a_hidden_name_is_always_listed(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept with a hidden name in it (the agent's own temp, say), a directory is listed by every sweep: the kept
+    listing does not name hidden files, so it cannot vouch that none of them is ours."""
+    later(monkeypatch)
+    agents_temp = agent / "memory" / "work" / ".entry2.json.tmp"
+    agents_temp.write_text("{}", encoding="utf-8")
+    cycle_scan(agent)
+    for _ in range(2):
+        report, swept = _sweep_listing(agent, monkeypatch)
+        assert swept == [str(agent / "memory" / "work")]
+        assert not report.removed and agents_temp.exists()  # the agent's file: never touched
+
+
+def test_without_kept_listings_the_sweep_lists_every_directory(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    later(monkeypatch)
+    report, swept = _sweep_listing(agent, monkeypatch)  # nothing kept yet
+    assert len(swept) == directories(agent) and not report.removed

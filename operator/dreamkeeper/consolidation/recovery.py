@@ -25,6 +25,7 @@ from dreamkeeper.consolidation.writeback import RepairPlan
 from dreamkeeper.formats import ROCKBOT, MemoryFormat
 from dreamkeeper.memory import (
     UNCHECKED,
+    CleanDirectory,
     MemoryStore,
     MemoryStoreError,
     SweepReport,
@@ -76,11 +77,17 @@ def record_in_rockbot_ledger(agent_dir: Path, at: datetime) -> None:
         log.warning("RockBot's dream-pass ledger not updated: %s", exc)
 
 
-def sweep_leftovers(agent_dir: Path, memory_root: Path, memory_format: MemoryFormat | None = None) -> SweepReport:
+def sweep_leftovers(
+    agent_dir: Path,
+    memory_root: Path,
+    memory_format: MemoryFormat | None = None,
+    clean: CleanDirectory | None = None,
+) -> SweepReport:
     """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
     lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported. A Markdown
-    format's own directory (the agent's files) is swept too."""
-    swept = MemoryStore(memory_root).sweep()
+    format's own directory (the agent's files) is swept too. ``clean``: memory directories the corpus index's kept
+    listings vouch for hold nothing of ours (``ListingCache.clean_subdirs``): not listed."""
+    swept = MemoryStore(memory_root).sweep(clean)
     state = sweep(state_dir(agent_dir))
     swept.removed += state.removed
     if memory_format is not None and memory_format.name != ROCKBOT:

@@ -60,7 +60,7 @@ from dreamkeeper.memory.errors import (
 from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regular, read_regular, read_regular_text
 from dreamkeeper.memory.fingerprints import cluster_hash, dotnet_collapse, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.jsontext import dumps_indented
-from dreamkeeper.memory.leftovers import SweepReport, sweep
+from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
@@ -134,6 +134,7 @@ __all__ = [
     "UNUSABLE_AT",
     "UNUSABLE_COUNT",
     "UNUSABLE_HASH",
+    "CleanDirectory",
     "ConflictError",
     "CorpusIndex",
     "CycleLock",

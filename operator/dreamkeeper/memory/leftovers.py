@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,12 +55,22 @@ class SweepReport:
     put_back: list[Path] = field(default_factory=list)  # entries whose newest version of the agent's went back
 
 
-def sweep(directory: Path, skip: frozenset[str] = frozenset(), collect: tuple[str, ...] = ()) -> SweepReport:
+# A directory's sub-directories' names when it is known to hold no hidden name (so nothing of ours: every name we
+# make is hidden), else None: memory/listing_cache.py's ``ListingCache.clean_subdirs``.
+CleanDirectory = Callable[[str], Sequence[str] | None]
+
+
+def sweep(
+    directory: Path,
+    skip: frozenset[str] = frozenset(),
+    collect: tuple[str, ...] = (),
+    clean: CleanDirectory | None = None,
+) -> SweepReport:
     """Clean what killed writes of ours left under ``directory``; the caller holds the cycle lock, so no write of
     ours is in flight. Only names of our own making are looked at: the agent's files (its own ``.tmp`` temps
-    included) are never touched."""
+    included) are never touched. ``clean``: directories it vouches for are not listed (a steady cycle's corpus)."""
     report = SweepReport()
-    for path in _own_files(directory, skip, collect):
+    for path in _own_files(directory, skip, collect, clean):
         name = path.name
         try:
             if collect and name.endswith(collect):
@@ -146,11 +156,17 @@ def _sweep_aside(path: Path, report: SweepReport) -> None:
     report.conflict_copies.append(kept)
 
 
-def _own_files(directory: Path, skip: frozenset[str], collect: tuple[str, ...]) -> Iterator[Path]:
+def _own_files(
+    directory: Path, skip: frozenset[str], collect: tuple[str, ...], clean: CleanDirectory | None = None
+) -> Iterator[Path]:
     suffixes = (NEW_SUFFIX, SWAP_SUFFIX, ASIDE_SUFFIX, CONFLICT_SUFFIX, *collect)
     stack = [directory]
     while stack:
         current = stack.pop()
+        subdirs = clean(str(current)) if clean is not None else None
+        if subdirs is not None:
+            stack.extend(current / name for name in subdirs if name not in skip)
+            continue
         try:
             children = list(os.scandir(current))
         except OSError:

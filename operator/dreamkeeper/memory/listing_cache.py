@@ -42,12 +42,12 @@ from dreamkeeper.memory.listing import DirRecord, Listing
 log = logging.getLogger(__name__)
 
 LISTING_SUFFIX: Final = ".dirs"  # beside the corpus index: corpus-index.dirs
-FORMAT: Final = b"dreamkeeper-corpus-listing 1\n"
+FORMAT: Final = b"dreamkeeper-corpus-listing 2\n"
 LISTING_LIMIT: Final = 1024 * MiB
 
-# (stat of the directory before it was listed, the entry files' names, the sub-directories' names), in the scan's
-# order: the files as the scan yields them, the sub-directories as it descends into them.
-DirNames = tuple[DirRecord, tuple[str, ...], tuple[str, ...]]
+# (stat of the directory before it was listed, the entry files' names, the sub-directories' names, whether it held
+# any hidden name), in the scan's order: the files as the scan yields them, the sub-directories as it descends.
+DirNames = tuple[DirRecord, tuple[str, ...], tuple[str, ...], bool]
 
 
 class _NoClasses(pickle.Unpickler):
@@ -71,11 +71,30 @@ class ListingCache:
         self.listed = 0  # directories of the last scan listed
 
     def begin(self) -> None:
+        self._loaded()
+        self._seen, self._complete = {}, False
+        self.used = self.listed = 0
+
+    def _loaded(self) -> dict[str, DirNames]:
         if not self._tried:
             self._tried = True
             self._saved = self._load()
-        self._seen, self._complete = {}, False
-        self.used = self.listed = 0
+        return self._saved
+
+    def clean_subdirs(self, directory: str) -> tuple[str, ...] | None:
+        """For the sweep of leftovers (leftovers.py): the sub-directories' names of ``directory`` when it still has
+        the stat it was kept with and held no hidden name then (so none now: every name of ours there is hidden);
+        None: it must be listed. Read-only: the scan's own use of the kept listings is not counted."""
+        kept = self._loaded().get(directory)
+        if kept is None or kept[3]:
+            return None
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or (st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != kept[0]:
+            return None
+        return kept[2]
 
     def known(self, directory: str, listing: Listing | None) -> DirNames | None:
         """The kept names of ``directory`` if it still has the stat they were kept with (recorded in ``listing`` as
@@ -96,7 +115,7 @@ class ListingCache:
         self.used += 1
         return kept
 
-    def learn(self, directory: str, listing: Listing, files: list[str], subdirs: list[str]) -> None:
+    def learn(self, directory: str, listing: Listing, files: list[str], subdirs: list[str], hidden: bool) -> None:
         """``directory`` was listed, its stat recorded in ``listing`` just before: kept if not racy."""
         self.listed += 1
         record = listing.directories.get(directory)
@@ -104,7 +123,7 @@ class ListingCache:
             return  # racy
         if min(record) < 0:
             return  # not stat'ed or not listable (listing.py's _UNUSABLE)
-        self._seen[directory] = (record, tuple(files), tuple(subdirs))
+        self._seen[directory] = (record, tuple(files), tuple(subdirs), hidden)
 
     def finished(self) -> None:
         self._complete = True
@@ -146,11 +165,12 @@ class ListingCache:
 
 
 def _is_dir_names(directory: object, value: object) -> bool:
-    if not isinstance(directory, str) or not (isinstance(value, tuple) and len(value) == 3):
+    if not isinstance(directory, str) or not (isinstance(value, tuple) and len(value) == 4):
         return False
-    record, files, subdirs = value
+    record, files, subdirs, hidden = value
     return (
-        isinstance(record, tuple)
+        type(hidden) is bool
+        and isinstance(record, tuple)
         and len(record) == 3
         and all(type(x) is int for x in record)
         and _plain_names(files)

@@ -53,7 +53,7 @@ from dreamkeeper.memory.errors import (
     InvalidCategoryError,
     InvalidIdError,
 )
-from dreamkeeper.memory.leftovers import SweepReport, sweep
+from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
 from dreamkeeper.memory.listing import Listing
 from dreamkeeper.memory.listing_cache import ListingCache
 from dreamkeeper.memory.paths import (
@@ -167,9 +167,9 @@ def entry_summary(entry: Entry) -> str:
     )
 
 
-def _listed(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[str]], list[str]] | None:
-    """One directory's entry files and sub-directories (paths), in name order; hidden names skipped; None (logged)
-    when it cannot be listed. ``listing``: its stat is recorded there first."""
+def _listed(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[str]], list[str], bool] | None:
+    """One directory's entry files and sub-directories (paths), in name order, and whether it held a hidden name
+    (skipped); None (logged) when it cannot be listed. ``listing``: its stat is recorded there first."""
     if listing is not None:
         listing.record(directory)
     try:
@@ -181,14 +181,16 @@ def _listed(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[s
         return None
     files: list[os.DirEntry[str]] = []
     subdirs: list[str] = []
+    hidden = False
     for child in children:
         if child.name.startswith("."):
+            hidden = True
             continue
         if child.is_dir(follow_symlinks=False):
             subdirs.append(child.path)
         elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
             files.append(child)
-    return files, subdirs
+    return files, subdirs, hidden
 
 
 class MemoryStore(EmbeddingFiles):
@@ -222,7 +224,7 @@ class MemoryStore(EmbeddingFiles):
             directory = stack.pop()
             listed = _listed(directory, listing)
             if listed is not None:
-                files, subdirs = listed
+                files, subdirs, _ = listed
                 yield from files
                 stack.extend(reversed(subdirs))
 
@@ -238,7 +240,7 @@ class MemoryStore(EmbeddingFiles):
             prefix = directory if directory.endswith(os.sep) else directory + os.sep  # as os.path.join, and scandir
             kept = cache.known(directory, listing)
             if kept is not None:
-                _, names, subnames = kept
+                _, names, subnames, _ = kept
                 for name in names:
                     yield prefix + name
                 stack.extend([prefix + name for name in reversed(subnames)])
@@ -246,11 +248,12 @@ class MemoryStore(EmbeddingFiles):
             listed = _listed(directory, listing)
             if listed is None:
                 continue
-            files, subdirs = listed
+            files, subdirs, hidden = listed
             for child in files:
                 yield child.path
             stack.extend(reversed(subdirs))
-            cache.learn(directory, listing, [child.name for child in files], [path[len(prefix) :] for path in subdirs])
+            file_names = [child.name for child in files]
+            cache.learn(directory, listing, file_names, [path[len(prefix) :] for path in subdirs], hidden)
         cache.finished()
 
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
@@ -625,11 +628,12 @@ class MemoryStore(EmbeddingFiles):
     def category_of(self, path: Path) -> str | None:
         return category_of_path(self.root, path)
 
-    def sweep(self) -> SweepReport:
+    def sweep(self, clean: CleanDirectory | None = None) -> SweepReport:
         """Clean what a killed cycle of ours left in the memory tree (the caller holds the cycle lock): our temp
         files go, a version we displaced is kept as a conflict copy, and an entry a killed purge had parked goes back
-        under its name (a later purge decides again). The agent's own files are never touched."""
-        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,))
+        under its name (a later purge decides again). The agent's own files are never touched. ``clean``: the
+        corpus index's kept listings (``ListingCache.clean_subdirs``): a directory they vouch for is not listed."""
+        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,), clean=clean)
         for parked in report.collected:
             original = parked.with_name(parked.name[1:].removesuffix(PURGING_SUFFIX).rsplit(".", 1)[0])
             try:

@@ -163,12 +163,12 @@ def test_racy_directories_are_not_kept(agent: Path) -> None:
     assert index.listings.used == 0 and index.listings.listed == directories(agent)
 
 
-def test_a_scan_not_run_to_its_end_is_not_kept(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_listing_not_run_to_its_end_is_not_kept(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     later(monkeypatch)
     index = CorpusIndex(index_path(agent), agent / "memory")
-    items = index.items(MemoryStore(agent / "memory", index))
-    next(items)
-    next(items)  # the root listed (and learnt), a sub-directory's first file yielded: the scan stops there
+    names = MemoryStore(agent / "memory").iter_file_names(Listing(), index.listings)
+    next(names)
+    next(names)  # the root listed (and learnt), a sub-directory's first file yielded: the walk stops there
     assert index.listings._seen
     index.listings.save()
     assert not index.listings.path.exists()

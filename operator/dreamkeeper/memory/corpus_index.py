@@ -419,19 +419,23 @@ class CorpusIndex:
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
         parents: dict[str, tuple[Path, bool]] = {}
-        self.hits = self.reads = 0
+        hits = reads = 0
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
-        for name in store.iter_file_names(listing if listing is not None else Listing(), self.listings):
+        # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
+        # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
+        names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
+        for name in names:
             record = old.get(name)
             if record is not None:
                 try:
-                    key = stat_key(lstat(name))
+                    now = lstat(name)
+                    key: StatKey | None = (now.st_size, now.st_mtime_ns, now.st_ctime_ns, now.st_ino)  # ``stat_key``
                 except OSError:
                     key = None
                 if key == record.key:
                     new[name] = record
-                    self.hits += 1
+                    hits += 1
                     stored = record.stored
                     if stored is None:
                         stored = record.stored = StoredEntry(
@@ -439,7 +443,7 @@ class CorpusIndex:
                         )
                     yield stored
                     continue
-            self.reads += 1
+            reads += 1
             path = Path(name)
             result, st = store.read_file_stat(path)
             if isinstance(result, StoredEntry):
@@ -451,6 +455,7 @@ class CorpusIndex:
                     malformed.append((name, stat_key(st)))
                 log_malformed(result)
                 yield result
+        self.hits, self.reads = hits, reads
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         # Exact: every file had its record and every record its file; a malformed file (read each time, never

@@ -353,11 +353,12 @@ class MemoryStore(EmbeddingFiles):
         items = (
             self.iter_entries(listing=listing) if self.corpus_index is None else self.corpus_index.items(self, listing)
         )
+        entries = result.entries
         for item in items:
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
-            key = item.id.lower()
+            key = item.entry.id.lower()
             if key in index:
                 twins.setdefault(key, [(first[key].id, first[key].path)]).append((item.id, item.path))
                 # Two files claim one id: neither is trusted for mutation, both are kept.
@@ -371,7 +372,7 @@ class MemoryStore(EmbeddingFiles):
                 continue
             index[key] = item.path
             first[key] = item
-            result.entries.append(item)
+            entries.append(item)
         self._index = index
         self._files = (first, twins)
         result.index, result.generation = self.corpus_index, getattr(self.corpus_index, "generation", None)

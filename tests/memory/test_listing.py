@@ -5,8 +5,6 @@ recent for its stat to prove anything (the racy rule), to one that could not be 
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from dreamkeeper.memory import listing as listing_module
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS
 from dreamkeeper.memory.listing import Listing
 from tests.memory.conftest import rockbot_entry, write_raw
+from tests.memory.name_changes import NAME_CHANGES, change_names
 
 TICK = 0.02  # past a coarse timestamp tick (4 ms at HZ=250): a change after it moves a directory's mtime
 
@@ -56,39 +55,11 @@ def test_every_directory_listed_is_recorded(root: Path, monkeypatch: pytest.Monk
     assert listing.unchanged()
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        "file added",
-        "file removed",
-        "file renamed",
-        "directory added",
-        "directory removed",
-        "directory replaced",
-        "root replaced",
-    ],
-)
+@pytest.mark.parametrize("change", NAME_CHANGES)
 def test_a_changed_name_is_seen(root: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     later(monkeypatch)
     listing = scanned(root)
-    family = root / "people" / "family"
-    if change == "file added":
-        write_raw(root, rockbot_entry("entry9", content="A new fact."))
-    elif change == "file removed":
-        (family / "entry1.json").unlink()
-    elif change == "file renamed":
-        os.rename(family / "entry1.json", family / "entry7.json")
-    elif change == "directory added":
-        (root / "people" / "friends").mkdir()
-    elif change == "directory removed":
-        shutil.rmtree(root / "work")
-    elif change == "directory replaced":
-        os.rename(root / "work", root.parent / "work-old")
-        (root / "work").mkdir()
-        os.rename(root.parent / "work-old" / "entry2.json", root / "work" / "entry2.json")
-    else:
-        os.rename(root, root.parent / "memory-old")
-        shutil.copytree(root.parent / "memory-old", root)
+    change_names(root, change)
     assert not listing.unchanged()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,14 @@ import pytest
 
 from dreamkeeper.memory import MemoryStore, SweepReport
 from dreamkeeper.memory import corpus_index as corpus_index_module
-from dreamkeeper.memory import leftovers as leftovers_module
 from dreamkeeper.memory import listing as listing_module
 from dreamkeeper.memory.atomic import NEW_SUFFIX
 from dreamkeeper.memory.checked_files import write_checked
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, code_version, index_path
 from dreamkeeper.memory.listing import Listing
-from dreamkeeper.memory.listing_cache import FORMAT
+from dreamkeeper.memory.listing_cache import FORMAT, DirNames
 from tests.memory.conftest import rockbot_entry, write_raw
+from tests.memory.name_changes import NAME_CHANGES, change_names
 
 TICK = 0.02  # past a coarse timestamp tick: a change after it moves a directory's mtime
 
@@ -86,53 +85,11 @@ def test_a_steady_scan_lists_no_directory(agent: Path, monkeypatch: pytest.Monke
     assert (after.st_ino, after.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # nothing new: not rewritten
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        "file added",
-        "file removed",
-        "file renamed",
-        "directory added",
-        "directory with a file added",
-        "directory removed",
-        "directory replaced",
-        "root replaced",
-        "file turned into a directory",
-        "hidden file added",
-        "other file added",
-    ],
-)
+@pytest.mark.parametrize("change", NAME_CHANGES)
 def test_a_changed_name_is_seen(agent: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     later(monkeypatch)
-    root = agent / "memory"
     cycle_scan(agent)
-    family = root / "people" / "family"
-    if change == "file added":
-        write_raw(root, rockbot_entry("entry9", content="A new fact."))
-    elif change == "file removed":
-        (family / "entry1.json").unlink()
-    elif change == "file renamed":
-        os.rename(family / "entry1.json", family / "entry0.json")
-    elif change == "directory added":
-        (root / "people" / "colleagues").mkdir()
-    elif change == "directory with a file added":
-        write_raw(root, rockbot_entry("entry8", content="Ana leads QA.", category="people/colleagues"))
-    elif change == "directory removed":
-        shutil.rmtree(root / "work")
-    elif change == "directory replaced":
-        os.rename(root / "work", agent / "work-old")
-        write_raw(root, rockbot_entry("entry7", content="Replaced.", category="work"))
-    elif change == "root replaced":
-        os.rename(root, agent / "memory-old")
-        shutil.copytree(agent / "memory-old", root)
-        write_raw(root, rockbot_entry("entry6", content="Only in the copy.", category="work"))
-    elif change == "file turned into a directory":
-        (root / "work" / "entry2.json").unlink()
-        (root / "work" / "entry2.json").mkdir()
-    elif change == "hidden file added":
-        (family / ".entry1.json.tmp").write_text("{}", encoding="utf-8")
-    else:
-        (family / "notes.txt").write_text("not an entry", encoding="utf-8")
+    change_names(agent / "memory", change)
     names, index = cycle_scan(agent)
     assert names == listed(agent)
     assert index.listings.listed >= 1  # the changed directory was listed again
@@ -180,7 +137,7 @@ def _plant(agent: Path, content: object, magic: bytes = FORMAT) -> Path:
     return path
 
 
-def _kept(agent: Path) -> dict[str, tuple[object, ...]]:
+def _kept(agent: Path) -> dict[str, DirNames]:
     later_index = CorpusIndex(index_path(agent), agent / "memory")
     later_index.listings.begin()
     return dict(later_index.listings._saved)
@@ -288,11 +245,11 @@ def _sweep_listing(agent: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SweepR
         listed_dirs.append(str(path))
         return real(path)
 
-    monkeypatch.setattr(leftovers_module.os, "scandir", counting)
+    monkeypatch.setattr(os, "scandir", counting)  # the module leftovers.py lists with
     try:
         report = MemoryStore(agent / "memory").sweep(index.listings.clean_subdirs)
     finally:
-        monkeypatch.setattr(leftovers_module.os, "scandir", real)
+        monkeypatch.setattr(os, "scandir", real)
     return report, listed_dirs
 
 

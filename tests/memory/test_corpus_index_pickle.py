@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.memory import MemoryStore, entry_state
+from dreamkeeper.memory import MemoryStore, StoredEntry, entry_state
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
-from dreamkeeper.memory.entry import Entry
+from dreamkeeper.memory.corpus_index_files import append_frame
+from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
 from tests.memory.conftest import rockbot_entry, write_raw
 from tests.memory.test_corpus_index import later, scan
 from tests.memory.test_entry_parse import files
@@ -130,6 +131,21 @@ def test_the_pickled_state_is_checked() -> None:
     for state in bad_states:
         with pytest.raises(ValueError, match="not an entry's pickled state"):
             entry_state.restored(*state)
+    # Format 5's form: the entry's own __dict__, exactly the model's fields in the model's order.
+    fields = dict(zip(_FIELD_NAMES, values, strict=True))
+    assert entry_state.restored_fields(dict(fields), extra, fields_set, origin) == good
+    bad_fields = [
+        (list(values), extra, fields_set, origin),
+        (dict(reversed(fields.items())), extra, fields_set, origin),
+        ({**fields, "surprise": 1}, extra, fields_set, origin),
+        ({k: v for k, v in fields.items() if k != "content"}, extra, fields_set, origin),
+        (fields, ["x"], fields_set, origin),
+        (fields, extra, frozenset(fields_set), origin),
+        (fields, extra, fields_set, ("a", "tuple")),
+    ]
+    for state in bad_fields:
+        with pytest.raises(ValueError, match="not an entry's pickled state"):
+            entry_state.restored_fields(*state)
 
 
 class _Planted:
@@ -147,49 +163,78 @@ def _plant(agent: Path, records: dict[str, Any]) -> None:
     index_path(agent).write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
 
 
-def _record_args(path: Path, entry: Any) -> tuple[Any, ...]:
+def _record_args(path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None) -> tuple[Any, ...]:
+    """``_record``'s arguments (format 5: the entry's ``__dict__`` and state inline) for the file at ``path``."""
     st = os.lstat(path)
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, entry, SHA, st.st_size, st.st_mtime_ns, None)
+    extra, fields_set, origin = state if state is not None else (None, set(), None)
+    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, None)
 
 
-@pytest.mark.parametrize("planted", ["generic-entry", "list-values", "short-values", "not-an-origin", "evil-call"])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "control",
+        "generic-entry",
+        "list-values",
+        "short-values",
+        "reordered-fields",
+        "extra-field",
+        "not-an-origin",
+        "restored-call",
+        "evil-call",
+    ],
+)
 def test_a_planted_index_in_this_format_costs_a_full_read(
     agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str
 ) -> None:
     """Records whose stat keys match the files (the strongest plant): still nothing but the allowed functions is
-    called, a malformed entry state is refused, and the whole index is discarded (every file read)."""
+    called, a malformed entry state is refused, and the whole index is discarded (every file read). The control:
+    the same record with the entry's true state is taken."""
     later(monkeypatch)
     first, _ = scan(agent)
     path = next((agent / "memory").rglob("entry1.json"))
-    good = Entry.from_json_obj(rockbot_entry("entry1"))
-    _, (values, extra, fields_set, origin) = good.__reduce__()
+    parsed = MemoryStore(agent / "memory").read_file(path)
+    assert isinstance(parsed, StoredEntry)
+    _, (values, extra, fields_set, origin) = parsed.entry.__reduce__()  # the file's own parse
+    fields = dict(zip(_FIELD_NAMES, values, strict=True))
+    state = (extra, fields_set, origin)
     marker = tmp_path / "ran"
-    entry: Any
-    if planted == "generic-entry":  # pydantic's own state path, which an index no longer holds
-        entry = _Planted(Entry, ())
+    record: Any
+    if planted == "control":
+        record = _Planted(ci._record, _record_args(path, fields, state))
+    elif planted == "generic-entry":  # pydantic's own state path, which an index never holds
+        record = _Planted(ci._record, _record_args(path, _Planted(Entry, ()), state))
     elif planted == "list-values":
-        entry = _Planted(entry_state.restored, (list(values), extra, fields_set, origin))
+        record = _Planted(ci._record, _record_args(path, list(values), state))
     elif planted == "short-values":
-        entry = _Planted(entry_state.restored, (values[:3], extra, fields_set, origin))
+        record = _Planted(ci._record, _record_args(path, dict(list(fields.items())[:3]), state))
+    elif planted == "reordered-fields":
+        record = _Planted(ci._record, _record_args(path, dict(reversed(fields.items())), state))
+    elif planted == "extra-field":
+        record = _Planted(ci._record, _record_args(path, {**fields, "__class__": "x"}, state))
     elif planted == "not-an-origin":
-        entry = _Planted(entry_state.restored, (values, extra, fields_set, ("a", "tuple")))
+        record = _Planted(ci._record, _record_args(path, fields, (extra, fields_set, ("a", "tuple"))))
+    elif planted == "restored-call":  # format 4's entry call: no longer something an index may call
+        record = _Planted(entry_state.restored, (values, extra, fields_set, origin))
     else:
-        entry = _Planted(os.system, (f"touch {marker}",))
-    _plant(agent, {str(path): _Planted(ci._record, _record_args(path, entry))})
+        record = _Planted(ci._record, _record_args(path, _Planted(os.system, (f"touch {marker}",)), state))
+    _plant(agent, {str(path): record})
     seen, index = scan(agent)
     assert not marker.exists()
     assert seen == first
-    assert (index.hits, index.reads) == (0, 3)
+    # The control's record is entry1's true parse: taken (the other two files have none); any other: all read.
+    assert (index.hits, index.reads) == ((1, 2) if planted == "control" else (0, 3))
 
 
 def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A frame appended to a good base, its record refused by ``entry_state.restored``: the frame (and any after it)
-    is ignored, and the base still serves every file."""
+    """A frame appended to a good base, its record refused by ``entry_state.restored_fields``: the frame (and any
+    after it) is ignored, and the base still serves every file."""
     later(monkeypatch)
     first, index = scan(agent)
     path = next((agent / "memory").rglob("entry2.json"))
-    bad = _Planted(entry_state.restored, ([1, 2], None, set(), None))
-    ci._append_frame(index.log_path, (index._base_id, {str(path): _Planted(ci._record, _record_args(path, bad))}))
+    bad = _Planted(ci._record, _record_args(path, [1, 2]))
+    append_frame(index.log_path, (index._base_id, {str(path): bad}))
     seen, index = scan(agent)
     assert seen == first
     assert index.loaded and (index.hits, index.reads) == (3, 0)  # the base's record of entry2 still matches

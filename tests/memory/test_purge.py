@@ -96,7 +96,11 @@ def test_floor_is_configurable(corpus: Path) -> None:
 ALLOWED_DELETIONS = Counter(
     {
         ("memory/atomic.py", "_write_temp", "os.unlink"): 1,  # our own temp file (O_EXCL) after a failed write
-        ("memory/corpus_index.py", "_write_streamed", "temp.unlink"): 1,  # the index's own temp after a failed write
+        (
+            "memory/corpus_index_files.py",
+            "write_streamed",
+            "temp.unlink",
+        ): 1,  # the index's own temp after a failed write
         ("memory/atomic.py", "discard_own", "os.unlink"): 1,  # a temp of ours, only while its inode is still ours
         ("memory/atomic.py", "_arm", "os.rename"): 1,  # our temp renamed to the name recording its inode
         ("memory/atomic.py", "replaced", "os.unlink"): 1,  # the version a swap displaced, verified to be the one read

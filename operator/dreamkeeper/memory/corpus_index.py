@@ -46,7 +46,6 @@ import logging
 import os
 import pickle
 import stat
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +53,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.atomic import NEW_SUFFIX, Fingerprint, fsync_directory
+from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.memory.corpus_index_files import (
+    FRAME_HEAD,
+    FRAME_MAGIC,
+    append_frame,
+    open_log,
+    write_streamed,
+)
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
 from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
@@ -69,8 +75,6 @@ log = logging.getLogger(__name__)
 INDEX_NAME: Final = "corpus-index"
 FORMAT: Final = b"dreamkeeper-corpus-index 5\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
-FRAME_MAGIC: Final = b"DKIL"
-_FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
@@ -160,7 +164,7 @@ def code_version() -> str:
     digest = hashlib.sha256(FORMAT)
     here = Path(__file__).resolve().parent
     # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
-    parser = (here / "entry.py", here / "entry_values.py", here / "entry_state.py", here / "store.py")
+    parser = (here / "entry.py", here / "entry_values.py", here / "entry_state.py", here / "store.py", here / "walk.py")
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
             digest.update(source.read_bytes())
@@ -326,10 +330,10 @@ class CorpusIndex:
                     return
             self._exact = False  # rewritten: the next load has another identity
             base_id = uuid.uuid4().hex
-            _write_streamed(self.path, (code_version(), self.root, base_id, new))
+            write_streamed(self.path, FORMAT, (code_version(), self.root, base_id, new))
             # The old log's frames name the old base: ignored from now on; emptied so they are not read again.
             try:
-                fd = _open_log(self.log_path, 0)
+                fd = open_log(self.log_path, 0)
                 try:
                     os.ftruncate(fd, 0)
                 finally:
@@ -347,7 +351,7 @@ class CorpusIndex:
         """``changes`` appended to the log; False if it could not be (the whole index is rewritten instead)."""
         if changes:
             try:
-                _append_frame(self.log_path, (self._base_id, changes))
+                append_frame(self.log_path, (self._base_id, changes))
             except OSError as exc:
                 log.warning(
                     "corpus index log %s not appended to (%s); the index is rewritten whole", self.log_path, exc
@@ -527,10 +531,10 @@ def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
 def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None], bytes, int]:
     """The log frame at ``offset``: (base id, changes, its checksum, offset of the next frame); raises on any
     damage."""
-    end_head = offset + _FRAME_HEAD.size
+    end_head = offset + FRAME_HEAD.size
     if end_head > len(view):
         raise ValueError("torn frame header")
-    magic, length, digest = _FRAME_HEAD.unpack(view[offset:end_head])
+    magic, length, digest = FRAME_HEAD.unpack(view[offset:end_head])
     if magic != FRAME_MAGIC:
         raise ValueError("not a frame")
     end = end_head + length
@@ -548,72 +552,6 @@ def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None]
     ):
         raise ValueError("unexpected frame records")
     return base_id, changes, digest, end
-
-
-def _open_log(path: Path, flags: int) -> int:
-    """The log opened for writing: never through a symbolic link, never blocking on a FIFO, and only a regular file
-    with no other name (a hard link planted there could be an entry file: it is never appended to or emptied)."""
-    extra = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, os.O_WRONLY | flags | extra, 0o644)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        raise UnsafeFileError(path, "is not a regular file of one name; left as it is")
-    return fd
-
-
-def _append_frame(path: Path, content: object) -> None:
-    """One frame appended to the log and fsynced (the directory too when the log is new): a crash mid-write leaves a
-    torn last frame, which the next load ignores."""
-    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
-    frame = _FRAME_HEAD.pack(FRAME_MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
-    created = not os.path.lexists(path)
-    fd = _open_log(path, os.O_APPEND | os.O_CREAT)
-    try:
-        view = memoryview(frame)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if created:
-        fsync_directory(path.parent)
-
-
-class _HashingWriter:
-    """A file the pickle is streamed into, hashed on the way (no second copy of a 100k-entry payload in memory)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.sha = hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.sha.update(data)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        return len(data)
-
-
-def _write_streamed(path: Path, content: object) -> None:
-    """``FORMAT``, the payload's sha256, the payload: streamed to a temp file beside ``path``, the digest written
-    into its place at the end, fsynced, renamed over ``path``, the directory fsynced (``atomic.py``'s order)."""
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}{NEW_SUFFIX}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        try:
-            os.write(fd, FORMAT + b"0" * 64 + b"\n")
-            writer = _HashingWriter(fd)
-            pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
-            os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(FORMAT))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)  # our own temp (O_EXCL), never anything else
-        raise
-    fsync_directory(path.parent)
 
 
 __all__ = [

@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -69,10 +68,9 @@ from dreamkeeper.memory.paths import (
 )
 from dreamkeeper.memory.purging import PURGING_SUFFIX, purge_file, unpark
 from dreamkeeper.memory.redaction import shown
+from dreamkeeper.memory.walk import walk_entries, walk_names
 
 log = logging.getLogger(__name__)
-
-_NAME = attrgetter("name")  # a directory entry's sort key (C, not a lambda per file: runs per file per listing)
 
 
 class HighValueFloor(BaseModel):
@@ -167,32 +165,6 @@ def entry_summary(entry: Entry) -> str:
     )
 
 
-def _listed(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[str]], list[str], bool] | None:
-    """One directory's entry files and sub-directories (paths), in name order, and whether it held a hidden name
-    (skipped); None (logged) when it cannot be listed. ``listing``: its stat is recorded there first."""
-    if listing is not None:
-        listing.record(directory)
-    try:
-        children = sorted(os.scandir(directory), key=_NAME)
-    except OSError as exc:
-        if listing is not None:
-            listing.failed(directory)
-        log.warning("cannot list %s: %s; its entries are not visible this run", directory, exc)
-        return None
-    files: list[os.DirEntry[str]] = []
-    subdirs: list[str] = []
-    hidden = False
-    for child in children:
-        if child.name.startswith("."):
-            hidden = True
-            continue
-        if child.is_dir(follow_symlinks=False):
-            subdirs.append(child.path)
-        elif child.name.endswith(".json") and child.is_file(follow_symlinks=False):
-            files.append(child)
-    return files, subdirs, hidden
-
-
 class MemoryStore(EmbeddingFiles):
     """The memory directory of one agent (``AGENT_DIR/memory`` by default)."""
 
@@ -217,44 +189,12 @@ class MemoryStore(EmbeddingFiles):
     def iter_file_entries(self, listing: Listing | None = None) -> Iterator[os.DirEntry[str]]:
         """``iter_files`` as directory entries: for callers that only stat most files (no Path per file).
         ``listing``: each directory's stat is recorded in it just before the directory is listed (listing.py)."""
-        if not self.root.is_dir():
-            return
-        stack: list[str] = [str(self.root)]
-        while stack:
-            directory = stack.pop()
-            listed = _listed(directory, listing)
-            if listed is not None:
-                files, subdirs, _ = listed
-                yield from files
-                stack.extend(reversed(subdirs))
+        return walk_entries(self.root, listing)
 
     def iter_file_names(self, listing: Listing, cache: ListingCache) -> Iterator[str]:
         """``iter_file_entries``' files, as path strings in the same order, each directory's names taken from
         ``cache`` when its stat says they are the ones kept there (listing_cache.py), else listed (and kept)."""
-        if not self.root.is_dir():
-            return
-        cache.begin()
-        stack: list[str] = [str(self.root)]
-        while stack:
-            directory = stack.pop()
-            prefix = directory if directory.endswith(os.sep) else directory + os.sep  # as os.path.join, and scandir
-            kept = cache.known(directory, listing)
-            if kept is not None:
-                _, names, subnames, _ = kept
-                for name in names:
-                    yield prefix + name
-                stack.extend([prefix + name for name in reversed(subnames)])
-                continue
-            listed = _listed(directory, listing)
-            if listed is None:
-                continue
-            files, subdirs, hidden = listed
-            for child in files:
-                yield child.path
-            stack.extend(reversed(subdirs))
-            file_names = [child.name for child in files]
-            cache.learn(directory, listing, file_names, [path[len(prefix) :] for path in subdirs], hidden)
-        cache.finished()
+        return walk_names(self.root, listing, cache)
 
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
         return self.read_file_stat(path)[0]

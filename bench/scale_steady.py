@@ -54,7 +54,13 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_STEADY_OVER_LOAD = 0.5
 RACY_WAIT_SECONDS = 2.5  # the corpus index trusts a file only once it is older than 2 s (its racy-clean rule)
 SETTLE_MAX = 10
-ENGINE_CACHES = ("corpus-index", "corpus-index.log", "cluster-cache", "quiet-memo")  # state files each engine keeps
+ENGINE_CACHES = (  # state files each engine keeps
+    "corpus-index",
+    "corpus-index.log",
+    "corpus-index.dirs",
+    "cluster-cache",
+    "quiet-memo",
+)
 
 
 def _cpu() -> float:

@@ -22,7 +22,7 @@ from dreamkeeper.consolidation import quiet
 from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.journal import journal_dir
-from dreamkeeper.consolidation.quiet import FOLD, GATING, REPAIR, QuietMemo, memo_path, repair_state
+from dreamkeeper.consolidation.quiet import DECAY, FOLD, GATING, REPAIR, QuietMemo, memo_path, repair_state
 from dreamkeeper.consolidation.settings import CycleSettings, DecaySettings
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import corpus_index as ci
@@ -196,40 +196,53 @@ def test_a_dry_run_reads_the_memo_and_never_writes_it(agent: Path, monkeypatch: 
 def test_the_memo_keeps_an_answer_for_one_generation_state_settings_and_time(tmp_path: Path) -> None:
     (tmp_path / ".dreamkeeper").mkdir()
     settings, now = CycleSettings(), BASE_TIME
-    memo = QuietMemo(tmp_path, "G1", settings)
-    memo.found_nothing(FOLD)
-    memo.found_nothing(REPAIR, {"index": "R1"}, now + timedelta(days=1))
+    memo = QuietMemo(tmp_path, settings)
+    memo.found_nothing(FOLD, "C1")
+    memo.found_nothing(REPAIR, "C2", {"index": "R1"}, now + timedelta(days=1))
     memo.save("G1")
 
-    def fresh(generation: str = "G1", s: CycleSettings = settings) -> QuietMemo:
-        return QuietMemo(tmp_path, generation, s)
+    def fresh(s: CycleSettings = settings) -> QuietMemo:
+        return QuietMemo(tmp_path, s)
 
-    assert fresh().unchanged(FOLD, now) and fresh().unchanged(REPAIR, now, {"index": "R1"})
-    assert not fresh().unchanged(REPAIR, now, {"index": "R2"})
-    assert not fresh().unchanged(REPAIR, now, None)
-    assert not fresh().unchanged(REPAIR, now + timedelta(days=1), {"index": "R1"})
-    assert not fresh("G2").unchanged(FOLD, now)
-    assert not fresh(s=CycleSettings(exact_fold=False)).unchanged(FOLD, now)
-    unvouched = QuietMemo(tmp_path, None, settings)
-    assert not unvouched.unchanged(FOLD, now)
+    assert fresh().unchanged(FOLD, "C1", now) and fresh().unchanged(REPAIR, "C2", now, {"index": "R1"})
+    assert not fresh().unchanged(REPAIR, "C2", now, {"index": "R2"})
+    assert not fresh().unchanged(REPAIR, "C2", now, None)
+    assert not fresh().unchanged(REPAIR, "C1", now, {"index": "R1"})  # another stage's corpus
+    assert not fresh().unchanged(REPAIR, "C2", now + timedelta(days=1), {"index": "R1"})
+    assert not fresh().unchanged(FOLD, "C2", now)
+    assert not fresh(CycleSettings(exact_fold=False)).unchanged(FOLD, "C1", now)
+    assert not fresh().unchanged(FOLD, None, now)  # no generation: nothing is known of the corpus
 
 
-def test_a_memo_is_saved_only_for_the_generation_the_next_load_sees(tmp_path: Path) -> None:
+def test_a_files_generations_answers_are_saved_only_for_the_generation_the_next_load_sees(tmp_path: Path) -> None:
+    """A content generation's answer holds for that content whatever the cycle wrote; an answer kept under the
+    corpus index's generation (decay's), and which content generations that corpus has, only if the next load sees
+    the very files the stages saw."""
     (tmp_path / ".dreamkeeper").mkdir()
-    memo = QuietMemo(tmp_path, "G1", CycleSettings())
-    memo.found_nothing(FOLD)
+    memo = QuietMemo(tmp_path, CycleSettings())
+    memo.found_nothing(DECAY, "G1", files=True)
+    memo.learn_contents("G1", "live", "C1")
     memo.save(None)  # the cycle wrote (the corpus index wrote itself): the next load is another corpus
     memo.save("G2")
     assert not memo_path(tmp_path).exists()
+    memo.found_nothing(FOLD, "C1")
+    memo.save("G2")
+    fresh = QuietMemo(tmp_path, CycleSettings())
+    assert fresh.unchanged(FOLD, "C1", BASE_TIME)
+    assert not fresh.unchanged(DECAY, "G1", BASE_TIME) and fresh.contents("G1") == {}
     memo.save("G1")
-    assert memo_path(tmp_path).exists()
+    fresh = QuietMemo(tmp_path, CycleSettings())
+    assert fresh.unchanged(DECAY, "G1", BASE_TIME) and fresh.contents("G1") == {"live": "C1"}
+    assert fresh.unchanged(FOLD, "C1", BASE_TIME) and fresh.contents("G2") == {}
+    fresh.learn_contents("G1", "scan", "C9")  # learnt this cycle, beside what was saved for the same files
+    assert fresh.contents("G1") == {"live": "C1", "scan": "C9"}
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "not-json", "bad-answer", "naive-time", "directory"])
 def test_a_damaged_memo_is_discarded(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / ".dreamkeeper").mkdir()
-    memo = QuietMemo(tmp_path, "G1", CycleSettings())
-    memo.found_nothing(FOLD)
+    memo = QuietMemo(tmp_path, CycleSettings())
+    memo.found_nothing(FOLD, "C1")
     memo.save("G1")
     path = memo_path(tmp_path)
     data = path.read_bytes()
@@ -248,7 +261,7 @@ def test_a_damaged_memo_is_discarded(tmp_path: Path, damage: str, caplog: pytest
         path.unlink()
         path.mkdir()
     with caplog.at_level(logging.WARNING):
-        assert not QuietMemo(tmp_path, "G1", CycleSettings()).unchanged(FOLD, BASE_TIME)
+        assert not QuietMemo(tmp_path, CycleSettings()).unchanged(FOLD, "C1", BASE_TIME)
     assert "quiet memo" in caplog.text
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from dreamkeeper.memory import MemoryStore, StoredEntry, entry_state
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
 from dreamkeeper.memory.corpus_index_files import append_frame
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
@@ -163,18 +164,24 @@ def _plant(agent: Path, records: dict[str, Any]) -> None:
     index_path(agent).write_bytes(FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
 
 
-def _record_args(path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None) -> tuple[Any, ...]:
-    """``_record``'s arguments (format 5: the entry's ``__dict__`` and state inline) for the file at ``path``."""
+def _record_args(
+    path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None, content: Any = None
+) -> tuple[Any, ...]:
+    """``_record``'s arguments (format 6: the entry's ``__dict__`` and state inline, its content digest last) for the
+    file at ``path``."""
     st = os.lstat(path)
     extra, fields_set, origin = state if state is not None else (None, set(), None)
     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, None)
+    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, None, content)
 
 
 @pytest.mark.parametrize(
     "planted",
     [
         "control",
+        "control-with-digest",
+        "short-digest",
+        "digest-not-bytes",
         "generic-entry",
         "list-values",
         "short-values",
@@ -203,6 +210,12 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     record: Any
     if planted == "control":
         record = _Planted(ci._record, _record_args(path, fields, state))
+    elif planted == "control-with-digest":
+        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry)))
+    elif planted == "short-digest":  # a record's content digest is 16 bytes or none (content_digests.py)
+        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry)[:15]))
+    elif planted == "digest-not-bytes":
+        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry).hex()))
     elif planted == "generic-entry":  # pydantic's own state path, which an index never holds
         record = _Planted(ci._record, _record_args(path, _Planted(Entry, ()), state))
     elif planted == "list-values":
@@ -224,7 +237,7 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     assert not marker.exists()
     assert seen == first
     # The control's record is entry1's true parse: taken (the other two files have none); any other: all read.
-    assert (index.hits, index.reads) == ((1, 2) if planted == "control" else (0, 3))
+    assert (index.hits, index.reads) == ((1, 2) if planted.startswith("control") else (0, 3))
 
 
 def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:

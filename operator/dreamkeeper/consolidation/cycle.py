@@ -126,6 +126,7 @@ class Cycle(ProposalStages):
         self._fold_waiting = 0
         self._clusters_cached: ClusterCache | None = None
         self._quiet: QuietMemo | None = None  # created by the first stage given the snapshot's live list
+        self._contents: list[tuple[list[StoredEntry], str]] = []  # the lists whose content generation is known
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -185,7 +186,7 @@ class Cycle(ProposalStages):
         self._freeze()  # the snapshot lives for the whole cycle
         # The repair first: it only puts the agent's own write-backs right, and a held plan is judged against the
         # corpus as repaired (a repair that touched what the plan read makes the plan stale, so it is planned afresh).
-        s.repaired = effects.repair(s.snapshot, self._quiet_for(s.snapshot.live))
+        s.repaired = effects.repair(s.snapshot, self._memo(), self._scan_generation(s.snapshot))
         waiting = effects.pending_hold()
         if waiting is not None and (outcome := self._resolve_hold(waiting, s.repaired.snapshot)) is not None:
             return outcome
@@ -237,7 +238,7 @@ class Cycle(ProposalStages):
         path = effects.record(report)
         index = self.store.corpus_index
         if self._quiet is not None and report.result == "completed" and not self.options.dry_run and index:
-            self._quiet.save(index.generation)  # kept only if the next load sees this very corpus
+            self._quiet.save(index.generation)  # a files generation's answers: only if the next load sees it
         log_summary(report)
         decided = s.validated.plan if s.validated else None
         return CycleOutcome(report, s.applied.plan, s.gated.gating if s.gated else None, path, decided)
@@ -367,14 +368,14 @@ class Cycle(ProposalStages):
 
     def _plan_folds(self, snapshot: Snapshot) -> list[FoldAction]:
         # Restored by a person: never folded again, so the restore sticks (issue 22).
-        quiet = self._quiet_for(snapshot.live)
-        if quiet is not None and quiet.unchanged(FOLD, self.now):
+        quiet, generation = self._memo(), self._content_generation(snapshot.live)
+        if quiet is not None and quiet.unchanged(FOLD, generation, self.now):
             folds: list[FoldAction] = []  # the last cycle over this very corpus found no exact duplicate (quiet.py)
         else:
             unrestored = [s for s in snapshot.live if RESTORED_BY_HAND not in (s.entry.metadata or {})]
             folds = plan_folds(scoped(unrestored, self.settings.scope), self.settings, self.now)
             if not folds and quiet is not None:
-                quiet.found_nothing(FOLD)
+                quiet.found_nothing(FOLD, generation)
         if self.settings.rockbot.pace_audit_loss:
             self._budget = loss_budget(
                 self.agent_dir, self.agent, len(snapshot.live), self.settings.rockbot.read_agent_settings
@@ -400,14 +401,14 @@ class Cycle(ProposalStages):
             refusal = self.clock.refusal("decay")
             log.warning("importance decay pass — %s", refusal)
             return Decayed(folded.live, counts=CycleCounts(clock_refusals=1), notes=(refusal,))
-        quiet = self._quiet_for(folded.live)
-        if quiet is not None and quiet.unchanged(DECAY, self.now):
+        quiet, files = self._memo(), self._generation(folded.live)
+        if quiet is not None and quiet.unchanged(DECAY, files, self.now):
             return Decayed(folded.live)  # the last cycle over this very corpus showed no write due before now
         live, settings = scoped(folded.live, self.settings.scope), self.settings
         plan = plan_decay(live, settings.decay, settings.floor, self.now)
         if not plan.actions:
             if quiet is not None and (until := quiet_until(live, settings.decay, settings.floor, self.now)) != self.now:
-                quiet.found_nothing(DECAY, until=until)
+                quiet.found_nothing(DECAY, files, until=until, files=True)
             return Decayed(folded.live)
         decayed = self.effects.decay(folded, plan)
         log.info(
@@ -433,8 +434,8 @@ class Cycle(ProposalStages):
             self._embedding_loader(),
             in_scope,
             self._cluster_cache(),
-            self._generation(live),
-            self._quiet_for(live),
+            self._content_generation(live),
+            self._memo(),
         )
         log.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged)",
@@ -457,15 +458,51 @@ class Cycle(ProposalStages):
         snapshot = self.stages.snapshot
         return snapshot.scan.generation if snapshot is not None and live is snapshot.live else None
 
-    def _quiet_for(self, live: list[StoredEntry]) -> QuietMemo | None:
-        """The memo of what the last cycle over this corpus found nothing to do about (quiet.py), for a stage given
-        the snapshot's own live list (None for any other list: a stage changed the corpus since the scan)."""
-        generation = self._generation(live)
-        if generation is None:
+    def _memo(self) -> QuietMemo | None:
+        """The memo of what earlier cycles found nothing to do about (quiet.py); None without a corpus index (no
+        generation can be known)."""
+        if self.store.corpus_index is None:
             return None
-        if self._quiet is None or self._quiet.generation != generation:
-            self._quiet = QuietMemo(self.agent_dir, generation, self.settings)
+        if self._quiet is None:
+            self._quiet = QuietMemo(self.agent_dir, self.settings)
         return self._quiet
+
+    def _content_generation(self, entries: list[StoredEntry]) -> str | None:
+        """The content generation of ``entries`` (memory/content_digests.py): what they say but decay's two values,
+        so a cycle after decay's own rewrites names the corpus as the one before it did. For the snapshot's own live
+        list, taken from the memo when a cycle over this very corpus (the scan's files generation) worked it out."""
+        snapshot = self.stages.snapshot
+        own = snapshot is not None and entries is snapshot.live
+        return self._asked_content(entries, "live" if own else None)
+
+    def _scan_generation(self, snapshot: Snapshot) -> str | None:
+        """The content generation of every file the snapshot's scan parsed (its entries, then its duplicates)."""
+        own = snapshot is self.stages.snapshot
+        return self._asked_content([*snapshot.scan.entries, *snapshot.scan.duplicates], "scan" if own else None)
+
+    def _asked_content(self, entries: list[StoredEntry], name: str | None) -> str | None:
+        index, memo = self.store.corpus_index, self._memo()
+        if index is None or memo is None:
+            return None
+        known = self._contents
+        for base, generation in known:
+            if base is entries:
+                return generation
+        snapshot = self.stages.snapshot
+        files = snapshot.scan.generation if snapshot is not None and name is not None else None
+        found = memo.contents(files).get(name) if files is not None and name is not None else None
+        # A cycle over these very files worked it out; else a list decay made from one already known (its copies
+        # differ in importance and updatedAt alone); else digested.
+        for base, generation in known if found is None else ():
+            found = index.derived_generation(entries, base, generation)
+            if found is not None:
+                break
+        if found is None:
+            found = index.content_generation(entries)
+        if files is not None and name is not None:
+            memo.learn_contents(files, name, found)
+        known.append((entries, found))  # held, so its identity stays its own for the cycle
+        return found
 
     def _clusters(self, live: list[StoredEntry]) -> list[Cluster]:
         loader = self._embedding_loader()

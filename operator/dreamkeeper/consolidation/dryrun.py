@@ -79,12 +79,13 @@ class DryRun:
         store = self.context.store
         return snapshot_of(screened(store.scan(), store.root))
 
-    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None, generation: str | None = None) -> Repaired:
         """The repair planned: the stale copies it would repair leave the corpus the fold and the gate see (the
         index is caught up in memory only)."""
         self.context.stage("repair")
+        quiet = quiet if generation is not None else None
         state = repair_state(self.context.agent_dir) if quiet is not None else None
-        if quiet is not None and state is not None and quiet.unchanged(REPAIR, self.context.now, state):
+        if quiet is not None and state is not None and quiet.unchanged(REPAIR, generation, self.context.now, state):
             return Repaired(snapshot)  # as a real cycle (writes.py): nothing, last time, over this very corpus
         since = window_start(self.context.settings.retention, self.context.now)
         _, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)

@@ -95,7 +95,7 @@ def select_candidates(
     key: str | None = None
     try:
         key = cache.key(live, settings, generation) if cache is not None else None
-        settled = quiet is not None and key is not None and quiet.unchanged(GATING, now, {"clusters": key})
+        settled = quiet is not None and key is not None and quiet.unchanged(GATING, generation, now, {"clusters": key})
     except Exception:  # the guarded clustering below says what failed
         settled = False
     if settled:
@@ -185,7 +185,7 @@ def select_candidates(
     result.withheld = len(pool) - len(result.eligible)
     if quiet is not None and not settled and key is not None and not (unreviewed or held or due or result.degraded):
         # Nothing offered, every entry reviewed: the same until the first settled cluster is due (declines.py).
-        quiet.found_nothing(GATING, {"clusters": key}, next_due)
+        quiet.found_nothing(GATING, generation, {"clusters": key}, next_due)
     return result
 
 

@@ -424,9 +424,10 @@ class Effects(Protocol):
         """Read the corpus (what purge left)."""
         ...
 
-    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None, generation: str | None = None) -> Repaired:
         """Repair the stale copies an agent wrote back over earlier cycles' changes. ``quiet``: the memo of what
-        the last cycle over this very corpus found nothing to do about (quiet.py), for the snapshot's own live list."""
+        a cycle over a corpus found nothing to do about (quiet.py); ``generation``: the content generation of every
+        file the snapshot's scan parsed (its entries, then its duplicates), the corpus the repair looks at."""
         ...
 
     def fold(self, snapshot: Snapshot, folds: list[FoldAction]) -> Folded:

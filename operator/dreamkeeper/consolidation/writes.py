@@ -236,11 +236,12 @@ class Writes:
             self._before = Census.of(scan.entries)  # the corpus before anything but a purge of archives was written
         return snapshot_of(scan, purged.purged_ids)
 
-    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None) -> Repaired:
+    def repair(self, snapshot: Snapshot, quiet: QuietMemo | None = None, generation: str | None = None) -> Repaired:
         self.context.stage("repair")
         since = self._window_start()
+        quiet = quiet if generation is not None else None
         state = repair_state(self.context.agent_dir) if quiet is not None else None
-        if quiet is not None and state is not None and quiet.unchanged(REPAIR, self.context.now, state):
+        if quiet is not None and state is not None and quiet.unchanged(REPAIR, generation, self.context.now, state):
             return Repaired(snapshot)  # the last cycle over this very corpus and these state files found nothing
         index, plan = plan_from_journals(self.context.agent_dir, snapshot.scan, self.context.now, since)
         try:
@@ -269,7 +270,9 @@ class Writes:
             index.expire(since)
             if quiet is not None and state is not None and plan.nothing and not index.changed:
                 oldest = index.oldest_journal()
-                quiet.found_nothing(REPAIR, state, oldest + (self.context.now - since) if oldest is not None else None)
+                quiet.found_nothing(
+                    REPAIR, generation, state, oldest + (self.context.now - since) if oldest is not None else None
+                )
             self._save_index(index)
 
     def _window_start(self) -> datetime:

@@ -48,12 +48,13 @@ import pickle
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, derived_generation
 from dreamkeeper.memory.corpus_index_files import (
     FRAME_HEAD,
     FRAME_MAGIC,
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 5\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 6\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
@@ -100,6 +101,8 @@ class Record:
     # What a scan yields for it, built once per process (a Path per entry costs as much as the stat; the frozen
     # StoredEntry another sixth of it), and yielded again by a later scan of the same process.
     stored: StoredEntry | None = None
+    # Its entry's content digest (content_digests.py: every field but decay's two), once a cycle asked for one.
+    content: bytes | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state,
@@ -110,7 +113,7 @@ class Record:
         fields = entry.__dict__
         if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
             fields = dict(zip(_FIELD_NAMES, values, strict=True))
-        values = (*self.key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, self.fit)
+        values = (*self.key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, self.fit, self.content)
         return (_record, values)
 
 
@@ -127,16 +130,19 @@ def _record(
     fsize: int,
     fmtime: int,
     fit: bool | None,
+    content: bytes | None,
 ) -> Record:
     # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
     ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
     if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
         raise pickle.UnpicklingError("unexpected record")
+    if content is not None and (type(content) is not bytes or len(content) != DIGEST_SIZE):
+        raise pickle.UnpicklingError("unexpected content digest")
     try:
         entry = restored_fields(fields, extra, fields_set, origin)  # checks what it is given
     except ValueError as exc:
         raise pickle.UnpicklingError(f"unexpected record: {exc}") from None
-    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit)
+    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit, None, content)
 
 
 # What an index may contain; nothing else can be built by loading one (see the module docstring).
@@ -164,7 +170,9 @@ def code_version() -> str:
     digest = hashlib.sha256(FORMAT)
     here = Path(__file__).resolve().parent
     # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
-    parser = (here / "entry.py", here / "entry_values.py", here / "entry_state.py", here / "store.py", here / "walk.py")
+    # content_digests: how a record's content digest is made
+    names = ("entry.py", "entry_values.py", "entry_state.py", "store.py", "walk.py", "content_digests.py")
+    parser = tuple(here / name for name in names)
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
             digest.update(source.read_bytes())
@@ -222,6 +230,8 @@ class CorpusIndex:
 
         # The names each directory held (listing_cache.py): a steady scan stats every file, lists no directory.
         self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, code_version())
+        self.digests_kept = 0  # content digests taken from the records (tests, benchmarks)
+        self.digests_made = 0  # content digests made
 
     @property
     def log_path(self) -> Path:
@@ -238,6 +248,21 @@ class CorpusIndex:
         order (the scan's order is the sorted names'): a stage whose answer depends on the corpus and on what it
         names besides may keep that answer under the generation (consolidation/quiet.py, cluster_cache.py)."""
         return self._generation if self._exact else None
+
+    def content_generation(self, entries: Iterable[StoredEntry]) -> str:
+        """The content generation of ``entries`` (content_digests.py): an entry the last scan took from a record by
+        the digest its record holds (made once, then kept with the record), any other digested from its fields."""
+        dirty = len(self._dirty)
+        generation, kept, made = content_generation(entries, self._new, self._dirty)
+        self.digests_kept, self.digests_made = self.digests_kept + kept, self.digests_made + made
+        self._changed = self._changed or len(self._dirty) != dirty  # a record given its digest: saved with it
+        return generation
+
+    def derived_generation(
+        self, entries: Sequence[StoredEntry], base: Sequence[StoredEntry], generation: str
+    ) -> str | None:
+        """``content_digests.derived_generation``: ``base``'s generation for the list decay made of it."""
+        return derived_generation(entries, base, generation)
 
     # ---- loading and saving -----------------------------------------------------------------------------
 

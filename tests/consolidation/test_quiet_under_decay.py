@@ -1,7 +1,9 @@
 """The quiet memo under RockBot's decay (``decay.min_step`` 0: every drop written, every cycle): decay's own rewrites
 change importanceScore and updatedAt alone, which neither the fold, nor the write-back repair, nor gating reads, so
 their answers, kept under the corpus's content generation (memory/content_digests.py), still hold and their walks
-are skipped; anything else an answer depends on makes the next cycle walk again."""
+are skipped; anything else an answer depends on makes the next cycle walk again. The content generation does not
+depend on the corpus index's state: the safety tests run with it cold, warm, stale and corrupt
+(tests/corpus_index_modes.py)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ class Digested:
         monkeypatch.setattr(ci.CorpusIndex, "content_generation", counted)
 
 
+@pytest.mark.usefixtures("corpus_index_mode")
 def test_decays_own_rewrites_skip_the_walks_and_report_the_same(
     decaying: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,6 +70,7 @@ def test_decays_own_rewrites_skip_the_walks_and_report_the_same(
     assert not any(found[what]["files"] for what in (FOLD, REPAIR, GATING))
 
 
+@pytest.mark.usefixtures("corpus_index_mode")
 def test_an_exact_duplicate_written_behind_a_decaying_corpus_is_folded(
     decaying: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,6 +84,7 @@ def test_an_exact_duplicate_written_behind_a_decaying_corpus_is_folded(
     assert outcome.report.folded == 1 and outcome.report.decayed >= 1
 
 
+@pytest.mark.usefixtures("corpus_index_mode")
 def test_a_stale_write_back_behind_a_decaying_corpus_is_repaired(
     decaying: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +101,7 @@ def test_a_stale_write_back_behind_a_decaying_corpus_is_repaired(
     assert MemoryStore(decaying / "memory").require("m1").entry.archived_at is not None
 
 
+@pytest.mark.usefixtures("corpus_index_mode")
 def test_an_edit_that_decay_would_not_make_makes_the_stages_walk(
     decaying: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

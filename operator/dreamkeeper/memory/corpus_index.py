@@ -3,8 +3,9 @@
 A steady cycle (nothing written since the last one) used to read and parse every entry file; the physical limit is
 one ``lstat`` per file. Git solves the same problem with its index: a cached stat record per path (size, mtime,
 ctime, inode), trusted while the file's stat still matches it. This is that, for entry files: per path, the stat
-record of the version that was read, the parsed ``Entry`` and the ``Fingerprint`` (sha256 of the bytes read). The
-scan stats each file; a file whose record matches is not opened, its parse is the index's; any other is read.
+record of the version that was read, the parsed ``Entry`` and the ``Fingerprint`` (sha256 of the bytes read), and,
+once a cycle asked for it, the entry's content digest (content_digests.py). The scan stats each file; a file whose
+record matches is not opened, its parse is the index's; any other is read.
 
 Why it is safe (it is a cache: deleting, truncating, corrupting it, or changing files behind it costs a full read,
 never a wrong decision):

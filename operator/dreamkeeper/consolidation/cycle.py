@@ -127,6 +127,7 @@ class Cycle(ProposalStages):
         self._clusters_cached: ClusterCache | None = None
         self._quiet: QuietMemo | None = None  # created by the first stage given the snapshot's live list
         self._contents: list[tuple[list[StoredEntry], str]] = []  # the lists whose content generation is known
+        self._scanned: str | None = None  # the content generation of the snapshot's scan, once worked out
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
@@ -469,16 +470,27 @@ class Cycle(ProposalStages):
 
     def _content_generation(self, entries: list[StoredEntry]) -> str | None:
         """The content generation of ``entries`` (memory/content_digests.py): what they say but decay's two values,
-        so a cycle after decay's own rewrites names the corpus as the one before it did. For the snapshot's own live
-        list, taken from the memo when a cycle over this very corpus (the scan's files generation) worked it out."""
+        so a cycle after decay's own rewrites names the corpus as the one before it did. The snapshot's own live list
+        is its scan's live part (``live_of``: a function of what the entries say), so it is named by the scan's
+        content generation (one pass over the corpus, not two)."""
         snapshot = self.stages.snapshot
-        own = snapshot is not None and entries is snapshot.live
-        return self._asked_content(entries, "live" if own else None)
+        if snapshot is not None and entries is snapshot.live:
+            generation = self._scan_generation(snapshot)
+            if generation is not None and not any(base is entries for base, _ in self._contents):
+                self._contents.append((entries, generation))  # a list decay makes of it is derived from it
+            return generation
+        return self._asked_content(entries, None)
 
     def _scan_generation(self, snapshot: Snapshot) -> str | None:
-        """The content generation of every file the snapshot's scan parsed (its entries, then its duplicates)."""
+        """The content generation of every file the snapshot's scan parsed (its entries, then its duplicates); for
+        the cycle's own snapshot, worked out once."""
         own = snapshot is self.stages.snapshot
-        return self._asked_content([*snapshot.scan.entries, *snapshot.scan.duplicates], "scan" if own else None)
+        if own and self._scanned is not None:
+            return self._scanned
+        generation = self._asked_content([*snapshot.scan.entries, *snapshot.scan.duplicates], "scan" if own else None)
+        if own:
+            self._scanned = generation
+        return generation
 
     def _asked_content(self, entries: list[StoredEntry], name: str | None) -> str | None:
         index, memo = self.store.corpus_index, self._memo()

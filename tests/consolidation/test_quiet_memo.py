@@ -120,9 +120,25 @@ def test_a_quiet_corpus_skips_the_walks_and_reports_the_same(agent: Path, monkey
     assert json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"].keys() == {FOLD, REPAIR, GATING}
 
 
+# Quiet: nothing written between cycles. Decaying: one entry long past its grace period, rewritten by every cycle's
+# decay (RockBot's, ``min_step`` 0): the answers held under the content generation all the same
+# (test_quiet_under_decay.py); either way, what is written behind the corpus is found. Both with the corpus index in
+# each of its states (tests/corpus_index_modes.py).
+OLD = Seed("o1", "The garage door code was changed in March.", "observations", 0.9, 1, age_days=90)
+
+
+def behind(agent: Path, decaying: bool) -> None:
+    if decaying:
+        write_corpus(agent, [OLD])
+        os.utime(next((agent / "memory").rglob("o1.json")), ns=(0, 0))
+
+
+@pytest.mark.usefixtures("corpus_index_mode")
+@pytest.mark.parametrize("decaying", [False, True], ids=["quiet", "decaying"])
 def test_an_exact_duplicate_written_behind_a_quiet_corpus_is_folded(
-    agent: Path, monkeypatch: pytest.MonkeyPatch
+    agent: Path, monkeypatch: pytest.MonkeyPatch, decaying: bool
 ) -> None:
+    behind(agent, decaying)
     walks = Walks(monkeypatch)
     run(agent, 0, MERGE)
     settle(agent, walks)
@@ -130,13 +146,18 @@ def test_an_exact_duplicate_written_behind_a_quiet_corpus_is_folded(
     os.utime(next((agent / "memory").rglob("k2.json")), ns=(0, 0))  # old at once (the racy rule waived)
     outcome = run(agent, 20, NOTHING)
     assert walks.reset() == (1, 1)
-    assert outcome.report.folded == 1
+    assert outcome.report.folded == 1 and (outcome.report.decayed >= 1) == decaying
     assert MemoryStore(agent / "memory").require("k2").entry.archived_at is not None
 
 
-def test_a_stale_write_back_behind_a_quiet_corpus_is_repaired(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("corpus_index_mode")
+@pytest.mark.parametrize("decaying", [False, True], ids=["quiet", "decaying"])
+def test_a_stale_write_back_behind_a_quiet_corpus_is_repaired(
+    agent: Path, monkeypatch: pytest.MonkeyPatch, decaying: bool
+) -> None:
     """RockBot's cached copy of a merged source, written back after quiet cycles (its index was loaded before the
     merge): the corpus changed, the repair walks, the copy is archived again."""
+    behind(agent, decaying)
     cached = Store(agent / "memory", "atomic")
     cached.load()
     walks = Walks(monkeypatch)

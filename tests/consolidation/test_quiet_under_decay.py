@@ -3,13 +3,13 @@ change importanceScore and updatedAt alone, which neither the fold, nor the writ
 their answers, kept under the corpus's content generation (memory/content_digests.py), still hold and their walks
 are skipped; anything else an answer depends on makes the next cycle walk again. The content generation does not
 depend on the corpus index's state: the safety tests run with it cold, warm, stale and corrupt
-(tests/corpus_index_modes.py)."""
+(tests/corpus_index_modes.py). An exact duplicate and a stale write-back behind such a corpus: test_quiet_memo.py
+(``decaying``)."""
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +17,17 @@ import pytest
 
 from dreamkeeper.consolidation.journal import DECAY_JOURNAL_SUFFIX, journal_dir
 from dreamkeeper.consolidation.quiet import FOLD, GATING, REPAIR, memo_path, repair_state
-from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import corpus_index as ci
-from tests.agents.caching_agent import Store, dotnet_time
 from tests.consolidation.corpus import Seed, write_corpus
-from tests.consolidation.test_quiet_memo import MERGE, NOTHING, Walks, agent, counts, run, settle
+from tests.consolidation.test_quiet_memo import MERGE, NOTHING, Walks, agent, behind, counts, run, settle
 
 __all__ = ["agent"]  # the fixture, shared with test_quiet_memo.py
-
-OLD = Seed("o1", "The garage door code was changed in March.", "observations", 0.9, 1, age_days=90)
 
 
 @pytest.fixture
 def decaying(agent: Path) -> Path:
     """The quiet-memo seeds and one entry long past its grace period: every cycle's decay rewrites it."""
-    write_corpus(agent, [OLD])
-    path = next((agent / "memory").rglob("o1.json"))
-    os.utime(path, ns=(0, 0))
+    behind(agent, True)
     return agent
 
 
@@ -71,41 +65,10 @@ def test_decays_own_rewrites_skip_the_walks_and_report_the_same(
 
 
 @pytest.mark.usefixtures("corpus_index_mode")
-def test_an_exact_duplicate_written_behind_a_decaying_corpus_is_folded(
-    decaying: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    walks = Walks(monkeypatch)
-    run(decaying, 0, MERGE)
-    settle(decaying, walks)
-    write_corpus(decaying, [Seed("k2", "The home lab NAS is a Synology DS920+.", "project-context", 0.5, 1)])
-    os.utime(next((decaying / "memory").rglob("k2.json")), ns=(0, 0))
-    outcome = run(decaying, 20, NOTHING)
-    assert walks.reset() == (1, 1)
-    assert outcome.report.folded == 1 and outcome.report.decayed >= 1
-
-
-@pytest.mark.usefixtures("corpus_index_mode")
-def test_a_stale_write_back_behind_a_decaying_corpus_is_repaired(
-    decaying: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cached = Store(decaying / "memory", "atomic")
-    cached.load()
-    walks = Walks(monkeypatch)
-    run(decaying, 0, MERGE)
-    settle(decaying, walks)
-    copy = cached.index["m1"]
-    cached.write(copy, dict(copy.entry, lastSeenAt=dotnet_time(datetime.now(UTC))), in_place=False)
-    outcome = run(decaying, 20, NOTHING)
-    assert walks.reset()[1] == 1
-    assert outcome.report.stale_write_backs == 1
-    assert MemoryStore(decaying / "memory").require("m1").entry.archived_at is not None
-
-
-@pytest.mark.usefixtures("corpus_index_mode")
 def test_an_edit_that_decay_would_not_make_makes_the_stages_walk(
     decaying: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The agent edits what the answers read (the text of an entry; a review stamp taken off): both walk again."""
+    """The agent edits what the answers read (the text of an entry): the fold, the repair and gating walk again."""
     walks = Walks(monkeypatch)
     run(decaying, 0, MERGE)
     settle(decaying, walks)

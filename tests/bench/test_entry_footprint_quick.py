@@ -14,5 +14,10 @@ def test_entry_footprint_quick(mode: str, capsys: pytest.CaptureFixture[str]) ->
     result = json.loads(capsys.readouterr().out)
     assert result["root"].startswith("synthetic (300 entries")
     assert result["mode"] == mode and result["entries"] == 300
-    size_key = {"scan": "rssGrowthBytesPerEntry", "parse": "bytesPerEntry", "breakdown": "tracedBytesPerStoredEntry"}
-    assert result[size_key[mode]] >= 0
+    if mode == "scan":
+        # The process's RSS before and after the scan, in the test process: 300 entries grow it by ~0.3 MB, and the
+        # allocator may hand back more than that from earlier tests meanwhile (seen: -3.7 MB). Reported, not judged.
+        assert isinstance(result["rssGrowthBytesPerEntry"], int) and result["peakRssMiB"] > 0
+    else:  # tracemalloc's count of what the parsed entries hold: never negative
+        size_key = {"parse": "bytesPerEntry", "breakdown": "tracedBytesPerStoredEntry"}
+        assert result[size_key[mode]] > 0

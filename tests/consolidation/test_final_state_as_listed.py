@@ -145,12 +145,15 @@ def test_a_malformed_file_is_read_again_at_the_end(tmp_path: Path, monkeypatch: 
 
 
 def test_a_cycle_that_writes_looks_at_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file it wrote is looked at; all of them still holding its stamps, over the files its scan walked, the
+    state is the snapshot's (``_as_scanned``: test_final_state_as_scanned.py has the rest)."""
     write_corpus(tmp_path, SEEDS)
     later(monkeypatch)
     seen = spy(monkeypatch)
     outcome = cycle(tmp_path)  # the first cycle stamps every entry it reviews
     assert outcome.report.result == "completed" and seen["writes"]._touched
-    assert seen["as_listed"] == 0 and set(seen["read"]) >= seen["writes"]._touched
+    assert set(seen["read"]) >= seen["writes"]._touched and len(seen["read"]) == len(set(seen["read"]))
+    assert seen["as_listed"] == 1 and outcome.report.live_entries == len(SEEDS)
 
 
 def test_a_racy_directory_is_listed_again(tmp_path: Path) -> None:

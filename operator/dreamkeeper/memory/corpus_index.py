@@ -233,6 +233,7 @@ class CorpusIndex:
         self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, code_version())
         self.digests_kept = 0  # content digests taken from the records (tests, benchmarks)
         self.digests_made = 0  # content digests made
+        self.names: list[str] | None = None  # the files the last scan walked, in its order (``ScanResult.names``)
 
     @property
     def log_path(self) -> Path:
@@ -455,6 +456,7 @@ class CorpusIndex:
         # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
+        self.names = names
         for name in names:
             record = old.get(name)
             if record is not None:

@@ -133,6 +133,9 @@ class ScanResult:
     generation: str | None = field(default=None, compare=False)  # ``CorpusIndex.generation``; a result made anew: None
     # The directories the scan listed, each with its stat before it was listed (listing.py); a result made anew: None
     listing: Listing | None = field(default=None, repr=False, compare=False)
+    # Every file the scan's walk found (malformed ones too), as path strings in its order; None for a result made
+    # anew or a scan without the corpus index (which lists them first). final_state.py compares a later walk to it.
+    names: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def live(self) -> list[StoredEntry]:
@@ -316,6 +319,7 @@ class MemoryStore(EmbeddingFiles):
         self._index = index
         self._files = (first, twins)
         result.index, result.generation = self.corpus_index, getattr(self.corpus_index, "generation", None)
+        result.names = getattr(self.corpus_index, "names", None)
         return result
 
     def _lookup(self, entry_id: str) -> Path | None:

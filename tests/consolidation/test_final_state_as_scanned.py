@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -18,11 +19,13 @@ import pytest
 
 from dreamkeeper.consolidation import final_state
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
+from dreamkeeper.consolidation.final_state import scan_final
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import MemoryStore, ScanResult
+from dreamkeeper.memory.corpus_index import open_corpus_index
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
-from tests.consolidation.test_final_state_as_listed import NOTHING, TICK, later
+from tests.consolidation.test_final_state_as_listed import NOTHING, TICK, later, twins_corpus
 from tests.memory.conftest import rockbot_entry, write_raw
 
 pytestmark = pytest.mark.usefixtures("corpus_index_mode")
@@ -168,3 +171,50 @@ def test_without_the_scans_names_the_loop_runs(tmp_path: Path, monkeypatch: pyte
     outcome = cycle(tmp_path, 3)
     assert outcome.report.result == "completed" and seen["touched"] and seen["as_listed"] == 0
     assert outcome.report.live_entries == len(SEEDS)
+
+
+# ---- the state from the snapshot is the loop's, on corpora with twins (scan_final itself) -------------------------
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("twins", [True, False])
+def test_the_state_from_the_scanned_names_is_the_loops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, twins: bool
+) -> None:
+    """Over the corpus index's scan (``names`` set), a random third of the files "written" (``read_one`` gives back
+    the snapshot's object, as for a decay): the same state as the loop's, and ``read_one`` asked about each of those
+    files once, with the snapshot's parse of that very file (one for one with the entries, or looked up by path
+    when twins make the entries fewer than the files)."""
+    rng = random.Random(seed)
+    root = tmp_path / "memory"
+    if twins:
+        twins_corpus(root, rng)
+    else:
+        for i in range(rng.randint(3, 25)):
+            category = rng.choice(["a", "b", "c/d", None])
+            write_raw(root, rockbot_entry(f"e{i}", content=f"Fact {i} about Lisbon.", category=category), category)
+    store = MemoryStore(root, open_corpus_index(tmp_path, root))
+    scan = store.scan()
+    assert scan.names is not None and not scan.malformed and bool(scan.duplicates) == twins
+    touched = {name for name in scan.names if rng.random() < 0.35}
+    asked: list[tuple[str, Any]] = []
+
+    def read_one(child: Any, seen: Any) -> Any:
+        asked.append((child.path, seen))
+        return seen
+
+    spied: list[ScanResult] = []
+    as_listed = final_state._as_listed
+
+    def counting(snapshot: ScanResult) -> FinalState:
+        spied.append(snapshot)
+        return as_listed(snapshot)
+
+    monkeypatch.setattr(final_state, "_as_listed", counting)
+    fast = scan_final(store, scan, touched, read_one, listing=True)
+    monkeypatch.setattr(final_state, "_as_listed", as_listed)
+    assert spied == [scan]
+    assert sorted(path for path, _ in asked) == sorted(touched)
+    assert all(seen is not None and str(seen.path) == path for path, seen in asked)
+    loop = scan_final(store, dataclasses.replace(scan, names=None), touched, read_one, listing=True)
+    same_state(fast, loop)

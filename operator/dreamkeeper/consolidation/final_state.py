@@ -87,16 +87,24 @@ def scan_final(
     unwritten = listing and not touched and not snapshot.malformed
     if unwritten and snapshot.listing is not None and snapshot.listing.unchanged():
         return _as_listed(snapshot)
-    known = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
+    table: dict[str, StoredEntry] | None = None
+
+    def known() -> dict[str, StoredEntry]:
+        """Path -> the snapshot's parse, built once if asked for (``_as_scanned`` seldom needs it)."""
+        nonlocal table
+        if table is None:
+            table = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
+        return table
+
     resolved: dict[str, StoredEntry | MalformedFile] = {}
     scanned = listing and not snapshot.malformed and snapshot.names is not None
-    if scanned and _as_scanned(store, snapshot.names or [], known, touched, read_one, resolved):
+    if scanned and _as_scanned(store, snapshot, known, touched, read_one, resolved):
         return _as_listed(snapshot)
     final = FinalState()
     first: dict[str, Path] = {}
     ids, entries, live = final.ids, final.entries, final.live
     # Bound once: this loop runs once per file of the corpus.
-    known_get, ids_add, first_setdefault = known.get, ids.add, first.setdefault
+    known_get, ids_add, first_setdefault = known().get, ids.add, first.setdefault
     for child in store.iter_file_entries():
         name = child.path
         seen = known_get(name)
@@ -132,8 +140,8 @@ def scan_final(
 
 def _as_scanned(
     store: MemoryStore,
-    names: list[str],
-    known: Mapping[str, StoredEntry],
+    snapshot: ScanResult,
+    known: Callable[[], Mapping[str, StoredEntry]],
     touched: set[str],
     read_one: Callable[[os.DirEntry[str], StoredEntry | None], StoredEntry | MalformedFile],
     resolved: dict[str, StoredEntry | MalformedFile],
@@ -147,15 +155,20 @@ def _as_scanned(
 
     Streamed, never a list of the walk's directory entries (~30 MB at 100k, at the report stage of a cold cycle
     too): when this is False the loop walks again. ``resolved``: what ``read_one`` gave for each file it was asked
-    about, so that loop does not read (and log) one twice."""
+    about, so that loop does not read (and log) one twice. ``known``: path -> the snapshot's parse, asked for only
+    when the snapshot's entries are not the walk's files one for one (duplicates; a list changed since its scan)."""
+    names, scanned = snapshot.names or [], snapshot.entries
     count, at = len(names), 0
+    aligned = not snapshot.duplicates and len(scanned) == count  # then the i-th file's parse is the i-th entry
     for child in store.iter_file_entries():
         name = child.path
         if at == count or names[at] != name:
             return False  # a file the agent added, removed or renamed since the scan: the loop looks at each
         at += 1
         if name in touched:
-            seen = known.get(name)
+            seen: StoredEntry | None = scanned[at - 1] if aligned else None
+            if seen is None or str(seen.path) != name:
+                seen = known().get(name)
             found = resolved[name] = read_one(child, seen)
             if seen is None or found is not seen:
                 return False

@@ -151,7 +151,7 @@ def _as_scanned(
     each is one of its entries or duplicates), and each file this cycle wrote still holds a version whose parse
     the snapshot's stands for (``read_one`` gives back the snapshot's very object: a decay's or a stamp's write,
     which change nothing the report counts). Then ``_as_listed`` builds what the loop would, without its per-file
-    work (a third of a steady cycle's report stage at 100,000 entries).
+    work (about a fifth of a steady cycle's report stage at 100,000 entries: 0.48 s against 0.62).
 
     Streamed, never a list of the walk's directory entries (~30 MB at 100k, at the report stage of a cold cycle
     too): when this is False the loop walks again. ``resolved``: what ``read_one`` gave for each file it was asked

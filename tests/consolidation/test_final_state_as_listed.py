@@ -55,16 +55,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What the report's final-state check did: whether it built the state from the snapshot, the files it
     looked at, and the cycle's ``Writes``."""
     seen: dict[str, Any] = {"as_listed": 0, "read": [], "writes": None}
-    as_listed, read_final = final_state._as_listed, Writes._read_final
     original = Writes._final_state
-
-    def counting(snapshot: ScanResult) -> FinalState:
-        seen["as_listed"] += 1
-        return as_listed(snapshot)
-
-    def reading(self: Writes, child: Any, stored: Any) -> Any:
-        seen["read"].append(child.path)
-        return read_final(self, child, stored)
 
     def final(self: Writes, snapshot: Any, **how: bool) -> FinalState:
         if seen["writes"] is None:
@@ -75,10 +66,26 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
                 action()
         return original(self, snapshot, **how)
 
-    monkeypatch.setattr(final_state, "_as_listed", counting)
-    monkeypatch.setattr(Writes, "_read_final", reading)
+    watch_looks(monkeypatch, seen)
     monkeypatch.setattr(Writes, "_final_state", final)
     return seen
+
+
+def watch_looks(monkeypatch: pytest.MonkeyPatch, seen: dict[str, Any]) -> None:
+    """Each state built from the snapshot counted in ``seen["as_listed"]``, each file the check looks at appended
+    to ``seen["read"]``."""
+    as_listed, read_final = final_state._as_listed, Writes._read_final
+
+    def counting(snapshot: ScanResult) -> FinalState:
+        seen["as_listed"] += 1
+        return as_listed(snapshot)
+
+    def reading(self: Writes, child: Any, stored: Any) -> Any:
+        seen["read"].append(child.path)
+        return read_final(self, child, stored)
+
+    monkeypatch.setattr(final_state, "_as_listed", counting)
+    monkeypatch.setattr(Writes, "_read_final", reading)
 
 
 def settled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MemoryStore:

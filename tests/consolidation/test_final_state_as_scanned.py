@@ -25,7 +25,7 @@ from dreamkeeper.memory import MemoryStore, ScanResult
 from dreamkeeper.memory.corpus_index import open_corpus_index
 from dreamkeeper.proposers import ScriptedProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
-from tests.consolidation.test_final_state_as_listed import NOTHING, TICK, later, twins_corpus
+from tests.consolidation.test_final_state_as_listed import NOTHING, TICK, later, twins_corpus, watch_looks
 from tests.memory.conftest import rockbot_entry, write_raw
 
 pytestmark = pytest.mark.usefixtures("corpus_index_mode")
@@ -53,15 +53,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object] | None = N
     state it gave and the state the file-by-file loop gives for the same snapshot (``names`` taken away).
     ``action``: what the agent does after the cycle's writes, before the check."""
     seen: dict[str, Any] = {"as_listed": 0, "read": [], "fast": None, "loop": None, "touched": set()}
-    as_listed, read_final, original = final_state._as_listed, Writes._read_final, Writes._final_state
-
-    def counting(snapshot: ScanResult) -> FinalState:
-        seen["as_listed"] += 1
-        return as_listed(snapshot)
-
-    def reading(self: Writes, child: Any, stored: Any) -> Any:
-        seen["read"].append(child.path)
-        return read_final(self, child, stored)
+    original = Writes._final_state
 
     def final(self: Writes, snapshot: ScanResult, **how: bool) -> FinalState:
         if seen["fast"] is None:
@@ -76,8 +68,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object] | None = N
             return fast
         return original(self, snapshot, **how)
 
-    monkeypatch.setattr(final_state, "_as_listed", counting)
-    monkeypatch.setattr(Writes, "_read_final", reading)
+    watch_looks(monkeypatch, seen)
     monkeypatch.setattr(Writes, "_final_state", final)
     return seen
 
@@ -203,17 +194,12 @@ def test_the_state_from_the_scanned_names_is_the_loops(
         asked.append((child.path, seen))
         return seen
 
-    spied: list[ScanResult] = []
+    seen: dict[str, Any] = {"as_listed": 0, "read": []}
     as_listed = final_state._as_listed
-
-    def counting(snapshot: ScanResult) -> FinalState:
-        spied.append(snapshot)
-        return as_listed(snapshot)
-
-    monkeypatch.setattr(final_state, "_as_listed", counting)
+    watch_looks(monkeypatch, seen)
     fast = scan_final(store, scan, touched, read_one, listing=True)
     monkeypatch.setattr(final_state, "_as_listed", as_listed)
-    assert spied == [scan]
+    assert seen["as_listed"] == 1
     assert sorted(path for path, _ in asked) == sorted(touched)
     assert all(seen is not None and str(seen.path) == path for path, seen in asked)
     loop = scan_final(store, dataclasses.replace(scan, names=None), touched, read_one, listing=True)

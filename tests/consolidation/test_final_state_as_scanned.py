@@ -188,19 +188,20 @@ def test_the_state_from_the_scanned_names_is_the_loops(
     scan = store.scan()
     assert scan.names is not None and not scan.malformed and bool(scan.duplicates) == twins
     touched = {name for name in scan.names if rng.random() < 0.35}
+    assert touched  # (each seed's third is not empty)
     asked: list[tuple[str, Any]] = []
 
     def read_one(child: Any, seen: Any) -> Any:
         asked.append((child.path, seen))
         return seen
 
-    seen: dict[str, Any] = {"as_listed": 0, "read": []}
+    looks: dict[str, Any] = {"as_listed": 0, "read": []}
     as_listed = final_state._as_listed
-    watch_looks(monkeypatch, seen)
+    watch_looks(monkeypatch, looks)
     fast = scan_final(store, scan, touched, read_one, listing=True)
     monkeypatch.setattr(final_state, "_as_listed", as_listed)
-    assert seen["as_listed"] == 1
+    assert looks["as_listed"] == 1
     assert sorted(path for path, _ in asked) == sorted(touched)
-    assert all(seen is not None and str(seen.path) == path for path, seen in asked)
+    assert all(parse is not None and str(parse.path) == path for path, parse in asked)
     loop = scan_final(store, dataclasses.replace(scan, names=None), touched, read_one, listing=True)
     same_state(fast, loop)

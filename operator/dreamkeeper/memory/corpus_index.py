@@ -49,7 +49,7 @@ import pickle
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
@@ -172,7 +172,15 @@ def code_version() -> str:
     here = Path(__file__).resolve().parent
     # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
     # content_digests: how a record's content digest is made
-    names = ("entry.py", "entry_values.py", "entry_state.py", "store.py", "walk.py", "content_digests.py")
+    names = (
+        "entry.py",
+        "entry_values.py",
+        "entry_state.py",
+        "store.py",
+        "walk.py",
+        "content_digests.py",
+        "own_writes.py",
+    )
     parser = tuple(here / name for name in names)
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
@@ -228,9 +236,13 @@ class CorpusIndex:
         self.hits = 0
         self.reads = 0
         from dreamkeeper.memory.listing_cache import LISTING_SUFFIX, ListingCache  # (it imports this module)
+        from dreamkeeper.memory.own_writes import OWN_SUFFIX, OwnWrites  # (it imports this module)
 
+        version = code_version()
         # The names each directory held (listing_cache.py): a steady scan stats every file, lists no directory.
-        self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, code_version())
+        self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, version)
+        # The entries the last cycle wrote (own_writes.py): a file read again because it wrote it is not parsed.
+        self.own = OwnWrites(path.with_name(path.name + OWN_SUFFIX), self.root, version)
         self.digests_kept = 0  # content digests taken from the records (tests, benchmarks)
         self.digests_made = 0  # content digests made
         self.names: list[str] | None = None  # the files the last scan walked, in its order (``ScanResult.names``)
@@ -269,7 +281,9 @@ class CorpusIndex:
     # ---- loading and saving -----------------------------------------------------------------------------
 
     def load(self) -> None:
-        """The saved records, if the file is whole and describes this root; otherwise none (a full read)."""
+        """The saved records, if the file is whole and describes this root; otherwise none (a full read). The last
+        cycle's own writes too (own_writes.py: a file of their own, used or discarded on its own)."""
+        self.own.load()
         self._old = {}
         try:
             data = read_regular(self.path, INDEX_LIMIT, follow_symlinks=False)
@@ -331,6 +345,7 @@ class CorpusIndex:
         """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
         rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
         self.listings.save()  # a cache of its own: written when the last scan's listings differ from the file's
+        self.own.save()  # another: the writes the cycle said it made (``keep_own``), replacing the last cycle's
         if not self._stamp or (self.loaded and not self._changed):
             return
         try:
@@ -406,6 +421,11 @@ class CorpusIndex:
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
 
+    def keep_own(self, written: Mapping[str, tuple[Entry, Fingerprint]]) -> None:
+        """The entries this cycle wrote, by path, with the fingerprints of their bytes: kept for the next scan, which
+        takes each instead of parsing the file while the file holds exactly those bytes (own_writes.py)."""
+        self.own.keep(written)
+
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
     def known_fit(self, stored: StoredEntry) -> bool:
@@ -446,6 +466,8 @@ class CorpusIndex:
             self._tried = True
             self.load()
         old = self._old
+        own = self.own.known
+        taken = 0
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
@@ -477,8 +499,11 @@ class CorpusIndex:
                     continue
             reads += 1
             path = Path(name)
-            result, st = store.read_file_stat(path)
+            known = own(name)
+            result, st = store.read_file_stat(path, known)
             if isinstance(result, StoredEntry):
+                if known is not None and result.entry is known[2]:
+                    taken += 1
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
                     new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
                 yield result
@@ -487,7 +512,7 @@ class CorpusIndex:
                     malformed.append((name, stat_key(st)))
                 log_malformed(result)
                 yield result
-        self.hits, self.reads = hits, reads
+        self.hits, self.reads, self.own.taken = hits, reads, taken
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         # Exact: every file had its record and every record its file; a malformed file (read each time, never
@@ -501,9 +526,11 @@ class CorpusIndex:
         if self.on_scanned is not None:
             self.on_scanned()
         log.debug(
-            "corpus index: %d file(s) from the index, %d read; %d directorie(s) from the kept listings, %d listed",
+            "corpus index: %d file(s) from the index, %d read (%d of them this process's last writes, not parsed);"
+            " %d directorie(s) from the kept listings, %d listed",
             self.hits,
             self.reads,
+            taken,
             self.listings.used,
             self.listings.listed,
         )

@@ -13,8 +13,11 @@ four. The measured cycles use the default settings; then, side by side in one ru
 subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) load and parse every entry file
 (``MemoryStore(root).scan()``); (2) the steady cycle with the corpus index; (3) the same cycle with
 ``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
-commit, e.g. main), that commit's steady cycle on the same files, with its own corpus index and cluster cache (one
-unmeasured cycle of it builds them; each engine's are put back before its own cycles).
+commit, e.g. main), that commit's steady cycle, with its own corpus index and cluster cache (one unmeasured cycle of
+it builds them). Each of (3) and (4) runs on its own copy of the settled corpus, made once it settled, as on a
+volume that one engine tends: a cycle's decay rewrites the files it decays, and what it keeps of its own writes for
+the next cycle (memory/own_writes.py) holds only while no other engine rewrote them in between (the three were
+one corpus before session 22, so each engine's next scan found the others' decays instead of its own).
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
@@ -58,6 +61,7 @@ ENGINE_CACHES = (  # state files each engine keeps
     "corpus-index",
     "corpus-index.log",
     "corpus-index.dirs",
+    "corpus-index.own",
     "cluster-cache",
     "quiet-memo",
 )
@@ -205,17 +209,22 @@ def measure(
         # Settled: the model was asked nothing and nothing but decay wrote (its time-driven rewrite goes on forever).
         if not settled["reviewed"] and settled["wrote"] == settled.get("decayed", 0):
             break
-    if baseline is not None:  # unmeasured: the other commit builds its own caches (corpus index, clusters) once
-        _run("cycle", agent, apply, baseline, min_step)
-    time.sleep(RACY_WAIT_SECONDS)
     kinds = ["load", "cycle", "cycle-noindex"] + (["baseline"] if baseline is not None else [])
+    # Each engine on its own copy (see above): the load and this code's cycle on the settled corpus itself.
+    agents = {"load": agent, "cycle": agent}
+    for kind in kinds[2:]:
+        agents[kind] = workdir / f"agent-{size}-{kind}"
+        shutil.copytree(agent, agents[kind], symlinks=True)
+    if baseline is not None:  # unmeasured: the other commit builds its own caches (corpus index, clusters) once
+        _run("cycle", agents["baseline"], apply, baseline, min_step)
+    time.sleep(RACY_WAIT_SECONDS)
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for _ in range(reps):  # interleaved: a burst of load on the machine hits every kind alike
         for kind in kinds:
             if kind == "baseline":
-                samples[kind].append(_run("cycle", agent, apply, baseline, min_step))
+                samples[kind].append(_run("cycle", agents[kind], apply, baseline, min_step))
             else:
-                samples[kind].append(_run(kind, agent, apply, min_step=min_step))
+                samples[kind].append(_run(kind, agents[kind], apply, min_step=min_step))
     best = {k: _best(v) for k, v in samples.items()}
     load = best["load"]["cpuSeconds"]
     row: dict[str, Any] = {
@@ -239,7 +248,8 @@ def measure(
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
             }
     print(f"[steady] {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
-    shutil.rmtree(agent, ignore_errors=True)
+    for path in {*agents.values()}:
+        shutil.rmtree(path, ignore_errors=True)
     return row
 
 

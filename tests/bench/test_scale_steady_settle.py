@@ -8,7 +8,9 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from bench.scale_steady import SETTLE_MAX, child
 from bench.sim.world import write_synthetic_corpus
 
@@ -68,3 +70,52 @@ def test_each_engine_keeps_its_own_caches_between_its_cycles(tmp_path: Path) -> 
     theirs = scale_steady._THEIRS[(agent, other)]
     assert {"corpus-index", "cluster-cache"} <= set(theirs)  # its own, built by its cycle, kept for its next
     assert theirs["cluster-cache"] != ours["cluster-cache"] or theirs["corpus-index"] != ours["corpus-index"]
+
+
+def test_each_engine_is_measured_on_its_own_copy_of_the_settled_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle keeps its own decays for the next one (memory/own_writes.py), which holds only while no other engine
+    rewrote those files in between: the no-index cycle and the baseline each run on a copy of the settled corpus,
+    this code's cycle and the load on the corpus itself, and every copy holds the same files when measuring starts."""
+    from bench import scale_steady
+
+    calls: list[tuple[str, Path, Path | None]] = []
+
+    def run(
+        kind: str, agent: Path, apply: bool, code: Path | None = None, *rest: object, **how: object
+    ) -> dict[str, Any]:
+        calls.append((kind, agent, code))
+        if kind != "load":
+            assert sorted(p.name for p in (agent / "memory").rglob("*.json")) == names  # a whole copy
+        return {
+            "cpuSeconds": 1.0,
+            "peakRssMiB": 1.0,
+            "result": "completed",
+            "wrote": 0,
+            "decayed": 0,
+            "reviewed": 0,
+            "stagesCpu": {},
+        }
+
+    monkeypatch.setattr(scale_steady, "_run", run)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    seeded = tmp_path / "seeded"
+    write_synthetic_corpus(seeded / "memory", 40, 7)
+    names = sorted(p.name for p in (seeded / "memory").rglob("*.json"))
+    import bench.sim.world as world
+
+    monkeypatch.setattr(
+        world, "write_synthetic_corpus", lambda root, size, seed: shutil.copytree(seeded / "memory", root)
+    )
+    other = tmp_path / "other-commit"
+    row = scale_steady.measure(40, 7, tmp_path / "work", True, 2, other)
+    measured = calls[-8:]  # two repetitions of load, cycle, no-index cycle, baseline
+    where = {(kind, code): agent for kind, agent, code in measured}
+    agent = tmp_path / "work" / "agent-40"
+    assert where[("load", None)] == where[("cycle", None)] == agent
+    assert where[("cycle-noindex", None)] == tmp_path / "work" / "agent-40-cycle-noindex"
+    assert where[("cycle", other)] == tmp_path / "work" / "agent-40-baseline"
+    assert ("cycle", tmp_path / "work" / "agent-40-baseline", other) in calls[:-8]  # its unmeasured first cycle
+    assert row["steady"]["result"] == "completed"
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())  # every copy removed

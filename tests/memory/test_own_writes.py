@@ -21,6 +21,7 @@ from dreamkeeper.demo.sample import BUNDLED_SAMPLE
 from dreamkeeper.memory import Entry, Fingerprint, MemoryStore, StoredEntry
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.checked_files import write_checked
+from dreamkeeper.memory.content_digests import content_generation
 from dreamkeeper.memory.own_writes import FORMAT, kept_form
 from tests.memory.conftest import rockbot_entry, write_raw
 from tests.memory.test_roundtrip import _shapes
@@ -169,16 +170,20 @@ def later(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ci, "_now_ns", lambda: real() + LATER_NS)
 
 
-def decay_all(agent: Path) -> dict[str, tuple[Entry, Fingerprint]]:
-    """A cycle's worth: scanned with the agent's index, every entry decayed and written, the writes kept, saved."""
+def decay_all(agent: Path, digests: bool = False) -> dict[str, tuple[Entry, Fingerprint]]:
+    """A cycle's worth: scanned with the agent's index, every entry decayed and written, the writes kept, saved.
+    ``digests``: the cycle asked for the content generation first (each record given its content digest)."""
     index = ci.open_corpus_index(agent, agent / "memory")
     store = MemoryStore(agent / "memory", index)
+    entries = store.scan().entries
+    if digests:
+        index.content_generation(entries)
     written: dict[str, tuple[Entry, Fingerprint]] = {}
-    for stored in store.scan().entries:
+    for stored in entries:
         entry = decayed(stored.entry)
         written[str(stored.path)] = (entry, store.rewrite(stored, entry))
+    index.keep_own(written)  # as Writes.record: before forget, which drops the records the digests are in
     index.forget(written)
-    index.keep_own(written)
     index.save()
     return written
 
@@ -213,6 +218,53 @@ def test_the_next_scan_takes_the_writes_and_parses_nothing_of_them(
     # Taken, then recorded like any file read: the scan after that reads nothing at all.
     seen, index = next_scan(agent)
     assert (index.reads, index.hits, index.own.taken) == (0, 3, 0)
+
+
+def test_a_taken_write_keeps_its_content_digest(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decay leaves the content digest as it was (it leaves out decay's two values): the next cycle's content
+    generation makes none for the files it took, and is the one every parse of them gives."""
+    later(monkeypatch)
+    decay_all(agent, digests=True)
+    seen, index = next_scan(agent)
+    assert index.own.taken == 3
+    generation = index.content_generation(seen)
+    assert (index.digests_kept, index.digests_made) == (3, 0)
+    assert generation == content_generation(MemoryStore(agent / "memory").scan().entries, {}, set())[0]
+    # Carried on with the records the scan made of them: the next cycle's writes keep them again.
+    decay_all(agent)
+    seen, index = next_scan(agent)
+    index.content_generation(seen)
+    assert (index.own.taken, index.digests_kept, index.digests_made) == (3, 3, 0)
+    # Without a digest in the records (a cycle that never asked, from a cold index), none is invented.
+    for path in ci.index_path(agent).parent.glob("corpus-index*"):
+        path.unlink()
+    decay_all(agent)
+    seen, index = next_scan(agent)
+    index.content_generation(seen)
+    assert (index.own.taken, index.digests_kept, index.digests_made) == (3, 0, 3)
+
+
+def test_a_write_that_changed_more_than_decay_keeps_no_digest(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record's digest is of the entry before the write: kept only for a write that changed decay's values
+    alone. One that changed the content too is digested from what it wrote: the generation is the parses'."""
+    later(monkeypatch)
+    index = ci.open_corpus_index(agent, agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    entries = store.scan().entries
+    index.content_generation(entries)
+    written: dict[str, tuple[Entry, Fingerprint]] = {}
+    for number, stored in enumerate(entries):
+        entry = decayed(stored.entry)
+        if number == 1:
+            entry = entry.evolve(content=entry.content + " Since 2026.")
+        written[str(stored.path)] = (entry, store.rewrite(stored, entry))
+    index.keep_own(written)
+    index.forget(written)
+    index.save()
+    seen, index = next_scan(agent)
+    generation = index.content_generation(seen)
+    assert (index.own.taken, index.digests_kept, index.digests_made) == (3, 2, 1)
+    assert generation == content_generation(MemoryStore(agent / "memory").scan().entries, {}, set())[0]
 
 
 def test_a_file_the_agent_rewrote_since_is_parsed(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:

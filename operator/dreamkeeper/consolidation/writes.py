@@ -434,10 +434,10 @@ class Writes:
         self._update_index()
         if self.store.corpus_index is not None:
             # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since.
-            self.store.corpus_index.forget(self._touched)
             own = self._own  # each file whose newest write this cycle was a decay, with its bytes' fingerprint
             decays = ((name, entry, own.get(name)) for name, entry in self._own_decays.items())
             self.store.corpus_index.keep_own({n: (e, f) for n, e, f in decays if isinstance(f, Fingerprint)})
+            self.store.corpus_index.forget(self._touched)
             self.store.corpus_index.save()
         if report.result == "completed":
             # On the cycle's own clock: a caller that sets `now` (simulations, tests) compares against the same clock.

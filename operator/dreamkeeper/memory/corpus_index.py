@@ -55,7 +55,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import Fingerprint
-from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, derived_generation
+from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, decay_only, derived_generation
 from dreamkeeper.memory.corpus_index_files import (
     FRAME_HEAD,
     FRAME_MAGIC,
@@ -423,8 +423,16 @@ class CorpusIndex:
 
     def keep_own(self, written: Mapping[str, tuple[Entry, Fingerprint]]) -> None:
         """The entries this cycle wrote, by path, with the fingerprints of their bytes: kept for the next scan, which
-        takes each instead of parsing the file while the file holds exactly those bytes (own_writes.py)."""
-        self.own.keep(written)
+        takes each instead of parsing the file while the file holds exactly those bytes (own_writes.py). Before
+        ``forget``: each keeps the content digest of its file's record when the write differs from the record's
+        entry in decay's two values alone (``content_digests.decay_only``: the digest leaves them out)."""
+        digests: dict[str, bytes] = {}
+        get = self._new.get
+        for name, (entry, _) in written.items():
+            record = get(name)
+            if record is not None and record.content is not None and decay_only(record.entry, entry):
+                digests[name] = record.content
+        self.own.keep(written, digests)
 
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
@@ -505,7 +513,8 @@ class CorpusIndex:
                 if known is not None and result.entry is known[2]:
                     taken += 1
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
-                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
+                    digest = self.own.digest(name) if known is not None and result.entry is known[2] else None
+                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result, digest)
                 yield result
             else:
                 if st is not None:

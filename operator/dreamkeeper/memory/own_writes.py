@@ -113,13 +113,23 @@ class OwnWrites:
             return None
         return record.fingerprint.sha256, record.fingerprint.size, record.entry
 
-    def keep(self, written: Mapping[str, tuple[Entry, Fingerprint]]) -> None:
-        """What this cycle wrote (path -> the entry and the fingerprint of the bytes): the carriable ones are kept
-        by the next save, and only they (the last cycle's writes replace the earlier cycle's)."""
+    def digest(self, name: str) -> bytes | None:
+        """The content digest kept with ``name``'s write, if one was known."""
+        record = self._kept.get(name)
+        return None if record is None else record.content
+
+    def keep(self, written: Mapping[str, tuple[Entry, Fingerprint]], digests: Mapping[str, bytes]) -> None:
+        """What this cycle wrote (path -> the entry and the fingerprint of the bytes): the ones with a kept form are
+        kept by the next save, and only they (the last cycle's writes replace the earlier cycle's). ``digests``:
+        path -> the entry's content digest (content_digests.py), where one is known (decay does not change it)."""
         from dreamkeeper.memory.corpus_index import Record
 
         kept = ((name, kept_form(entry), fingerprint) for name, (entry, fingerprint) in written.items())
-        self._next = {name: Record(_NO_STAT, form, fingerprint) for name, form, fingerprint in kept if form is not None}
+        self._next = {
+            name: Record(_NO_STAT, form, fingerprint, None, None, digests.get(name))
+            for name, form, fingerprint in kept
+            if form is not None
+        }
 
     def save(self) -> None:
         """The kept writes, when a cycle said what it wrote (``keep``); an empty set empties a file that held some."""

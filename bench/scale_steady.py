@@ -215,6 +215,7 @@ def measure(
     for kind in kinds[2:]:
         agents[kind] = workdir / f"agent-{size}-{kind}"
         shutil.copytree(agent, agents[kind], symlinks=True)
+    time.sleep(RACY_WAIT_SECONDS)  # the copies' files are new (their ctime): the first cycle on each may record them
     if baseline is not None:  # unmeasured: the other commit builds its own caches (corpus index, clusters) once
         _run("cycle", agents["baseline"], apply, baseline, min_step)
     time.sleep(RACY_WAIT_SECONDS)

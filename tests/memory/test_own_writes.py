@@ -170,7 +170,7 @@ def later(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ci, "_now_ns", lambda: real() + LATER_NS)
 
 
-def decay_all(agent: Path, digests: bool = False) -> dict[str, tuple[Entry, Fingerprint]]:
+def decay_all(agent: Path, digests: bool = False) -> dict[str, tuple[Entry, Fingerprint, Entry]]:
     """A cycle's worth: scanned with the agent's index, every entry decayed and written, the writes kept, saved.
     ``digests``: the cycle asked for the content generation first (each record given its content digest)."""
     index = ci.open_corpus_index(agent, agent / "memory")
@@ -178,10 +178,10 @@ def decay_all(agent: Path, digests: bool = False) -> dict[str, tuple[Entry, Fing
     entries = store.scan().entries
     if digests:
         index.content_generation(entries)
-    written: dict[str, tuple[Entry, Fingerprint]] = {}
+    written: dict[str, tuple[Entry, Fingerprint, Entry]] = {}
     for stored in entries:
         entry = decayed(stored.entry)
-        written[str(stored.path)] = (entry, store.rewrite(stored, entry))
+        written[str(stored.path)] = (entry, store.rewrite(stored, entry), stored.entry)
     index.keep_own(written)  # as Writes.record: before forget, which drops the records the digests are in
     index.forget(written)
     index.save()
@@ -252,12 +252,14 @@ def test_a_write_that_changed_more_than_decay_keeps_no_digest(agent: Path, monke
     store = MemoryStore(agent / "memory", index)
     entries = store.scan().entries
     index.content_generation(entries)
-    written: dict[str, tuple[Entry, Fingerprint]] = {}
+    written: dict[str, tuple[Entry, Fingerprint, Entry]] = {}
     for number, stored in enumerate(entries):
         entry = decayed(stored.entry)
-        if number == 1:
+        base = stored.entry
+        if number == 1:  # (said to be made from another entry than the record's: the digest is not taken on trust)
             entry = entry.evolve(content=entry.content + " Since 2026.")
-        written[str(stored.path)] = (entry, store.rewrite(stored, entry))
+            base = entry
+        written[str(stored.path)] = (entry, store.rewrite(stored, entry), base)
     index.keep_own(written)
     index.forget(written)
     index.save()

@@ -80,6 +80,8 @@ LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
+OWN_FRACTION: Final = 4  # a cycle's own writes are kept for the next scan up to a quarter of the corpus ...
+OWN_MIN: Final = 4096  # ... or this many, whichever is more (``keep_own``)
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
 
 # (size, mtime_ns, ctime_ns, inode) of the version that was read
@@ -421,18 +423,30 @@ class CorpusIndex:
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
 
-    def keep_own(self, written: Mapping[str, tuple[Entry, Fingerprint]]) -> None:
-        """The entries this cycle wrote, by path, with the fingerprints of their bytes: kept for the next scan, which
-        takes each instead of parsing the file while the file holds exactly those bytes (own_writes.py). Before
-        ``forget``: each keeps the content digest of its file's record when the write differs from the record's
-        entry in decay's two values alone (``content_digests.decay_only``: the digest leaves them out)."""
+    def keep_own(self, written: Mapping[str, tuple[Entry, Fingerprint, Entry]]) -> None:
+        """The entries this cycle's decay wrote, by path: the entry written, the fingerprint of its bytes, and the
+        entry it was made from (decay's two values changed, nothing else). Kept for the next scan, which takes each
+        instead of parsing the file while the file holds exactly those bytes (own_writes.py). Before ``forget``:
+        each keeps the content digest of its file's record when that record holds the entry it was made from (or
+        one that differs from it in decay's values alone: the digest leaves them out).
+
+        A cycle that rewrote more than a quarter of the corpus (a cold start decays nearly every entry) keeps none:
+        its kept entries, pickled at the cycle's peak, would be most of an index again (~200 MB more at 100,000
+        entries); the next cycle parses those files, as it did before."""
+        if len(written) > max(len(self._new) // OWN_FRACTION, OWN_MIN):
+            self.own.keep({}, {})
+            return
         digests: dict[str, bytes] = {}
         get = self._new.get
-        for name, (entry, _) in written.items():
+        for name, (entry, _, base) in written.items():
             record = get(name)
-            if record is not None and record.content is not None and decay_only(record.entry, entry):
+            if (
+                record is not None
+                and record.content is not None
+                and (record.entry is base or decay_only(record.entry, entry))
+            ):
                 digests[name] = record.content
-        self.own.keep(written, digests)
+        self.own.keep({name: (entry, fingerprint) for name, (entry, fingerprint, _) in written.items()}, digests)
 
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 

@@ -15,9 +15,10 @@ subprocess (its own peak RSS), ``--reps`` times each (the lowest CPU kept): (1) 
 ``corpus_index=False`` (every file read, as before the index); (4) with ``--baseline DIR`` (a worktree of another
 commit, e.g. main), that commit's steady cycle, with its own corpus index and cluster cache (one unmeasured cycle of
 it builds them). Each of (3) and (4) runs on its own copy of the settled corpus, made once it settled, as on a
-volume that one engine tends: a cycle's decay rewrites the files it decays, and what it keeps of its own writes for
-the next cycle (memory/own_writes.py) holds only while no other engine rewrote them in between (the three were
-one corpus before session 22, so each engine's next scan found the others' decays instead of its own).
+volume that one engine tends: a cycle's decay rewrites the files it decays, and anything an engine keeps of its own
+writes for its next cycle holds only while no other engine rewrote them in between (the three were one corpus
+before session 22, so each engine's next scan found the others' decays instead of its own: the same number of
+files read again, but never its own).
 
 CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
@@ -61,7 +62,6 @@ ENGINE_CACHES = (  # state files each engine keeps
     "corpus-index",
     "corpus-index.log",
     "corpus-index.dirs",
-    "corpus-index.own",
     "cluster-cache",
     "quiet-memo",
 )

@@ -12,9 +12,7 @@ must decide the same in each:
 
 The kept directory listings (memory/listing_cache.py) are put in the same state: none when ``cold``; the tree as it
 is (racy rule waived) when ``warm``; that with every other directory's stat moved when ``stale`` (listed); that
-with a byte flipped when ``corrupt`` (discarded: every directory listed). The last cycle's own writes
-(memory/own_writes.py) are deleted when ``cold`` and damaged when ``corrupt``, and left as that cycle left them
-otherwise (each is checked against the bytes read).
+with a byte flipped when ``corrupt`` (discarded: every directory listed).
 """
 
 from __future__ import annotations
@@ -109,19 +107,10 @@ def corpus_index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     def prepared_load(self: CorpusIndex) -> None:
         # The prepared file is put back as the product left it once loaded: a test comparing the agent's tree (a
         # dry run writes nothing) sees only what the cycle wrote.
-        paths = (self.path, self.log_path, self.listings.path, self.own.path)
+        paths = (self.path, self.log_path, self.listings.path)
         saved = {path: path.read_bytes() if path.is_file() else None for path in paths}
         written = apply_mode(self, mode)
         try:
-            # The last cycle's own writes (own_writes.py): none when cold, damaged when corrupt (both discarded).
-            own = self.own.path
-            if mode == "cold":
-                own.unlink(missing_ok=True)
-            elif mode == "corrupt" and own.is_file():
-                data = own.read_bytes()
-                own.write_bytes(
-                    data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x5A]) + data[len(data) // 2 + 1 :]
-                )
             load(self)
             # The mode is real: a warm or stale index is taken, a corrupt one refused.
             assert self.loaded == (written and mode in ("warm", "stale")), (mode, written, self.loaded)

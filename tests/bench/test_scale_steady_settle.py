@@ -75,9 +75,9 @@ def test_each_engine_keeps_its_own_caches_between_its_cycles(tmp_path: Path) -> 
 def test_each_engine_is_measured_on_its_own_copy_of_the_settled_corpus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cycle keeps its own decays for the next one (memory/own_writes.py), which holds only while no other engine
-    rewrote those files in between: the no-index cycle and the baseline each run on a copy of the settled corpus,
-    this code's cycle and the load on the corpus itself, and every copy holds the same files when measuring starts."""
+    """What an engine keeps of its own writes for its next cycle holds only while no other engine rewrote those
+    files in between: the no-index cycle and the baseline each run on a copy of the settled corpus, this code's cycle
+    and the load on the corpus itself, and every copy holds the same files when measuring starts."""
     from bench import scale_steady
 
     calls: list[tuple[str, Path, Path | None]] = []

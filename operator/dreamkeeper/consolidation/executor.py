@@ -135,10 +135,6 @@ class Executor:
         self.written: dict[str, Fingerprint] = {}
         """Path -> fingerprint of every stamp and decay this run wrote (the report's final scan trusts the snapshot's
         parse of a file whose bytes are still exactly these: they change no id, content or live state)."""
-        self.decays_written: dict[str, tuple[Entry, Entry]] = {}
-        """Path -> the entry a decay of this run wrote there (its bytes are ``written``'s) and the entry it was made
-        from (decay's two values changed, nothing else): kept for the next cycle's scan, which takes it while the
-        file holds exactly those bytes (memory/own_writes.py)."""
         self.made: dict[str, StoredEntry] = {}
         """Path -> what this run created, updated or archived there: the entry whose JSON it wrote (a parse of those
         bytes gives it back) with the fingerprint of the write. The cycle's later looks at these files (the fold's
@@ -323,7 +319,6 @@ class Executor:
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._pending_dirs.add(stored.path.parent)
         self.written[name] = fingerprint
-        self.decays_written[name] = (updated, stored.entry)
         self.tally.decayed += 1
         self.tally.decayed_ids.add(step.id)
         return "done"

@@ -71,7 +71,6 @@ from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
 from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (
     CycleLock,
-    Entry,
     Fingerprint,
     MalformedFile,
     MemoryStoreError,
@@ -100,8 +99,6 @@ class Writes:
         # Later looks at the file take it while its size and mtime are the write's (``final_state.own_version``).
         # The values themselves, no pair per write: a cold start decays and stamps every entry.
         self._own: dict[str, Fingerprint | StoredEntry] = {}
-        # Of those, the files last written by a decay: the entry it wrote, and the one it made it from.
-        self._own_decays: dict[str, tuple[Entry, Entry]] = {}
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
         # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
@@ -435,10 +432,6 @@ class Writes:
         self._update_index()
         if self.store.corpus_index is not None:
             # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since.
-            own = self._own  # each file whose newest write this cycle was a decay, with its bytes' fingerprint
-            decays = ((name, pair, own.get(name)) for name, pair in self._own_decays.items())
-            kept = {n: (pair[0], f, pair[1]) for n, pair, f in decays if isinstance(f, Fingerprint)}
-            self.store.corpus_index.keep_own(kept)
             self.store.corpus_index.forget(self._touched)
             self.store.corpus_index.save()
         if report.result == "completed":
@@ -487,14 +480,9 @@ class Writes:
         """Record what ``executor`` wrote (``_own``): each file's newest write replaces an earlier one's record."""
         own = self._own
         own.update(executor.written)
-        decays = self._own_decays  # the files whose newest write was a decay, and the entries it wrote and read
-        for name in executor.written:
-            decays.pop(name, None)
-        decays.update(executor.decays_written)
         for name, made in executor.made.items():
             # One run writes a file once (a stamp or decay of an archived entry goes with the archive); should both
             # name it, which was last is unknown here: no record, the file is read.
-            decays.pop(name, None)
             if name in executor.written:
                 del own[name]
             else:

@@ -49,13 +49,13 @@ import pickle
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import Fingerprint
-from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, decay_only, derived_generation
+from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, derived_generation
 from dreamkeeper.memory.corpus_index_files import (
     FRAME_HEAD,
     FRAME_MAGIC,
@@ -80,8 +80,6 @@ LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
-OWN_FRACTION: Final = 4  # a cycle's own writes are kept for the next scan up to a quarter of the corpus ...
-OWN_MIN: Final = 4096  # ... or this many, whichever is more (``keep_own``)
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
 
 # (size, mtime_ns, ctime_ns, inode) of the version that was read
@@ -174,15 +172,7 @@ def code_version() -> str:
     here = Path(__file__).resolve().parent
     # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
     # content_digests: how a record's content digest is made
-    names = (
-        "entry.py",
-        "entry_values.py",
-        "entry_state.py",
-        "store.py",
-        "walk.py",
-        "content_digests.py",
-        "own_writes.py",
-    )
+    names = ("entry.py", "entry_values.py", "entry_state.py", "store.py", "walk.py", "content_digests.py")
     parser = tuple(here / name for name in names)
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:
@@ -238,13 +228,9 @@ class CorpusIndex:
         self.hits = 0
         self.reads = 0
         from dreamkeeper.memory.listing_cache import LISTING_SUFFIX, ListingCache  # (it imports this module)
-        from dreamkeeper.memory.own_writes import OWN_SUFFIX, OwnWrites  # (it imports this module)
 
-        version = code_version()
         # The names each directory held (listing_cache.py): a steady scan stats every file, lists no directory.
-        self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, version)
-        # The entries the last cycle wrote (own_writes.py): a file read again because it wrote it is not parsed.
-        self.own = OwnWrites(path.with_name(path.name + OWN_SUFFIX), self.root, version)
+        self.listings = ListingCache(path.with_name(path.name + LISTING_SUFFIX), self.root, code_version())
         self.digests_kept = 0  # content digests taken from the records (tests, benchmarks)
         self.digests_made = 0  # content digests made
         self.names: list[str] | None = None  # the files the last scan walked, in its order (``ScanResult.names``)
@@ -283,9 +269,7 @@ class CorpusIndex:
     # ---- loading and saving -----------------------------------------------------------------------------
 
     def load(self) -> None:
-        """The saved records, if the file is whole and describes this root; otherwise none (a full read). The last
-        cycle's own writes too (own_writes.py: a file of their own, used or discarded on its own)."""
-        self.own.load()
+        """The saved records, if the file is whole and describes this root; otherwise none (a full read)."""
         self._old = {}
         try:
             data = read_regular(self.path, INDEX_LIMIT, follow_symlinks=False)
@@ -347,7 +331,6 @@ class CorpusIndex:
         """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
         rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
         self.listings.save()  # a cache of its own: written when the last scan's listings differ from the file's
-        self.own.save()  # another: the writes the cycle said it made (``keep_own``), replacing the last cycle's
         if not self._stamp or (self.loaded and not self._changed):
             return
         try:
@@ -423,31 +406,6 @@ class CorpusIndex:
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
 
-    def keep_own(self, written: Mapping[str, tuple[Entry, Fingerprint, Entry]]) -> None:
-        """The entries this cycle's decay wrote, by path: the entry written, the fingerprint of its bytes, and the
-        entry it was made from (decay's two values changed, nothing else). Kept for the next scan, which takes each
-        instead of parsing the file while the file holds exactly those bytes (own_writes.py). Before ``forget``:
-        each keeps the content digest of its file's record when that record holds the entry it was made from (or
-        one that differs from it in decay's values alone: the digest leaves them out).
-
-        A cycle that rewrote more than a quarter of the corpus (a cold start decays nearly every entry) keeps none:
-        its kept entries, pickled at the cycle's peak, would be most of an index again (~200 MB more at 100,000
-        entries); the next cycle parses those files, as it did before."""
-        if len(written) > max(len(self._new) // OWN_FRACTION, OWN_MIN):
-            self.own.keep({}, {})
-            return
-        digests: dict[str, bytes] = {}
-        get = self._new.get
-        for name, (entry, _, base) in written.items():
-            record = get(name)
-            if (
-                record is not None
-                and record.content is not None
-                and (record.entry is base or decay_only(record.entry, entry))
-            ):
-                digests[name] = record.content
-        self.own.keep({name: (entry, fingerprint) for name, (entry, fingerprint, _) in written.items()}, digests)
-
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 
     def known_fit(self, stored: StoredEntry) -> bool:
@@ -488,8 +446,6 @@ class CorpusIndex:
             self._tried = True
             self.load()
         old = self._old
-        own = self.own.known
-        taken = 0
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
@@ -521,21 +477,17 @@ class CorpusIndex:
                     continue
             reads += 1
             path = Path(name)
-            known = own(name)
-            result, st = store.read_file_stat(path, known)
+            result, st = store.read_file_stat(path)
             if isinstance(result, StoredEntry):
-                if known is not None and result.entry is known[2]:
-                    taken += 1
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
-                    digest = self.own.digest(name) if known is not None and result.entry is known[2] else None
-                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result, digest)
+                    new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
                 yield result
             else:
                 if st is not None:
                     malformed.append((name, stat_key(st)))
                 log_malformed(result)
                 yield result
-        self.hits, self.reads, self.own.taken = hits, reads, taken
+        self.hits, self.reads = hits, reads
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         # Exact: every file had its record and every record its file; a malformed file (read each time, never
@@ -549,11 +501,9 @@ class CorpusIndex:
         if self.on_scanned is not None:
             self.on_scanned()
         log.debug(
-            "corpus index: %d file(s) from the index, %d read (%d of them this process's last writes, not parsed);"
-            " %d directorie(s) from the kept listings, %d listed",
+            "corpus index: %d file(s) from the index, %d read; %d directorie(s) from the kept listings, %d listed",
             self.hits,
             self.reads,
-            taken,
             self.listings.used,
             self.listings.listed,
         )

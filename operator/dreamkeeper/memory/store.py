@@ -55,7 +55,6 @@ from dreamkeeper.memory.errors import (
 from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
 from dreamkeeper.memory.listing import Listing
 from dreamkeeper.memory.listing_cache import ListingCache
-from dreamkeeper.memory.own_writes import Known
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
     ID_PATTERN,
@@ -203,19 +202,12 @@ class MemoryStore(EmbeddingFiles):
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
         return self.read_file_stat(path)[0]
 
-    def read_file_stat(
-        self, path: Path, known: Known | None = None
-    ) -> tuple[StoredEntry | MalformedFile, os.stat_result | None]:
-        """``read_file``, with the ``fstat`` of the version read (the corpus index records it). ``known``: the sha256
-        and size of bytes whose parse is known (own_writes.py); bytes read that are exactly those are not parsed."""
+    def read_file_stat(self, path: Path) -> tuple[StoredEntry | MalformedFile, os.stat_result | None]:
+        """``read_file``, with the ``fstat`` of the version read (the corpus index records it)."""
         try:
             data, fingerprint, st = read_with_stat(path)
         except OSError as exc:
             return MalformedFile(path, f"unreadable: {exc.strerror or exc}", "unreadable"), None
-        if known is not None and fingerprint.sha256 == known[0] and fingerprint.size == known[1]:
-            entry = known[2]
-            if self._misfiled(path, entry) is None:  # as a parse is checked (never otherwise for a kept write)
-                return StoredEntry(entry, path, fingerprint), st
         return self._parsed(path, data, fingerprint), st
 
     def _parsed(self, path: Path, data: bytes, fingerprint: Fingerprint) -> StoredEntry | MalformedFile:

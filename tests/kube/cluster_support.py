@@ -317,6 +317,22 @@ class OperatorProcess:
                     return float(sample.value)
         return None
 
+    def settled_metric(
+        self, name: str, expect: float | Callable[[float | None], bool] | None, timeout: float = 30.0, **labels: str
+    ) -> float | None:
+        """The sample once it reads ``expect`` (a value, or a predicate), else its last value after ``timeout``.
+
+        The operator writes a schedule's status first and its metrics just after (``_after_persist``: a metric must
+        never show what the apiserver refused), so a test that has just seen the status must give the metrics that
+        moment; the caller still asserts the returned value, so a wrong metric fails as before."""
+        matches = expect if callable(expect) else (lambda value: value == expect)
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.metric(name, **labels)
+            if matches(value) or time.monotonic() >= deadline:
+                return value
+            time.sleep(0.2)
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")

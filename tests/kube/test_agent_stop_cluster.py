@@ -97,8 +97,8 @@ def test_stop_runs_cycles_while_the_agent_is_down_and_every_agent_write_survives
     stopped = condition_of(env.status(), "AgentStopped")
     assert stopped is not None and (stopped["status"], stopped["reason"]) == ("False", "CycleFinished")
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
-    assert env.operator.metric("dreamkeeper_agent_downtime_seconds_count", **ident) == 3
-    assert env.operator.metric("dreamkeeper_agent_stopped", **ident) == 0
+    assert env.operator.settled_metric("dreamkeeper_agent_downtime_seconds_count", 3, **ident) == 3
+    assert env.operator.settled_metric("dreamkeeper_agent_stopped", 0, **ident) == 0
     outages = env.watcher.outages()
     print(f"\nStop downtime per cycle (status, s): {downtimes}; agent not running (watcher, s): {outages}")
     assert len(outages) >= 3 and all(0 < d < 300 for d in downtimes)

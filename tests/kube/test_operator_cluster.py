@@ -132,16 +132,18 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
         assert "Purged" in reasons
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
     op = env.operator
-    assert op.metric("dreamkeeper_cycles_total", result="completed", **ident) == 1
-    assert (
-        op.metric("dreamkeeper_archived_total", kind="with_replacement", **ident) == report["archivedWithReplacement"]
-    )
-    assert op.metric("dreamkeeper_archived_total", kind="ephemeral", **ident) == report["ephemeral"]
-    assert op.metric("dreamkeeper_entries_reviewed_total", **ident) == report["reviewed"]
-    assert op.metric("dreamkeeper_purged_total", **ident) == report["purged"]
-    assert op.metric("dreamkeeper_hard_deletes_total", **ident) == 0
-    assert op.metric("dreamkeeper_live_entries", **ident) == report["liveEntries"]
-    assert op.metric("dreamkeeper_vocabulary_in_sync", **ident) == 1
+
+    def settles(name: str, want: float, **labels: str) -> bool:
+        return op.settled_metric(name, want, **labels, **ident) == want
+
+    assert settles("dreamkeeper_cycles_total", 1, result="completed")
+    assert settles("dreamkeeper_archived_total", report["archivedWithReplacement"], kind="with_replacement")
+    assert settles("dreamkeeper_archived_total", report["ephemeral"], kind="ephemeral")
+    assert settles("dreamkeeper_entries_reviewed_total", report["reviewed"])
+    assert settles("dreamkeeper_purged_total", report["purged"])
+    assert settles("dreamkeeper_hard_deletes_total", 0)
+    assert settles("dreamkeeper_live_entries", report["liveEntries"])
+    assert settles("dreamkeeper_vocabulary_in_sync", 1)
     assert op.metric("dreamkeeper_last_success_timestamp_seconds", **ident)
     assert op.metric("dreamkeeper_next_run_timestamp_seconds", **ident)
     assert "namespace=" not in op.metrics_text().replace("dreamschedule_namespace=", "")
@@ -160,7 +162,7 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
     assert status["vocabulary"]["sha256"] == hashlib.sha256(edited).hexdigest()
     sync = condition_of(status, "VocabularyInSync")
     assert sync is not None and (sync["status"], sync["reason"]) == ("False", "Differs"), sync
-    assert op.metric("dreamkeeper_vocabulary_in_sync", **ident) == 0
+    assert settles("dreamkeeper_vocabulary_in_sync", 0)
 
     # Deleting the schedule removes its series; its Jobs go with it (owner references).
     api.delete(schedule_path(env.ns, "nightly"))
@@ -204,7 +206,7 @@ def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: En
     events = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "ProposerFailed"]
     assert events and events[0]["type"] == "Warning" and "no usable reply" in events[0]["message"]
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
-    assert env.operator.metric("dreamkeeper_cycles_total", result="proposer-failed", **ident) == 1
+    assert env.operator.settled_metric("dreamkeeper_cycles_total", 1, result="proposer-failed", **ident) == 1
     assert env.operator.tracebacks() == [], env.operator.log_text()[-3000:]
 
 
@@ -237,8 +239,8 @@ def test_restarts_never_double_count_duplicate_a_job_or_replay_a_missed_slot(env
     completed = [e for e in events_of(env.cluster, env.ns, "daily") if e["reason"] == "CycleCompleted"]
     assert len(completed) == 1
     ident = {"dreamschedule": "daily", "dreamschedule_namespace": env.ns}
-    assert env.operator.metric("dreamkeeper_cycles_total", result="completed", **ident) == 1
-    assert env.operator.metric("dreamkeeper_missed_slots_total", **ident) == 2
+    assert env.operator.settled_metric("dreamkeeper_cycles_total", 1, result="completed", **ident) == 1
+    assert env.operator.settled_metric("dreamkeeper_missed_slots_total", 2, **ident) == 2
 
 
 def test_two_schedules_on_one_claim_never_run_two_cycles_at_once(env: Env) -> None:

@@ -373,6 +373,26 @@ def status_of(cluster: ControlPlane, namespace: str, name: str) -> Obj:
     return dict(cluster.api.get(schedule_path(namespace, name)).get("status") or {})
 
 
+def settled_events(
+    cluster: ControlPlane, namespace: str, involved: str, probe: Callable[[list[Obj]], bool], timeout: float = 30.0
+) -> list[Obj]:
+    """The object's Events once ``probe`` holds for them, else as they are after ``timeout``.
+
+    The operator posts a pass's Events after that pass's status write (``_after_persist``), so a test that has just
+    seen the status reads the Events a moment later; the caller still asserts on what is returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = events_of(cluster, namespace, involved)
+        if probe(events) or time.monotonic() >= deadline:
+            return events
+        time.sleep(0.2)
+
+
+def has_reasons(*wanted: str) -> Callable[[list[Obj]], bool]:
+    """A ``settled_events`` probe: every one of ``wanted`` among the Events' reasons."""
+    return lambda events: set(wanted) <= {e["reason"] for e in events}
+
+
 def condition_of(status: Obj, type_: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
 

@@ -22,7 +22,7 @@ from dreamkeeper.kube.objects import parse_time
 from tests.agents import ledger
 from tests.cluster.kubeapi import namespaced
 from tests.kube.agent_support import APPS, AgentEnv
-from tests.kube.cluster_support import events_of
+from tests.kube.cluster_support import events_of, settled_events
 
 pytestmark = pytest.mark.cluster
 
@@ -75,7 +75,11 @@ def cycles_beside(env: AgentEnv, coordination: str, *, cycles: int = 3) -> Besid
         agent.wait_writing(1)
         assert agent.writes_since(since) > 0
     replicas, rollouts = agent.replicas(), len(replica_sets(env))
-    reasons = [e["reason"] for e in events_of(env.cluster, env.ns, "nightly")]
+    settled = {"CycleCompleted"} | ({"AgentRestarted"} if coordination == "RestartAfter" else set())
+    events = settled_events(
+        env.cluster, env.ns, "nightly", lambda evs: all([e["reason"] for e in evs].count(r) >= cycles for r in settled)
+    )
+    reasons = [e["reason"] for e in events]
     agent.stop_and_wait()  # quiesce, so the files and the ledger are final
     env.watcher.stop()
     records = agent.records()

@@ -17,7 +17,7 @@ from dreamkeeper.kube import ANNOTATION_AGENT_STOP, ANNOTATION_AGENT_STOPPED, FI
 from dreamkeeper.kube.coordinator import CRASH_ENV
 from tests.agents import ledger
 from tests.kube.agent_support import AgentEnv
-from tests.kube.cluster_support import condition_of, events_of, eventually, jobs_of, schedule_path
+from tests.kube.cluster_support import condition_of, eventually, jobs_of, schedule_path, settled_events
 
 pytestmark = pytest.mark.cluster
 
@@ -91,7 +91,10 @@ def test_stop_runs_cycles_while_the_agent_is_down_and_every_agent_write_survives
         assert "affinity" not in pod_spec  # unpinned: the agent was down
         assert job["metadata"]["annotations"][ANNOTATION_AGENT_STOPPED] == "Deployment/rockbot"
         assert job["spec"]["activeDeadlineSeconds"] <= 1800
-    reasons = [e["reason"] for e in events_of(env.cluster, env.ns, "nightly")]
+    events = settled_events(
+        env.cluster, env.ns, "nightly", lambda evs: [e["reason"] for e in evs].count("AgentRestored") >= 3
+    )
+    reasons = [e["reason"] for e in events]
     for reason in ("AgentStopping", "AgentScaledDown", "CycleStarted", "CycleCompleted", "AgentRestored"):
         assert reasons.count(reason) == 3, (reason, reasons)
     stopped = condition_of(env.status(), "AgentStopped")

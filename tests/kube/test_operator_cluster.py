@@ -31,10 +31,12 @@ from tests.kube.cluster_support import (
     condition_of,
     events_of,
     eventually,
+    has_reasons,
     jobs_of,
     make_agent,
     read_cycle_report,
     schedule_path,
+    settled_events,
     status_of,
     unbound_claim,
     vocabulary_path,
@@ -125,7 +127,8 @@ def test_end_to_end_run_now_on_the_agents_volume_in_a_restricted_namespace(env: 
     assert ready is not None and ready["status"] == "True" and ready["observedGeneration"] >= 1
 
     # Events and /metrics show the cycle's real counts.
-    reasons = {e["reason"]: e["message"] for e in events_of(env.cluster, env.ns, "nightly")}
+    events = settled_events(env.cluster, env.ns, "nightly", has_reasons("CycleStarted", "CycleCompleted"))
+    reasons = {e["reason"]: e["message"] for e in events}
     assert "CycleStarted" in reasons
     assert f"archived {report['archived']}" in reasons["CycleCompleted"]
     if report["purged"]:
@@ -203,7 +206,8 @@ def test_a_dead_model_endpoint_is_a_proposer_failed_cycle_with_a_warning(env: En
     assert report["result"] == "proposer-failed" and report["hardDeletes"] == 0
     (job,) = jobs_of(env.cluster, env.ns)
     assert any(c["type"] == "Failed" for c in job["status"]["conditions"])  # exit 5: the Job failed
-    events = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "ProposerFailed"]
+    settled = settled_events(env.cluster, env.ns, "nightly", has_reasons("ProposerFailed"))
+    events = [e for e in settled if e["reason"] == "ProposerFailed"]
     assert events and events[0]["type"] == "Warning" and "no usable reply" in events[0]["message"]
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": env.ns}
     assert env.operator.settled_metric("dreamkeeper_cycles_total", 1, result="proposer-failed", **ident) == 1

@@ -22,12 +22,14 @@ from tests.kube.cluster_support import (
     condition_of,
     events_of,
     eventually,
+    has_reasons,
     install_admission,
     install_crds,
     jobs_of,
     make_agent,
     remove_volume,
     schedule_path,
+    settled_events,
     vocabulary_path,
 )
 from tests.kube.tenancy_support import tenants
@@ -90,7 +92,8 @@ def test_sigkill_after_the_record_then_a_forged_replica_count_never_reaches_the_
     assert s["agent"]["lastStop"]["replicas"] == 2 and agent.replicas() == 2
     assert agent.replica_changes() == changes + 2  # down once, up once: never to 9
     assert s["totals"]["cyclesCompleted"] == 1 and len(jobs_of(env.cluster, env.ns)) == 1
-    ignored = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "StopRecordIgnored"]
+    settled = settled_events(env.cluster, env.ns, "nightly", has_reasons("StopRecordIgnored"))
+    ignored = [e for e in settled if e["reason"] == "StopRecordIgnored"]
     assert ignored and '"replicas":9' in ignored[0]["message"].replace(" ", "")
     agent.wait_writing(2)
     _healthy(env.operator)

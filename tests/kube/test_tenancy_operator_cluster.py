@@ -24,12 +24,13 @@ from tests.kube.agent_support import AgentEnv
 from tests.kube.cluster_support import (
     Env,
     condition_of,
-    events_of,
     eventually,
+    has_reasons,
     jobs_of,
     make_agent,
     remove_volume,
     schedule_path,
+    settled_events,
 )
 from tests.kube.tenancy_support import APPLY_PATCH, JSON_PATCH, User, tenants
 from tests.leaks import content_probes
@@ -158,7 +159,8 @@ def test_finding3_a_job_the_api_server_refuses_restores_the_agent_at_once(agent_
     assert "exceeded quota" in ready["message"] and "HTTP 403" in ready["message"], ready["message"]
     stopped = condition_of(s, "AgentStopped")
     assert stopped is not None and (stopped["status"], stopped["reason"]) == ("False", "JobRefused")
-    events = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "JobRefused"]
+    settled = settled_events(env.cluster, env.ns, "nightly", has_reasons("JobRefused"))
+    events = [e for e in settled if e["reason"] == "JobRefused"]
     assert len(events) == 1 and events[0]["type"] == "Warning" and "exceeded quota" in events[0]["message"]
     assert jobs_of(env.cluster, env.ns) == []
     agent.wait_writing(2)
@@ -183,7 +185,8 @@ def test_finding3_a_pod_the_api_server_refuses_stops_the_job_and_restores_the_ag
     assert "must specify limits.cpu" in run["error"], run["error"]
     assert _ready(s) == ("False", "PodRefused")
     assert agent.replicas() == 1
-    reasons = [e["reason"] for e in events_of(env.cluster, env.ns, "nightly")]
+    events = settled_events(env.cluster, env.ns, "nightly", has_reasons("PodRefused", "CycleFailed"))
+    reasons = [e["reason"] for e in events]
     assert "PodRefused" in reasons and "CycleFailed" in reasons
     agent.wait_writing(1)
     _no_tracebacks(env.operator)
@@ -224,7 +227,8 @@ def test_finding5_carols_forged_stop_record_is_ignored_and_the_schedule_keeps_it
     names = [j["metadata"]["name"] for j in jobs_of(env.cluster, env.ns)]
     assert "carol-forged-cycle" not in names and len(names) == 1, names
     assert s.get("lastScheduleTime", "") < "2999" and s["nextScheduleTime"] == next_before  # no slot moved
-    ignored = [e for e in events_of(env.cluster, env.ns, "nightly") if e["reason"] == "StopRecordIgnored"]
+    settled = settled_events(env.cluster, env.ns, "nightly", has_reasons("StopRecordIgnored"))
+    ignored = [e for e in settled if e["reason"] == "StopRecordIgnored"]
     assert ignored and ignored[0]["type"] == "Warning" and "carol-forged-cycle" in ignored[0]["message"]
     assert agent.replicas() == 1 and ANNOTATION_AGENT_STOP not in agent.annotations()
     agent.wait_writing(1)

@@ -156,8 +156,18 @@ def test_operator_installed_from_the_chart_reconciles_a_schedule_end_to_end(
     (job,) = api.get(namespaced(ns, "jobs", group="batch"))["items"]
     images = {c["image"] for c in job["spec"]["template"]["spec"]["containers"]}
     assert images == {container["image"]}
-    text = cs.http_get(f"http://127.0.0.1:{metrics_port}/metrics")
     ident = {"dreamschedule": "nightly", "dreamschedule_namespace": ns}
+    # The operator sets its metrics just after the status write that wait_run saw: read them once they are set.
+    texts: list[str] = []
+
+    def counted() -> bool:
+        texts.append(cs.http_get(f"http://127.0.0.1:{metrics_port}/metrics"))
+        return cs.metric(texts[-1], "dreamkeeper_schedule_interval_seconds", **ident) is not None and bool(
+            cs.metric(texts[-1], "dreamkeeper_cycles_total", result="completed", **ident)
+        )
+
+    cs.poll(crds, "the run counted in /metrics", counted, timeout=30)
+    text = texts[-1]
     assert cs.metric(text, "dreamkeeper_cycles_total", result="completed", **ident) == 1
     assert cs.metric(text, "dreamkeeper_hard_deletes_total", **ident) == 0
     status = cs.schedule_status(crds, ns, "nightly")

@@ -313,3 +313,52 @@ def test_a_shared_fields_set_never_leaks_a_change_into_the_original() -> None:
     # A copy changing a field the file lacked gets its own set at once (not the original's).
     other = original.evolve(archive_reason="r")
     assert "archive_reason" in other.model_fields_set and "archive_reason" not in original.model_fields_set
+
+
+_STAMPS = [
+    "2026-03-01T08:15:02.1234567+00:00",  # RockBot's own (.NET, 7 digits)
+    "2026-03-01T08:15:02.123456+00:00",
+    "2026-03-01T08:15:02.123456-00:00",
+    "2026-03-01T08:15:02.1+05:30",
+    "2026-03-01T08:15:02.123456789Z",
+    "2026-03-01T08:15:02",
+    "2026-03-01",  # not the fast form: the model decides
+    "2026-03-01 08:15:02+00:00",
+    "2026-02-30T08:15:02+00:00",  # no such day: the model's error
+    "last tuesday",
+    "",
+]
+
+
+@pytest.mark.parametrize("alias", ["createdAt", "updatedAt", "lastSeenAt", "archivedAt"])
+@pytest.mark.parametrize("raw", _STAMPS)
+def test_a_kept_timestamp_is_reparsed_to_the_value_the_model_gives_it(alias: str, raw: str) -> None:
+    """``to_json_obj`` compares each kept raw value with the field through ``_reparse``: its timestamp fast path must
+    give what the model gives (or fail where the model fails), else an unchanged value would be written anew or a
+    changed one kept as it was."""
+    from dreamkeeper.memory.entry import _ALIASES, _reparse
+
+    name = _ALIASES[alias]
+    try:
+        wanted = Entry.model_validate({"id": "x", alias: raw}, by_alias=True, by_name=False).__dict__[name]
+    except ValueError:
+        with pytest.raises(ValueError):
+            _reparse(name, raw)
+        return
+    got = _reparse(name, raw)
+    assert (got, got.utcoffset(), type(got)) == (wanted, wanted.utcoffset(), type(wanted))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.from_regex(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?\Z", fullmatch=True),
+    st.sampled_from(["createdAt", "updatedAt", "lastSeenAt"]),
+)
+def test_a_kept_timestamp_of_any_spelling_is_written_back_as_it_was_unless_changed(raw: str, alias: str) -> None:
+    obj = rockbot_entry(**{alias: raw})
+    try:
+        entry = Entry.from_json_obj(obj)
+    except ValueError:
+        return  # not a timestamp the model takes (a 13th month, a 25th hour): nothing to write back
+    assert json.dumps(entry.to_json_obj()) == json.dumps(obj)
+    assert json.dumps(entry.evolve(content="changed").to_json_obj()) == json.dumps({**obj, "content": "changed"})

@@ -595,6 +595,14 @@ def _fast_fields(shape: _Shape, values: list[Any]) -> tuple[dict[str, Any], list
 
 def _reparse(name: str, raw: Any) -> Any:
     """The value a field was given from ``raw`` when the file was read (re-derived at write time, not kept)."""
+    if name in TIMESTAMP_FIELDS and type(raw) is str:
+        # What ``_fast_fields`` gives a timestamp string, without building a shape for it: RockBot writes all three
+        # timestamps with a 7-digit .NET fraction, kept raw, so every write of one of its files asks this three
+        # times (and each decay step's journal values once more). NotFast: the model decides, as below.
+        try:
+            return parse_timestamp(raw, {})
+        except NotFast:
+            pass
     try:
         return _fast_fields(_shape_of({_ALIAS_OF[name]: raw, "id": "x"}), [raw, "x"])[0][name]
     except NotFast:

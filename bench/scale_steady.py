@@ -30,6 +30,8 @@ approves). Goal (issue 27): steady cycle <= 0.5 x a full read+parse at 10,000 an
 the entries past their grace period (about 6% of the synthetic corpus) to drop and be rewritten every cycle; the
 column "wrote" says how many entry files the measured cycle wrote. ``--decay-min-step`` (the frugal decay mode,
 settings.py) measures the same cycle where decay writes an entry only once it has fallen that much.
+``--dotnet-stamps`` writes the corpus's timestamps as RockBot does (.NET's 7 fraction digits, kept raw by the parser
+and compared again at each write), not as Python's isoformat does.
 """
 
 from __future__ import annotations
@@ -193,12 +195,19 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure(
-    size: int, seed: int, workdir: Path, apply: bool, reps: int, baseline: Path | None, min_step: float = 0.0
+    size: int,
+    seed: int,
+    workdir: Path,
+    apply: bool,
+    reps: int,
+    baseline: Path | None,
+    min_step: float = 0.0,
+    dotnet_stamps: bool = False,
 ) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
     agent = workdir / f"agent-{size}"
-    write_synthetic_corpus(agent / "memory", size, seed)
+    write_synthetic_corpus(agent / "memory", size, seed, dotnet_stamps=dotnet_stamps)
     cold = _run("cycle", agent, apply, min_step=min_step)
     print(f"[steady] {size}: cold cycle {cold['cpuSeconds']:.1f}s CPU, {cold['result']}", file=sys.stderr, flush=True)
     settling = []
@@ -295,6 +304,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--apply", action="store_true", help="archive_cap 1.0: the cold cycle applies its plan")
     parser.add_argument("--baseline", type=Path, default=None, help="a worktree of the commit to compare with")
     parser.add_argument("--decay-min-step", type=float, default=0.0, help="decay's frugal mode (settings.py)")
+    parser.add_argument(
+        "--dotnet-stamps", action="store_true", help="timestamps as RockBot writes them (7 fraction digits)"
+    )
     parser.add_argument("--name", default="scale-steady")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -311,7 +323,9 @@ def main(argv: Sequence[str]) -> int:
     baseline = args.baseline.resolve() if args.baseline else None
     try:
         runs = [
-            measure(int(size), args.seed, workdir, args.apply, args.reps, baseline, args.decay_min_step)
+            measure(
+                int(size), args.seed, workdir, args.apply, args.reps, baseline, args.decay_min_step, args.dotnet_stamps
+            )
             for size in args.sizes.split(",")
         ]
     finally:

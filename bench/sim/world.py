@@ -242,9 +242,13 @@ def _copies(rng: random.Random, family: Family) -> list[str]:
     return texts
 
 
-def write_synthetic_corpus(memory_dir: Path, size: int, seed: int = 7, embedded: float = 0.5) -> dict[str, int]:
+def write_synthetic_corpus(
+    memory_dir: Path, size: int, seed: int = 7, embedded: float = 0.5, *, dotnet_stamps: bool = False
+) -> dict[str, int]:
     """Write ``size`` live entry files in RockBot's layout (no review stamps: a cold start), with float32
     embeddings for the facts of about ``embedded`` of the families. Plain writes: this is a fixture, not the store.
+    ``dotnet_stamps``: timestamps as RockBot's .NET serializer writes them (7 fraction digits, which the parser keeps
+    raw), not Python's 6; the same corpus otherwise (the 7th digit comes from the id, not the random stream).
     Returns counts (entries, families, embeddings)."""
     import json
     import struct
@@ -274,6 +278,8 @@ def write_synthetic_corpus(memory_dir: Path, size: int, seed: int = 7, embedded:
                 entry_id = f"{rng.getrandbits(48):012x}"
                 created = anchor - timedelta(days=rng.randint(1, 700), seconds=rng.randint(0, 86399))
                 stamp = created.isoformat(timespec="microseconds")
+                if dotnet_stamps:  # "...02.123456+00:00" -> "...02.1234567+00:00"
+                    stamp = f"{stamp[:26]}{int(entry_id[-1], 16) % 10}{stamp[26:]}"
                 obj = {
                     "id": entry_id,
                     "content": text,

@@ -106,7 +106,7 @@ def test_each_engine_is_measured_on_its_own_copy_of_the_settled_corpus(
     import bench.sim.world as world
 
     monkeypatch.setattr(
-        world, "write_synthetic_corpus", lambda root, size, seed: shutil.copytree(seeded / "memory", root)
+        world, "write_synthetic_corpus", lambda root, size, seed, **_: shutil.copytree(seeded / "memory", root)
     )
     other = tmp_path / "other-commit"
     row = scale_steady.measure(40, 7, tmp_path / "work", True, 2, other)

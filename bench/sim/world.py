@@ -247,8 +247,11 @@ def write_synthetic_corpus(
 ) -> dict[str, int]:
     """Write ``size`` live entry files in RockBot's layout (no review stamps: a cold start), with float32
     embeddings for the facts of about ``embedded`` of the families. Plain writes: this is a fixture, not the store.
-    ``dotnet_stamps``: timestamps as RockBot's .NET serializer writes them (7 fraction digits, which the parser keeps
-    raw), not Python's 6; the same corpus otherwise (the 7th digit comes from the id, not the random stream).
+    ``dotnet_stamps``: timestamps as RockBot writes them (``JsonSerializer.Serialize`` of a ``DateTimeOffset``,
+    FileMemoryStore.cs @029f5eea; System.Text.Json's JsonWriterHelper.Date.cs: the 'O' form with the fraction's
+    trailing zeros trimmed, none at all when it is zero), with a sub-second part in 100 ns ticks as ``UtcNow`` has
+    it, which the parser keeps raw; not Python's 6 digits. The same corpus otherwise (the ticks come from the id, not
+    the random stream).
     Returns counts (entries, families, embeddings)."""
     import json
     import struct
@@ -278,8 +281,9 @@ def write_synthetic_corpus(
                 entry_id = f"{rng.getrandbits(48):012x}"
                 created = anchor - timedelta(days=rng.randint(1, 700), seconds=rng.randint(0, 86399))
                 stamp = created.isoformat(timespec="microseconds")
-                if dotnet_stamps:  # "...02.123456+00:00" -> "...02.1234567+00:00"
-                    stamp = f"{stamp[:26]}{int(entry_id[-1], 16) % 10}{stamp[26:]}"
+                if dotnet_stamps:  # "...02.000000+00:00" -> "...02.4102967+00:00" ("...02.41+00:00", "...02+00:00")
+                    fraction = f"{int(entry_id, 16) % 10_000_000:07d}".rstrip("0")
+                    stamp = f"{stamp[:19]}{'.' if fraction else ''}{fraction}{stamp[26:]}"
                 obj = {
                     "id": entry_id,
                     "content": text,

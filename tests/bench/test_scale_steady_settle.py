@@ -122,10 +122,12 @@ def test_each_engine_is_measured_on_its_own_copy_of_the_settled_corpus(
 
 
 def test_dotnet_stamps_spell_only_the_timestamps_as_rockbot_does(tmp_path: Path) -> None:
-    """``--dotnet-stamps``: the same corpus, each timestamp with the 7 fraction digits .NET writes (which the parser
-    keeps raw), and a cycle writes each untouched one back exactly as it was."""
+    """``--dotnet-stamps``: the same corpus, each timestamp as System.Text.Json writes RockBot's DateTimeOffset (up to
+    7 fraction digits, trailing zeros trimmed, none when zero; which the parser keeps raw), and a cycle writes each
+    timestamp it did not change back exactly as it was."""
     import json
     import re
+    from datetime import datetime, timedelta
 
     from dreamkeeper.memory import MemoryStore
 
@@ -134,28 +136,36 @@ def test_dotnet_stamps_spell_only_the_timestamps_as_rockbot_does(tmp_path: Path)
     write_synthetic_corpus(dotnet / "memory", 300, 7, dotnet_stamps=True)
     files = sorted(p.relative_to(plain) for p in plain.rglob("*.json"))
     assert files and files == sorted(p.relative_to(dotnet) for p in dotnet.rglob("*.json"))
-    seven = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00\Z")
+    dotnet_form = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{0,6}[1-9])?\+00:00\Z")
+    digits: set[int] = set()
     for rel in files:
         a, b = json.loads((plain / rel).read_text()), json.loads((dotnet / rel).read_text())
         stamps = [k for k in ("createdAt", "updatedAt", "lastSeenAt") if k in a]
         assert {k: v for k, v in a.items() if k not in stamps} == {k: v for k, v in b.items() if k not in stamps}
         for key in stamps:
-            assert seven.fullmatch(b[key]) and b[key][:26] + b[key][27:] == a[key], (b[key], a[key])
+            assert dotnet_form.fullmatch(b[key]), b[key]
+            shift = datetime.fromisoformat(b[key]) - datetime.fromisoformat(a[key])
+            assert timedelta(0) <= shift < timedelta(seconds=1), (b[key], a[key])  # the same second
+            digits.add(len(b[key]) - len("2026-01-01T00:00:00+00:00") - 1)
+    assert 7 in digits and len(digits) > 1, digits  # mostly 7 digits, some trimmed (as UtcNow's ticks give)
     scanned = {s.id: s.entry for s in MemoryStore(dotnet / "memory").scan().entries}
     assert len(scanned) == sum(1 for rel in files if rel.parts[1] != ".embeddings" and rel.parts[0] == "memory")
     before = {rel: json.loads((dotnet / rel).read_text()) for rel in files if rel.parts[1] != ".embeddings"}
-    for entry in scanned.values():  # parsed and formatted back as the file has them
-        json_obj = entry.to_json_obj()
-        assert all(seven.fullmatch(json_obj[k]) for k in ("createdAt", "updatedAt", "lastSeenAt")), json_obj
+    by_id = {obj["id"]: obj for obj in before.values()}
+    for entry in scanned.values():  # parsed and formatted back exactly as the file has them
+        json_obj, raw = entry.to_json_obj(), by_id[entry.id]
+        assert [json_obj[k] for k in ("createdAt", "updatedAt", "lastSeenAt")] == [
+            raw[k] for k in ("createdAt", "updatedAt", "lastSeenAt")
+        ]
     result = child("cycle", dotnet, True)
     assert result["result"] == "completed" and result["wrote"] > 0
-    # The cycle rewrote files (review stamps, decay), never re-spelling a timestamp it did not change.
+    # The cycle rewrote files (review stamps, decay), never re-spelling a timestamp whose value it did not change.
     kept = 0
     for rel, obj in before.items():
         if (dotnet / rel).exists():
             after = json.loads((dotnet / rel).read_text())
             for key in ("createdAt", "updatedAt", "lastSeenAt"):
-                respelled = obj[key][:26] + obj[key][27:]  # the same instant, Python's spelling
-                assert after[key] != respelled, (rel, key, after[key])
+                if datetime.fromisoformat(after[key]) == datetime.fromisoformat(obj[key]):
+                    assert after[key] == obj[key], (rel, key, after[key], obj[key])
             kept += after["createdAt"] == obj["createdAt"]
     assert kept > 250

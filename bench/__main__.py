@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "invariant-cost": "bench.invariant_cost",  # the end-of-run invariant's cost per cycle, with / without
     "floor": "bench.floor",  # the files a cold and a steady cycle write, written bare: the cycle's physical floor
     "write-cost": "bench.write_cost",  # per-file CPU and fsyncs of a journaled write (decay, stamp, merge, prune)
+    "cycle-start": "bench.cycle_start",  # one `dreamkeeper dream` process, imports included: this vs a baseline
 }
 
 

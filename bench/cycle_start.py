@@ -1,0 +1,160 @@
+"""What one cycle process costs before and around its work: ``dreamkeeper dream`` on the bundled sample, whole.
+
+Every cycle the operator runs is a fresh process in a Job (kube/jobspec.py: ``dreamkeeper dream AGENT ...``), so
+its imports are paid every cycle, whatever the corpus. This runs that command on a copy of the bundled sample (the
+offline proposer, as ``make demo``), this code and a baseline tree side by side, alternating, ``--repeat`` times
+each, and reads each process's own rusage (``os.wait4``): CPU seconds (user + system), wall seconds, peak RSS. One
+more run of each with ``python -X importtime`` says which heavy packages it loaded (``openai`` among them or not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.results_io import write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "operator" / "dreamkeeper" / "demo" / "data" / "sample-agent"
+HEAVY = ("openai", "numpy", "pydantic", "typer", "rich", "kubernetes", "kopf", "httpx")
+
+
+def _command(agent: Path, importtime: bool = False) -> list[str]:
+    flags = ["-X", "importtime"] if importtime else []
+    return [sys.executable, *flags, "-m", "dreamkeeper", "dream", str(agent), "--force", "--json"]
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(tree / "operator"))
+
+
+def run_once(tree: Path, workdir: Path) -> dict[str, Any]:
+    """One ``dreamkeeper dream`` of a fresh copy of the sample with ``tree``'s code: its own rusage."""
+    agent = workdir / "agent"
+    shutil.rmtree(agent, ignore_errors=True)
+    shutil.copytree(SAMPLE, agent)
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        _command(agent), env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"dreamkeeper dream with {tree} exited {code}: {stderr[-2000:]}")
+    return {"cpuSeconds": usage.ru_utime + usage.ru_stime, "wallSeconds": wall, "peakRssMiB": usage.ru_maxrss / 1024}
+
+
+def heavy_imports(tree: Path, workdir: Path) -> dict[str, float]:
+    """Which of ``HEAVY`` the command loaded, with the cumulative import seconds of each (``-X importtime``)."""
+    agent = workdir / "agent"
+    shutil.rmtree(agent, ignore_errors=True)
+    shutil.copytree(SAMPLE, agent)
+    done = subprocess.run(
+        _command(agent, importtime=True), env=_env(tree), capture_output=True, text=True, check=True, cwd=workdir
+    )
+    found: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        _, cumulative, name = line.split("|")
+        name = name.strip()
+        if name in HEAVY and cumulative.strip().isdigit():
+            found[name] = int(cumulative) / 1e6
+    return found
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, float]:
+    return {
+        key: round(statistics.median(r[key] for r in runs), 3) for key in ("cpuSeconds", "wallSeconds", "peakRssMiB")
+    }
+
+
+def measure(tree: Path, baseline: Path, repeat: int, workdir: Path) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
+    for _ in range(repeat):  # alternating: a slower minute of the machine falls on both
+        runs["this"].append(run_once(tree, workdir))
+        runs["baseline"].append(run_once(baseline, workdir))
+    return {
+        side: {
+            "median": _summary(rs),
+            "runs": rs,
+            "heavyImports": heavy_imports(tree if side == "this" else baseline, workdir),
+        }
+        for side, rs in runs.items()
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    this, base = result["sides"]["this"]["median"], result["sides"]["baseline"]["median"]
+    rows = "\n".join(
+        f"| {label} | {base[key]} | {this[key]} | {this[key] / base[key]:.2f}x |"
+        for label, key in (("CPU s", "cpuSeconds"), ("wall s", "wallSeconds"), ("peak RSS MiB", "peakRssMiB"))
+    )
+
+    def loaded(side: str) -> str:
+        found = result["sides"][side]["heavyImports"]
+        return ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(found.items())) or "none"
+
+    return f"""# One cycle process, whole: `dreamkeeper dream` on the bundled sample
+
+Command: `{result["command"]}`. Generated {result["generatedAt"]} on {result["machine"]}; this code at
+{result["thisLabel"]}, baseline {result["baselineLabel"]}.
+
+{__doc__.split(chr(10) * 2, 1)[1].strip()}
+
+Medians of {result["repeat"]} runs each:
+
+| | baseline | this | this / baseline |
+|---|---|---|---|
+{rows}
+
+Heavy packages loaded (cumulative import seconds, one `-X importtime` run): baseline: {loaded("baseline")}; this:
+{loaded("this")}.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench cycle-start", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="a tree holding operator/dreamkeeper")
+    parser.add_argument("--baseline-label", default=None)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--workdir", type=Path, default=Path("/dev/shm"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--name", default="cycle-start")
+    args = parser.parse_args(args_list)
+    from bench.scale_cold import _head
+
+    workdir = args.workdir / f"dk-cycle-start-{os.getpid()}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        sides = measure(ROOT, args.baseline, max(1, args.repeat), workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result = {
+        "command": "python -m bench cycle-start " + " ".join(args_list),
+        "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, agent copies on {args.workdir}",
+        "baselineLabel": args.baseline_label or str(args.baseline),
+        "thisLabel": _head(),
+        "repeat": max(1, args.repeat),
+        "sides": sides,
+    }
+    write_result(args.out, args.name, result, markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""``openai`` is loaded only by a cycle that talks to a model or an embeddings server.
+
+It is about half of a cycle process's imports (bench/results/cycle-start-s24.md), and every cycle the operator runs
+is a fresh process; a cycle with the offline proposer and no embeddings never needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.consolidation import EmbeddingError
+from dreamkeeper.proposers import EmbeddingsConfig, OpenAIEmbedder
+
+SAMPLE = Path(__file__).resolve().parents[2] / "operator" / "dreamkeeper" / "demo" / "data" / "sample-agent"
+
+_PROBE = """
+import json, sys
+from dreamkeeper.cli import main
+sys.argv = ["dreamkeeper", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "openai": sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))}),
+      file=sys.stderr)
+"""
+
+
+def _dream(tmp_path: Path, *flags: str) -> dict[str, object]:
+    agent = tmp_path / "agent"
+    shutil.copytree(SAMPLE, agent)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "dream", str(agent), "--force", "--json", *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    result: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
+    result["report"] = json.loads(done.stdout) if done.stdout.strip() else None
+    return result
+
+
+def test_an_offline_cycle_never_loads_openai(tmp_path: Path) -> None:
+    result = _dream(tmp_path)
+    assert result["code"] == 0
+    report = result["report"]
+    assert isinstance(report, dict) and report["result"] == "completed"
+    assert result["openai"] == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again on exit: nothing listens there
+
+
+def test_a_cycle_with_embeddings_loads_openai_and_says_when_the_server_is_unreachable(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = _dream(tmp_path, "--embeddings-url", url, "--embeddings-model", "e5-small")
+    loaded = result["openai"]
+    assert (
+        isinstance(loaded, list) and "openai" in loaded
+    )  # the client was made: the import happened where it is needed
+    report = result["report"]
+    assert isinstance(report, dict) and report["result"] == "completed"  # Jaccard instead, as RockBot after a failure
+    assert url in json.dumps(report)  # the report names the endpoint that failed
+
+
+def test_the_embedder_turns_a_client_error_into_an_embedding_error() -> None:
+    config = EmbeddingsConfig(base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="e5-small", max_retries=0)
+    embedder = OpenAIEmbedder(config)
+
+    async def embed() -> None:
+        try:
+            await embedder.embed(["a text"])
+        finally:
+            await embedder.aclose()
+
+    with pytest.raises(EmbeddingError, match=r"127\.0\.0\.1.*APIConnectionError"):
+        asyncio.run(embed())

@@ -1,7 +1,8 @@
-"""``openai`` is loaded only by a cycle that talks to a model or an embeddings server.
+"""What a cycle process loads: every cycle the operator runs is a fresh ``dreamkeeper dream`` process.
 
-It is about half of a cycle process's imports (bench/results/cycle-start-s24.md), and every cycle the operator runs
-is a fresh process; a cycle with the offline proposer and no embeddings never needs it.
+``openai`` is loaded only by a cycle that talks to a model or an embeddings server (it was about half of a cycle
+process's imports: bench/results/cycle-start-s24.md), and ``dreamkeeper dream`` registers its own command alone,
+not every other command's module (the demo's sample world among them); anything else registers them all.
 """
 
 from __future__ import annotations
@@ -31,16 +32,20 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "openai": sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))}),
-      file=sys.stderr)
+print(json.dumps({"code": code, "openai": sorted(m for m in sys.modules if m == "openai" or m.startswith("openai.")),
+                  "dreamkeeper": sorted(m for m in sys.modules if m.startswith("dreamkeeper."))}), file=sys.stderr)
 """
 
 
-def _dream(tmp_path: Path, *flags: str) -> dict[str, object]:
+def _dream(tmp_path: Path, *flags: str, before: tuple[str, ...] = ()) -> dict[str, object]:
     agent = tmp_path / "agent"
     shutil.copytree(SAMPLE, agent)
+    return _cli(*before, "dream", str(agent), "--force", "--json", *flags)
+
+
+def _cli(*args: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, "dream", str(agent), "--force", "--json", *flags],
+        [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -57,6 +62,20 @@ def test_an_offline_cycle_never_loads_openai(tmp_path: Path) -> None:
     report = result["report"]
     assert isinstance(report, dict) and report["result"] == "completed"
     assert result["openai"] == []
+
+
+def test_dream_registers_its_own_command_alone_and_anything_else_registers_every_command(tmp_path: Path) -> None:
+    alone = _dream(tmp_path / "alone")
+    loaded = alone["dreamkeeper"]
+    assert isinstance(loaded, list) and "dreamkeeper.dream_command" in loaded
+    assert "dreamkeeper.demo.cli" not in loaded and "dreamkeeper.kube.cli" not in loaded
+    # A root option before the command: every command registered, and the cycle runs all the same.
+    quiet = _dream(tmp_path / "quiet", before=("-q",))
+    assert quiet["code"] == 0 and isinstance(quiet["report"], dict) and quiet["report"]["result"] == "completed"
+    assert isinstance(quiet["dreamkeeper"], list) and "dreamkeeper.demo.cli" in quiet["dreamkeeper"]
+    # Another command finds its own (the demo's ``sample``): registered by the full path.
+    sample = _cli("sample", str(tmp_path / "sample"), "--json")
+    assert sample["code"] == 0 and isinstance(sample["report"], dict) and sample["report"]["entries"] == 300
 
 
 def _closed_port() -> int:

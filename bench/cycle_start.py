@@ -1,10 +1,12 @@
-"""What one cycle process costs before and around its work: ``dreamkeeper dream`` on the bundled sample, whole.
+"""What the processes of one cycle Job cost, whole: ``seed-vocabulary`` (its init container) and ``dreamkeeper dream``.
 
-Every cycle the operator runs is a fresh process in a Job (kube/jobspec.py: ``dreamkeeper dream AGENT ...``), so
-its imports are paid every cycle, whatever the corpus. This runs that command on a copy of the bundled sample (the
-offline proposer, as ``make demo``), this code and a baseline tree side by side, alternating, ``--repeat`` times
-each, and reads each process's own rusage (``os.wait4``): CPU seconds (user + system), wall seconds, peak RSS. One
-more run of each with ``python -X importtime`` says which heavy packages it loaded (``openai`` among them or not).
+Every cycle the operator runs is a Job of fresh processes (kube/jobspec.py: the init container's ``dreamkeeper
+seed-vocabulary --source ... --destination ...`` when a MemoryVocabulary is bound, then ``dreamkeeper dream AGENT
+...``), so their imports are paid every cycle, whatever the corpus. This runs both commands, ``dream`` on a copy of
+the bundled sample (the offline proposer, as ``make demo``) and ``seed-vocabulary`` of a rendered vocabulary to a
+fresh destination, with this code and a baseline tree side by side, alternating, ``--repeat`` times each, and reads
+each process's own rusage (``os.wait4``): CPU seconds (user + system), wall seconds, peak RSS. One more run of each
+with ``python -X importtime`` says which heavy packages it loaded (``openai`` among them or not).
 """
 
 from __future__ import annotations
@@ -18,33 +20,50 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from bench.results_io import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "operator" / "dreamkeeper" / "demo" / "data" / "sample-agent"
-HEAVY = ("openai", "numpy", "pydantic", "typer", "rich", "kubernetes", "kopf", "httpx")
+HEAVY: Final = ("openai", "numpy", "pydantic", "typer", "rich", "kubernetes", "kopf", "httpx")
 
 
-def _command(agent: Path, importtime: bool = False) -> list[str]:
+WORKLOADS: Final = ("dream", "seed-vocabulary")
+
+
+def _command(workload: str, workdir: Path, importtime: bool = False) -> list[str]:
+    """The workload's command on fresh input: a copy of the sample (``dream``), a destination that is not there yet
+    (``seed-vocabulary``: it creates it)."""
     flags = ["-X", "importtime"] if importtime else []
-    return [sys.executable, *flags, "-m", "dreamkeeper", "dream", str(agent), "--force", "--json"]
+    agent = workdir / "agent"
+    shutil.rmtree(agent, ignore_errors=True)
+    shutil.copytree(SAMPLE, agent)
+    if workload == "dream":
+        args = ["dream", str(agent), "--force", "--json"]
+    else:
+        source = workdir / "rendered-vocabulary.json"
+        shutil.copyfile(SAMPLE / "merge-coverage-vocabulary.json", source)
+        (agent / "merge-coverage-vocabulary.json").unlink()
+        args = [
+            "seed-vocabulary",
+            "--source",
+            str(source),
+            "--destination",
+            str(agent / "merge-coverage-vocabulary.json"),
+        ]
+    return [sys.executable, *flags, "-m", "dreamkeeper", *args]
 
 
 def _env(tree: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(tree / "operator"))
 
 
-def run_once(tree: Path, workdir: Path) -> dict[str, Any]:
-    """One ``dreamkeeper dream`` of a fresh copy of the sample with ``tree``'s code: its own rusage."""
-    agent = workdir / "agent"
-    shutil.rmtree(agent, ignore_errors=True)
-    shutil.copytree(SAMPLE, agent)
+def run_once(tree: Path, workdir: Path, workload: str = "dream") -> dict[str, Any]:
+    """One run of ``workload`` on fresh input with ``tree``'s code: its own rusage."""
+    command = _command(workload, workdir)
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        _command(agent), env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir
-    )
+    proc = subprocess.Popen(command, env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -52,18 +71,14 @@ def run_once(tree: Path, workdir: Path) -> dict[str, Any]:
         proc.stderr.close()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise RuntimeError(f"dreamkeeper dream with {tree} exited {code}: {stderr[-2000:]}")
+        raise RuntimeError(f"dreamkeeper {workload} with {tree} exited {code}: {stderr[-2000:]}")
     return {"cpuSeconds": usage.ru_utime + usage.ru_stime, "wallSeconds": wall, "peakRssMiB": usage.ru_maxrss / 1024}
 
 
-def heavy_imports(tree: Path, workdir: Path) -> dict[str, float]:
+def heavy_imports(tree: Path, workdir: Path, workload: str = "dream") -> dict[str, float]:
     """Which of ``HEAVY`` the command loaded, with the cumulative import seconds of each (``-X importtime``)."""
-    agent = workdir / "agent"
-    shutil.rmtree(agent, ignore_errors=True)
-    shutil.copytree(SAMPLE, agent)
-    done = subprocess.run(
-        _command(agent, importtime=True), env=_env(tree), capture_output=True, text=True, check=True, cwd=workdir
-    )
+    command = _command(workload, workdir, importtime=True)
+    done = subprocess.run(command, env=_env(tree), capture_output=True, text=True, check=True, cwd=workdir)
     found: dict[str, float] = {}
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or line.count("|") != 2:
@@ -81,33 +96,33 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def measure(tree: Path, baseline: Path, repeat: int, workdir: Path) -> dict[str, Any]:
+def measure(tree: Path, baseline: Path, repeat: int, workdir: Path, workload: str = "dream") -> dict[str, Any]:
+    trees = {"this": tree, "baseline": baseline}
     runs: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
     for _ in range(repeat):  # alternating: a slower minute of the machine falls on both
-        runs["this"].append(run_once(tree, workdir))
-        runs["baseline"].append(run_once(baseline, workdir))
+        for side, code in trees.items():
+            runs[side].append(run_once(code, workdir, workload))
     return {
-        side: {
-            "median": _summary(rs),
-            "runs": rs,
-            "heavyImports": heavy_imports(tree if side == "this" else baseline, workdir),
-        }
+        side: {"median": _summary(rs), "runs": rs, "heavyImports": heavy_imports(trees[side], workdir, workload)}
         for side, rs in runs.items()
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    this, base = result["sides"]["this"]["median"], result["sides"]["baseline"]["median"]
-    rows = "\n".join(
-        f"| {label} | {base[key]} | {this[key]} | {this[key] / base[key]:.2f}x |"
-        for label, key in (("CPU s", "cpuSeconds"), ("wall s", "wallSeconds"), ("peak RSS MiB", "peakRssMiB"))
-    )
+    rows, imports = [], []
+    for workload, sides in result["workloads"].items():
+        this, base = sides["this"]["median"], sides["baseline"]["median"]
+        for label, key in (("CPU s", "cpuSeconds"), ("wall s", "wallSeconds"), ("peak RSS MiB", "peakRssMiB")):
+            rows.append(f"| `{workload}` | {label} | {base[key]} | {this[key]} | {this[key] / base[key]:.2f}x |")
 
-    def loaded(side: str) -> str:
-        found = result["sides"][side]["heavyImports"]
-        return ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(found.items())) or "none"
+        def loaded(side: str, sides: dict[str, Any] = sides) -> str:
+            found = sides[side]["heavyImports"]
+            return ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(found.items())) or "none"
 
-    return f"""# One cycle process, whole: `dreamkeeper dream` on the bundled sample
+        imports.append(f"- `{workload}`: baseline: {loaded('baseline')}; this: {loaded('this')}")
+    table = "\n".join(rows)
+    loaded_lines = "\n".join(imports)
+    return f"""# The processes of one cycle Job, whole: `seed-vocabulary` and `dreamkeeper dream` on the bundled sample
 
 Command: `{result["command"]}`. Generated {result["generatedAt"]} on {result["machine"]}; this code at
 {result["thisLabel"]}, baseline {result["baselineLabel"]}.
@@ -116,12 +131,13 @@ Command: `{result["command"]}`. Generated {result["generatedAt"]} on {result["ma
 
 Medians of {result["repeat"]} runs each:
 
-| | baseline | this | this / baseline |
-|---|---|---|---|
-{rows}
+| command | | baseline | this | this / baseline |
+|---|---|---|---|---|
+{table}
 
-Heavy packages loaded (cumulative import seconds, one `-X importtime` run): baseline: {loaded("baseline")}; this:
-{loaded("this")}.
+Heavy packages loaded (cumulative import seconds, one `-X importtime` run):
+
+{loaded_lines}
 """
 
 
@@ -140,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir / f"dk-cycle-start-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        sides = measure(ROOT, args.baseline, max(1, args.repeat), workdir)
+        workloads = {w: measure(ROOT, args.baseline, max(1, args.repeat), workdir, w) for w in WORKLOADS}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = {
@@ -150,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "baselineLabel": args.baseline_label or str(args.baseline),
         "thisLabel": _head(),
         "repeat": max(1, args.repeat),
-        "sides": sides,
+        "workloads": workloads,
     }
     write_result(args.out, args.name, result, markdown)
     return 0

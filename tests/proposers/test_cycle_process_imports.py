@@ -52,7 +52,8 @@ def _cli(*args: str) -> dict[str, object]:
         check=False,
     )
     result: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
-    result["report"] = json.loads(done.stdout) if done.stdout.strip() else None
+    out = done.stdout.strip()
+    result["report"] = json.loads(out) if out.startswith("{") else None
     return result
 
 
@@ -76,6 +77,20 @@ def test_dream_registers_its_own_command_alone_and_anything_else_registers_every
     # Another command finds its own (the demo's ``sample``): registered by the full path.
     sample = _cli("sample", str(tmp_path / "sample"), "--json")
     assert sample["code"] == 0 and isinstance(sample["report"], dict) and sample["report"]["entries"] == 300
+
+
+def test_seed_vocabulary_registers_its_own_command_alone_and_seeds_without_overwriting(tmp_path: Path) -> None:
+    source, destination = tmp_path / "rendered.json", tmp_path / "agent" / "merge-coverage-vocabulary.json"
+    source.write_text('{"commonWords": ["kubelet"]}', encoding="utf-8")
+    destination.parent.mkdir()
+    first = _cli("seed-vocabulary", "--source", str(source), "--destination", str(destination))
+    assert first["code"] == 0 and destination.read_bytes() == source.read_bytes()
+    loaded = first["dreamkeeper"]
+    assert isinstance(loaded, list) and "dreamkeeper.kube.cli" in loaded
+    assert "dreamkeeper.dream_command" not in loaded and "dreamkeeper.consolidation.cycle" not in loaded
+    source.write_text('{"commonWords": ["other"]}', encoding="utf-8")
+    again = _cli("seed-vocabulary", "--source", str(source), "--destination", str(destination))
+    assert again["code"] == 0 and "kubelet" in destination.read_text(encoding="utf-8")  # never overwritten
 
 
 def _closed_port() -> int:

@@ -11,18 +11,16 @@ with ``python -X importtime`` says which heavy packages it loaded (``openai`` am
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from bench.results_io import write_result
+from bench.results_io import side_by_side_header, side_by_side_parser, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "operator" / "dreamkeeper" / "demo" / "data" / "sample-agent"
@@ -143,31 +141,14 @@ Heavy packages loaded (cumulative import seconds, one `-X importtime` run):
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m bench cycle-start", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="a tree holding operator/dreamkeeper")
-    parser.add_argument("--baseline-label", default=None)
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--workdir", type=Path, default=Path("/dev/shm"))
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--name", default="cycle-start")
-    args = parser.parse_args(args_list)
-    from bench.scale_cold import _head
-
+    args = side_by_side_parser("cycle-start", __doc__ or "", "cycle-start", 7).parse_args(args_list)
     workdir = args.workdir / f"dk-cycle-start-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         workloads = {w: measure(ROOT, args.baseline, max(1, args.repeat), workdir, w) for w in WORKLOADS}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {
-        "command": "python -m bench cycle-start " + " ".join(args_list),
-        "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, agent copies on {args.workdir}",
-        "baselineLabel": args.baseline_label or str(args.baseline),
-        "thisLabel": _head(),
-        "repeat": max(1, args.repeat),
-        "workloads": workloads,
-    }
+    result = {**side_by_side_header("cycle-start", args_list, args, "agent copies"), "workloads": workloads}
     write_result(args.out, args.name, result, markdown)
     return 0
 

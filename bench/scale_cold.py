@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.results_io import write_result
+from bench.results_io import head_label, write_result
 from bench.scale import _child
 
 GOAL_COLD_OVER_READ = 3.0
@@ -138,9 +138,4 @@ def side_by_side_main(args: argparse.Namespace, sizes: list[int], workdir: Path,
 
 
 def _head() -> str:
-    import subprocess
-
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False, cwd=Path(__file__).parent
-    )
-    return f"this checkout@{done.stdout.strip()}" if done.returncode == 0 else "this checkout"
+    return head_label()

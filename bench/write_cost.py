@@ -14,7 +14,6 @@ fsync is then nearly free, so the counts say what a real disk would pay for).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.results_io import write_result
+from bench.results_io import side_by_side_header, side_by_side_parser, write_result
 
 WORKLOADS = ("decay", "stamp", "merge", "prune")
 
@@ -174,18 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     if args_list[:1] == ["--child"]:
         print(json.dumps(_child(args_list[1], Path(args_list[2]))))
         return 0
-    parser = argparse.ArgumentParser(prog="python -m bench write-cost", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="a tree holding operator/dreamkeeper")
-    parser.add_argument("--baseline-label", default=None)
+    parser = side_by_side_parser("write-cost", __doc__ or "", "write-cost", 3)
     parser.add_argument("--entries", type=int, default=3000)
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workdir", type=Path, default=Path("/dev/shm"))
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--name", default="write-cost")
     args = parser.parse_args(args_list)
-    from bench.scale_cold import _head
-
     workdir = args.workdir / f"dk-write-cost-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -193,13 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = {
-        "command": "python -m bench write-cost " + " ".join(args_list),
-        "generatedAt": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, corpus on {args.workdir}",
-        "baselineLabel": args.baseline_label or str(args.baseline),
-        "thisLabel": _head(),
+        **side_by_side_header("write-cost", args_list, args, "corpus"),
         "entries": args.entries,
-        "repeat": max(1, args.repeat),
         "workloads": workloads,
     }
     write_result(args.out, args.name, result, markdown)

@@ -6,7 +6,10 @@ seed-vocabulary --source ... --destination ...`` when a MemoryVocabulary is boun
 the bundled sample (the offline proposer, as ``make demo``) and ``seed-vocabulary`` of a rendered vocabulary to a
 fresh destination, with this code and a baseline tree side by side, alternating, ``--repeat`` times each, and reads
 each process's own rusage (``os.wait4``): CPU seconds (user + system), wall seconds, peak RSS. One more run of each
-with ``python -X importtime`` says which heavy packages it loaded (``openai`` among them or not).
+with ``python -X importtime`` says which heavy packages it loaded (``openai`` among them or not). With ``--agent DIR``
+(a settled agent, e.g. one ``bench scale-steady`` left), also ``dream-settled``: the whole process of a steady cycle
+on each side's own copy of DIR, after one unmeasured cycle each (the copy's new inodes make that one read every
+file); what a deployment's Job pays per cycle on that corpus, imports included.
 """
 
 from __future__ import annotations
@@ -28,12 +31,24 @@ HEAVY: Final = ("openai", "numpy", "pydantic", "typer", "rich", "kubernetes", "k
 
 
 WORKLOADS: Final = ("dream", "seed-vocabulary")
+SETTLED: Final = "dream-settled"  # with --agent: that agent's corpus, each side cycling its own copy
 
 
-def _command(workload: str, workdir: Path, importtime: bool = False) -> list[str]:
+def _command(workload: str, workdir: Path, importtime: bool = False, side: str = "this") -> list[str]:
     """The workload's command on fresh input: a copy of the sample (``dream``), a destination that is not there yet
-    (``seed-vocabulary``: it creates it)."""
+    (``seed-vocabulary``: it creates it); ``dream-settled``: the side's own copy of ``--agent``, cycled in place."""
     flags = ["-X", "importtime"] if importtime else []
+    if workload == SETTLED:
+        return [
+            sys.executable,
+            *flags,
+            "-m",
+            "dreamkeeper",
+            "dream",
+            str(workdir / f"settled-{side}"),
+            "--force",
+            "--json",
+        ]
     agent = workdir / "agent"
     shutil.rmtree(agent, ignore_errors=True)
     shutil.copytree(SAMPLE, agent)
@@ -57,9 +72,9 @@ def _env(tree: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(tree / "operator"))
 
 
-def run_once(tree: Path, workdir: Path, workload: str = "dream") -> dict[str, Any]:
+def run_once(tree: Path, workdir: Path, workload: str = "dream", side: str = "this") -> dict[str, Any]:
     """One run of ``workload`` on fresh input with ``tree``'s code: its own rusage."""
-    command = _command(workload, workdir)
+    command = _command(workload, workdir, side=side)
     start = time.perf_counter()
     proc = subprocess.Popen(command, env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -73,9 +88,9 @@ def run_once(tree: Path, workdir: Path, workload: str = "dream") -> dict[str, An
     return {"cpuSeconds": usage.ru_utime + usage.ru_stime, "wallSeconds": wall, "peakRssMiB": usage.ru_maxrss / 1024}
 
 
-def heavy_imports(tree: Path, workdir: Path, workload: str = "dream") -> dict[str, float]:
+def heavy_imports(tree: Path, workdir: Path, workload: str = "dream", side: str = "this") -> dict[str, float]:
     """Which of ``HEAVY`` the command loaded, with the cumulative import seconds of each (``-X importtime``)."""
-    command = _command(workload, workdir, importtime=True)
+    command = _command(workload, workdir, importtime=True, side=side)
     done = subprocess.run(command, env=_env(tree), capture_output=True, text=True, check=True, cwd=workdir)
     found: dict[str, float] = {}
     for line in done.stderr.splitlines():
@@ -94,14 +109,24 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def measure(tree: Path, baseline: Path, repeat: int, workdir: Path, workload: str = "dream") -> dict[str, Any]:
+def measure(
+    tree: Path, baseline: Path, repeat: int, workdir: Path, workload: str = "dream", agent: Path | None = None
+) -> dict[str, Any]:
     trees = {"this": tree, "baseline": baseline}
+    if workload == SETTLED:
+        # Each side its own copy, as on a volume one engine tends (a cycle's decay rewrites files, and what an engine
+        # keeps of its own writes holds only while no other rewrote them), then one unmeasured cycle each: the copy
+        # has new inodes, so the first cycle reads every file and builds the side's corpus index and cluster cache.
+        assert agent is not None
+        for side, code in trees.items():
+            shutil.copytree(agent, workdir / f"settled-{side}", symlinks=True)
+            run_once(code, workdir, workload, side)
     runs: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
     for _ in range(repeat):  # alternating: a slower minute of the machine falls on both
         for side, code in trees.items():
-            runs[side].append(run_once(code, workdir, workload))
+            runs[side].append(run_once(code, workdir, workload, side))
     return {
-        side: {"median": _summary(rs), "runs": rs, "heavyImports": heavy_imports(trees[side], workdir, workload)}
+        side: {"median": _summary(rs), "runs": rs, "heavyImports": heavy_imports(trees[side], workdir, workload, side)}
         for side, rs in runs.items()
     }
 
@@ -141,11 +166,14 @@ Heavy packages loaded (cumulative import seconds, one `-X importtime` run):
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
-    args = side_by_side_parser("cycle-start", __doc__ or "", "cycle-start", 7).parse_args(args_list)
+    parser = side_by_side_parser("cycle-start", __doc__ or "", "cycle-start", 7)
+    parser.add_argument("--agent", type=Path, help="also: dream on each side's copy of this (settled) agent directory")
+    args = parser.parse_args(args_list)
     workdir = args.workdir / f"dk-cycle-start-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        workloads = {w: measure(ROOT, args.baseline, max(1, args.repeat), workdir, w) for w in WORKLOADS}
+        chosen = (*WORKLOADS, SETTLED) if args.agent is not None else WORKLOADS
+        workloads = {w: measure(ROOT, args.baseline, max(1, args.repeat), workdir, w, args.agent) for w in chosen}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = {**side_by_side_header("cycle-start", args_list, args, "agent copies"), "workloads": workloads}

@@ -40,3 +40,32 @@ def test_each_side_runs_its_own_tree_and_the_reading_says_what_it_loaded(tmp_pat
     reading = (out / "cycle-start.md").read_text(encoding="utf-8")
     assert "`seed-vocabulary`" in reading and "openai" in reading and result["command"] in reading
     assert not list(tmp_path.glob("dk-cycle-start-*"))  # its agent copies are removed
+
+
+def test_a_settled_agent_is_cycled_on_each_sides_own_copy_and_left_as_it_was(tmp_path: Path) -> None:
+    from bench.cycle_start import SAMPLE
+
+    agent = tmp_path / "settled"
+    shutil.copytree(SAMPLE, agent)
+    before = sorted((p.relative_to(agent).as_posix(), p.stat().st_mtime_ns) for p in agent.rglob("*"))
+    out = tmp_path / "out"
+    argv = [
+        "--baseline",
+        str(ROOT),
+        "--repeat",
+        "1",
+        "--workdir",
+        str(tmp_path),
+        "--out",
+        str(out),
+        "--agent",
+        str(agent),
+    ]
+    assert main(argv) == 0
+    result = json.loads((out / "cycle-start.json").read_text(encoding="utf-8"))
+    assert set(result["workloads"]) == {"dream", "seed-vocabulary", "dream-settled"}
+    for side in result["workloads"]["dream-settled"].values():
+        (run,) = side["runs"]
+        assert run["cpuSeconds"] > 0 and run["peakRssMiB"] > 10
+    assert sorted((p.relative_to(agent).as_posix(), p.stat().st_mtime_ns) for p in agent.rglob("*")) == before
+    assert "`dream-settled`" in (out / "cycle-start.md").read_text(encoding="utf-8")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.results_io import side_by_side_header, side_by_side_parser, write_result
+from bench.scale_steady import RACY_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "operator" / "dreamkeeper" / "demo" / "data" / "sample-agent"
@@ -117,13 +118,19 @@ def measure(
         # Each side its own copy, as on a volume one engine tends (a cycle's decay rewrites files, and what an engine
         # keeps of its own writes holds only while no other rewrote them), then one unmeasured cycle each: the copy
         # has new inodes, so the first cycle reads every file and builds the side's corpus index and cluster cache.
+        # The copies' ctimes are now: a scan within the corpus index's racy window of them would not keep what it
+        # read (corpus_index.py), and the first measured cycle would read every file again.
         assert agent is not None
-        for side, code in trees.items():
+        for side in trees:
             shutil.copytree(agent, workdir / f"settled-{side}", symlinks=True)
+        time.sleep(RACY_WAIT_SECONDS)
+        for side, code in trees.items():
             run_once(code, workdir, workload, side)
     runs: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
     for _ in range(repeat):  # alternating: a slower minute of the machine falls on both
         for side, code in trees.items():
+            if workload == SETTLED:
+                time.sleep(RACY_WAIT_SECONDS)  # what the last cycle read is past the racy window, as between cycles
             runs[side].append(run_once(code, workdir, workload, side))
     return {
         side: {"median": _summary(rs), "runs": rs, "heavyImports": heavy_imports(trees[side], workdir, workload, side)}

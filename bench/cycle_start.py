@@ -76,14 +76,16 @@ def _env(tree: Path) -> dict[str, str]:
 def run_once(tree: Path, workdir: Path, workload: str = "dream", side: str = "this") -> dict[str, Any]:
     """One run of ``workload`` on fresh input with ``tree``'s code: its own rusage."""
     command = _command(workload, workdir, side=side)
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    code = os.waitstatus_to_exitcode(status)
+    # stderr to a file, not a pipe: a cycle logs every write at INFO, more than a pipe holds while we wait on it.
+    with (workdir / "stderr.log").open("w+b") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, env=_env(tree), stdout=subprocess.DEVNULL, stderr=log, cwd=workdir)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        log.seek(0)
+        stderr = log.read().decode(errors="replace")
+    code = proc.returncode
     if code != 0:
         raise RuntimeError(f"dreamkeeper {workload} with {tree} exited {code}: {stderr[-2000:]}")
     return {"cpuSeconds": usage.ru_utime + usage.ru_stime, "wallSeconds": wall, "peakRssMiB": usage.ru_maxrss / 1024}

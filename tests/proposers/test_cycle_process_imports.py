@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -32,24 +33,35 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
+import os
 print(json.dumps({"code": code, "openai": sorted(m for m in sys.modules if m == "openai" or m.startswith("openai.")),
-                  "dreamkeeper": sorted(m for m in sys.modules if m.startswith("dreamkeeper."))}), file=sys.stderr)
+                  "dreamkeeper": sorted(m for m in sys.modules if m.startswith("dreamkeeper.")),
+                  "numpy": "numpy" in sys.modules, "threads": len(os.listdir("/proc/self/task")),
+                  "blas": {k: v for k, v in os.environ.items() if k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}}),
+      file=sys.stderr)
 """
 
 
-def _dream(tmp_path: Path, *flags: str, before: tuple[str, ...] = ()) -> dict[str, object]:
+def _dream(
+    tmp_path: Path, *flags: str, before: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> dict[str, object]:
     agent = tmp_path / "agent"
     shutil.copytree(SAMPLE, agent)
-    return _cli(*before, "dream", str(agent), "--force", "--json", *flags)
+    return _cli(*before, "dream", str(agent), "--force", "--json", *flags, env=env)
 
 
-def _cli(*args: str) -> dict[str, object]:
+def _cli(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    # The thread variables OpenBLAS reads, as the caller gives them (none by default: a Job's environment).
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    }
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env={**base, **(env or {})},
     )
     result: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
     out = done.stdout.strip()
@@ -123,3 +135,20 @@ def test_the_embedder_turns_a_client_error_into_an_embedding_error() -> None:
 
     with pytest.raises(EmbeddingError, match=r"127\.0\.0\.1.*APIConnectionError"):
         asyncio.run(embed())
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
+def test_a_cycle_process_runs_one_blas_thread_unless_told_otherwise(tmp_path: Path) -> None:
+    # numpy's OpenBLAS starts a worker per CPU as it is imported, each spinning ~0.1 s of CPU (cli.py says why).
+    cpus = len(os.sched_getaffinity(0))
+    plain = _dream(tmp_path / "plain")
+    assert plain["code"] == 0 and plain["numpy"] is True  # the cycle did load numpy
+    assert plain["blas"] == {"OPENBLAS_NUM_THREADS": "1"}
+    assert plain["threads"] == 1  # the main thread alone: no BLAS pool (2 on this 2-CPU machine before)
+    # A number chosen by whoever runs the process is kept, through either variable OpenBLAS reads.
+    chosen = _dream(tmp_path / "chosen", env={"OPENBLAS_NUM_THREADS": "2"})
+    assert chosen["code"] == 0 and chosen["blas"] == {"OPENBLAS_NUM_THREADS": "2"}
+    omp = _dream(tmp_path / "omp", env={"OMP_NUM_THREADS": "2"})
+    assert omp["code"] == 0 and omp["blas"] == {"OMP_NUM_THREADS": "2"}
+    if cpus >= 2:  # OpenBLAS never starts more workers than CPUs: with one, both would be 1
+        assert chosen["threads"] == 2 and omp["threads"] == 2

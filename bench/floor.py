@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.results_io import write_result
+from bench.results_io import child_env, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,7 +194,12 @@ def _copy(source: Path, target: Path) -> None:
 
 def _child(*args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.floor", *args], capture_output=True, text=True, check=False, cwd=ROOT
+        [sys.executable, "-m", "bench.floor", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env=child_env(),
     )
     if done.returncode != 0:
         raise RuntimeError(f"bench.floor {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")

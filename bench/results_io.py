@@ -23,6 +23,22 @@ def write_result(out: Path, name: str, result: dict[str, Any], markdown: Callabl
     return md_path
 
 
+def child_env(pythonpath: str | None = None) -> dict[str, str]:
+    """The environment of a measured child process: this one's, ``PYTHONPATH`` set when given, and one BLAS thread,
+    as every ``dreamkeeper`` process has it (``cli._one_blas_thread``) unless one of ``BLAS_THREAD_VARIABLES`` is set.
+    Without it the worker numpy's OpenBLAS starts as it is imported spun ~0.1 s of CPU into whatever a child measured
+    right after its imports (a full read+parse of 10,000 entries: 0.55 -> 0.47 CPU s, session 25), on either side."""
+    # Here, not at the top: a child imports this module with the baseline tree's dreamkeeper, which may lack it.
+    from dreamkeeper.cli import BLAS_THREAD_VARIABLES
+
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    if not any(env.get(name) for name in BLAS_THREAD_VARIABLES):
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
 def side_by_side_parser(prog: str, doc: str, name: str, repeat: int) -> argparse.ArgumentParser:
     """The options every side-by-side bench (this tree against ``--baseline``) takes; the caller adds its own."""
     parser = argparse.ArgumentParser(prog=f"python -m bench {prog}", description=doc.split("\n\n")[0])

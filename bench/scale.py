@@ -120,7 +120,9 @@ def _child(kind: str, agent_dir: Path, source: Path | None = None, apply: bool =
     """Run one measurement in a fresh interpreter and read its JSON line back. ``source``: a tree whose
     ``operator/dreamkeeper`` is imported instead of this checkout's (the baseline of a side-by-side run)."""
     command = [sys.executable, "-m", "bench.scale", "--child", kind, str(agent_dir), *(["--apply"] if apply else [])]
-    env = dict(os.environ)
+    from bench.results_io import child_env
+
+    env = child_env()
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source / "operator"), env.get("PYTHONPATH")) if p)
     done = subprocess.run(

@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.results_io import write_result
+from bench.results_io import child_env, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,9 +175,8 @@ def _put_caches(state: Path, caches: dict[str, bytes]) -> None:
 def _run_child(
     kind: str, agent: Path, apply: bool, code: Path | None, min_step: float, settle: bool = False
 ) -> dict[str, Any]:
-    env = dict(os.environ)
-    if code is not None:  # another commit's dreamkeeper, measured by this bench
-        env["PYTHONPATH"] = str(code / "operator")
+    # ``code``: another commit's dreamkeeper, measured by this bench
+    env = child_env(None if code is None else str(code / "operator"))
     command = [sys.executable, "-m", "bench.scale_steady", "--child", kind, str(agent)] + (["--apply"] if apply else [])
     if min_step:
         command += ["--decay-min-step", str(min_step)]

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.results_io import side_by_side_header, side_by_side_parser, write_result
+from bench.results_io import child_env, side_by_side_header, side_by_side_parser, write_result
 
 WORKLOADS = ("decay", "stamp", "merge", "prune")
 
@@ -73,7 +73,7 @@ def _child(workload: str, agent: Path) -> dict[str, Any]:
 
 
 def _run(workload: str, agent: Path, source: Path | None) -> dict[str, Any]:
-    env = dict(os.environ)
+    env = child_env()
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source / "operator"), env.get("PYTHONPATH")) if p)
     done = subprocess.run(

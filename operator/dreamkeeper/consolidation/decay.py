@@ -33,11 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import numpy as np
-
 from dreamkeeper.consolidation.plan import DecayAction
 from dreamkeeper.consolidation.settings import DecaySettings
 from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
+from dreamkeeper.memory.float32 import shortest_float32
 
 _DAY = timedelta(days=1)
 _F32 = struct.Struct("f")
@@ -51,8 +50,9 @@ def _to_float32(value: float) -> float:
 
 
 def float32(value: float) -> float:
-    """``value`` as the float32 RockBot holds, written with the fewest digits that read back as that float32."""
-    return float(str(np.float32(value)))
+    """``value`` as the float32 RockBot holds, written with the fewest digits that read back as that float32
+    (``float(str(np.float32(value)))``, without numpy: memory/float32.py)."""
+    return shortest_float32(value)
 
 
 def decayed_importance(entry: Entry, settings: DecaySettings, now: datetime) -> float | None:

@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dreamkeeper.memory.atomic import (
@@ -52,6 +51,7 @@ from dreamkeeper.memory.errors import (
     InvalidCategoryError,
     InvalidIdError,
 )
+from dreamkeeper.memory.float32 import to_float32
 from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
 from dreamkeeper.memory.listing import Listing
 from dreamkeeper.memory.listing_cache import ListingCache
@@ -87,9 +87,8 @@ class HighValueFloor(BaseModel):
         # PruningProtectionImportance``, DreamService.cs / DreamOptions.cs @05346ff0): a file saying 0.7999999999
         # holds the float32 0.8, which the floor protects there, and must here too, or the two engines disagree
         # about what may be pruned or purged.
-        with np.errstate(over="ignore"):
-            importance = np.float32(entry.importance_score) >= np.float32(self.importance)
-        return bool(importance) or entry.reinforcement_count >= self.reinforcement
+        importance = to_float32(entry.importance_score) >= to_float32(self.importance)
+        return importance or entry.reinforcement_count >= self.reinforcement
 
     def describe(self, entry: Entry) -> str:
         return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"

@@ -14,8 +14,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dreamkeeper.consolidation import EmbeddingError
@@ -152,3 +155,59 @@ def test_a_cycle_process_runs_one_blas_thread_unless_told_otherwise(tmp_path: Pa
     assert omp["code"] == 0 and omp["blas"] == {"OMP_NUM_THREADS": "2"}
     if cpus >= 2:  # OpenBLAS never starts more workers than CPUs: with one, both would be 1
         assert chosen["threads"] == 2 and omp["threads"] == 2
+
+
+_TOPICS = (
+    "Jordan rotates the backup drives on the first Sunday of each month",
+    "The kitchen faucet washer was replaced with a ceramic cartridge",
+    "Priya prefers standups at nine thirty on Tuesdays",
+    "The VPN certificate for vpn-gw-3 expires in March",
+    "Marlowe the cat needs thyroid pills twice daily",
+    "Quarterly taxes go to the accountant Ellison by the fifteenth",
+    "Sourdough starter lives on the second fridge shelf",
+    "Kestrel deployment uses the blue-green strategy behind Envoy",
+    "Grandma's birthday dinner is at Osteria Lupa every October",
+    "The garage door opener battery is a CR2032",
+)
+
+
+def _settled_agent(root: Path) -> Path:
+    """An agent whose entries are alike in nothing (no cluster to offer) and past decay's grace period, not yet at
+    its floor: every cycle lowers each one a little (RockBot's default: every drop written)."""
+    memory = root / "memory" / "notes"
+    memory.mkdir(parents=True)
+    seen = (datetime.now(UTC) - timedelta(days=40)).isoformat()  # 10 days past RockBot's 30-day grace
+    for number, content in enumerate(_TOPICS):
+        entry = {
+            "id": f"note{number:02d}",
+            "content": content,
+            "category": "notes",
+            "tags": [],
+            "createdAt": seen,
+            "updatedAt": seen,
+            "lastSeenAt": seen,
+            "reinforcementCount": 1,
+            "importanceScore": 0.6,
+        }
+        (memory / f"note{number:02d}.json").write_text(json.dumps(entry, indent=2), encoding="utf-8")
+    return root
+
+
+def test_a_steady_cycle_process_never_loads_numpy(tmp_path: Path) -> None:
+    # numpy was ~0.08 s of a cycle process's CPU (more with OpenBLAS's workers): a cycle whose clusters come from
+    # the cluster cache scans nothing, and decay's float32 is memory/float32.py's.
+    agent = _settled_agent(tmp_path / "agent")
+    first = _cli("dream", str(agent), "--force", "--json")
+    assert first["code"] == 0 and first["numpy"] is True  # the first cycle scans for clusters (and caches them)
+    # Later, as the next cycle is: past the corpus index's racy window (its files are trusted, not read again), and
+    # every entry decays by a few float32 steps more (a 45-day half-life: ~2e-7 of its importance a second).
+    time.sleep(2.5)
+    steady = _cli("dream", str(agent), "--force", "--json")
+    report = steady["report"]
+    assert steady["code"] == 0 and isinstance(report, dict) and report["result"] == "completed"
+    assert report["decayed"] == len(_TOPICS)  # decay wrote every entry again, its float32 text made without numpy
+    assert steady["numpy"] is False
+    for number in range(len(_TOPICS)):  # what it wrote is the float32 text numpy writes
+        written = json.loads((agent / "memory" / "notes" / f"note{number:02d}.json").read_text(encoding="utf-8"))
+        importance = written["importanceScore"]
+        assert 0.1 < importance < 0.6 and repr(importance) == str(np.float32(importance))

@@ -55,9 +55,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -71,6 +69,9 @@ from dreamkeeper.memory import (
     state_dir,
     write_checked,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +169,13 @@ class ClusterCache:
         # so the text is injective; hashed a block of lines at a time (one encode and one update per block, not three
         # per entry: this runs over the whole corpus every cycle), never the whole corpus's text at once (memory).
         lines: list[str] = []
+        if generated:  # vectors the embedder made this cycle (it loaded numpy); a cycle without any loads none
+            from numpy import ascontiguousarray
         for stored in live:
             entry = stored.entry
             entry_id = entry.id
             if entry_id in generated:
-                vector = np.ascontiguousarray(generated[entry_id])
+                vector = ascontiguousarray(generated[entry_id])
                 embedding = f"G{vector.dtype}{vector.nbytes}:{hashlib.sha256(vector.tobytes()).hexdigest()}"
             else:
                 name = embedding_file_name(entry_id)

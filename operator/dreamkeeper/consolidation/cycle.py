@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dreamkeeper.consolidation.agent_view import agent_view
 from dreamkeeper.consolidation.blast import HeldPlan, exceeds, live_drop
@@ -82,6 +81,9 @@ from dreamkeeper.memory import (
     open_corpus_index,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -30,18 +30,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from dreamkeeper.memory import Entry, StoredEntry, embedding_file_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 30_000  # EmbeddingOptions.MaxInputChars
 MAX_STRUCTURED_INPUT_CHARS = 12_000  # EmbeddingOptions.MaxStructuredInputChars
-Vector = npt.NDArray[np.float32]
+# For annotations only: numpy is loaded where vectors are made or written, never by a cycle without embeddings.
+Vector: TypeAlias = "npt.NDArray[np.float32]"
 
 
 class EmbeddingError(RuntimeError):
@@ -104,6 +106,8 @@ def prepare_text(text: str) -> str:
 
 def vector_bytes(vector: Vector) -> bytes:
     """A vector as RockBot's ``WriteAsync`` writes it: raw little-endian float32."""
+    import numpy as np
+
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
@@ -129,6 +133,8 @@ class Generated:
 async def generate(entries: Sequence[Entry], embedder: Embedder) -> Generated:
     """Vectors for ``entries`` (their document texts), batch by batch. A failed batch leaves its entries without
     one (they are compared by Jaccard, as RockBot does) and is reported; the others keep theirs."""
+    import numpy as np
+
     vectors: dict[str, Vector] = {}
     failed = requests = 0
     errors: list[str] = []

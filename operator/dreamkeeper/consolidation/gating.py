@@ -7,18 +7,29 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dreamkeeper.consolidation.backoff import is_held
 from dreamkeeper.consolidation.cluster_cache import ClusterCache
-from dreamkeeper.consolidation.clustering import Cluster, ClusterItem, find_clusters
-from dreamkeeper.consolidation.clustering.similarity import similarity
+from dreamkeeper.consolidation.clustering import Cluster, ClusterItem
 from dreamkeeper.consolidation.declines import days, due_at, reopen_at
 from dreamkeeper.consolidation.proposal import Batch, BatchShape, OfferedEntry, OfferGroup
 from dreamkeeper.consolidation.quiet import GATING, QuietMemo
 from dreamkeeper.consolidation.settings import CycleSettings, OfferShape
 from dreamkeeper.memory import REVIEWED_HASH, StoredEntry, review_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dreamkeeper.consolidation.clustering.find import find_clusters
+else:
+
+    def find_clusters(*args, **kwargs):
+        # The scan, loaded on its first call: it loads numpy, which a cycle served by the cluster cache never needs.
+        from dreamkeeper.consolidation.clustering.find import find_clusters as scan
+
+        return scan(*args, **kwargs)
+
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +207,8 @@ def _item(stored: StoredEntry, embeddings: EmbeddingLoader | None) -> ClusterIte
 
 def near_duplicates(gating: GatingResult, settings: CycleSettings) -> Callable[[str, str], bool]:
     """Whether two clustered entries are near-duplicates of each other, by the clustering's own measure."""
+    from dreamkeeper.consolidation.clustering.similarity import similarity  # (loads numpy: see ``select_candidates``)
+
     items = gating.items
 
     def near(a: str, b: str) -> bool:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dreamkeeper.memory.atomic import MUST_NOT_EXIST, UNCHECKED, replace_file
 from dreamkeeper.memory.errors import ConflictError
 from dreamkeeper.memory.files import MiB, read_regular
 from dreamkeeper.memory.paths import embedding_file_name, validate_id
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EMBEDDING_FILE_LIMIT = 1 * MiB  # 262,144 float32 dimensions; a larger .bin is ignored, as a ragged one is
 
@@ -77,6 +79,8 @@ class EmbeddingFiles:
             return None
         if not data or len(data) % 4:
             return None
+        import numpy as np  # once a vector is read: a store whose agent keeps none never loads numpy
+
         vector = np.frombuffer(data, dtype="<f4")
         if not np.all(np.isfinite(vector)):
             return None

@@ -20,7 +20,6 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dreamkeeper.consolidation import Embedder, EmbeddingError, Vector
@@ -98,6 +97,8 @@ def _short(exc: BaseException) -> str:
 
 
 def _vectors(data: Sequence[Any], expected: int) -> list[Vector]:
+    import numpy as np  # here: a cycle without embeddings loads no numpy (consolidation/embeddings.py)
+
     if len(data) != expected:
         raise EmbeddingError(f"{len(data)} vector(s) for {expected} text(s)")
     ordered = sorted(data, key=lambda item: int(getattr(item, "index", 0)))

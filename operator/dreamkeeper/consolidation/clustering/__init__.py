@@ -41,8 +41,27 @@ Modules, in the order a scan uses them: ``model`` (the values exchanged), ``simi
 ``scan`` (the edge graph), ``splitting`` and ``assembly`` (components into clusters), ``stats``, ``find``.
 """
 
-from dreamkeeper.consolidation.clustering.find import find_clusters
+from typing import TYPE_CHECKING, Any
+
 from dreamkeeper.consolidation.clustering.model import Cluster, ClusteringError, ClusterItem, Strategy
-from dreamkeeper.consolidation.clustering.stats import ClusteringStats
+
+if TYPE_CHECKING:
+    from dreamkeeper.consolidation.clustering.find import find_clusters
+    from dreamkeeper.consolidation.clustering.stats import ClusteringStats
+
+
+def __getattr__(name: str) -> Any:
+    # The scan and its statistics load numpy: imported when first asked for, so that what only holds clusters (the
+    # cluster cache, gating's bookkeeping, a steady cycle that scans nothing) loads neither.
+    if name == "find_clusters":
+        from dreamkeeper.consolidation.clustering.find import find_clusters
+
+        return find_clusters
+    if name == "ClusteringStats":
+        from dreamkeeper.consolidation.clustering.stats import ClusteringStats
+
+        return ClusteringStats
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Cluster", "ClusterItem", "ClusteringError", "ClusteringStats", "Strategy", "find_clusters"]

@@ -35,8 +35,7 @@ from datetime import datetime, timedelta
 
 from dreamkeeper.consolidation.plan import DecayAction
 from dreamkeeper.consolidation.settings import DecaySettings
-from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
-from dreamkeeper.memory.float32 import shortest_float32
+from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry, shortest_float32
 
 _DAY = timedelta(days=1)
 _F32 = struct.Struct("f")

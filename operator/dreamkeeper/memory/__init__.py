@@ -59,6 +59,7 @@ from dreamkeeper.memory.errors import (
 )
 from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regular, read_regular, read_regular_text
 from dreamkeeper.memory.fingerprints import cluster_hash, dotnet_collapse, fold_key, ordinal_key, review_hash
+from dreamkeeper.memory.float32 import shortest_float32, to_float32
 from dreamkeeper.memory.jsontext import dumps_indented
 from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
@@ -196,12 +197,14 @@ __all__ = [
     "reversals_path",
     "review_hash",
     "set_redaction",
+    "shortest_float32",
     "shown",
     "shown_all",
     "stat_key",
     "state_dir",
     "successor_in",
     "sweep",
+    "to_float32",
     "unfinished_undos",
     "unheld",
     "utcnow",

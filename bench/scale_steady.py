@@ -20,7 +20,10 @@ writes for its next cycle holds only while no other engine rewrote them in betwe
 before session 22, so each engine's next scan found the others' decays instead of its own: the same number of
 files read again, but never its own).
 
-CPU seconds (user + system of the child) are the measure: the machine is shared. ``--apply`` lets the cold cycle
+CPU seconds (user + system of the child) are the measure: the machine is shared. Each child runs one BLAS thread,
+as every ``dreamkeeper`` process does since session 25 (cli.py; ``results_io.child_env``): before, the worker numpy's
+OpenBLAS started spun ~0.1 s of CPU into the full read+parse, timed right after its imports (0.55 against 0.47 s at
+10,000 entries), so earlier results understate the ratios at 10,000 by about a sixth. ``--apply`` lets the cold cycle
 apply its plan (``archive_cap`` 1.0); by default the blast-radius cap (10%) holds the synthetic corpus's first plan
 for approval, and every later cycle is skipped with that plan pending (what a deployment sees until a person
 approves). Goal (issue 27): steady cycle <= 0.5 x a full read+parse at 10,000 and 100,000 entries.

@@ -77,12 +77,13 @@ _ALONE: Final = {"dream": "dreamkeeper.dream_command", "seed-vocabulary": "dream
 
 
 # numpy's wheels bundle OpenBLAS, which starts a worker thread for each CPU the process may run on as numpy is imported,
-# and each worker spins ~0.1 s of CPU before it sleeps, again after every BLAS call (measured here: 0.10 s of CPU on the
-# second core of a 2-CPU machine, 1.27 -> 1.07 CPU s for a steady cycle's whole process at 10,000 entries:
-# bench/results/cycle-start-s25.md). A pod sees every CPU of its node (a CPU limit is a quota, not fewer CPUs), so on
-# a 64-CPU node a cycle Job would burn ~6 s a process for nothing. The engine's BLAS work is small (cosine blocks of
-# the groups under ``BRUTE_FORCE_BELOW``; larger ones go by SimHash) and its cost is the CPU seconds of a Job that
-# requests 50m: one thread, unless whoever runs the process chose a number (these are the variables OpenBLAS reads).
+# and each worker busy-waits before it sleeps (measured here, from /proc: the worker on the second core of a 2-CPU
+# machine spent 0.10 s of CPU right after ``import numpy``; a steady cycle's whole process at 10,000 entries took 1.27
+# CPU s with it and 1.07 without, medians of 5; bench/results/cycle-start-s25.md). A pod sees every CPU of its node (a
+# CPU limit is a quota, not fewer CPUs), so on a 64-CPU node a cycle Job would burn ~6 s a process for nothing. The
+# engine's BLAS work is small (cosine blocks of the groups under ``BRUTE_FORCE_BELOW``; larger ones go by SimHash) and
+# its cost is the CPU seconds of a Job that requests 50m: one thread, unless whoever runs the process chose a number
+# (these are the variables OpenBLAS reads).
 BLAS_THREAD_VARIABLES: Final = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 

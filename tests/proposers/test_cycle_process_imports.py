@@ -2,7 +2,9 @@
 
 ``openai`` is loaded only by a cycle that talks to a model or an embeddings server (it was about half of a cycle
 process's imports: bench/results/cycle-start-s24.md), and ``dreamkeeper dream`` registers its own command alone,
-not every other command's module (the demo's sample world among them); anything else registers them all.
+not every other command's module (the demo's sample world among them); anything else registers them all. Every
+``dreamkeeper`` process runs one OpenBLAS thread unless its caller chose (cli.py), and a cycle the cluster cache serves
+loads no numpy at all (bench/results/cycle-start-s25.md).
 """
 
 from __future__ import annotations

@@ -182,12 +182,10 @@ def _as_listed(snapshot: ScanResult) -> FinalState:
     its ``entries`` one if that has it, else its first duplicate; only an id's first file counts as live or
     archived (a later one is ignored this run, as the loop ignores it)."""
     final = FinalState()
-    final.ids = {s.entry.id for s in snapshot.entries}
-    final.ids.update(s.entry.id for s in snapshot.duplicates)
+    final.ids = {s.entry.id for s in snapshot.duplicates}
     entries = final.entries
     for item in reversed(snapshot.duplicates):  # reversed: the earliest duplicate of an exact id is kept
         entries[item.entry.id] = item
-    entries.update((s.entry.id, s) for s in snapshot.entries)
     if snapshot.duplicates:
         firsts = {s.entry.id.lower(): s.path for s in snapshot.entries}
         for item in snapshot.duplicates:
@@ -197,14 +195,18 @@ def _as_listed(snapshot: ScanResult) -> FinalState:
                 firsts.get(item.entry.id.lower()),
                 item.path,
             )
-    live = final.live
-    archived = 0
+    # One pass over the corpus for the ids, the entries, the live texts and the archived count (three passes and a
+    # property call per entry were a sixth of a steady cycle's report stage at 100,000 entries).
+    ids_add, live, archived = final.ids.add, final.live, 0
     for item in snapshot.entries:
         entry = item.entry
-        if entry.is_live:
-            live[entry.id] = entry.content
-        elif entry.is_archived:
+        entry_id = entry.id
+        ids_add(entry_id)
+        entries[entry_id] = item
+        if entry.archived_at is not None:  # ``Entry.is_archived``
             archived += 1
+        elif not entry.superseded_by:  # ``Entry.is_live``
+            live[entry_id] = entry.content
     final.archived = archived
     return final
 

@@ -126,7 +126,7 @@ def read_with_stat(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fi
     """``read_with_fingerprint`` with the ``fstat`` taken after the read (the corpus index keeps it)."""
     fd, st = open_regular(path, limit, follow_symlinks=False)
     try:
-        data = read_fd(fd, path, limit)
+        data = read_fd(fd, path, limit, st.st_size)
         st = os.fstat(fd)
     finally:
         os.close(fd)
@@ -404,11 +404,11 @@ class Held:
     def open(cls, path: Path) -> Held | None:
         """The file at ``path``, held; None when it is not a regular file (then it is no one's version we expect)."""
         try:
-            fd, _ = open_regular(path, sys.maxsize, follow_symlinks=False)
+            fd, st = open_regular(path, sys.maxsize, follow_symlinks=False)
         except (OSError, UnsafeFileError):
             return None
         try:
-            data = read_fd(fd, path, sys.maxsize)
+            data = read_fd(fd, path, sys.maxsize, st.st_size)
             return cls(fd, Fingerprint.of_bytes(data, os.fstat(fd)))
         except BaseException:
             os.close(fd)

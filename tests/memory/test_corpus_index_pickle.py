@@ -1,4 +1,5 @@
-"""The corpus index's record encoding (``Entry.__reduce__``, ``entry_state.restored``, ``corpus_index._record``): an
+"""The corpus index's record encoding (``Entry.__reduce__``, ``entry_state.restored``, ``corpus_index._flat`` and
+``_rebuilt``): an
 entry restored from an index is the parsed entry in every field and every behaviour, entries sharing a shape stay
 independent, and a planted index in this format builds nothing else and costs a full read."""
 
@@ -37,8 +38,12 @@ def through_index(*entries: Entry) -> list[Entry]:
         f"/m/{at}.json": Record((10, 20, 30, at), entry, Fingerprint(SHA, 10, 20), None)
         for at, entry in enumerate(entries)
     }
-    data = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
-    loaded = ci._Unpickler(io.BytesIO(data)).load()
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = ci._REDUCERS  # type: ignore[misc]
+    pickler.dump(records)
+    loaded = ci._Unpickler(io.BytesIO(buffer.getvalue())).load()
+    ci._rebuilt(loaded, removals=False)
     return [loaded[name].entry for name in records]
 
 
@@ -165,14 +170,14 @@ def _plant(agent: Path, records: dict[str, Any]) -> None:
 
 
 def _record_args(
-    path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None, content: Any = None
+    path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None, content: Any = None, fit: Any = None
 ) -> tuple[Any, ...]:
-    """``_record``'s arguments (format 6: the entry's ``__dict__`` and state inline, its content digest last) for the
-    file at ``path``."""
+    """A record's flat values as ``_flat`` writes them (format 7: the entry's ``__dict__`` and state inline, its
+    content digest last) for the file at ``path``."""
     st = os.lstat(path)
     extra, fields_set, origin = state if state is not None else (None, set(), None)
     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, None, content)
+    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, fit, content)
 
 
 @pytest.mark.parametrize(
@@ -190,6 +195,12 @@ def _record_args(
         "not-an-origin",
         "restored-call",
         "evil-call",
+        "not-a-tuple",
+        "short-record",
+        "float-size",
+        "fit-not-bool",
+        "sha-not-str",
+        "format-6-call",
     ],
 )
 def test_a_planted_index_in_this_format_costs_a_full_read(
@@ -209,29 +220,42 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     marker = tmp_path / "ran"
     record: Any
     if planted == "control":
-        record = _Planted(ci._record, _record_args(path, fields, state))
+        record = _record_args(path, fields, state)
     elif planted == "control-with-digest":
-        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry)))
+        record = _record_args(path, fields, state, entry_digest(parsed.entry))
     elif planted == "short-digest":  # a record's content digest is 16 bytes or none (content_digests.py)
-        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry)[:15]))
+        record = _record_args(path, fields, state, entry_digest(parsed.entry)[:15])
     elif planted == "digest-not-bytes":
-        record = _Planted(ci._record, _record_args(path, fields, state, entry_digest(parsed.entry).hex()))
+        record = _record_args(path, fields, state, entry_digest(parsed.entry).hex())
     elif planted == "generic-entry":  # pydantic's own state path, which an index never holds
-        record = _Planted(ci._record, _record_args(path, _Planted(Entry, ()), state))
+        record = _record_args(path, _Planted(Entry, ()), state)
     elif planted == "list-values":
-        record = _Planted(ci._record, _record_args(path, list(values), state))
+        record = _record_args(path, list(values), state)
     elif planted == "short-values":
-        record = _Planted(ci._record, _record_args(path, dict(list(fields.items())[:3]), state))
+        record = _record_args(path, dict(list(fields.items())[:3]), state)
     elif planted == "reordered-fields":
-        record = _Planted(ci._record, _record_args(path, dict(reversed(fields.items())), state))
+        record = _record_args(path, dict(reversed(fields.items())), state)
     elif planted == "extra-field":
-        record = _Planted(ci._record, _record_args(path, {**fields, "__class__": "x"}, state))
+        record = _record_args(path, {**fields, "__class__": "x"}, state)
     elif planted == "not-an-origin":
-        record = _Planted(ci._record, _record_args(path, fields, (extra, fields_set, ("a", "tuple"))))
+        record = _record_args(path, fields, (extra, fields_set, ("a", "tuple")))
     elif planted == "restored-call":  # format 4's entry call: no longer something an index may call
         record = _Planted(entry_state.restored, (values, extra, fields_set, origin))
+    elif planted == "not-a-tuple":  # thirteen values, but a string of them: unpacks, and is no record
+        record = "abcdefghijklm"
+    elif planted == "short-record":
+        record = _record_args(path, fields, state)[:-1]
+    elif planted == "float-size":
+        record = (float(os.lstat(path).st_size), *_record_args(path, fields, state)[1:])
+    elif planted == "fit-not-bool":
+        record = _record_args(path, fields, state, fit=1)
+    elif planted == "sha-not-str":
+        flat = _record_args(path, fields, state)
+        record = (*flat[:8], SHA.encode(), *flat[9:])
+    elif planted == "format-6-call":  # format 6's record function: gone, and nothing an index may call
+        record = _Planted(ci.Record, _record_args(path, fields, state))
     else:
-        record = _Planted(ci._record, _record_args(path, _Planted(os.system, (f"touch {marker}",)), state))
+        record = _record_args(path, _Planted(os.system, (f"touch {marker}",)), state)
     _plant(agent, {str(path): record})
     seen, index = scan(agent)
     assert not marker.exists()
@@ -246,8 +270,8 @@ def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch:
     later(monkeypatch)
     first, index = scan(agent)
     path = next((agent / "memory").rglob("entry2.json"))
-    bad = _Planted(ci._record, _record_args(path, [1, 2]))
-    append_frame(index.log_path, (index._base_id, {str(path): bad}))
+    bad = _record_args(path, [1, 2])
+    append_frame(index.log_path, (index._base_id, {str(path): bad}), ci._REDUCERS)
     seen, index = scan(agent)
     assert seen == first
     assert index.loaded and (index.hits, index.reads) == (3, 0)  # the base's record of entry2 still matches

@@ -20,7 +20,7 @@ trusted further than the parse it was made from):
 * An entry the scan took from a corpus-index record (``record.stored is stored``: the parse of the bytes the record
   names) by the digest its record holds, made from that very entry the first time a cycle asked, then saved with
   the record (the index's format, code digest, checksum and restricted unpickler cover it, as they cover the
-  parse; ``corpus_index._record`` refuses anything but 16 bytes).
+  parse; ``corpus_index._rebuilt`` refuses anything but 16 bytes).
 * Any other entry (one a stage changed in memory, a racy file's, one read without an index) digested from its
   fields.
 * A list decay made from one whose generation is known: that generation, when each entry is the same object or a

@@ -22,10 +22,11 @@ never a wrong decision):
 * The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
-  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is flat
-  values (``Record.__reduce__``), its entry's ``__dict__`` among them; the entry is rebuilt by
-  ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per entry: a third of the load),
-  which refuses containers of the wrong kind and a dict that is not exactly the model's fields in its order.
+  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is a
+  tuple of flat values (``_flat``), its entry's ``__dict__`` among them, checked value by value by ``_rebuilt``;
+  the entry is rebuilt by ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per
+  entry: a third of the load), which refuses containers of the wrong kind and a dict that is not exactly the
+  model's fields in its order.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -41,6 +42,7 @@ Malformed, misfiled and unreadable files are never cached: each scan reads them 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import logging
@@ -59,6 +61,7 @@ from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, 
 from dreamkeeper.memory.corpus_index_files import (
     FRAME_HEAD,
     FRAME_MAGIC,
+    Reducers,
     append_frame,
     open_log,
     write_streamed,
@@ -75,7 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 6\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 7\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
@@ -105,51 +108,73 @@ class Record:
     # Its entry's content digest (content_digests.py: every field but decay's two), once a cycle asked for one.
     content: bytes | None = None
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Flat values, rebuilt by ``_record`` (the one function an index may call): no Path, no dataclass state,
-        # and the entry's own state inline (``entry_state.state``, its values as its ``__dict__``): one call per
-        # record to rebuild it all, not one for the record and one for its entry.
-        fp, entry = self.fingerprint, self.entry
-        values, extra, fields_set, origin = state(entry)
-        fields = entry.__dict__
-        if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
-            fields = dict(zip(_FIELD_NAMES, values, strict=True))
-        values = (*self.key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, self.fit, self.content)
-        return (_record, values)
+
+def _flat(record: Record) -> tuple[Any, ...]:
+    """How the index's pickler writes a record (its ``dispatch_table``): flat values, no Path, no dataclass state, the
+    entry's own state inline (``entry_state.state``, its values as its ``__dict__``), read back as a plain tuple
+    (``tuple`` of a tuple is that very tuple) and turned into a record by ``_rebuilt``: no function of this module
+    is called by the unpickler, once per record (a Python call per record was a third of a 100k-entry load)."""
+    fp, entry = record.fingerprint, record.entry
+    values, extra, fields_set, origin = state(entry)
+    fields = entry.__dict__
+    if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
+        fields = dict(zip(_FIELD_NAMES, values, strict=True))
+    key = record.key
+    flat = (*key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, record.fit, record.content)
+    return (tuple, (flat,))
 
 
-def _record(
-    size: int,
-    mtime: int,
-    ctime: int,
-    ino: int,
-    fields: dict[str, Any],
-    extra: dict[str, Any] | None,
-    fields_set: set[str],
-    origin: Any,
-    sha: str,
-    fsize: int,
-    fmtime: int,
-    fit: bool | None,
-    content: bytes | None,
-) -> Record:
-    # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
-    ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
-    if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
-        raise pickle.UnpicklingError("unexpected record")
-    if content is not None and (type(content) is not bytes or len(content) != DIGEST_SIZE):
-        raise pickle.UnpicklingError("unexpected content digest")
-    try:
-        entry = restored_fields(fields, extra, fields_set, origin)  # checks what it is given
-    except ValueError as exc:
-        raise pickle.UnpicklingError(f"unexpected record: {exc}") from None
-    return Record((size, mtime, ctime, ino), entry, Fingerprint(sha, fsize, fmtime), fit, None, content)
+_REDUCERS: Final[Reducers] = {Record: _flat}
+_FLAT_SIZE: Final = 13
+
+
+def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
+    """The flat tuples ``_flat`` wrote turned into records, in place (``removals``: a log frame's None, a removed
+    file, is kept).
+    Everything is checked, as a planted index could hold anything the unpickler may build: a record of the wrong
+    shape or kinds raises ``pickle.UnpicklingError`` and the caller discards the whole file."""
+    new, set_sha, set_size, set_mtime = object.__new__, _FP_SHA256, _FP_SIZE, _FP_MTIME
+    for name, flat in records.items():
+        if flat is None and removals:
+            continue
+        if type(name) is not str or type(flat) is not tuple or len(flat) != _FLAT_SIZE:
+            raise pickle.UnpicklingError("unexpected record")
+        size, mtime, ctime, ino, fields, extra, fields_set, origin, sha, fsize, fmtime, fit, content = flat
+        # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
+        ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
+        if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
+            raise pickle.UnpicklingError("unexpected record")
+        if content is not None and (type(content) is not bytes or len(content) != DIGEST_SIZE):
+            raise pickle.UnpicklingError("unexpected content digest")
+        try:
+            entry = restored_fields(fields, extra, fields_set, origin)  # checks what it is given
+        except ValueError as exc:
+            raise pickle.UnpicklingError(f"unexpected record: {exc}") from None
+        # The frozen dataclass's slots set through their descriptors: its ``__init__`` looks each name up again.
+        fingerprint = new(Fingerprint)
+        set_sha(fingerprint, sha)
+        set_size(fingerprint, fsize)
+        set_mtime(fingerprint, fmtime)
+        records[name] = Record((size, mtime, ctime, ino), entry, fingerprint, fit, None, content)
+
+
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of each of a slotted dataclass's fields, which must be exactly ``names`` in order (a field
+    added to the class must be set here too: refused until it is). Through them, a frozen dataclass is built in half
+    the time its ``__init__`` takes (which looks each name up on the class again)."""
+    fields = tuple(field.name for field in dataclasses.fields(cls))
+    if fields != names:
+        raise AssertionError(f"{cls.__name__}'s fields are {fields}, not {names}: corpus_index sets them one by one")
+    return tuple(cls.__dict__[name].__set__ for name in names)
+
+
+_FP_SHA256, _FP_SIZE, _FP_MTIME = _slot_setters(Fingerprint, ("sha256", "size", "mtime_ns"))
 
 
 # What an index may contain; nothing else can be built by loading one (see the module docstring).
 _ALLOWED: Final = frozenset(
     {
-        ("dreamkeeper.memory.corpus_index", "_record"),
+        ("builtins", "tuple"),  # a record's flat values (``_flat``): ``tuple`` of a tuple is that tuple
         ("dreamkeeper.memory.entry", "_Origin"),
         ("dreamkeeper.memory.entry", "_Shape"),
         ("dreamkeeper.memory.entry", "_Derived"),
@@ -357,7 +382,7 @@ class CorpusIndex:
                     return
             self._exact = False  # rewritten: the next load has another identity
             base_id = uuid.uuid4().hex
-            write_streamed(self.path, FORMAT, (code_version(), self.root, base_id, new))
+            write_streamed(self.path, FORMAT, (code_version(), self.root, base_id, new), _REDUCERS)
             # The old log's frames name the old base: ignored from now on; emptied so they are not read again.
             try:
                 fd = open_log(self.log_path, 0)
@@ -378,7 +403,7 @@ class CorpusIndex:
         """``changes`` appended to the log; False if it could not be (the whole index is rewritten instead)."""
         if changes:
             try:
-                append_frame(self.log_path, (self._base_id, changes))
+                append_frame(self.log_path, (self._base_id, changes), _REDUCERS)
             except OSError as exc:
                 log.warning(
                     "corpus index log %s not appended to (%s); the index is rewritten whole", self.log_path, exc
@@ -453,6 +478,8 @@ class CorpusIndex:
         hits = reads = 0
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
+        new_object = object.__new__
+        set_entry, set_path, set_fingerprint = _slot_setters(StoredEntry, ("entry", "path", "fingerprint"))
         # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
@@ -470,9 +497,11 @@ class CorpusIndex:
                     hits += 1
                     stored = record.stored
                     if stored is None:
-                        stored = record.stored = StoredEntry(
-                            record.entry, _child_path(parents, name), record.fingerprint
-                        )
+                        # ``StoredEntry(...)``, its frozen slots set through their descriptors (half the cost)
+                        stored = record.stored = new_object(StoredEntry)
+                        set_entry(stored, record.entry)
+                        set_path(stored, _child_path(parents, name))
+                        set_fingerprint(stored, record.fingerprint)
                     yield stored
                     continue
             reads += 1
@@ -553,8 +582,9 @@ def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:
         raise ValueError("made by another version of the entry parser or the screen")
     if not isinstance(base_id, str) or not base_id:
         raise ValueError("unexpected base id")
-    if not isinstance(records, dict) or not all(isinstance(r, Record) for r in records.values()):
+    if not isinstance(records, dict):
         raise ValueError("unexpected records")
+    _rebuilt(records, removals=False)
     return root, base_id, records
 
 
@@ -577,10 +607,9 @@ def _frame(view: memoryview, offset: int) -> tuple[str, dict[str, Record | None]
     if not (isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[0], str)):
         raise ValueError("unexpected frame")
     base_id, changes = loaded
-    if not isinstance(changes, dict) or not all(
-        isinstance(k, str) and (v is None or isinstance(v, Record)) for k, v in changes.items()
-    ):
+    if not isinstance(changes, dict):
         raise ValueError("unexpected frame records")
+    _rebuilt(changes, removals=True)
     return base_id, changes, digest, end
 
 

@@ -4,14 +4,17 @@ through a symbolic link, a FIFO or a file with a second name."""
 
 from __future__ import annotations
 
+import copyreg
 import hashlib
+import io
 import os
 import pickle
 import stat
 import struct
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from dreamkeeper.memory.atomic import NEW_SUFFIX, fsync_directory
 from dreamkeeper.memory.files import UnsafeFileError
@@ -32,10 +35,21 @@ def open_log(path: Path, flags: int) -> int:
     return fd
 
 
-def append_frame(path: Path, content: object) -> None:
+Reducers = Mapping[type, Callable[[Any], Any]]  # how the caller's own types are pickled (a pickler's dispatch table)
+
+
+def _pickler(file: Any, reducers: Reducers) -> pickle.Pickler:
+    pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {**copyreg.dispatch_table, **reducers}
+    return pickler
+
+
+def append_frame(path: Path, content: object, reducers: Reducers) -> None:
     """One frame appended to the log and fsynced (the directory too when the log is new): a crash mid-write leaves a
     torn last frame, which the next load ignores."""
-    payload = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+    buffer = io.BytesIO()
+    _pickler(buffer, reducers).dump(content)
+    payload = buffer.getvalue()
     frame = FRAME_HEAD.pack(FRAME_MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
     created = not os.path.lexists(path)
     fd = open_log(path, os.O_APPEND | os.O_CREAT)
@@ -65,7 +79,7 @@ class _HashingWriter:
         return len(data)
 
 
-def write_streamed(path: Path, magic: bytes, content: object) -> None:
+def write_streamed(path: Path, magic: bytes, content: object, reducers: Reducers) -> None:
     """``magic`` (the index's format line), the payload's sha256, the payload: streamed to a temp file beside
     ``path``, the digest written into its place at the end, fsynced, renamed over ``path``, the directory fsynced
     (``atomic.py``'s order)."""
@@ -75,7 +89,7 @@ def write_streamed(path: Path, magic: bytes, content: object) -> None:
         try:
             os.write(fd, magic + b"0" * 64 + b"\n")
             writer = _HashingWriter(fd)
-            pickle.Pickler(writer, protocol=pickle.HIGHEST_PROTOCOL).dump(content)
+            _pickler(writer, reducers).dump(content)
             os.pwrite(fd, writer.sha.hexdigest().encode("ascii"), len(magic))
             os.fsync(fd)
         finally:
@@ -87,4 +101,4 @@ def write_streamed(path: Path, magic: bytes, content: object) -> None:
     fsync_directory(path.parent)
 
 
-__all__ = ["FRAME_HEAD", "FRAME_MAGIC", "append_frame", "open_log", "write_streamed"]
+__all__ = ["FRAME_HEAD", "FRAME_MAGIC", "Reducers", "append_frame", "open_log", "write_streamed"]

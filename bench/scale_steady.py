@@ -1,6 +1,7 @@
 """Steady cycle: a cycle with nothing changed since the last one, against a full read+parse of the same files.
 
     python -m bench scale-steady [--sizes 10000,100000] [--baseline DIR] [--apply] [--reps 2] [--decay-min-step X]
+                                 [--hours-between H]
 
 Per size, on a fresh synthetic corpus (bench/sim/world.py, as ``bench scale``): a cold cycle, then settling cycles
 (unmeasured, at most 10) until one asks the model nothing and writes nothing but decay's rewrites, and the corpus
@@ -35,6 +36,12 @@ column "wrote" says how many entry files the measured cycle wrote. ``--decay-min
 settings.py) measures the same cycle where decay writes an entry only once it has fallen that much.
 ``--dotnet-stamps`` writes the corpus's timestamps as RockBot does (.NET's 7 fraction digits, kept raw by the parser
 and compared again at each write), not as Python's isoformat does.
+
+``--hours-between H`` moves the measured cycles' clock (``CycleOptions.now``): repetition r runs (r + 1) x H hours
+after the corpus settled, on every engine's copy alike, as a deployment whose cycles are H hours apart sees them.
+Without it the measured cycles run seconds after the settling ones, and every memo that holds "until" a time
+(decay's ``quiet_until``, a declined cluster's or a review's next offer) still holds: the cheapest cycle there is.
+With it, whatever falls due in those hours is done in the measured cycle (the column "wrote" counts it).
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +88,14 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle: bool = False) -> dict[str, Any]:
+def child(
+    kind: str,
+    agent_dir: Path,
+    apply: bool,
+    min_step: float = 0.0,
+    settle: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     if kind == "load":
         from dreamkeeper.memory import MemoryStore
 
@@ -99,6 +113,8 @@ def child(kind: str, agent_dir: Path, apply: bool, min_step: float = 0.0, settle
     extra: dict[str, Any] = {}
     if kind == "cycle-noindex":
         extra["corpus_index"] = False
+    if now is not None:  # ``--hours-between``: the cycle runs at this time (its clock moved)
+        extra["now"] = now
     options = CycleOptions(agent_dir=agent_dir, settings=settings, force=True, **extra)
     stages: dict[str, float] = {}
     current: list[Any] = [None, 0.0]
@@ -143,10 +159,16 @@ class _Heard(logging.Handler):
 
 
 def _run(
-    kind: str, agent: Path, apply: bool, code: Path | None = None, min_step: float = 0.0, settle: bool = False
+    kind: str,
+    agent: Path,
+    apply: bool,
+    code: Path | None = None,
+    min_step: float = 0.0,
+    settle: bool = False,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     if code is None:
-        return _run_child(kind, agent, apply, code, min_step, settle)
+        return _run_child(kind, agent, apply, code, min_step, settle, now)
     # Another commit keeps its own corpus index and cluster cache at the same paths (another format, or clusters
     # keyed by another code version: this code would discard them, read every file and cluster again, and the other
     # commit would do the same with ours). Each engine keeps its own caches between its own cycles, as on a volume
@@ -155,7 +177,7 @@ def _run(
     ours = _caches(state)
     _put_caches(state, _THEIRS.get((agent, code), {}))
     try:
-        return _run_child(kind, agent, apply, code, min_step)
+        return _run_child(kind, agent, apply, code, min_step, now=now)
     finally:
         _THEIRS[(agent, code)] = _caches(state)
         _put_caches(state, ours)
@@ -176,7 +198,13 @@ def _put_caches(state: Path, caches: dict[str, bytes]) -> None:
 
 
 def _run_child(
-    kind: str, agent: Path, apply: bool, code: Path | None, min_step: float, settle: bool = False
+    kind: str,
+    agent: Path,
+    apply: bool,
+    code: Path | None,
+    min_step: float,
+    settle: bool = False,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     # ``code``: another commit's dreamkeeper, measured by this bench
     env = child_env(None if code is None else str(code / "operator"))
@@ -185,6 +213,8 @@ def _run_child(
         command += ["--decay-min-step", str(min_step)]
     if settle:
         command.append("--settle")
+    if now is not None:
+        command += ["--now", now.isoformat()]
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{kind} on {agent} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -205,6 +235,7 @@ def measure(
     baseline: Path | None,
     min_step: float = 0.0,
     dotnet_stamps: bool = False,
+    hours_between: float = 0.0,
 ) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
@@ -231,12 +262,15 @@ def measure(
         _run("cycle", agents["baseline"], apply, baseline, min_step)
     time.sleep(RACY_WAIT_SECONDS)
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    for _ in range(reps):  # interleaved: a burst of load on the machine hits every kind alike
+    settled_at = datetime.now(UTC)
+    for rep in range(reps):  # interleaved: a burst of load on the machine hits every kind alike
+        # ``--hours-between``: this repetition's clock, the same on every engine's copy (each copy's cycles go forward)
+        now = settled_at + timedelta(hours=hours_between * (rep + 1)) if hours_between else None
         for kind in kinds:
             if kind == "baseline":
-                samples[kind].append(_run("cycle", agents[kind], apply, baseline, min_step))
+                samples[kind].append(_run("cycle", agents[kind], apply, baseline, min_step, now=now))
             else:
-                samples[kind].append(_run(kind, agents[kind], apply, min_step=min_step))
+                samples[kind].append(_run(kind, agents[kind], apply, min_step=min_step, now=now))
     best = {k: _best(v) for k, v in samples.items()}
     load = best["load"]["cpuSeconds"]
     row: dict[str, Any] = {
@@ -245,6 +279,7 @@ def measure(
         "settling": settling,
         "loadCpuSeconds": round(load, 3),
         "loadPeakRssMiB": round(best["load"]["peakRssMiB"], 1),
+        "hoursBetween": hours_between,
     }
     for kind, name in (("cycle", "steady"), ("cycle-noindex", "steadyNoIndex"), ("baseline", "baseline")):
         if kind in best:
@@ -258,6 +293,7 @@ def measure(
                 "reviewed": b.get("reviewed"),
                 "stagesCpu": b["stagesCpu"],
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
+                "allWrote": [s.get("wrote") for s in samples[kind]],
             }
     print(f"[steady] {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
     for path in {*agents.values()}:
@@ -275,6 +311,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "CPU seconds (lowest of the repetitions), and the ratio to the load of the same files:",
         "",
+        *_clock_line(result),
         "| entries | load+parse | steady, index | / load | steady, no index | / load | baseline steady | / load | "
         "peak RSS MiB (index / no index / baseline) | result | wrote |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -298,6 +335,19 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _clock_line(result: dict[str, Any]) -> list[str]:
+    hours = {r.get("hoursBetween", 0.0) for r in result["runs"]}
+    if hours == {0.0}:
+        return []
+    apart = ", ".join(map(str, sorted(hours)))
+    wrote = "; ".join(f"{r['size']}: {r['steady'].get('allWrote')}" for r in result["runs"])
+    return [
+        f"The measured cycles' clock was moved (``--hours-between``): repetition r at (r + 1) x {apart} hours after "
+        f"the corpus settled; what each repetition wrote (this code): {wrote}",
+        "",
+    ]
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench scale-steady", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -309,16 +359,20 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--dotnet-stamps", action="store_true", help="timestamps as RockBot writes them (7 fraction digits)"
     )
+    parser.add_argument(
+        "--hours-between", type=float, default=0.0, help="the measured cycles run this many hours apart (their clock)"
+    )
     parser.add_argument("--name", default="scale-steady")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "AGENT_DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--settle", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=datetime.fromisoformat, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     if args.child:
         logging.basicConfig(level=logging.ERROR)
         kind, agent = args.child
-        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step, args.settle)))
+        print(json.dumps(child(kind, Path(agent), args.apply, args.decay_min_step, args.settle, args.now)))
         return 0
     base = args.workdir or (Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None)
     workdir = Path(tempfile.mkdtemp(prefix="dk-steady-", dir=base))
@@ -326,7 +380,15 @@ def main(argv: Sequence[str]) -> int:
     try:
         runs = [
             measure(
-                int(size), args.seed, workdir, args.apply, args.reps, baseline, args.decay_min_step, args.dotnet_stamps
+                int(size),
+                args.seed,
+                workdir,
+                args.apply,
+                args.reps,
+                baseline,
+                args.decay_min_step,
+                args.dotnet_stamps,
+                args.hours_between,
             )
             for size in args.sizes.split(",")
         ]

@@ -24,6 +24,7 @@ from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
 from dreamkeeper.memory.corpus_index_files import append_frame
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
+from dreamkeeper.memory.scan_objects import child_path
 from tests.memory.conftest import rockbot_entry, write_raw
 from tests.memory.test_corpus_index import later, scan
 from tests.memory.test_entry_parse import files
@@ -278,8 +279,8 @@ def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch:
 
 
 def test_scan_paths_are_their_normal_strings(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scan sets each path's string from scandir's (``_child_path``): it must be the string pathlib itself
-    formats from the path's parts, for every entry of a warm scan."""
+    """The scan sets each path's string from scandir's (``scan_objects.child_path``): it must be the
+    string pathlib itself formats from the path's parts, for every entry of a warm scan."""
     later(monkeypatch)
     root = agent / "memory"
     write_raw(root, rockbot_entry("deep1", category="a/b/c"), category="a/b/c")
@@ -290,5 +291,5 @@ def test_scan_paths_are_their_normal_strings(agent: Path, monkeypatch: pytest.Mo
     for stored in result.entries:
         assert str(stored.path) == str(Path(*stored.path.parts))
         assert stored.path == Path(str(stored.path))
-    weird = ci._child_path({}, "rel//dir/./x.json".replace("//", "/"))
+    weird = child_path({}, "rel//dir/./x.json".replace("//", "/"))
     assert str(weird) == str(Path("rel/dir/./x.json"))  # "." is dropped by pathlib: not set from the name

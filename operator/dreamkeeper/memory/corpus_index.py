@@ -42,7 +42,6 @@ Malformed, misfiled and unreadable files are never cached: each scan reads them 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import logging
@@ -53,7 +52,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import Fingerprint
@@ -70,6 +69,7 @@ from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
 from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
+from dreamkeeper.memory.scan_objects import child_path, slot_setters
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.listing import Listing
@@ -112,8 +112,10 @@ class Record:
 def _flat(record: Record) -> tuple[Any, ...]:
     """How the index's pickler writes a record (its ``dispatch_table``): flat values, no Path, no dataclass state, the
     entry's own state inline (``entry_state.state``, its values as its ``__dict__``), read back as a plain tuple
-    (``tuple`` of a tuple is that very tuple) and turned into a record by ``_rebuilt``: no function of this module
-    is called by the unpickler, once per record (a Python call per record was a third of a 100k-entry load)."""
+    (``tuple`` of a tuple is that very tuple) and turned into a record by ``_rebuilt``: the unpickler calls nothing of
+    ours, and every check is in that one loop. Not faster than format 6's call per record (the same records, both
+    ways, load alike at 100k: bench/results/micro-s27.md); what made the load cheaper at 10k is building the objects
+    through their slot descriptors (``scan_objects.slot_setters``)."""
     fp, entry = record.fingerprint, record.entry
     values, extra, fields_set, origin = state(entry)
     fields = entry.__dict__
@@ -158,17 +160,7 @@ def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
         records[name] = Record((size, mtime, ctime, ino), entry, fingerprint, fit, None, content)
 
 
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
-    """The ``__set__`` of each of a slotted dataclass's fields, which must be exactly ``names`` in order (a field
-    added to the class must be set here too: refused until it is). Through them, a frozen dataclass is built in half
-    the time its ``__init__`` takes (which looks each name up on the class again)."""
-    fields = tuple(field.name for field in dataclasses.fields(cls))
-    if fields != names:
-        raise AssertionError(f"{cls.__name__}'s fields are {fields}, not {names}: corpus_index sets them one by one")
-    return tuple(cls.__dict__[name].__set__ for name in names)
-
-
-_FP_SHA256, _FP_SIZE, _FP_MTIME = _slot_setters(Fingerprint, ("sha256", "size", "mtime_ns"))
+_FP_SHA256, _FP_SIZE, _FP_MTIME = slot_setters(Fingerprint, ("sha256", "size", "mtime_ns"))
 
 
 # What an index may contain; nothing else can be built by loading one (see the module docstring).
@@ -479,7 +471,7 @@ class CorpusIndex:
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
         new_object = object.__new__
-        set_entry, set_path, set_fingerprint = _slot_setters(StoredEntry, ("entry", "path", "fingerprint"))
+        set_entry, set_path, set_fingerprint = slot_setters(StoredEntry, ("entry", "path", "fingerprint"))
         # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
@@ -500,7 +492,7 @@ class CorpusIndex:
                         # ``StoredEntry(...)``, its frozen slots set through their descriptors (half the cost)
                         stored = record.stored = new_object(StoredEntry)
                         set_entry(stored, record.entry)
-                        set_path(stored, _child_path(parents, name))
+                        set_path(stored, child_path(parents, name))
                         set_fingerprint(stored, record.fingerprint)
                     yield stored
                     continue
@@ -536,32 +528,6 @@ class CorpusIndex:
             self.listings.used,
             self.listings.listed,
         )
-
-
-def _child_path(parents: dict[str, tuple[Callable[[str], Path], bool]], name: str) -> Path:
-    """``Path(name)``, built from its directory's Path: parsing every path again cost as much as its stat."""
-    directory, _, base = name.rpartition(os.sep)
-    known = parents.get(directory)
-    if known is None:
-        parent = Path(directory)
-        # ``name`` is the scan's directory string, os.sep, and a name from scandir (never "", ".", ".." or holding
-        # a separator): when the directory's own string is already normal, ``name`` is exactly the string the
-        # child's parts format to (``test_scan_paths_are_their_normal_strings``).
-        normal = str(parent) == directory and not directory.endswith(os.sep)
-        # CPython's own, as iterdir() uses it, bound once per directory; else the slow way
-        make = getattr(parent, "_make_child_relpath", None) or parent.joinpath
-        known = parents[directory] = (make, normal)
-    make, normal = known
-    path: Path = make(base)
-    if normal and _CACHES_STR:
-        # Set, not formatted again from the parts by the first str(): every later stage names each entry's file
-        # (the end-of-run listing alone formats all 10,000 of a 10k corpus, ~15 ms).
-        path._str = name  # type: ignore[attr-defined]
-    return path
-
-
-# pathlib keeps a path's string in the ``_str`` slot, formatted on the first str() (CPython 3.8-3.12).
-_CACHES_STR: Final = "_str" in getattr(PurePath, "__slots__", ())
 
 
 def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:

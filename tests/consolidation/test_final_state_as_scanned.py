@@ -205,3 +205,93 @@ def test_the_state_from_the_scanned_names_is_the_loops(
     assert all(parse is not None and str(parse.path) == path for path, parse in asked)
     loop = scan_final(store, dataclasses.replace(scan, names=None), touched, read_one, listing=True)
     same_state(fast, loop)
+
+
+# Decaying entries in one category, a quiet one (within the grace: never written) in another.
+SPREAD = [
+    Seed("w1", "Allen Conway works at Xebia.", category="work", age_days=40),
+    Seed("w2", "The staging cluster runs in eu-west-3 since 2024-05-02.", category="work", age_days=45),
+    Seed("q1", "Kim reviews the quarterly budget with Rose.", category="quiet", age_days=5),
+]
+
+
+def watch_listings(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object] | None = None) -> dict[str, Any]:
+    """The directories the final-state check lists (``walk.list_directory``, counted only while it runs), whether it
+    took the snapshot's state, and the cycle's touched files; ``action``: what the agent does before the check."""
+    from dreamkeeper.memory import walk
+
+    seen: dict[str, Any] = {"listed": [], "as_listed": 0, "touched": set(), "fast": None}
+    original, listing_one, as_listed = Writes._final_state, walk.list_directory, final_state._as_listed
+    active = [False]
+
+    def final(self: Writes, snapshot: ScanResult, **how: bool) -> FinalState:
+        if seen["fast"] is not None:
+            return original(self, snapshot, **how)
+        seen["touched"] = set(self._touched)
+        if action is not None:
+            time.sleep(TICK)
+            action()
+        active[0] = True
+        try:
+            seen["fast"] = original(self, snapshot, **how)
+        finally:
+            active[0] = False
+        return seen["fast"]
+
+    def listing(directory: str, listing: Any) -> Any:
+        if active[0]:
+            seen["listed"].append(directory)
+        return listing_one(directory, listing)
+
+    def counting(snapshot: ScanResult) -> FinalState:
+        seen["as_listed"] += 1
+        return as_listed(snapshot)
+
+    monkeypatch.setattr(Writes, "_final_state", final)
+    monkeypatch.setattr(walk, "list_directory", listing)
+    monkeypatch.setattr(final_state, "_as_listed", counting)
+    return seen
+
+
+def test_only_the_directories_written_into_are_listed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, corpus_index_mode: str
+) -> None:
+    """With the kept listings (a warm index), the check lists the directory the cycle's decays went into and takes
+    every other directory's names from the listings; without them (cold, corrupt) it lists every directory; with
+    stale ones, those whose kept stat is off too. The state is the snapshot's in each."""
+    write_corpus(tmp_path, SPREAD)
+    later(monkeypatch)
+    cycle(tmp_path, 0)
+    time.sleep(TICK)
+    seen = watch_listings(monkeypatch)
+    outcome = cycle(tmp_path, 3)
+    assert outcome.report.result == "completed" and outcome.report.decayed == 2
+    assert seen["as_listed"] == 1
+    root = tmp_path / "memory"
+    written = {str(Path(name).parent) for name in seen["touched"]}
+    assert written == {str(root / "work")}
+    every = {str(root), str(root / "work"), str(root / "quiet")}
+    listed = set(seen["listed"])
+    assert written <= listed <= every
+    if corpus_index_mode == "warm":
+        assert listed == written  # the quiet directory and the root: from the kept listings
+    if corpus_index_mode in ("cold", "corrupt"):
+        assert listed == every
+
+
+def test_a_file_added_where_the_cycle_wrote_nothing_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, corpus_index_mode: str
+) -> None:
+    """The agent adds an entry to the quiet directory after the cycle's writes: that directory's stat moved, so its
+    kept names are not used; the walk finds the new file and the state is the file-by-file loop's."""
+    store = write_corpus(tmp_path, SPREAD)
+    later(monkeypatch)
+    cycle(tmp_path, 0)
+    time.sleep(TICK)
+    added = lambda: write_raw(store.root, rockbot_entry("q9", content="Lena joined in 2025.", category="quiet"))  # noqa: E731
+    seen = watch_listings(monkeypatch, added)
+    outcome = cycle(tmp_path, 3)
+    assert outcome.report.result == "completed" and seen["as_listed"] == 0
+    assert str(tmp_path / "memory" / "quiet") in seen["listed"]
+    assert "q9" in seen["fast"].live and outcome.report.live_entries == len(SPREAD) + 1
+    assert outcome.report.agent_deletes == 0 and outcome.report.hard_deletes == 0

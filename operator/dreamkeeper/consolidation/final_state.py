@@ -10,16 +10,42 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Protocol
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.coverage import CoverageIndex
 from dreamkeeper.memory import Fingerprint, MalformedFile, MemoryStore, ScanResult, StoredEntry
+from dreamkeeper.memory.listing import Listing
 
 log = logging.getLogger(__name__)
+
+
+class FileEntry(Protocol):
+    """A file of the walk as ``read_one`` looks at it: an ``os.DirEntry``, or ``_Named`` for a name the kept listings
+    gave (no directory entry was made for it)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """A file named by the kept listings: its path and its ``lstat`` (a walk's ``DirEntry.stat(follow_symlinks=False)``
+    is an ``lstat`` too)."""
+
+    path: str
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return os.stat(self.path, follow_symlinks=follow_symlinks)
+
+
+ReadOne = Callable[[FileEntry, StoredEntry | None], StoredEntry | MalformedFile]
 
 
 @dataclass
@@ -62,7 +88,7 @@ def scan_final(
     store: MemoryStore,
     snapshot: ScanResult,
     touched: set[str],
-    read_one: Callable[[os.DirEntry[str], StoredEntry | None], StoredEntry | MalformedFile],
+    read_one: ReadOne,
     *,
     listing: bool = False,
 ) -> FinalState:
@@ -143,7 +169,7 @@ def _as_scanned(
     snapshot: ScanResult,
     known: Callable[[], Mapping[str, StoredEntry]],
     touched: set[str],
-    read_one: Callable[[os.DirEntry[str], StoredEntry | None], StoredEntry | MalformedFile],
+    read_one: ReadOne,
     resolved: dict[str, StoredEntry | MalformedFile],
 ) -> bool:
     """Whether the listing mode's loop would take every file as the snapshot has it: a walk finds exactly the
@@ -154,14 +180,16 @@ def _as_scanned(
     work (about a fifth of a steady cycle's report stage at 100,000 entries: 0.48 s against 0.62).
 
     Streamed, never a list of the walk's directory entries (~30 MB at 100k, at the report stage of a cold cycle
-    too): when this is False the loop walks again. ``resolved``: what ``read_one`` gave for each file it was asked
-    about, so that loop does not read (and log) one twice. ``known``: path -> the snapshot's parse, asked for only
-    when the snapshot's entries are not the walk's files one for one (duplicates; a list changed since its scan)."""
+    too): when this is False the loop walks again. The walk takes each directory's names from the corpus index's
+    kept listings (``_names``) when the directory's stat says they are still the ones kept: only the directories
+    this cycle wrote into (or the agent changed) are listed again. ``resolved``: what ``read_one`` gave for each
+    file it was asked about, so that loop does not read (and log) one twice. ``known``: path -> the snapshot's
+    parse, asked for only when the snapshot's entries are not the walk's files one for one (duplicates; a list
+    changed since its scan)."""
     names, scanned = snapshot.names or [], snapshot.entries
     count, at = len(names), 0
     aligned = not snapshot.duplicates and len(scanned) == count  # then the i-th file's parse is the i-th entry
-    for child in store.iter_file_entries():
-        name = child.path
+    for name in _names(store):
         if at == count or names[at] != name:
             return False  # a file the agent added, removed or renamed since the scan: the loop looks at each
         at += 1
@@ -169,10 +197,23 @@ def _as_scanned(
             seen: StoredEntry | None = scanned[at - 1] if aligned else None
             if seen is None or str(seen.path) != name:
                 seen = known().get(name)
-            found = resolved[name] = read_one(child, seen)
+            found = resolved[name] = read_one(_Named(name), seen)
             if seen is None or found is not seen:
                 return False
     return at == count
+
+
+def _names(store: MemoryStore) -> Iterator[str]:
+    """The walk's files as path strings, in its order. With a corpus index, each directory's names come from its
+    kept listings (memory/listing_cache.py) when the directory still has the stat they were kept with: the argument
+    ``Listing.unchanged`` already rests on (a name created, removed or renamed moves its directory's mtime and ctime;
+    git's racy rule for the same tick), per directory instead of for all of them. A cycle that decayed a handful of
+    entries lists the few directories it wrote into, not all of them (at 100,000 entries, 37 directories of ~2,900
+    files each). Without an index, every directory is listed."""
+    index = store.corpus_index
+    if index is None:
+        return (child.path for child in store.iter_file_entries())
+    return store.iter_file_names(Listing(), index.listings)
 
 
 def _as_listed(snapshot: ScanResult) -> FinalState:
@@ -214,7 +255,7 @@ def _as_listed(snapshot: ScanResult) -> FinalState:
 
 def read_final(
     store: MemoryStore,
-    child: os.DirEntry[str],
+    child: FileEntry,
     seen: StoredEntry | None,
     own: Mapping[str, Fingerprint | StoredEntry],
 ) -> StoredEntry | MalformedFile:

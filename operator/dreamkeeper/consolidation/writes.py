@@ -20,7 +20,7 @@ from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_jour
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.final_state import FinalState, own_version, read_final, scan_final
+from dreamkeeper.consolidation.final_state import FileEntry, FinalState, own_version, read_final, scan_final
 from dreamkeeper.consolidation.final_state import final_index as _final_index
 from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.invariant import Census, Departure, EndCheck, departures, end_check, scan_map, tags_in
@@ -561,7 +561,7 @@ class Writes:
             return None
         return own_version(st, None, before, record)
 
-    def _read_final(self, child: os.DirEntry[str], seen: StoredEntry | None) -> StoredEntry | MalformedFile:
+    def _read_final(self, child: FileEntry, seen: StoredEntry | None) -> StoredEntry | MalformedFile:
         return read_final(self.store, child, seen, self._own)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -19,7 +19,6 @@ from typing import Protocol
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.coverage import CoverageIndex
 from dreamkeeper.memory import Fingerprint, MalformedFile, MemoryStore, ScanResult, StoredEntry
-from dreamkeeper.memory.listing import Listing
 
 log = logging.getLogger(__name__)
 
@@ -181,15 +180,17 @@ def _as_scanned(
 
     Streamed, never a list of the walk's directory entries (~30 MB at 100k, at the report stage of a cold cycle
     too): when this is False the loop walks again. The walk takes each directory's names from the corpus index's
-    kept listings (``_names``) when the directory's stat says they are still the ones kept: only the directories
-    this cycle wrote into (or the agent changed) are listed again. ``resolved``: what ``read_one`` gave for each
+    kept listings (``MemoryStore.iter_kept_names``) when the directory's stat says they are still the ones kept
+    (``Listing.unchanged``'s argument, per directory: a name created, removed or renamed moves its directory's mtime
+    and ctime; git's racy rule for the same tick): a cycle that decayed a handful of entries lists the few directories
+    it wrote into (or the agent changed), not all of them. ``resolved``: what ``read_one`` gave for each
     file it was asked about, so that loop does not read (and log) one twice. ``known``: path -> the snapshot's
     parse, asked for only when the snapshot's entries are not the walk's files one for one (duplicates; a list
     changed since its scan)."""
     names, scanned = snapshot.names or [], snapshot.entries
     count, at = len(names), 0
     aligned = not snapshot.duplicates and len(scanned) == count  # then the i-th file's parse is the i-th entry
-    for name in _names(store):
+    for name in store.iter_kept_names():
         if at == count or names[at] != name:
             return False  # a file the agent added, removed or renamed since the scan: the loop looks at each
         at += 1
@@ -201,19 +202,6 @@ def _as_scanned(
             if seen is None or found is not seen:
                 return False
     return at == count
-
-
-def _names(store: MemoryStore) -> Iterator[str]:
-    """The walk's files as path strings, in its order. With a corpus index, each directory's names come from its
-    kept listings (memory/listing_cache.py) when the directory still has the stat they were kept with: the argument
-    ``Listing.unchanged`` already rests on (a name created, removed or renamed moves its directory's mtime and ctime;
-    git's racy rule for the same tick), per directory instead of for all of them. A cycle that decayed a handful of
-    entries lists the few directories it wrote into, not all of them (at 100,000 entries, 37 directories of ~2,900
-    files each). Without an index, every directory is listed."""
-    index = store.corpus_index
-    if index is None:
-        return (child.path for child in store.iter_file_entries())
-    return store.iter_file_names(Listing(), index.listings)
 
 
 def _as_listed(snapshot: ScanResult) -> FinalState:

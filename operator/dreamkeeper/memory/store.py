@@ -198,6 +198,15 @@ class MemoryStore(EmbeddingFiles):
         ``cache`` when its stat says they are the ones kept there (listing_cache.py), else listed (and kept)."""
         return walk_names(self.root, listing, cache)
 
+    def iter_kept_names(self) -> Iterator[str]:
+        """The walk's files as path strings, in its order: each directory's names from the corpus index's kept
+        listings when the directory still has the stat they were kept with (``iter_file_names``: listing.py's
+        argument, per directory), the others listed; without a corpus index, every directory listed."""
+        index = self.corpus_index
+        if index is None:
+            return (child.path for child in self.iter_file_entries())
+        return self.iter_file_names(Listing(), index.listings)
+
     def read_file(self, path: Path) -> StoredEntry | MalformedFile:
         return self.read_file_stat(path)[0]
 

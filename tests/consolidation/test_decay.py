@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dreamkeeper.consolidation import cycle as cycle_module
-from dreamkeeper.consolidation import executor, journal
+from dreamkeeper.consolidation import decay_dues, executor, journal
 from dreamkeeper.consolidation.cycle import CycleOptions, recover, run_cycle
 from dreamkeeper.consolidation.decay import decayed_importance, plan_decay
 from dreamkeeper.consolidation.gating import is_reviewed
@@ -176,7 +175,7 @@ def test_undo_refuses_a_decayed_entry_the_agent_changed_since(agent: Path) -> No
 
 def test_a_concurrent_agent_write_wins_over_decay(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = agent / "memory"
-    real = cycle_module.plan_decay
+    real = decay_dues.plan_decay
 
     def agent_writes_meanwhile(*args: Any, **kwargs: Any) -> Any:
         plan = real(*args, **kwargs)
@@ -185,7 +184,7 @@ def test_a_concurrent_agent_write_wins_over_decay(agent: Path, monkeypatch: pyte
         path.write_text(json.dumps(data, indent=2), encoding="utf-8")  # the agent's write, after our snapshot
         return plan
 
-    monkeypatch.setattr(cycle_module, "plan_decay", agent_writes_meanwhile)
+    monkeypatch.setattr(decay_dues, "plan_decay", agent_writes_meanwhile)
     report = run(agent).report
     assert report.conflicts >= 1 and report.decayed == 1  # milo only
     rose = obj(root / "rose.json")

@@ -93,3 +93,35 @@ def test_off_or_nothing_to_decay_is_never() -> None:
     assert quiet_until(live, DecaySettings(enabled=False, min_step=0.01), HighValueFloor(), NOW) is None
     floored = [stored(s.entry.evolve(importance_score=0.05)) for s in live]  # all below the decay floor
     assert quiet_until(floored, DecaySettings(min_step=0.01), HighValueFloor(), NOW) is None
+
+
+@pytest.mark.parametrize("importance", [0.005, 0.3, 1e-30, 1e-40])
+def test_an_underflow_to_the_floor_is_a_write_and_is_waited_for(importance: float) -> None:
+    """With the decay floor at 0 and an importance under ``min_step``, no drop reaches ``min_step``, but float32
+    underflows to 0.0 (the floor) some 150 half-lives on, and plan_decay writes that: quiet_until said "never"
+    before (found by tests/consolidation/test_decay_dues.py's random corpora), which would have let the quiet memo
+    skip the write for ever. Now it is a time before that write, and within a couple of half-lives of it."""
+    settings = DecaySettings(min_step=0.5, floor=0.0, grace_days=0.0, half_life_days=1.0)
+    entry = Entry(
+        id="tiny",
+        content="A tiny fact.",
+        category="notes",
+        created_at=NOW,
+        updated_at=NOW,
+        last_seen_at=NOW,
+        importance_score=importance,
+        reinforcement_count=1,
+    )
+    live = [stored(entry)]
+    until = quiet_until(live, settings, HighValueFloor(), NOW)
+    assert until is not None and until > NOW
+    low, high = 0.0, 400.0  # days: the first write, by bisection to the second
+    assert decays(live, settings, HighValueFloor(), NOW + timedelta(days=high)) == 1
+    while high - low > 1 / 86400:
+        mid = (low + high) / 2
+        low, high = (low, mid) if decays(live, settings, HighValueFloor(), NOW + timedelta(days=mid)) else (mid, high)
+    first = NOW + timedelta(days=high)
+    assert plan_decay(live, settings, HighValueFloor(), first).actions[0].updated.importance_score == 0.0
+    assert until <= first - timedelta(seconds=1)
+    assert first - until < timedelta(days=2)
+    assert decays(live, settings, HighValueFloor(), until) == 0

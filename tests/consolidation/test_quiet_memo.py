@@ -17,8 +17,8 @@ import pytest
 
 from dreamkeeper.consolidation import cluster_cache as cc
 from dreamkeeper.consolidation import cycle as cycle_module
+from dreamkeeper.consolidation import decay_dues, quiet
 from dreamkeeper.consolidation import gating as gating_module
-from dreamkeeper.consolidation import quiet
 from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, run_cycle
 from dreamkeeper.consolidation.journal import journal_dir
@@ -323,14 +323,14 @@ def test_frugal_decay_is_skipped_until_a_write_is_due(agent: Path, monkeypatch: 
     (decay.quiet_until); the first cycle past that time writes it."""
     frugal = {"decay": DecaySettings(min_step=0.05)}
     planned: list[int] = []
-    plan_decay = cycle_module.plan_decay
+    plan_decay = decay_dues.plan_decay
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         plan = plan_decay(*args, **kwargs)
         planned.append(len(plan.actions))
         return plan
 
-    monkeypatch.setattr(cycle_module, "plan_decay", counted)
+    monkeypatch.setattr(decay_dues, "plan_decay", counted)
     walks = Walks(monkeypatch)
     run(agent, 0, MERGE, **frugal)
     settle(agent, walks, **frugal)

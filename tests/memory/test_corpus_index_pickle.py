@@ -171,14 +171,19 @@ def _plant(agent: Path, records: dict[str, Any]) -> None:
 
 
 def _record_args(
-    path: Path, fields: Any, state: tuple[Any, Any, Any] | None = None, content: Any = None, fit: Any = None
+    path: Path,
+    fields: Any,
+    state: tuple[Any, Any, Any] | None = None,
+    content: Any = None,
+    fit: Any = None,
+    due: tuple[Any, Any] = (None, 0),
 ) -> tuple[Any, ...]:
-    """A record's flat values as ``_flat`` writes them (format 7: the entry's ``__dict__`` and state inline, its
-    content digest last) for the file at ``path``."""
+    """A record's flat values as ``_flat`` writes them (format 8: the entry's ``__dict__`` and state inline, its
+    content digest, then its due's key and time) for the file at ``path``."""
     st = os.lstat(path)
     extra, fields_set, origin = state if state is not None else (None, set(), None)
     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, fit, content)
+    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, fit, content, *due)
 
 
 @pytest.mark.parametrize(
@@ -186,6 +191,10 @@ def _record_args(
     [
         "control",
         "control-with-digest",
+        "control-with-due",
+        "due-key-not-str",
+        "due-not-int",
+        "format-7-record",
         "short-digest",
         "digest-not-bytes",
         "generic-entry",
@@ -224,6 +233,14 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
         record = _record_args(path, fields, state)
     elif planted == "control-with-digest":
         record = _record_args(path, fields, state, entry_digest(parsed.entry))
+    elif planted == "control-with-due":
+        record = _record_args(path, fields, state, due=("a-key", 1_900_000_000))
+    elif planted == "due-key-not-str":  # a due's key is a string or none (entry_dues.py)
+        record = _record_args(path, fields, state, due=(b"a-key", 1_900_000_000))
+    elif planted == "due-not-int":
+        record = _record_args(path, fields, state, due=("a-key", 1.9e9))
+    elif planted == "format-7-record":  # thirteen values, no due: format 7's records are refused whole
+        record = _record_args(path, fields, state)[:-2]
     elif planted == "short-digest":  # a record's content digest is 16 bytes or none (content_digests.py)
         record = _record_args(path, fields, state, entry_digest(parsed.entry)[:15])
     elif planted == "digest-not-bytes":
@@ -242,8 +259,8 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
         record = _record_args(path, fields, (extra, fields_set, ("a", "tuple")))
     elif planted == "restored-call":  # format 4's entry call: no longer something an index may call
         record = _Planted(entry_state.restored, (values, extra, fields_set, origin))
-    elif planted == "not-a-tuple":  # thirteen values, but a string of them: unpacks, and is no record
-        record = "abcdefghijklm"
+    elif planted == "not-a-tuple":  # fifteen values, but a string of them: unpacks, and is no record
+        record = "abcdefghijklmno"
     elif planted == "short-record":
         record = _record_args(path, fields, state)[:-1]
     elif planted == "float-size":
@@ -263,6 +280,11 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     assert seen == first
     # The control's record is entry1's true parse: taken (the other two files have none); any other: all read.
     assert (index.hits, index.reads) == ((1, 2) if planted.startswith("control") else (0, 3))
+    if planted == "control-with-due":  # loaded with the record, under its key only
+        stored = index._new[str(path)].stored
+        assert stored is not None
+        assert index.pending([stored], "a-key", 0) == ([], [], 1_900_000_000)
+        assert index.pending([stored], "b-key", 0) == ([stored], [stored], None)
 
 
 def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:

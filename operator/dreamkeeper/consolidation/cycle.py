@@ -31,7 +31,7 @@ from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.cycle_options import CycleOptions, CycleOutcome, new_cycle_id
 from dreamkeeper.consolidation.cycle_proposal import ProposalStages
-from dreamkeeper.consolidation.decay import plan_decay, quiet_until
+from dreamkeeper.consolidation.decay_dues import plan_decay_due
 from dreamkeeper.consolidation.decisions import Decisions
 from dreamkeeper.consolidation.dryrun import DryRun
 from dreamkeeper.consolidation.embed_stage import embed_missing, embed_written
@@ -408,9 +408,10 @@ class Cycle(ProposalStages):
         if quiet is not None and quiet.unchanged(DECAY, files, self.now):
             return Decayed(folded.live)  # the last cycle over this very corpus showed no write due before now
         live, settings = scoped(folded.live, self.settings.scope), self.settings
-        plan = plan_decay(live, settings.decay, settings.floor, self.now)
+        # Only the entries whose due the corpus index says has come, in the frugal mode (decay_dues.py).
+        plan, quiet_until = plan_decay_due(live, settings.decay, settings.floor, self.now, self.store.corpus_index)
         if not plan.actions:
-            if quiet is not None and (until := quiet_until(live, settings.decay, settings.floor, self.now)) != self.now:
+            if quiet is not None and (until := quiet_until()) != self.now:
                 quiet.found_nothing(DECAY, files, until=until, files=True)
             return Decayed(folded.live)
         decayed = self.effects.decay(folded, plan)

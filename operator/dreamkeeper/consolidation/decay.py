@@ -39,6 +39,7 @@ from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry, shortest_floa
 
 _DAY = timedelta(days=1)
 _F32 = struct.Struct("f")
+_HALF_SUBNORMAL = 2.0**-150  # half the least positive float32: a product under it rounds to 0.0
 
 
 def _to_float32(value: float) -> float:
@@ -138,47 +139,69 @@ def plan_decay(live: Sequence[StoredEntry], settings: DecaySettings, floor: High
     return DecayPlan(tuple(actions), frozenset(left))
 
 
+class _Due:
+    """When ``plan_decay`` could first plan a write of an entry (the frugal mode): the earliest time at which it,
+    decaying from its own anchor, could fall by ``min_step``, reach the decay floor or leave the high-value floor;
+    made earlier than the exact arithmetic says by a thousandth of the wait and a minute (float32 rounding moves a
+    crossing by about a second per 45-day half-life). A function of the entry and the settings alone, not of the
+    clock: ``quiet_until`` takes the least over a corpus, the corpus index keeps it per entry (``plan_decay_due``).
+    Raises OverflowError for settings beyond float32 (nothing sensible to wait for)."""
+
+    __slots__ = ("decay_floor", "floor", "half_life", "settings", "threshold")
+
+    def __init__(self, settings: DecaySettings, floor: HighValueFloor) -> None:
+        self.settings, self.floor = settings, floor
+        self.decay_floor = _to_float32(settings.floor)
+        self.half_life = _to_float32(settings.half_life_days)
+        self.threshold = _to_float32(floor.importance)
+
+    def __call__(self, entry: Entry) -> datetime | None:
+        """The entry's earliest write; None when it can never be written (it never decays)."""
+        settings = self.settings
+        try:
+            importance = _to_float32(entry.importance_score)
+        except OverflowError:
+            return None  # beyond float32: never decays (``_Decayer``)
+        if not importance > self.decay_floor:
+            return None  # at or below the floor (or NaN): never decays
+        targets = [entry.importance_score - settings.min_step, self.decay_floor]
+        if importance >= self.threshold and entry.reinforcement_count < self.floor.reinforcement:
+            targets.append(self.threshold)  # leaves the high-value floor once below it
+        # Raised by what float32 rounding can take off the decayed value: a write needs the float32 product at or
+        # under the target, and the factor and the product are each rounded by half a unit (relative 2**-24 for a
+        # normal float32, absolute 2**-150 for a subnormal: the factor is one past ~126 half-lives). So a target of
+        # 0 is not "never": with the decay floor at 0 and an importance under ``min_step``, the product underflows
+        # to 0.0, the floor, about 150 half-lives on, and that is a write.
+        target = (max(targets) + (1.0 + importance) * _HALF_SUBNORMAL) * (1.0 + 2.0**-23)
+        wait = self.half_life * math.log2(importance / target) if target < importance else 0.0
+        wait = max(0.0, wait * 0.999 - 1 / 1440)
+        seen = entry.last_seen_at or entry.created_at
+        touched = entry.updated_at or entry.created_at
+        try:
+            return max(seen + timedelta(days=settings.grace_days + wait), touched + timedelta(days=wait))
+        except OverflowError:
+            return None  # past the calendar's end: never
+
+
 def quiet_until(
     live: Sequence[StoredEntry], settings: DecaySettings, floor: HighValueFloor, now: datetime
 ) -> datetime | None:
-    """A time before which ``plan_decay`` over this very ``live`` plans no write (quiet.py keeps it): the earliest at
-    which any entry, decaying from its own anchor, could fall by ``min_step``, reach the decay floor or leave the
-    high-value floor; made earlier than the exact arithmetic says by a thousandth of the wait and a minute (float32
-    rounding moves a crossing by about a second per 45-day half-life). ``now`` itself when an entry may be written
-    at once (always with ``min_step`` 0: every drop is a write); None when no entry can decay."""
+    """A time before which ``plan_decay`` over this very ``live`` plans no write (quiet.py keeps it): the least of
+    its entries' earliest writes (``_Due``). ``now`` itself when an entry may be written at once (always with
+    ``min_step`` 0: every drop is a write); None when no entry can decay."""
     if not settings.active:
         return None
     if settings.min_step <= 0:
         return now
     try:
-        decay_floor = _to_float32(settings.floor)
-        half_life = _to_float32(settings.half_life_days)
-        threshold = _to_float32(floor.importance)
+        due = _Due(settings, floor)
     except OverflowError:
         return now  # nothing sensible to wait for: plan every cycle
     until: datetime | None = None
     for stored in live:
-        entry = stored.entry
-        try:
-            importance = _to_float32(entry.importance_score)
-        except OverflowError:
-            continue  # beyond float32: never decays (``_Decayer``)
-        if not importance > decay_floor:
-            continue  # at or below the floor (or NaN): never decays
-        targets = [entry.importance_score - settings.min_step, decay_floor]
-        if importance >= threshold and entry.reinforcement_count < floor.reinforcement:
-            targets.append(threshold)  # leaves the high-value floor once below it
-        target = max(targets)
-        if target <= 0:
-            continue  # a fall to zero: never reached (the factor is positive)
-        wait = half_life * math.log2(importance / target) if target < importance else 0.0
-        wait = max(0.0, wait * 0.999 - 1 / 1440)
-        seen = entry.last_seen_at or entry.created_at
-        touched = entry.updated_at or entry.created_at
-        try:
-            earliest = max(seen + timedelta(days=settings.grace_days + wait), touched + timedelta(days=wait))
-        except OverflowError:
-            continue  # past the calendar's end: never
+        earliest = due(stored.entry)
+        if earliest is None:
+            continue
         if earliest <= now:
             return now
         until = earliest if until is None else min(until, earliest)

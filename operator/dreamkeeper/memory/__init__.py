@@ -46,6 +46,7 @@ from dreamkeeper.memory.entry import (
     unheld,
     utcnow,
 )
+from dreamkeeper.memory.entry_dues import NEVER
 from dreamkeeper.memory.errors import (
     ConflictError,
     EntryNotFoundError,
@@ -120,6 +121,7 @@ __all__ = [
     "MERGED_AT",
     "MERGED_FROM",
     "MUST_NOT_EXIST",
+    "NEVER",
     "RACY_WINDOW_NS",
     "REASON_EPHEMERAL",
     "REASON_MERGED_INTO",

@@ -4,8 +4,9 @@ A steady cycle (nothing written since the last one) used to read and parse every
 one ``lstat`` per file. Git solves the same problem with its index: a cached stat record per path (size, mtime,
 ctime, inode), trusted while the file's stat still matches it. This is that, for entry files: per path, the stat
 record of the version that was read, the parsed ``Entry`` and the ``Fingerprint`` (sha256 of the bytes read), and,
-once a cycle asked for it, the entry's content digest (content_digests.py). The scan stats each file; a file whose
-record matches is not opened, its parse is the index's; any other is read.
+once a cycle asked for it, the entry's content digest (content_digests.py) and when decay next has anything to do
+about it (entry_dues.py). The scan stats each file; a file whose record matches is not opened, its parse is the
+index's; any other is read.
 
 Why it is safe (it is a cache: deleting, truncating, corrupting it, or changing files behind it costs a full read,
 never a wrong decision):
@@ -21,12 +22,12 @@ never a wrong decision):
   root it describes. Anything else (truncated, corrupt, another version or root) is discarded with a log line.
 * The payload is a pickle (a parsed entry restores in about a tenth of what parsing its file costs). It lives on
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
-  (``_ALLOWED``): a planted file can at worst make the index disagree with the files, which the stat check and,
-  before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch. A record is a
-  tuple of flat values (``_flat``), its entry's ``__dict__`` among them, checked value by value by ``_rebuilt``;
-  the entry is rebuilt by ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per
-  entry: a third of the load), which refuses containers of the wrong kind and a dict that is not exactly the
-  model's fields in its order.
+  (``corpus_index_files.ALLOWED``): a planted file can at worst make the index disagree with the files, which the
+  stat check and, before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
+  A record is a tuple of flat values (``_flat``), its entry's ``__dict__`` among them, checked value by value by
+  ``_rebuilt``; the entry is rebuilt by ``entry_state.restored_fields`` as the parser builds one (no pydantic state
+  dict per entry: a third of the load), which refuses containers of the wrong kind and a dict that is not exactly
+  the model's fields in its order.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -65,7 +66,9 @@ from dreamkeeper.memory.corpus_index_files import (
     open_log,
     write_streamed,
 )
+from dreamkeeper.memory.corpus_index_files import RestrictedUnpickler as _Unpickler
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
+from dreamkeeper.memory.entry_dues import note_dues, pending
 from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
@@ -78,7 +81,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 7\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 8\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
@@ -107,6 +110,9 @@ class Record:
     stored: StoredEntry | None = None
     # Its entry's content digest (content_digests.py: every field but decay's two), once a cycle asked for one.
     content: bytes | None = None
+    # When a stage (decay) next has anything to do about its entry, under the stage's key (entry_dues.py).
+    due_key: str | None = None
+    due: int = 0
 
 
 def _flat(record: Record) -> tuple[Any, ...]:
@@ -123,11 +129,11 @@ def _flat(record: Record) -> tuple[Any, ...]:
         fields = dict(zip(_FIELD_NAMES, values, strict=True))
     key = record.key
     flat = (*key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, record.fit, record.content)
-    return (tuple, (flat,))
+    return (tuple, ((*flat, record.due_key, record.due),))
 
 
 _REDUCERS: Final[Reducers] = {Record: _flat}
-_FLAT_SIZE: Final = 13
+_FLAT_SIZE: Final = 15
 
 
 def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
@@ -141,11 +147,15 @@ def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
             continue
         if type(name) is not str or type(flat) is not tuple or len(flat) != _FLAT_SIZE:
             raise pickle.UnpicklingError("unexpected record")
-        size, mtime, ctime, ino, fields, extra, fields_set, origin, sha, fsize, fmtime, fit, content = flat
+        size, mtime, ctime, ino, fields, extra, fields_set, origin, sha, fsize, fmtime, fit, content, due_key, due = (
+            flat
+        )
         # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
-        ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is int
+        ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is type(due) is int
         if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
             raise pickle.UnpicklingError("unexpected record")
+        if due_key is not None and type(due_key) is not str:
+            raise pickle.UnpicklingError("unexpected due key")
         if content is not None and (type(content) is not bytes or len(content) != DIGEST_SIZE):
             raise pickle.UnpicklingError("unexpected content digest")
         try:
@@ -157,29 +167,10 @@ def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
         set_sha(fingerprint, sha)
         set_size(fingerprint, fsize)
         set_mtime(fingerprint, fmtime)
-        records[name] = Record((size, mtime, ctime, ino), entry, fingerprint, fit, None, content)
+        records[name] = Record((size, mtime, ctime, ino), entry, fingerprint, fit, None, content, due_key, due)
 
 
 _FP_SHA256, _FP_SIZE, _FP_MTIME = slot_setters(Fingerprint, ("sha256", "size", "mtime_ns"))
-
-
-# What an index may contain; nothing else can be built by loading one (see the module docstring).
-_ALLOWED: Final = frozenset(
-    {
-        ("builtins", "tuple"),  # a record's flat values (``_flat``): ``tuple`` of a tuple is that tuple
-        ("dreamkeeper.memory.entry", "_Origin"),
-        ("dreamkeeper.memory.entry", "_Shape"),
-        ("dreamkeeper.memory.entry", "_Derived"),
-        ("datetime", "datetime"),
-        ("datetime", "timezone"),
-        ("datetime", "timedelta"),
-        # A fixed UTC offset, as pydantic gives a timestamp read from a number (``"createdAt": 0``): without it, an
-        # index holding one such entry could not be loaded at all, and every scan read every file.
-        ("pydantic_core._pydantic_core", "TzInfo"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-    }
-)
 
 
 def code_version() -> str:
@@ -197,13 +188,6 @@ def code_version() -> str:
         except OSError:
             digest.update(b"?")
     return digest.hexdigest()
-
-
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(f"{module}.{name} is not something a corpus index holds")
-        return super().find_class(module, name)
 
 
 def index_path(agent_dir: Path) -> Path:
@@ -422,6 +406,20 @@ class CorpusIndex:
             self._exact = False
             if name in self._disk:
                 self._changed = True  # the record on disk is removed by the next save
+
+    # ---- when a stage next has anything to do about an entry (entry_dues.py) -----------------------------
+
+    def pending(
+        self, entries: Iterable[StoredEntry], key: str, at: int
+    ) -> tuple[list[StoredEntry], list[StoredEntry], int | None]:
+        """``entry_dues.pending`` over the last scan's records."""
+        return pending(entries, self._new, key, at)
+
+    def note_dues(self, dues: Sequence[tuple[StoredEntry, int]], key: str) -> int:
+        """``entry_dues.note_dues``: the records given a due are saved with it."""
+        kept = note_dues(dues, self._new, self._dirty, key)
+        self._changed = self._changed or bool(kept)
+        return kept
 
     # ---- the screen's verdicts (consolidation/quarantine.py) ---------------------------------------------
 

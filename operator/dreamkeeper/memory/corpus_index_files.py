@@ -23,6 +23,34 @@ FRAME_MAGIC: Final = b"DKIL"
 FRAME_HEAD: Final = struct.Struct(">4sQ32s")  # magic, payload length, sha256 of the payload
 
 
+# What an index may contain; nothing else can be built by loading one (see the module docstring).
+ALLOWED: Final = frozenset(
+    {
+        ("builtins", "tuple"),  # a record's flat values (``corpus_index._flat``): ``tuple`` of a tuple is that tuple
+        ("dreamkeeper.memory.entry", "_Origin"),
+        ("dreamkeeper.memory.entry", "_Shape"),
+        ("dreamkeeper.memory.entry", "_Derived"),
+        ("datetime", "datetime"),
+        ("datetime", "timezone"),
+        ("datetime", "timedelta"),
+        # A fixed UTC offset, as pydantic gives a timestamp read from a number (``"createdAt": 0``): without it, an
+        # index holding one such entry could not be loaded at all, and every scan read every file.
+        ("pydantic_core._pydantic_core", "TzInfo"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+    }
+)
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Builds nothing but what ``ALLOWED`` names: an index lives on the agent's volume (corpus_index.py)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not something a corpus index holds")
+        return super().find_class(module, name)
+
+
 def open_log(path: Path, flags: int) -> int:
     """The log opened for writing: never through a symbolic link, never blocking on a FIFO, and only a regular file
     with no other name (a hard link planted there could be an entry file: it is never appended to or emptied)."""
@@ -101,4 +129,13 @@ def write_streamed(path: Path, magic: bytes, content: object, reducers: Reducers
     fsync_directory(path.parent)
 
 
-__all__ = ["FRAME_HEAD", "FRAME_MAGIC", "Reducers", "append_frame", "open_log", "write_streamed"]
+__all__ = [
+    "ALLOWED",
+    "FRAME_HEAD",
+    "FRAME_MAGIC",
+    "Reducers",
+    "RestrictedUnpickler",
+    "append_frame",
+    "open_log",
+    "write_streamed",
+]

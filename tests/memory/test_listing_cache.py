@@ -247,7 +247,7 @@ def _sweep_listing(agent: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SweepR
 
     monkeypatch.setattr(os, "scandir", counting)  # the module leftovers.py lists with
     try:
-        report = MemoryStore(agent / "memory").sweep(index.listings.clean_subdirs)
+        report = MemoryStore(agent / "memory").sweep(index.listings.for_sweep)
     finally:
         monkeypatch.setattr(os, "scandir", real)
     return report, listed_dirs
@@ -289,3 +289,81 @@ def test_without_kept_listings_the_sweep_lists_every_directory(agent: Path, monk
     later(monkeypatch)
     report, swept = _sweep_listing(agent, monkeypatch)  # nothing kept yet
     assert len(swept) == directories(agent) and not report.removed
+
+
+def _scandirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The directories ``os.scandir`` lists from now on (the sweep's, through walk.list_directory, and the scan's)."""
+    calls: list[str] = []
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        calls.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    return calls
+
+
+def _swept_then_scanned(agent: Path, between: Any = None) -> tuple[list[str], CorpusIndex]:
+    """A cycle's start: the leftovers sweep with the kept listings, then the scan, on one index (one process)."""
+    index = CorpusIndex(index_path(agent), agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    store.sweep(index.listings.for_sweep)
+    if between is not None:
+        between()
+    names = [str(item.path) for item in index.items(store, Listing())]
+    index.save()
+    time.sleep(TICK)
+    return names, index
+
+
+def test_a_directory_the_sweep_listed_is_not_listed_again_by_the_scan(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep lists a directory whose stat moved since its listing was kept (the last cycle wrote there, or the
+    agent did); the scan after it takes the names that listing found while the directory still has the stat taken
+    before it: one listing a cycle, not two. The names are a real listing's, and the next cycle lists nothing."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    write_raw(agent / "memory", rockbot_entry("entry5", content="Ann runs the Lisbon office.", category="work"))
+    time.sleep(TICK)
+    calls = _scandirs(monkeypatch)
+    names, index = _swept_then_scanned(agent)
+    work = str(agent / "memory" / "work")
+    assert calls == [work]  # by the sweep, once
+    assert names == listed(agent) and any(name.endswith("entry5.json") for name in names)
+    assert index.listings.listed == 0 and index.listings.used == directories(agent)
+    calls.clear()
+    names, index = cycle_scan(agent)  # the next cycle: the sweep's listing was saved with the scan's
+    assert calls == [] and names == listed(agent) and index.listings.listed == 0
+
+
+def test_a_name_the_agent_adds_between_the_sweep_and_the_scan_is_seen(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile timing: the agent creates a file in the directory the sweep has just listed, before the scan: the
+    directory's stat moved since the sweep's listing, so the scan lists it again and finds the file."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    write_raw(agent / "memory", rockbot_entry("entry5", content="Ann runs the Lisbon office.", category="work"))
+    time.sleep(TICK)
+
+    def agent_writes() -> None:
+        write_raw(agent / "memory", rockbot_entry("entry6", content="Bo joined in May.", category="work"))
+
+    names, index = _swept_then_scanned(agent, agent_writes)
+    assert names == listed(agent) and any(name.endswith("entry6.json") for name in names)
+    assert index.listings.listed == 1  # the work directory, again
+
+
+def test_a_racy_directory_the_sweep_listed_is_listed_again(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory changed within the racy window of the sweep's listing is not kept from it: the scan lists it."""
+    later(monkeypatch)
+    cycle_scan(agent)
+    monkeypatch.setattr(listing_module, "_now_ns", time.time_ns)  # the sweep and scan now: the change is racy
+    write_raw(agent / "memory", rockbot_entry("entry5", content="Ann runs the Lisbon office.", category="work"))
+    calls = _scandirs(monkeypatch)
+    names, index = _swept_then_scanned(agent)
+    work = str(agent / "memory" / "work")
+    assert calls == [work, work]  # the sweep's listing was not kept: the scan listed it too
+    assert names == listed(agent) and index.listings.listed == 1

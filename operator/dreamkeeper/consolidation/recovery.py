@@ -25,9 +25,9 @@ from dreamkeeper.consolidation.writeback import RepairPlan
 from dreamkeeper.formats import ROCKBOT, MemoryFormat
 from dreamkeeper.memory import (
     UNCHECKED,
-    CleanDirectory,
     MemoryStore,
     MemoryStoreError,
+    SweepListing,
     SweepReport,
     format_timestamp,
     read_reversals,
@@ -81,13 +81,14 @@ def sweep_leftovers(
     agent_dir: Path,
     memory_root: Path,
     memory_format: MemoryFormat | None = None,
-    clean: CleanDirectory | None = None,
+    listed: SweepListing | None = None,
 ) -> SweepReport:
     """Clean what killed writes of ours left in the memory tree and the state directory (the caller holds the cycle
     lock): our temps go, displaced versions of the agent's are kept as conflict copies and reported. A Markdown
-    format's own directory (the agent's files) is swept too. ``clean``: memory directories the corpus index's kept
-    listings vouch for hold nothing of ours (``ListingCache.clean_subdirs``): not listed."""
-    swept = MemoryStore(memory_root).sweep(clean)
+    format's own directory (the agent's files) is swept too. ``listed``: the corpus index's kept listings
+    (``ListingCache.for_sweep``): memory directories they vouch for hold nothing of ours, not listed; one they list
+    is kept for the cycle's scan."""
+    swept = MemoryStore(memory_root).sweep(listed)
     state = sweep(state_dir(agent_dir))
     swept.removed += state.removed
     if memory_format is not None and memory_format.name != ROCKBOT:

@@ -137,8 +137,8 @@ class Writes:
             # Recovery is checked by the end-of-run invariant on its own (a cycle may then be skipped, or fail).
             before = Census.of(screened(self.store.scan(), self.store.root).entries)
         index = self.store.corpus_index
-        clean = index.listings.clean_subdirs if index is not None else None
-        swept = sweep_leftovers(agent_dir, self.store.root, self.context.memory_format, clean)
+        listed = index.listings.for_sweep if index is not None else None
+        swept = sweep_leftovers(agent_dir, self.store.root, self.context.memory_format, listed)
         if swept.removed or swept.restored or swept.put_back:
             self._writing()
         done = recover_journals(agent_dir, self.store.root, self.context.now)

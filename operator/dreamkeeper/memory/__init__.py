@@ -62,7 +62,7 @@ from dreamkeeper.memory.files import MiB, UnsafeFileError, loads_json, open_regu
 from dreamkeeper.memory.fingerprints import cluster_hash, dotnet_collapse, fold_key, ordinal_key, review_hash
 from dreamkeeper.memory.float32 import shortest_float32, to_float32
 from dreamkeeper.memory.jsontext import dumps_indented
-from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
+from dreamkeeper.memory.leftovers import SweepListing, SweepReport, sweep
 from dreamkeeper.memory.lock import CycleLock, ensure_state_dir, read_state_json, state_dir
 from dreamkeeper.memory.paths import (
     EMBEDDINGS_DIR,
@@ -137,7 +137,6 @@ __all__ = [
     "UNUSABLE_AT",
     "UNUSABLE_COUNT",
     "UNUSABLE_HASH",
-    "CleanDirectory",
     "ConflictError",
     "CorpusIndex",
     "CycleLock",
@@ -160,6 +159,7 @@ __all__ = [
     "StateFileError",
     "StoreWriteError",
     "StoredEntry",
+    "SweepListing",
     "SweepReport",
     "UnsafeFileError",
     "check_state_files",

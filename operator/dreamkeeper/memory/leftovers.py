@@ -55,22 +55,23 @@ class SweepReport:
     put_back: list[Path] = field(default_factory=list)  # entries whose newest version of the agent's went back
 
 
-# A directory's sub-directories' names when it is known to hold no hidden name (so nothing of ours: every name we
-# make is hidden), else None: memory/listing_cache.py's ``ListingCache.clean_subdirs``.
-CleanDirectory = Callable[[str], Sequence[str] | None]
+# A directory's sub-directories' names and its hidden entries (every name we make is hidden: none when it is known
+# to hold none), or None when it cannot be listed: memory/listing_cache.py's ``ListingCache.for_sweep``.
+SweepListing = Callable[[str], tuple[Sequence[str], Sequence[os.DirEntry[str]]] | None]
 
 
 def sweep(
     directory: Path,
     skip: frozenset[str] = frozenset(),
     collect: tuple[str, ...] = (),
-    clean: CleanDirectory | None = None,
+    listed: SweepListing | None = None,
 ) -> SweepReport:
     """Clean what killed writes of ours left under ``directory``; the caller holds the cycle lock, so no write of
     ours is in flight. Only names of our own making are looked at: the agent's files (its own ``.tmp`` temps
-    included) are never touched. ``clean``: directories it vouches for are not listed (a steady cycle's corpus)."""
+    included) are never touched. ``listed``: each directory's listing from the corpus index's kept listings, which
+    vouch for some without listing them (a steady cycle's corpus) and keep what they list for the cycle's scan."""
     report = SweepReport()
-    for path in _own_files(directory, skip, collect, clean):
+    for path in _own_files(directory, skip, collect, listed):
         name = path.name
         try:
             if collect and name.endswith(collect):
@@ -157,20 +158,24 @@ def _sweep_aside(path: Path, report: SweepReport) -> None:
 
 
 def _own_files(
-    directory: Path, skip: frozenset[str], collect: tuple[str, ...], clean: CleanDirectory | None = None
+    directory: Path, skip: frozenset[str], collect: tuple[str, ...], listed: SweepListing | None = None
 ) -> Iterator[Path]:
     suffixes = (NEW_SUFFIX, SWAP_SUFFIX, ASIDE_SUFFIX, CONFLICT_SUFFIX, *collect)
     stack = [directory]
     while stack:
         current = stack.pop()
-        subdirs = clean(str(current)) if clean is not None else None
-        if subdirs is not None:
+        children: Sequence[os.DirEntry[str]]
+        if listed is not None:
+            found = listed(str(current))
+            if found is None:
+                continue  # not listable (logged): as an OSError below
+            subdirs, children = found  # the hidden ones: the others hold nothing of ours but sub-directories
             stack.extend(current / name for name in subdirs if name not in skip)
-            continue
-        try:
-            children = list(os.scandir(current))
-        except OSError:
-            continue
+        else:
+            try:
+                children = list(os.scandir(current))
+            except OSError:
+                continue
         for child in children:
             if child.is_dir(follow_symlinks=False):
                 if child.name not in skip:
@@ -214,4 +219,4 @@ def target_of(temp: Path) -> Path:
     return temp.with_name(stem.rsplit(".", 1)[0])
 
 
-__all__ = ["SweepReport", "sweep", "target_of"]
+__all__ = ["SweepListing", "SweepReport", "sweep", "target_of"]

@@ -52,7 +52,7 @@ from dreamkeeper.memory.errors import (
     InvalidIdError,
 )
 from dreamkeeper.memory.float32 import to_float32
-from dreamkeeper.memory.leftovers import CleanDirectory, SweepReport, sweep
+from dreamkeeper.memory.leftovers import SweepListing, SweepReport, sweep
 from dreamkeeper.memory.listing import Listing
 from dreamkeeper.memory.listing_cache import ListingCache
 from dreamkeeper.memory.paths import (
@@ -581,12 +581,13 @@ class MemoryStore(EmbeddingFiles):
     def category_of(self, path: Path) -> str | None:
         return category_of_path(self.root, path)
 
-    def sweep(self, clean: CleanDirectory | None = None) -> SweepReport:
+    def sweep(self, listed: SweepListing | None = None) -> SweepReport:
         """Clean what a killed cycle of ours left in the memory tree (the caller holds the cycle lock): our temp
         files go, a version we displaced is kept as a conflict copy, and an entry a killed purge had parked goes back
-        under its name (a later purge decides again). The agent's own files are never touched. ``clean``: the
-        corpus index's kept listings (``ListingCache.clean_subdirs``): a directory they vouch for is not listed."""
-        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,), clean=clean)
+        under its name (a later purge decides again). The agent's own files are never touched. ``listed``: the
+        corpus index's kept listings (``ListingCache.for_sweep``): a directory they vouch for is not listed, one
+        they list is kept for the scan."""
+        report = sweep(self.root, skip=frozenset({EMBEDDINGS_DIR}), collect=(PURGING_SUFFIX,), listed=listed)
         for parked in report.collected:
             original = parked.with_name(parked.name[1:].removesuffix(PURGING_SUFFIX).rsplit(".", 1)[0])
             try:

@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 _NAME = attrgetter("name")  # a directory entry's sort key (C, not a lambda per file: runs per file per listing)
 
 
-def list_directory(directory: str, listing: Listing | None) -> tuple[list[os.DirEntry[str]], list[str], bool] | None:
+def list_directory(
+    directory: str, listing: Listing | None, hidden_entries: list[os.DirEntry[str]] | None = None
+) -> tuple[list[os.DirEntry[str]], list[str], bool] | None:
     """One directory's entry files and sub-directories (paths), in name order, and whether it held a hidden name
-    (skipped); None (logged) when it cannot be listed. ``listing``: its stat is recorded there first."""
+    (skipped; each appended to ``hidden_entries`` if given); None (logged) when it cannot be listed. ``listing``: its
+    stat is recorded there first."""
     if listing is not None:
         listing.record(directory)
     try:
@@ -40,6 +43,8 @@ def list_directory(directory: str, listing: Listing | None) -> tuple[list[os.Dir
     for child in children:
         if child.name.startswith("."):
             hidden = True
+            if hidden_entries is not None:
+                hidden_entries.append(child)
             continue
         if child.is_dir(follow_symlinks=False):
             subdirs.append(child.path)

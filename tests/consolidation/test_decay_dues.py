@@ -107,12 +107,17 @@ def test_the_plan_over_the_due_entries_is_the_plan_over_all(
     assert left_out > 0  # the dues were used: some cycle left entries out
 
 
-def test_dues_are_kept_under_their_key_and_for_the_very_parse(tmp_path: Path) -> None:
+def _scanned_agent(tmp_path: Path, entries: int) -> tuple[Path, MemoryStore, list[StoredEntry]]:
+    """An agent holding ``entries`` random entries, scanned once through its corpus index."""
     agent = tmp_path / "agent"
     store = MemoryStore(agent / "memory")
-    for i in range(6):
+    for i in range(entries):
         store.create(_random_entry(random.Random(i), i, NOW))
-    store, live = _scan(agent)
+    return (agent, *_scan(agent))
+
+
+def test_dues_are_kept_under_their_key_and_for_the_very_parse(tmp_path: Path) -> None:
+    agent, store, live = _scanned_agent(tmp_path, 6)
     index = store.corpus_index
     assert index is not None
     assert index.note_dues([(s, 100 + n) for n, s in enumerate(live)], "key-a") == len(live)
@@ -150,11 +155,7 @@ def test_an_entry_that_never_decays_is_never_due(tmp_path: Path) -> None:
 
 
 def test_rockbots_own_mode_keeps_no_dues(tmp_path: Path) -> None:
-    agent = tmp_path / "agent"
-    store = MemoryStore(agent / "memory")
-    for i in range(20):
-        store.create(_random_entry(random.Random(i), i, NOW))
-    store, live = _scan(agent)
+    _, store, live = _scanned_agent(tmp_path, 20)
     settings, floor = DecaySettings(min_step=0.0), HighValueFloor()
     assert due_key(settings, floor) is None
     assert due_key(DecaySettings(enabled=False, min_step=0.01), floor) is None

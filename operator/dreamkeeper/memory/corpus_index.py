@@ -128,8 +128,12 @@ def _flat(record: Record) -> tuple[Any, ...]:
     if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
         fields = dict(zip(_FIELD_NAMES, values, strict=True))
     key = record.key
-    flat = (*key, fields, extra, fields_set, origin, fp.sha256, fp.size, fp.mtime_ns, record.fit, record.content)
-    return (tuple, ((*flat, record.due_key, record.due),))
+    flat = (
+        *key,
+        *(fields, extra, fields_set, origin),
+        *(fp.sha256, fp.size, fp.mtime_ns, record.fit, record.content, record.due_key, record.due),
+    )
+    return (tuple, (flat,))
 
 
 _REDUCERS: Final[Reducers] = {Record: _flat}

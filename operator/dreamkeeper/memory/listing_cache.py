@@ -105,8 +105,8 @@ class ListingCache:
         listed (``walk.list_directory``: None when it cannot be), and the listing kept for this cycle's scan, under
         the stat taken before it and the racy rule, as the scan keeps its own: it is the listing the scan would make,
         made a moment earlier under the same cycle lock, and used only if the directory's stat has not moved since.
-        A directory the last cycle wrote into is so listed once a cycle, not twice (about 50 ms for each of the two
-        largest of the 100,000-entry bench corpus, 34,000 and 47,000 names)."""
+        A directory the last cycle wrote into is so listed once a cycle, not twice (a listing of the largest of the
+        100,000-entry bench corpus, 47,000 names, costs 57-81 ms: bench/results/micro-s28.md)."""
         from dreamkeeper.memory.walk import list_directory  # (it imports this module)
 
         subdirs = self.clean_subdirs(directory)

@@ -1,6 +1,6 @@
 """scan_objects.py: the objects a scan builds through slot descriptors are the objects the constructors build, and a
-class whose fields are not the ones named is refused (a field added to ``StoredEntry`` or ``Fingerprint`` must be set
-by the scan too, never left unset)."""
+class whose fields are not the ones named is refused (a field added to ``Fingerprint`` must be set by the index's
+load too, never left unset)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,7 @@ def test_built_through_the_slots_is_what_the_constructor_builds() -> None:
         fingerprint.size = 11  # type: ignore[misc]
 
     entry = Entry(id="a1", content="x")
-    set_entry, set_path, set_fingerprint = slot_setters(StoredEntry, ("entry", "path", "fingerprint"))
-    stored = object.__new__(StoredEntry)
-    set_entry(stored, entry)
-    set_path(stored, Path("/m/a1.json"))
-    set_fingerprint(stored, fingerprint)
+    stored = StoredEntry.named(entry, "/m/a1.json", fingerprint)  # the scan's way (tests/memory/test_stored.py)
     assert stored == StoredEntry(entry, Path("/m/a1.json"), fingerprint)
     assert stored.id == "a1"
 

@@ -118,7 +118,7 @@ def scan_final(
         """Path -> the snapshot's parse, built once if asked for (``_as_scanned`` seldom needs it)."""
         nonlocal table
         if table is None:
-            table = {str(s.path): s for s in chain(snapshot.entries, snapshot.duplicates)}
+            table = {s.name: s for s in chain(snapshot.entries, snapshot.duplicates)}
         return table
 
     resolved: dict[str, StoredEntry | MalformedFile] = {}

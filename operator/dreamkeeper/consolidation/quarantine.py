@@ -125,7 +125,7 @@ class Screen:
         except MemoryStoreError as exc:
             return str(exc).replace("; nothing was written", "")
         expected = os.path.join(home[0], entry.id + ".json")  # strings: a Path per entry costs more than the check
-        if str(stored.path) != expected:
+        if stored.name != expected:
             return f"its id and category say it belongs at {expected}, not where it is"
         return None
 
@@ -187,7 +187,7 @@ def screened(scan: ScanResult, root: Path) -> ScanResult:
     if not quarantined:
         return scan
     out = {str(m.path) for m in quarantined}
-    entries = [s for s in scan.entries if str(s.path) not in out]
+    entries = [s for s in scan.entries if s.name not in out]
     return ScanResult(entries=entries, malformed=[*scan.malformed, *quarantined], duplicates=scan.duplicates)
 
 

@@ -331,7 +331,7 @@ class Writes:
         decays, self._decays = self._decays, DecayPlan()
         tally, written = self._decay_alone(decays.actions, decays.left_floor)
         self._decay_tally = self._decay_tally + tally
-        return [StoredEntry(s.entry, s.path, written[str(s.path)]) if str(s.path) in written else s for s in live]
+        return [StoredEntry(s.entry, s.path, written[s.name]) if s.name in written else s for s in live]
 
     def _decay_alone(
         self, actions: tuple[DecayAction, ...], left_floor: frozenset[str]
@@ -499,12 +499,12 @@ class Writes:
             journal = write_journal(agent_dir, journal_id, plan, self.store, self.context.now)
         self._journals[journal.header.cycle_id] = journal
         # A decay's target first: the file as it is, until the plan's own view of it (decayed, same fingerprint).
-        snapshot = {str(d.target.path): d.target for d in plan.decays}
-        snapshot.update((str(stamp.target.path), stamp.target) for stamp in plan.stamps)
+        snapshot = {d.target.name: d.target for d in plan.decays}
+        snapshot.update((stamp.target.name, stamp.target) for stamp in plan.stamps)
         leaving = (*(c for f in plan.folds for c in f.copies), *(s for m in plan.merges for s in m.sources))
         updated = (*(f.survivor for f in plan.folds), *(m.into for m in plan.merges if m.into is not None))
         for stored in (*leaving, *updated, *(p.target for p in plan.prunes)):
-            snapshot[str(stored.path)] = stored
+            snapshot[stored.name] = stored
         self._touched.update(snapshot)
         self._archives = self._archives or bool(plan.folds or plan.merges or plan.prunes)
         self._writing()

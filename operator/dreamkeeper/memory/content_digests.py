@@ -87,7 +87,7 @@ def content_generation(
     kept = made = 0
     add_name, append, get = names.append, parts.append, records.get
     for stored in entries:
-        name = str(stored.path)
+        name = stored.name
         add_name(name)
         record = get(name)
         if record is None or record.stored is not stored:

@@ -72,7 +72,7 @@ from dreamkeeper.memory.entry_dues import note_dues, pending
 from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
-from dreamkeeper.memory.scan_objects import child_path, slot_setters
+from dreamkeeper.memory.scan_objects import slot_setters
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.listing import Listing
@@ -105,8 +105,8 @@ class Record:
     entry: Entry
     fingerprint: Fingerprint
     fit: bool | None = None
-    # What a scan yields for it, built once per process (a Path per entry costs as much as the stat; the frozen
-    # StoredEntry another sixth of it), and yielded again by a later scan of the same process.
+    # What a scan yields for it, built once per process (its path kept as the walk's string: stored.py), and
+    # yielded again by a later scan of the same process.
     stored: StoredEntry | None = None
     # Its entry's content digest (content_digests.py: every field but decay's two), once a cycle asked for one.
     content: bytes | None = None
@@ -431,7 +431,7 @@ class CorpusIndex:
         """Whether the screen already found this very parse fit (an unchanged file's, taken from the index): the
         current record of its file says so and holds this very entry (by identity). The record's own flag, not a
         set of the fit entries' ids beside the records (one more int and set slot per entry: ~7 MB at 100k)."""
-        record = self._new.get(str(stored.path))
+        record = self._new.get(stored.name)
         return record is not None and record.fit is True and record.entry is stored.entry
 
     def unscreened(self, entries: Iterable[StoredEntry]) -> list[StoredEntry]:
@@ -439,14 +439,14 @@ class CorpusIndex:
         get = self._new.get
         out: list[StoredEntry] = []
         for stored in entries:
-            record = get(str(stored.path))
+            record = get(stored.name)
             if record is None or record.fit is not True or record.entry is not stored.entry:
                 out.append(stored)
         return out
 
     def note_fit(self, fit: Iterable[StoredEntry]) -> None:
         for stored in fit:
-            name = str(stored.path)
+            name = stored.name
             record = self._new.get(name)
             if record is not None and record.fit is not True and record.entry is stored.entry:
                 record.fit = True
@@ -459,7 +459,8 @@ class CorpusIndex:
         """``store.iter_entries()`` with each unchanged file's parse taken from the index (``listing``: as there),
         and each unchanged directory's names from the kept listings (listing_cache.py)."""
         from dreamkeeper.memory.listing import Listing
-        from dreamkeeper.memory.store import StoredEntry, log_malformed
+        from dreamkeeper.memory.store import log_malformed
+        from dreamkeeper.memory.stored import StoredEntry
 
         if not self._tried:
             self._tried = True
@@ -468,12 +469,13 @@ class CorpusIndex:
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
-        parents: dict[str, tuple[Callable[[str], Path], bool]] = {}
         hits = reads = 0
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
         new_object = object.__new__
-        set_entry, set_path, set_fingerprint = slot_setters(StoredEntry, ("entry", "path", "fingerprint"))
+        set_entry, set_name, set_fingerprint, set_path = (
+            StoredEntry.__dict__[slot].__set__ for slot in ("entry", "name", "fingerprint", "_path")
+        )
         # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
@@ -491,11 +493,12 @@ class CorpusIndex:
                     hits += 1
                     stored = record.stored
                     if stored is None:
-                        # ``StoredEntry(...)``, its frozen slots set through their descriptors (half the cost)
+                        # ``StoredEntry.named``, inline: the path kept as the walk's string (stored.py)
                         stored = record.stored = new_object(StoredEntry)
                         set_entry(stored, record.entry)
-                        set_path(stored, child_path(parents, name))
+                        set_name(stored, name)
                         set_fingerprint(stored, record.fingerprint)
+                        set_path(stored, None)
                     yield stored
                     continue
             reads += 1

@@ -44,7 +44,7 @@ def pending(
     soonest: int | None = None
     get, add, add_unknown = records.get, look.append, unknown.append
     for stored in entries:
-        record = get(str(stored.path))
+        record = get(stored.name)
         if record is None or record.stored is not stored or record.due_key != key:
             add(stored)
             add_unknown(stored)
@@ -65,7 +65,7 @@ def note_dues(dues: Sequence[tuple[StoredEntry, int]], records: dict[str, Record
     for stored, due in dues:
         if type(due) is not int:
             raise TypeError(f"a due is whole seconds, not {due!r}")
-        name = str(stored.path)
+        name = stored.name
         record = get(name)
         if record is None or record.stored is not stored:
             continue  # not the parse a record holds: worked out again next time

@@ -1,6 +1,7 @@
 """How a scan builds its objects for the entries it takes from the corpus index (corpus_index.py): a steady scan makes
-one ``Path`` and one ``StoredEntry`` per file, and the index's load one ``Fingerprint`` per record, 100k of each at
-100,000 entries, so each is made the cheapest way that gives the very object its constructor would."""
+one ``StoredEntry`` per file (its ``Path`` made only when asked for: stored.py), and the index's load one
+``Fingerprint`` per record, 100k of each at 100,000 entries, so each is made the cheapest way that gives the very
+object its constructor would."""
 
 from __future__ import annotations
 

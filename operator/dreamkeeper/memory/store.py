@@ -68,6 +68,7 @@ from dreamkeeper.memory.paths import (
 )
 from dreamkeeper.memory.purging import PURGING_SUFFIX, purge_file, unpark
 from dreamkeeper.memory.redaction import shown
+from dreamkeeper.memory.stored import StoredEntry as StoredEntry
 from dreamkeeper.memory.walk import walk_entries, walk_names
 
 log = logging.getLogger(__name__)
@@ -92,19 +93,6 @@ class HighValueFloor(BaseModel):
 
     def describe(self, entry: Entry) -> str:
         return f"importance={entry.importance_score:.2f}, reinforced={entry.reinforcement_count}x"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
-    """An entry together with where it lives and the fingerprint of the bytes it was read from."""
-
-    entry: Entry
-    path: Path
-    fingerprint: Fingerprint
-
-    @property
-    def id(self) -> str:
-        return self.entry.id
 
 
 MalformedKind = Literal["malformed", "misfiled", "unreadable"]
@@ -173,7 +161,7 @@ class MemoryStore(EmbeddingFiles):
     def __init__(self, root: Path, corpus_index: CorpusIndex | None = None) -> None:
         self.root = Path(root)
         self.corpus_index = corpus_index  # the parse of unchanged files, kept between cycles (corpus_index.py)
-        self._index: dict[str, Path] | None = None
+        self._index: dict[str, str] | None = None  # each id's (lowered) file, as its path string
         # lowercased id -> its first entry; -> every (exact id, file), for ids two files claim (a list each: 13 MB/100k)
         self._files: tuple[dict[str, StoredEntry], dict[str, list[tuple[str, Path]]]] | None = None
         self._inside: set[Path] = set()  # directories whose resolved path was checked to be inside the root
@@ -297,7 +285,7 @@ class MemoryStore(EmbeddingFiles):
 
     def _scan(self) -> ScanResult:
         result = ScanResult(listing=Listing())
-        index: dict[str, Path] = {}
+        index: dict[str, str] = {}
         first: dict[str, StoredEntry] = {}
         twins: dict[str, list[tuple[str, Path]]] = {}
         listing = result.listing
@@ -321,7 +309,7 @@ class MemoryStore(EmbeddingFiles):
                 )
                 result.duplicates.append(item)
                 continue
-            index[key] = item.path
+            index[key] = item.name  # its string: a Path per entry is made only when asked for (stored.py)
             first[key] = item
             entries.append(item)
         self._index = index
@@ -380,14 +368,14 @@ class MemoryStore(EmbeddingFiles):
         # Creates only: a rewrite goes to the file's own path (``_rewrite_path``), and a case twin (``case01`` beside
         # ``CASE01``) is another entry of its own on a case-sensitive volume.
         existing = self._index.get(entry.id.lower()) if self._index is not None and expected is None else None
-        if existing is not None and existing != path and existing.exists():
+        if existing is not None and existing != str(path) and os.path.exists(existing):
             raise InvalidCategoryError(
                 entry.category or "", f"entry {entry.id} lives at {existing}; moving entries is not supported"
             )
         data = entry.to_json_bytes()
         fingerprint = replace_file(path, data, expected)
         if self._index is not None:
-            self._index[entry.id.lower()] = path
+            self._index[entry.id.lower()] = str(path)
         # Parsed from the bytes we wrote (not re-read: the agent may already have written again, and the next
         # mutation must then conflict rather than silently adopt the agent's version).
         return StoredEntry(Entry.from_json_bytes(data), path, fingerprint)

@@ -1,0 +1,108 @@
+"""``StoredEntry``: an entry, the file it lives in, and the fingerprint of the bytes it was read from.
+
+A steady scan (corpus_index.py) yields one per file, 100,000 at 100,000 entries, and most stages then only name
+each entry's file as a string (the index's records, the snapshot, the final-state walk are keyed by it). So the path
+is kept as its string (``name``) and the ``Path`` is built the first time a stage asks for it: a ``Path`` per entry
+cost the steady scan ~0.1 CPU s at 100k (micro-s29.md), and a steady cycle asks for the ``Path`` of only the
+few entries it writes or reports. ``StoredEntry(entry, path, fingerprint)`` is built as before (its ``Path`` kept);
+``StoredEntry.named`` is the scan's way (the string only).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from dreamkeeper.memory.scan_objects import child_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dreamkeeper.memory.atomic import Fingerprint
+    from dreamkeeper.memory.entry import Entry
+
+
+class StoredEntry:
+    """An entry together with where it lives and the fingerprint of the bytes it was read from (immutable, compared
+    by value like the frozen dataclass it was: entry, path, fingerprint)."""
+
+    __slots__ = ("_path", "entry", "fingerprint", "name")
+
+    entry: Entry
+    name: str  # ``str(path)``: the key every index of entries by file uses
+    fingerprint: Fingerprint
+    _path: Path | None
+
+    def __init__(self, entry: Entry, path: Path, fingerprint: Fingerprint) -> None:
+        _set_entry(self, entry)
+        _set_name(self, str(path))
+        _set_fingerprint(self, fingerprint)
+        _set_path(self, path)
+
+    @classmethod
+    def named(cls, entry: Entry, name: str, fingerprint: Fingerprint) -> StoredEntry:
+        """The entry of the file whose path string is ``name`` (a scan's walk made it: ``os.path.join`` of the
+        directory's string and a name it listed); its ``Path`` is made when first asked for."""
+        stored = _new(cls)
+        _set_entry(stored, entry)
+        _set_name(stored, name)
+        _set_fingerprint(stored, fingerprint)
+        _set_path(stored, None)
+        return stored
+
+    @property
+    def path(self) -> Path:
+        path = self._path
+        if path is None:
+            path = _path_of(self.name)
+            _set_path(self, path)
+        return path
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, StoredEntry)
+        return (self.entry, self.name, self.fingerprint) == (other.entry, other.name, other.fingerprint)
+
+    def __hash__(self) -> int:
+        return hash((self.entry, self.name, self.fingerprint))
+
+    def __repr__(self) -> str:
+        return f"StoredEntry(entry={self.entry!r}, path={self.path!r}, fingerprint={self.fingerprint!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoredEntry, (self.entry, self.path, self.fingerprint))
+
+
+_new = object.__new__
+_set_entry, _set_name, _set_fingerprint, _set_path = (
+    StoredEntry.__dict__[slot].__set__ for slot in ("entry", "name", "fingerprint", "_path")
+)
+
+# The directories' Paths the lazy ``path`` builds from (``child_path``: a tenth of ``Path(name)``'s cost). Bounded:
+# a long-lived process (the operator, a test run) sees many roots; past the bound it starts again.
+_PARENTS: dict[str, tuple[Callable[[str], Path], bool]] = {}
+_PARENTS_MAX: Final = 4096
+
+
+def _path_of(name: str) -> Path:
+    if len(_PARENTS) >= _PARENTS_MAX:
+        _PARENTS.clear()
+    if os.sep not in name:
+        return Path(name)
+    return child_path(_PARENTS, name)
+
+
+__all__ = ["StoredEntry"]

@@ -126,7 +126,7 @@ def scan_final(
     if scanned and _as_scanned(store, snapshot, known, touched, read_one, resolved):
         return _as_listed(snapshot)
     final = FinalState()
-    first: dict[str, Path] = {}
+    first: dict[str, str] = {}  # each (lowered) id's first file, as its path string
     ids, entries, live = final.ids, final.entries, final.live
     # Bound once: this loop runs once per file of the corpus.
     known_get, ids_add, first_setdefault = known().get, ids.add, first.setdefault
@@ -146,14 +146,14 @@ def scan_final(
         entry_id = entry.id
         ids_add(entry_id)
         entries.setdefault(entry_id, item)
-        path = item.path
-        earlier = first_setdefault(entry_id.lower(), path)  # ids are one case-insensitively (as the scan's)
-        if earlier is not path:
+        file = item.name
+        earlier = first_setdefault(entry_id.lower(), file)  # ids are one case-insensitively (as the scan's)
+        if earlier != file:
             log.warning(
                 "entry id %s appears in %s and %s; the second is ignored this run (both kept)",
                 entry_id,
                 earlier,
-                path,
+                file,
             )
             continue
         if entry.is_live:
@@ -196,7 +196,7 @@ def _as_scanned(
         at += 1
         if name in touched:
             seen: StoredEntry | None = scanned[at - 1] if aligned else None
-            if seen is None or str(seen.path) != name:
+            if seen is None or seen.name != name:
                 seen = known().get(name)
             found = resolved[name] = read_one(_Named(name), seen)
             if seen is None or found is not seen:

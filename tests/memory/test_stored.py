@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import pickle
 import time
 from dataclasses import FrozenInstanceError
@@ -61,13 +62,44 @@ def test_it_is_frozen_and_survives_pickle_and_copy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["/m/a.json", "m/a.json", "a.json", "/m/x y/ü.json", "/m/../n/a.json", "/m//a.json", "/m/./a.json", "//m/a.json"],
+    [
+        *("/m/a.json", "m/a.json", "a.json", "/m/x y/ü.json", "/m/../n/a.json", "/m//a.json", "/m/./a.json"),
+        *("//m/a.json", "/a.json", "//a.json", "///a.json", "a//b.json", "./a.json", "../a.json", "/m/a.json/"),
+        *("./m/a.json", "/m/./a.json", "m/.", "m/..", "/m/.json", "/m/a.json//"),
+    ],
 )
 def test_the_path_is_the_one_path_gives(name: str) -> None:
     path = StoredEntry.named(Entry(id="a", content="x"), name, FINGERPRINT).path
     assert path == Path(name)
     assert str(path) == str(Path(name))
     assert path.parts == Path(name).parts
+
+
+def test_a_scan_of_a_relative_root_gives_paths_as_pathlib_formats_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory root of "." (the walk's names start "./", which pathlib drops): an entry's name is its Path's string
+    whether the file was read or taken from the index, and that string is pathlib's own. Before session 29 the scan
+    set such a Path's string to the walk's, "./people/a1.json" for the parts ("people", "a1.json"), and a file read
+    was named "people/a1.json"."""
+    agent = tmp_path / "agent"
+    root = agent / "memory"
+    (root / "people").mkdir(parents=True)
+    entry = Entry(id="a1", content="Rose lives in Portland.", category="people")
+    (root / "people" / "a1.json").write_bytes(entry.to_json_bytes())
+    real = time.time_ns
+    monkeypatch.setattr(corpus_index_module, "_now_ns", lambda: real() + 60 * 1_000_000_000)
+    monkeypatch.chdir(root)
+    for _ in range(2):  # read, then from the index
+        store = MemoryStore(Path("."), open_corpus_index(agent, Path(".")))
+        scanned = store.scan().entries
+        assert store.corpus_index is not None
+        store.corpus_index.save()
+        assert [s.name for s in scanned] == [os.path.join("people", "a1.json")]
+        for stored in scanned:
+            assert stored.path == Path(stored.name)
+            assert str(stored.path) == stored.name == str(Path(*stored.path.parts))
+    assert store.corpus_index.hits == 1
 
 
 def _count_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -480,6 +480,9 @@ class CorpusIndex:
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))
         self.names = names
+        # A StoredEntry is named by the walk's string when it is the one pathlib formats for that path (every root
+        # but "." itself, whose "./x" is pathlib's "x"): else made from a Path, as a file read is.
+        plain = os.path.join(str(store.root), "x") == str(store.root / "x")
         for name in names:
             record = old.get(name)
             if record is not None:
@@ -492,13 +495,15 @@ class CorpusIndex:
                     new[name] = record
                     hits += 1
                     stored = record.stored
-                    if stored is None:
+                    if stored is None and plain:
                         # ``StoredEntry.named``, inline: the path kept as the walk's string (stored.py)
                         stored = record.stored = new_object(StoredEntry)
                         set_entry(stored, record.entry)
                         set_name(stored, name)
                         set_fingerprint(stored, record.fingerprint)
                         set_path(stored, None)
+                    elif stored is None:
+                        stored = record.stored = StoredEntry(record.entry, Path(name), record.fingerprint)
                     yield stored
                     continue
             reads += 1

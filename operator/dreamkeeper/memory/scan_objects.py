@@ -28,12 +28,12 @@ def child_path(parents: dict[str, tuple[Callable[[str], Path], bool]], name: str
     known = parents.get(directory)
     if known is None:
         parent = Path(directory)
-        # ``name`` is the scan's directory string, os.sep, and a name from scandir (never "", ".", ".." or holding
-        # a separator): when the directory's own string is already normal, ``name`` is exactly the string the
-        # child's parts format to (``test_scan_paths_are_their_normal_strings``).
-        normal = str(parent) == directory and not directory.endswith(os.sep)
         # CPython's own, as iterdir() uses it, bound once per directory; else the slow way
         make = getattr(parent, "_make_child_relpath", None) or parent.joinpath
+        # ``name`` is the directory string, os.sep, and a name from scandir (never "", ".", ".." or holding a
+        # separator): it is exactly the string the child's parts format to when a probe child formats so (not for a
+        # directory of "." or ending in a separator, which pathlib drops: ``tests/memory/test_stored.py``).
+        normal = str(make("x")) == f"{directory}{os.sep}x"
         known = parents[directory] = (make, normal)
     make, normal = known
     path: Path = make(base)

@@ -98,10 +98,14 @@ _PARENTS_MAX: Final = 4096
 
 
 def _path_of(name: str) -> Path:
+    # Where joining the child to its parent's Path may not give ``Path(name)``, made the long way: a directory part of
+    # separators only ("/a.json", "//a.json": a memory root at "/", whose leading slashes pathlib counts) or a last
+    # part that is no file name. A walk's names are neither.
+    directory, _, base = name.rpartition(os.sep)
+    if not directory.strip(os.sep) or base in ("", ".", ".."):
+        return Path(name)
     if len(_PARENTS) >= _PARENTS_MAX:
         _PARENTS.clear()
-    if os.sep not in name:
-        return Path(name)
     return child_path(_PARENTS, name)
 
 

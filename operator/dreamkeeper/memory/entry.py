@@ -326,21 +326,19 @@ class Entry(BaseModel):
         values of each of up to every entry of a corpus on a cold start; building the whole object twice for them
         cost more than writing the files (issue 27)."""
         extras = self.__pydantic_extra__ or {}
-        names: tuple[str, ...] = _FIELD_NAMES
-        datetime_aliases: tuple[str, ...] = _DATETIME_ALIASES
-        if only is not None:
-            names, datetime_aliases = _restricted(only)
-        # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score").
-        current = self.model_dump(mode="json", by_alias=True, include=_INCLUDE_FIELDS if only is None else set(names))
-        for alias in datetime_aliases:
-            value = getattr(self, _ALIASES[alias])
-            current[alias] = None if value is None else format_timestamp(value)
+        names, datetime_aliases, plain = _ALL if only is None else _restricted(only)
+        # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score"). The
+        # timestamps are left out: each is formatted only when it is written from its value (``_stamp_json``): an
+        # unchanged one of RockBot's is written from its raw text (a cold start builds this object ~2x a written file).
+        current = self.model_dump(mode="json", by_alias=True, include=plain)
+        fields = self.__dict__
         origin: _Origin | None = getattr(self, "_origin", None)
         if origin is None:
             # Built in code, never read: every field is written.
+            for alias in datetime_aliases:
+                current[alias] = _stamp_json(fields[_ALIASES[alias]])
             out = {alias: current[alias] for alias in _ALIASES if alias in current}
         else:
-            fields = self.__dict__
             shape = origin.shape
             kept = origin.kept_values()
             out = {}
@@ -354,13 +352,14 @@ class Entry(BaseModel):
                 elif raw is _DERIVED or fields[name] != _reparse(name, raw):
                     # A derived value is the current value's own JSON form when unchanged, so this one branch
                     # writes both an unchanged value and a changed one.
-                    out[key] = current[_ALIAS_OF[name]]
+                    out[key] = _stamp_json(fields[name]) if name in TIMESTAMP_FIELDS else current[_ALIAS_OF[name]]
                 else:
                     out[key] = raw  # unchanged, and written as the file had it (7-digit fraction, 1 for 1.0, null)
             for name in names:
                 # A field the file did not have stays absent unless the caller set it (never invent a createdAt).
                 if name not in shape.position and fields[name] != origin.absent_value(name):
-                    out[_ALIAS_OF[name]] = current[_ALIAS_OF[name]]
+                    alias = _ALIAS_OF[name]
+                    out[alias] = _stamp_json(fields[name]) if name in TIMESTAMP_FIELDS else current[alias]
         for key, value in extras.items():
             if only is None or key.lower() in only:
                 out.setdefault(key, value)
@@ -433,16 +432,24 @@ _MUTABLE_FIELDS = ("tags", "metadata")
 _ALIASES: dict[str, str] = {(info.alias or name): name for name, info in Entry.model_fields.items()}
 _ALIAS_OF: dict[str, str] = {name: alias for alias, name in _ALIASES.items()}
 _FIELD_NAMES: tuple[str, ...] = tuple(Entry.model_fields)
-_INCLUDE_FIELDS = set(_FIELD_NAMES)
 _DATETIME_ALIASES = ("createdAt", "updatedAt", "lastSeenAt", "archivedAt")
 _BY_LOWER = {alias.lower(): alias for alias in _ALIASES}
+# (field names, datetime aliases, the fields pydantic dumps: all but the timestamps), for every field or ``only``'s
+_Fields = tuple[tuple[str, ...], tuple[str, ...], set[str]]
+_ALL: _Fields = (_FIELD_NAMES, _DATETIME_ALIASES, {name for name in _FIELD_NAMES if name not in TIMESTAMP_FIELDS})
 
 
 @lru_cache(maxsize=16)
-def _restricted(only: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The field names and datetime aliases among ``only`` (lowercased keys), for ``to_json_obj(only=...)``."""
+def _restricted(only: frozenset[str]) -> _Fields:
+    """``_ALL`` restricted to ``only`` (lowercased keys), for ``to_json_obj(only=...)``."""
     names = tuple(name for name in _FIELD_NAMES if _ALIAS_OF[name].lower() in only)
-    return names, tuple(alias for alias in _DATETIME_ALIASES if alias.lower() in only)
+    aliases = tuple(alias for alias in _DATETIME_ALIASES if alias.lower() in only)
+    return names, aliases, {name for name in names if name not in TIMESTAMP_FIELDS}
+
+
+def _stamp_json(value: datetime | None) -> str | None:
+    """A timestamp field's JSON form written from its value (``to_json_obj``: pydantic's dump leaves them out)."""
+    return None if value is None else format_timestamp(value)
 
 
 # What a parse gives a field its file does not have (createdAt's load-time default is kept per entry).

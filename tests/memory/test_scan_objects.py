@@ -44,3 +44,32 @@ def test_a_class_with_other_fields_is_refused() -> None:
         slot_setters(Wider, ("sha256", "size", "mtime_ns"))
     with pytest.raises(AssertionError):
         slot_setters(Fingerprint, ("size", "sha256", "mtime_ns"))  # another order
+
+
+def test_a_slotted_class_must_be_given_all_its_own_slots() -> None:
+    """StoredEntry is no dataclass: its own ``__slots__`` are the fields every object built so must be given."""
+    from dreamkeeper.memory.stored import SETTERS
+
+    assert len(SETTERS) == 4
+    with pytest.raises(AssertionError, match="_path"):
+        slot_setters(StoredEntry, ("entry", "name", "fingerprint"))
+
+    class Sub(StoredEntry):
+        __slots__ = ("extra",)
+
+    with pytest.raises(AssertionError, match="extra"):
+        slot_setters(Sub, ("entry", "name", "fingerprint", "_path"))
+
+
+def test_inherited_slots_are_found_along_the_class_chain() -> None:
+    """Entry's slots are pydantic's (``BaseModel``) and its own ``_origin``: each setter is the defining class's."""
+    from pydantic import BaseModel
+
+    extra, origin = slot_setters(Entry, ("__pydantic_extra__", "_origin"))
+    assert extra == BaseModel.__dict__["__pydantic_extra__"].__set__
+    assert origin == Entry.__dict__["_origin"].__set__
+    entry = Entry(id="a1", content="x")
+    extra(entry, {"colour": "red"})
+    assert entry.__pydantic_extra__ == {"colour": "red"}
+    with pytest.raises(AttributeError, match="no_such_slot"):
+        slot_setters(Entry, ("_origin", "no_such_slot"))

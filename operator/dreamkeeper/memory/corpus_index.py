@@ -460,6 +460,7 @@ class CorpusIndex:
         and each unchanged directory's names from the kept listings (listing_cache.py)."""
         from dreamkeeper.memory.listing import Listing
         from dreamkeeper.memory.store import log_malformed
+        from dreamkeeper.memory.stored import SETTERS as STORED_SETTERS
         from dreamkeeper.memory.stored import StoredEntry
 
         if not self._tried:
@@ -473,9 +474,7 @@ class CorpusIndex:
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
         new_object = object.__new__
-        set_entry, set_name, set_fingerprint, set_path = (
-            StoredEntry.__dict__[slot].__set__ for slot in ("entry", "name", "fingerprint", "_path")
-        )
+        set_entry, set_name, set_fingerprint, set_path = STORED_SETTERS
         # Listed first, then stat'ed (every stat still after its directory's listing): one tight loop per file, not
         # a generator resumed per file within it (this loop runs 100k times in a steady cycle).
         names = list(store.iter_file_names(listing if listing is not None else Listing(), self.listings))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry, _Origin, _set
+from dreamkeeper.memory.scan_objects import slot_setters
 
 
 def state(entry: Entry) -> tuple[Any, ...]:
@@ -65,17 +66,10 @@ def restored_fields(
     return entry
 
 
-def _slot_setter(name: str) -> Any:
-    """The ``__set__`` of the slot ``name`` as Entry's class chain defines it (pydantic's own slots, Entry's)."""
-    owner = next(cls for cls in Entry.__mro__ if name in cls.__dict__)
-    return owner.__dict__[name].__set__
-
-
 _new = object.__new__
-_set_extra = _slot_setter("__pydantic_extra__")
-_set_fields_set = _slot_setter("__pydantic_fields_set__")
-_set_private = _slot_setter("__pydantic_private__")
-_set_origin = _slot_setter("_origin")
+_set_extra, _set_fields_set, _set_private, _set_origin = slot_setters(
+    Entry, ("__pydantic_extra__", "__pydantic_fields_set__", "__pydantic_private__", "_origin")
+)
 
 
 __all__ = ["restored", "restored_fields", "state"]

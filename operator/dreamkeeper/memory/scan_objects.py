@@ -13,13 +13,27 @@ from typing import Any, Final
 
 
 def slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
-    """The ``__set__`` of each of a slotted dataclass's fields, which must be exactly ``names`` in order (a field
-    added to the class must be set here too: refused until it is). Through them, a frozen dataclass is built in half
-    the time its ``__init__`` takes (which looks each name up on the class again)."""
-    fields = tuple(field.name for field in dataclasses.fields(cls))
-    if fields != names:
-        raise AssertionError(f"{cls.__name__}'s fields are {fields}, not {names}: the scan sets them one by one")
-    return tuple(cls.__dict__[name].__set__ for name in names)
+    """The ``__set__`` of each slot in ``names``, as ``cls``'s class chain defines it. Through them an object is
+    built in half the time its ``__init__`` takes (which looks each name up on the class again), or without the
+    checks a frozen class's ``__setattr__`` makes. So every object built this way must be given every field: for a
+    dataclass, ``names`` must be exactly its fields in order; for any other class, they must include the slots it
+    declares itself (a field added to the class is refused here until it is set too; pydantic's own slots, which
+    the entry's rebuild sets beside the ``__dict__`` it is given, are inherited: entry_state.py)."""
+    if dataclasses.is_dataclass(cls):
+        fields = tuple(field.name for field in dataclasses.fields(cls))
+        if fields != names:
+            raise AssertionError(f"{cls.__name__}'s fields are {fields}, not {names}: the scan sets them one by one")
+    else:
+        missing = [name for name in cls.__dict__.get("__slots__", ()) if name not in names]
+        if missing:
+            raise AssertionError(f"{cls.__name__}'s slots {missing} are not set: every slot must be")
+    setters = []
+    for name in names:
+        owner = next((c for c in cls.__mro__ if name in c.__dict__), None)
+        if owner is None:
+            raise AttributeError(f"{cls.__name__} has no slot {name!r}")
+        setters.append(owner.__dict__[name].__set__)
+    return tuple(setters)
 
 
 def child_path(parents: dict[str, tuple[Callable[[str], Path], bool]], name: str) -> Path:

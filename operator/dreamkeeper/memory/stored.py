@@ -15,7 +15,7 @@ from dataclasses import FrozenInstanceError
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.scan_objects import child_path
+from dreamkeeper.memory.scan_objects import child_path, slot_setters
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -87,9 +87,9 @@ class StoredEntry:
 
 
 _new = object.__new__
-_set_entry, _set_name, _set_fingerprint, _set_path = (
-    StoredEntry.__dict__[slot].__set__ for slot in ("entry", "name", "fingerprint", "_path")
-)
+# Its slots' setters: how ``__init__`` and ``named`` (and the corpus index's scan loop) fill a new one.
+SETTERS: Final = slot_setters(StoredEntry, ("entry", "name", "fingerprint", "_path"))
+_set_entry, _set_name, _set_fingerprint, _set_path = SETTERS
 
 # The directories' Paths the lazy ``path`` builds from (``child_path``: a tenth of ``Path(name)``'s cost). Bounded:
 # a long-lived process (the operator, a test run) sees many roots; past the bound it starts again.
@@ -109,4 +109,4 @@ def _path_of(name: str) -> Path:
     return child_path(_PARENTS, name)
 
 
-__all__ = ["StoredEntry"]
+__all__ = ["SETTERS", "StoredEntry"]

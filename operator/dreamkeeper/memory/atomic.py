@@ -115,14 +115,14 @@ def _at(stage: str, path: Path) -> None:
 # ---- reading -----------------------------------------------------------------------------------------------------
 
 
-def read_with_fingerprint(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint]:
+def read_with_fingerprint(path: Path | str, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint]:
     """An entry file's bytes and fingerprint. Refuses (UnsafeFileError) a symlink, a special file or one over
     ``limit`` bytes without reading it."""
     data, fingerprint, _ = read_with_stat(path, limit)
     return data, fingerprint
 
 
-def read_with_stat(path: Path, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint, os.stat_result]:
+def read_with_stat(path: Path | str, limit: int = ENTRY_FILE_LIMIT) -> tuple[bytes, Fingerprint, os.stat_result]:
     """``read_with_fingerprint`` with the ``fstat`` taken after the read (the corpus index keeps it)."""
     fd, st = open_regular(path, limit, follow_symlinks=False)
     try:
@@ -140,7 +140,7 @@ def current_fingerprint(path: Path) -> Fingerprint | None:
         return None
 
 
-def fingerprint_or_none(path: Path) -> Fingerprint | None:
+def fingerprint_or_none(path: Path | str) -> Fingerprint | None:
     """What is at ``path`` now; None when it cannot be read as a regular file (it is then not anyone's we expect)."""
     try:
         return read_with_fingerprint(path, limit=sys.maxsize)[1]
@@ -207,9 +207,11 @@ def make_dirs_durably(directory: Path) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Temp:
-    """A temp file of ours: its current name, its inode (what makes it ours) and the fingerprint of its data."""
+    """A temp file of ours: its current name, its inode (what makes it ours) and the fingerprint of its data. The
+    name is a string: every write makes two (the temp, then its armed name), and a ``Path`` for each, parsed and
+    formatted again for each system call, cost a guarded write more than its rename (issue 27)."""
 
-    path: Path
+    path: str
     inode: int
     fingerprint: Fingerprint
 
@@ -227,17 +229,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reseed_temp_names)  # a forked child never counts on from its parent's names
 
 
-def _temp_name(path: Path) -> str:
+def _temp_name(path: Path | str) -> str:
     """A temp file's name beside ``path``: 32 hex digits as a uuid4 gives, from a per-process random prefix and a
     counter (a uuid4 a file asked the kernel for 16 random bytes each time). Unique enough never to meet another
     temp; and a name that does exist is never clobbered: temps are created with O_EXCL."""
-    return f".{path.name}.{_temp_prefix}{next(_temp_serial):016x}{NEW_SUFFIX}"
+    return f".{os.path.basename(path)}.{_temp_prefix}{next(_temp_serial):016x}{NEW_SUFFIX}"
 
 
 def _write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> _Temp:
     """Our data in a new temp file beside ``path``, fsynced. ``old``: ``path``'s lstat just taken by the caller (the
     guarded write's pre-check), whose mode and group the temp gets; otherwise ``path`` is looked at here."""
-    temp = path.parent / _temp_name(path)
+    target = os.fspath(path)
+    temp = os.path.join(os.path.dirname(target), _temp_name(target))  # as ``path.parent / name``
     # A new file gets what the umask leaves of 0666: 0644 by default, group-writable under --shared-group.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
@@ -276,7 +279,7 @@ def _write_temp(path: Path, data: bytes, old: os.stat_result | None = None) -> _
     return _Temp(temp, st.st_ino, fingerprint)
 
 
-def discard_own(temp: Path, inode: int) -> None:
+def discard_own(temp: Path | str, inode: int) -> None:
     """Remove ``temp`` if it is still our own file (its inode): after a swap the name may hold another version."""
     with contextlib.suppress(OSError):
         if os.lstat(temp).st_ino == inode:
@@ -287,8 +290,9 @@ def _arm(temp: _Temp, expected: Fingerprint) -> _Temp:
     """Rename a written temp to the name that records its inode and the version it is to replace, before it is
     swapped. Whenever the process dies, ``sweep`` can then tell what the name holds: our data (its inode), the
     version we meant to replace (its hash: the swap was done), or someone else's version (kept)."""
-    stem = temp.path.name.removesuffix(NEW_SUFFIX).rsplit(".", 1)[0]
-    armed = temp.path.with_name(f"{stem}.{temp.inode}-{expected.sha256[:SHA_IN_NAME]}{SWAP_SUFFIX}")
+    directory, name = os.path.split(temp.path)
+    stem = name.removesuffix(NEW_SUFFIX).rsplit(".", 1)[0]
+    armed = os.path.join(directory, f"{stem}.{temp.inode}-{expected.sha256[:SHA_IN_NAME]}{SWAP_SUFFIX}")
     os.rename(temp.path, armed)
     return _Temp(armed, temp.inode, temp.fingerprint)
 
@@ -401,7 +405,7 @@ class Held:
         self.fingerprint = fingerprint
 
     @classmethod
-    def open(cls, path: Path) -> Held | None:
+    def open(cls, path: Path | str) -> Held | None:
         """The file at ``path``, held; None when it is not a regular file (then it is no one's version we expect)."""
         try:
             fd, st = open_regular(path, sys.maxsize, follow_symlinks=False)
@@ -433,7 +437,7 @@ def _late_write(data: bytes, ours: _Temp, path: Path, device: int) -> None:
     written = _write_temp(path, data)
     # Named as a conflict copy at once: if anything below fails, the agent's version is kept and reported, never
     # taken for a temp of ours.
-    late = _Temp(path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}", written.inode, written.fingerprint)
+    late = _Temp(str(conflict_path(path)), written.inode, written.fingerprint)
     os.rename(written.path, late.path)
     log.warning("the agent wrote %s in place through a descriptor held across our write; putting it back", path)
     if can_exchange(device):
@@ -541,7 +545,7 @@ def _late_without_exchange(late: _Temp, ours: _Temp, path: Path) -> Path | None:
     return None
 
 
-def replaced(displaced: Path) -> None:
+def replaced(displaced: Path | str) -> None:
     """The swap displaced exactly the version the caller read and meant to replace: that version goes."""
     os.unlink(displaced)
 
@@ -575,8 +579,13 @@ def _put_back(temp: _Temp, path: Path, device: int, attempts: int = 16) -> Path 
     return keep_conflict_copy(temp.path, path)
 
 
-def keep_conflict_copy(temp: Path, path: Path) -> Path:
-    copy = path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}"
+def conflict_path(path: Path) -> Path:
+    """``.{name}.{hex}.dk-conflict`` beside ``path``: a displaced version of the agent's, kept."""
+    return path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}"
+
+
+def keep_conflict_copy(temp: Path | str, path: Path) -> Path:
+    copy = conflict_path(path)
     os.rename(temp, copy)
     log.warning("kept a displaced version of %s at %s (the agent wrote it while we did)", path, copy)
     return copy

@@ -51,7 +51,7 @@ def can_exchange(device: int) -> bool:
     return _renameat2 is not None and exchange_enabled and device not in _no_exchange_devices
 
 
-def exchange(a: Path, b: Path, device: int) -> bool:
+def exchange(a: Path | str, b: Path | str, device: int) -> bool:
     """Atomically swap the directory entries ``a`` and ``b``; False when the filesystem cannot (nothing changed).
 
     Raises FileNotFoundError when either is missing, as rename does."""

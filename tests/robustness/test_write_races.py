@@ -129,6 +129,37 @@ def test_purge_keeps_a_restore_landing_after_the_name_is_gone(store: MemoryStore
     assert tree_bytes(memory_root) == {"people/family/a1b2c3d4e5f6.json": written[0]}
 
 
+def test_purge_keeps_a_late_write_beside_a_newer_save_as_a_conflict_copy(store: MemoryStore, memory_root: Path) -> None:
+    """After the name is gone, the agent writes through the descriptor it held *and* saves the entry again by name:
+    the save is the newest version and keeps the name; the late write is kept beside it (``.dk-conflict``), never
+    dropped."""
+    from dreamkeeper.memory.purging import purge_seam
+
+    _, path = _entry(store, memory_root, **ARCHIVED)
+    scanned = store.scan().entries
+    agent = Opened(path)
+    late: list[bytes] = []
+    saved: list[bytes] = []
+
+    def hook(stage: str, target: Path) -> None:
+        if stage == "unlinked":
+            late.append(agent.write(rockbot_entry(**RESTORED)))
+            # RockBot's SaveAsync of the entry it holds in memory: a sibling temp renamed to the (now free) name
+            temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+            temp.write_text(json.dumps(rockbot_entry(**{**RESTORED, "content": "saved again"}), indent=2))
+            os.replace(temp, path)
+            saved.append(path.read_bytes())
+
+    with purge_seam(hook):
+        report = store.purge(timedelta(days=90), HighValueFloor(), entries=scanned)
+    assert report.purged == [] and report.conflicts == 1
+    files = tree_bytes(memory_root)
+    assert files.pop("people/family/a1b2c3d4e5f6.json") == saved[0]
+    (copy, data), *others = files.items()
+    assert others == [] and data == late[0]
+    assert copy.startswith("people/family/.a1b2c3d4e5f6.json.") and copy.endswith(".dk-conflict")
+
+
 def test_purge_puts_back_a_save_renamed_over_the_file_before_the_park(store: MemoryStore, memory_root: Path) -> None:
     from dreamkeeper.memory.purging import purge_seam
 

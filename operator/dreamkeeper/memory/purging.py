@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Final
 
 from dreamkeeper.memory.atomic import (
-    CONFLICT_SUFFIX,
     MUST_NOT_EXIST,
     Fingerprint,
     Held,
+    conflict_path,
     fsync_directory,
     replace_file,
     unlink_durably,
@@ -111,7 +111,7 @@ def _put_back_late(path: Path, data: bytes) -> str:
         replace_file(path, data, MUST_NOT_EXIST)
         return ""
     except ConflictError:
-        copy = path.parent / f".{path.name}.{uuid.uuid4().hex}{CONFLICT_SUFFIX}"
+        copy = conflict_path(path)
         replace_file(copy, data, MUST_NOT_EXIST)
         return f"; the entry was written again meanwhile, so this version is kept at {copy}"
 

@@ -130,9 +130,10 @@ def test_purge_keeps_a_restore_landing_after_the_name_is_gone(store: MemoryStore
 
 
 def test_purge_keeps_a_late_write_beside_a_newer_save_as_a_conflict_copy(store: MemoryStore, memory_root: Path) -> None:
-    """After the name is gone, the agent writes through the descriptor it held *and* saves the entry again by name:
-    the save is the newest version and keeps the name; the late write is kept beside it (``.dk-conflict``), never
-    dropped."""
+    """After the name is gone, the agent writes through the descriptor it held *and* saves the entry again by name
+    (RockBot's ``FileMemoryStore.SaveAsync`` is ``File.WriteAllTextAsync(filePath, ...)``, MarimerLLC/rockbot
+    @029f5eea: on a free name it creates a new file): the save is the newest version and keeps the name; the late
+    write is kept beside it (``.dk-conflict``), never dropped."""
     from dreamkeeper.memory.purging import purge_seam
 
     _, path = _entry(store, memory_root, **ARCHIVED)
@@ -144,11 +145,7 @@ def test_purge_keeps_a_late_write_beside_a_newer_save_as_a_conflict_copy(store: 
     def hook(stage: str, target: Path) -> None:
         if stage == "unlinked":
             late.append(agent.write(rockbot_entry(**RESTORED)))
-            # RockBot's SaveAsync of the entry it holds in memory: a sibling temp renamed to the (now free) name
-            temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-            temp.write_text(json.dumps(rockbot_entry(**{**RESTORED, "content": "saved again"}), indent=2))
-            os.replace(temp, path)
-            saved.append(path.read_bytes())
+            saved.append(Opened(path).write(rockbot_entry(**{**RESTORED, "content": "saved again"})))
 
     with purge_seam(hook):
         report = store.purge(timedelta(days=90), HighValueFloor(), entries=scanned)

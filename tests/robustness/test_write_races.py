@@ -1,9 +1,18 @@
 """The write path against the agent's real write patterns (issue 22, finding 4), each race injected at its exact
 instant, deterministically (no sleeps).
 
-RockBot archives and restores in place: .NET's ``File.WriteAllText`` opens the file, takes its lock, *then*
-truncates and writes (``agent_opens`` / ``Opened.write``); it saves through a temp renamed over the file
-(``agent_save``). A descriptor opened before one of our renames still reaches the file we moved or unlinked.
+RockBot writes both ways, depending on the commit (MarimerLLC/rockbot, ``src/RockBot.Host``):
+
+* in place: .NET's ``File.WriteAllText(Async)`` opens the file, takes its lock, *then* truncates and writes
+  (``Opened.write``). ``FileMemoryStore.SaveAsync`` saves this way at 029f5eea and f55714c4 (read in sessions 30
+  and 31); ``ArchiveAsync`` archives and restores this way in later commits too (tests/agents/caching_agent.py);
+* through a sibling temp renamed over the file (``agent_save``): ``AtomicFile.WriteAllTextAsync`` at 787d206c
+  (read in session 31: ``.{name}.{guid:N}.tmp``, the target's mode copied, ``File.Move`` with overwrite, no fsync),
+  written for the store's own files, which the caching agent's ``atomic`` mode takes as current RockBot's
+  ``SaveAsync``.
+
+Both stay tested: a deployment may run either. A descriptor opened before one of our renames still reaches the file
+we moved or unlinked.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ class Opened:
 
 
 def agent_save(path: Path, **changes: Any) -> bytes:
-    """RockBot's SaveAsync: a sibling temp renamed over the file."""
+    """RockBot's save through ``AtomicFile.WriteAllTextAsync`` (787d206c): a sibling temp renamed over the file."""
     obj = json.loads(path.read_text(encoding="utf-8"))
     obj.update(changes)
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"

@@ -2,11 +2,13 @@
 memory/entry_dues.py) has come gives the very plan ``plan_decay`` gives over every entry, cycle after cycle, on
 random corpora, settings and clocks, with the agent reinforcing entries between cycles and the index saved and
 loaded again each time (a new process); dues are kept only under their key and only for the parse a record holds;
-RockBot's own mode (``min_step`` 0) keeps none. And through real cycles: an agent whose cycles use the index
-writes exactly what the same agent without an index writes."""
+in RockBot's own mode (``min_step`` 0) too, where they leave out the entries inside their grace period and those at
+the decay floor. And through real cycles, in both modes: an agent whose cycles use the index writes exactly what the
+same agent without an index writes."""
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -54,12 +56,14 @@ def _scan(agent: Path) -> tuple[MemoryStore, list[StoredEntry]]:
     return store, store.scan().live
 
 
-def _settings(rng: random.Random) -> tuple[DecaySettings, HighValueFloor]:
+def _settings(rng: random.Random, rockbot: bool = False) -> tuple[DecaySettings, HighValueFloor]:
+    """Random settings; ``rockbot``: RockBot's mode (``min_step`` 0), with a grace period (else every entry above the
+    floor is due every cycle, and nothing is left out to check)."""
     settings = DecaySettings(
-        grace_days=rng.choice([0.0, 7.0, 30.0]),
+        grace_days=rng.choice([7.0, 30.0] if rockbot else [0.0, 7.0, 30.0]),
         half_life_days=rng.choice([1.0, 14.0, 45.0, 90.0]),
         floor=rng.choice([0.0, 0.1, 0.3]),
-        min_step=rng.choice([0.001, 0.01, 0.05, 0.2]),
+        min_step=0.0 if rockbot else rng.choice([0.001, 0.01, 0.05, 0.2]),
     )
     return settings, HighValueFloor(importance=rng.choice([0.6, 0.8, 0.95]), reinforcement=rng.choice([3, 5, 8]))
 
@@ -68,16 +72,20 @@ def _as_compared(plan: Any) -> tuple[list[tuple[str, Entry]], frozenset[str]]:
     return [(action.target.id, action.updated) for action in plan.actions], plan.left_floor
 
 
+@pytest.mark.parametrize("rockbot", [False, True], ids=["frugal", "rockbot"])
 @pytest.mark.parametrize("seed", range(16))
 def test_the_plan_over_the_due_entries_is_the_plan_over_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, rockbot: bool
 ) -> None:
     rng = random.Random(seed)
-    settings, floor = _settings(rng)
+    settings, floor = _settings(rng, rockbot)
     agent = tmp_path / "agent"
     store = MemoryStore(agent / "memory")
     for i in range(80):
-        store.create(_random_entry(rng, i, NOW))
+        entry = _random_entry(rng, i, NOW)
+        if rockbot and i % 5 == 0:  # seen just now: inside its grace period for the next cycles (else, in this mode,
+            entry = entry.evolve(last_seen_at=NOW)  # the few an agent reinforces may be all there are)
+        store.create(entry)
     asked: list[int] = []
     real_plan = decay_dues.plan_decay
     monkeypatch.setattr(decay_dues, "plan_decay", lambda live, *a: asked.append(len(live)) or real_plan(live, *a))
@@ -154,17 +162,43 @@ def test_an_entry_that_never_decays_is_never_due(tmp_path: Path) -> None:
     assert store.corpus_index.pending(live, key, NEVER - 1) == ([], [], NEVER)
 
 
-def test_rockbots_own_mode_keeps_no_dues(tmp_path: Path) -> None:
-    _, store, live = _scanned_agent(tmp_path, 20)
-    settings, floor = DecaySettings(min_step=0.0), HighValueFloor()
-    assert due_key(settings, floor) is None
-    assert due_key(DecaySettings(enabled=False, min_step=0.01), floor) is None
-    plan, until = plan_decay_due(live, settings, floor, NOW, store.corpus_index)
+def test_rockbots_own_mode_leaves_out_the_entries_in_their_grace_period(tmp_path: Path) -> None:
+    """``min_step`` 0: every entry past its grace period is asked every cycle; one inside it, or at the decay floor,
+    is not asked again until its grace ends (it plans nothing before: ``plan_decay`` decides the same)."""
+    agent = tmp_path / "agent"
+    store = MemoryStore(agent / "memory")
+    for i in range(30):
+        entry = _random_entry(random.Random(i), i, NOW)
+        if i % 3 == 0:  # seen yesterday: inside a 30-day grace period
+            entry = entry.evolve(last_seen_at=NOW - timedelta(days=1), importance_score=0.7)
+        elif i % 3 == 1:  # past it, above the floor: drops every cycle
+            entry = entry.evolve(last_seen_at=NOW - timedelta(days=60), importance_score=0.7)
+        else:  # at the decay floor: never drops
+            entry = entry.evolve(last_seen_at=NOW - timedelta(days=60), importance_score=0.1)
+        store.create(entry)
+    store, live = _scan(agent)
+    settings, floor = DecaySettings(min_step=0.0, grace_days=30.0, floor=0.1), HighValueFloor()
+    key = due_key(settings, floor)
+    assert key is not None and key != due_key(DecaySettings(min_step=0.01, grace_days=30.0, floor=0.1), floor)
+    plan, _ = plan_decay_due(live, settings, floor, NOW, store.corpus_index)
     assert _as_compared(plan) == _as_compared(plan_decay(live, settings, floor, NOW))
-    assert until() == NOW
-    frugal = due_key(DecaySettings(min_step=0.01), floor)
-    assert frugal is not None and store.corpus_index is not None
-    assert store.corpus_index.pending(live, frugal, 0)[1] == live  # nothing was kept
+    assert sorted(action.target.id for action in plan.actions) == [f"e{i:03d}" for i in range(1, 30, 3)]
+    assert store.corpus_index is not None
+    store.corpus_index.save()
+
+    store, again = _scan(agent)  # a new process, an hour on: nothing was written, the dues were kept
+    assert store.corpus_index is not None
+    at = NOW + timedelta(hours=1)
+    look, unknown, soonest = store.corpus_index.pending(again, key, math.floor(at.timestamp()))
+    # Asked again: those past their grace period (planned for a write, so no due was kept for them); the others were
+    # left out, the soonest due being the grace period that ends first.
+    past_grace = [f"e{i:03d}" for i in range(1, 30, 3)]
+    assert sorted(s.id for s in look) == sorted(s.id for s in unknown) == past_grace
+    grace_ends = NOW - timedelta(days=1) + timedelta(days=30)
+    assert soonest == math.floor(grace_ends.timestamp()) - 1  # the first grace period's end, a second early
+    planned, _ = plan_decay_due(again, settings, floor, at, store.corpus_index)
+    assert _as_compared(planned) == _as_compared(plan_decay(again, settings, floor, at))
+    assert due_key(DecaySettings(enabled=False, min_step=0.0), floor) is None
     # Any setting the dues depend on is in the key.
     keys = {
         due_key(DecaySettings(min_step=0.01), floor),
@@ -174,8 +208,9 @@ def test_rockbots_own_mode_keeps_no_dues(tmp_path: Path) -> None:
         due_key(DecaySettings(min_step=0.01, floor=0.2), floor),
         due_key(DecaySettings(min_step=0.01), HighValueFloor(importance=0.7)),
         due_key(DecaySettings(min_step=0.01), HighValueFloor(reinforcement=9)),
+        due_key(DecaySettings(min_step=0.0), floor),
     }
-    assert len(keys) == 7
+    assert len(keys) == 8
 
 
 def _decay_state(agent: Path) -> dict[str, tuple[float, datetime | None]]:
@@ -183,14 +218,15 @@ def _decay_state(agent: Path) -> dict[str, tuple[float, datetime | None]]:
     return {s.id: (s.entry.importance_score, s.entry.updated_at) for s in store.scan().entries}
 
 
+@pytest.mark.parametrize("min_step", [0.01, 0.0], ids=["frugal", "rockbot"])
 def test_real_cycles_with_the_index_write_what_cycles_without_it_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_step: float
 ) -> None:
     """Two copies of one agent, cycles a day, a week, a month apart: the copy whose cycles keep the corpus index (and
     its dues) and the copy whose cycles read every file decay the same entries to the same values."""
     from bench.sim.world import write_synthetic_corpus
 
-    settings = CycleSettings(archive_cap=1.0, decay=DecaySettings(min_step=0.01))
+    settings = CycleSettings(archive_cap=1.0, decay=DecaySettings(min_step=min_step))
     kept, cold = tmp_path / "kept", tmp_path / "cold"
     write_synthetic_corpus(kept / "memory", 300, 7)
     start = datetime.now(UTC)

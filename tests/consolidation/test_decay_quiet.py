@@ -1,7 +1,7 @@
 """decay.quiet_until: before it, ``plan_decay`` over the same entries plans no write (the quiet memo skips the pass
 until then), and it is not much earlier than the first write (else the memo would save nothing). Checked against
-``plan_decay`` itself on random corpora and settings: the frugal mode (``min_step`` > 0), the decay floor, the
-high-value floor and its reinforcement clause, entries inside and past their grace period."""
+``plan_decay`` itself on random corpora and settings: the frugal mode (``min_step`` > 0) and RockBot's (0), the decay
+floor, the high-value floor and its reinforcement clause, entries inside and past their grace period."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dreamkeeper.consolidation.decay import plan_decay, quiet_until
+from dreamkeeper.consolidation.decay import float32, plan_decay, quiet_until
 from dreamkeeper.consolidation.settings import DecaySettings
 from dreamkeeper.memory import Entry, HighValueFloor, StoredEntry
 from tests.parity.test_parity_gating import stored
@@ -86,6 +86,44 @@ def test_every_drop_is_a_write_without_min_step() -> None:
     live = corpus(random.Random(1), 40)  # some entries past their grace period: a drop every moment
     settings = DecaySettings(min_step=0.0)
     assert quiet_until(live, settings, HighValueFloor(), NOW) == NOW
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_rockbots_mode_is_quiet_only_while_every_entry_is_in_its_grace_period(seed: int) -> None:
+    """``min_step`` 0: every drop is a write, so the quiet time is the first grace period's end (or an updatedAt
+    after it): never later than a write (checked against ``plan_decay`` itself), and ``now`` once an entry above the
+    decay floor is past its grace period."""
+    rng = random.Random(seed)
+    grace = rng.choice([1.0, 7.0, 30.0])
+    settings = DecaySettings(
+        grace_days=grace,
+        half_life_days=rng.choice([1.0, 14.0, 45.0]),
+        floor=rng.choice([0.0, 0.1, 0.3]),
+        min_step=0.0,
+    )
+    floor = HighValueFloor()
+    live = corpus(rng, 30)
+    # Seen lately: within the grace period, or (some seeds) one entry just past it.
+    live = [stored(s.entry.evolve(last_seen_at=NOW - timedelta(days=rng.uniform(0, grace * 0.9)))) for s in live]
+    if seed % 3 == 0:
+        live[0] = stored(live[0].entry.evolve(last_seen_at=NOW - timedelta(days=grace + 0.01), importance_score=0.9))
+    live = settled(live, settings, floor)
+    until = quiet_until(live, settings, floor, NOW)
+    if seed % 3 == 0:
+        assert until == NOW  # an entry past its grace period drops at every moment
+        assert decays(live, settings, floor, NOW + timedelta(hours=1)) >= 1
+        return
+    assert until is not None and until > NOW
+    for fraction in (0.0, 0.5, 0.999):
+        assert decays(live, settings, floor, NOW + (until - NOW) * fraction) == 0, fraction
+    assert decays(live, settings, floor, until - timedelta(microseconds=1)) == 0
+    # Not later than the first grace period to end among the entries above the decay floor (the others never drop):
+    # a day after it, that entry has dropped.
+    above = [s for s in live if float32(s.entry.importance_score) > float32(settings.floor)]
+    assert above
+    first = min(max(s.entry.last_seen_at + timedelta(days=grace), s.entry.updated_at) for s in above)  # type: ignore[operator]
+    assert until <= first
+    assert decays(live, settings, floor, first + timedelta(days=1)) >= 1
 
 
 def test_off_or_nothing_to_decay_is_never() -> None:

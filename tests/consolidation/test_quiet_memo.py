@@ -117,7 +117,15 @@ def test_a_quiet_corpus_skips_the_walks_and_reports_the_same(agent: Path, monkey
     assert walks.gated == 0  # every entry reviewed, no cluster due: not asked again
     assert quiet_one.report.result == "completed"
     assert counts(quiet_one) == counts(walked)
-    assert json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"].keys() == {FOLD, REPAIR, GATING}
+    found = json.loads(memo_path(agent).read_bytes().split(b"\n", 2)[2])["found"]
+    # Decay's too, in RockBot's mode (``min_step`` 0): no live entry is past its 30-day grace period yet, so none can
+    # drop before the first grace period ends, and that is when the answer runs out.
+    assert found.keys() == {FOLD, REPAIR, GATING, DECAY}
+    live = [s.entry for s in MemoryStore(agent / "memory").scan().live]
+    first_end = min(e.seen_at for e in live) + timedelta(days=DecaySettings().grace_days)
+    until = datetime.fromisoformat(found[DECAY]["until"])
+    assert first_end - timedelta(seconds=2) <= until <= first_end
+    assert until > BASE_TIME + timedelta(hours=3)
 
 
 # Quiet: nothing written between cycles. Decaying: one entry long past its grace period, rewritten by every cycle's

@@ -408,7 +408,7 @@ class Cycle(ProposalStages):
         if quiet is not None and quiet.unchanged(DECAY, files, self.now):
             return Decayed(folded.live)  # the last cycle over this very corpus showed no write due before now
         live, settings = scoped(folded.live, self.settings.scope), self.settings
-        # Only the entries whose due the corpus index says has come, in the frugal mode (decay_dues.py).
+        # Only the entries whose due the corpus index says has come (decay_dues.py).
         plan, quiet_until = plan_decay_due(live, settings.decay, settings.floor, self.now, self.store.corpus_index)
         if not plan.actions:
             if quiet is not None and (until := quiet_until()) != self.now:

@@ -140,8 +140,9 @@ def plan_decay(live: Sequence[StoredEntry], settings: DecaySettings, floor: High
 
 
 class _Due:
-    """When ``plan_decay`` could first plan a write of an entry (the frugal mode): the earliest time at which it,
-    decaying from its own anchor, could fall by ``min_step``, reach the decay floor or leave the high-value floor;
+    """When ``plan_decay`` could first plan a write of an entry: the earliest time at which it, decaying from its own
+    anchor, could fall by ``min_step`` (with ``min_step`` 0, any drop: its grace period's end, or its updatedAt if
+    later), reach the decay floor or leave the high-value floor;
     made earlier than the exact arithmetic says by a thousandth of the wait and a minute (float32 rounding moves a
     crossing by about a second per 45-day half-life). A function of the entry and the settings alone, not of the
     clock: ``quiet_until`` takes the least over a corpus, the corpus index keeps it per entry (``plan_decay_due``).
@@ -187,12 +188,10 @@ def quiet_until(
     live: Sequence[StoredEntry], settings: DecaySettings, floor: HighValueFloor, now: datetime
 ) -> datetime | None:
     """A time before which ``plan_decay`` over this very ``live`` plans no write (quiet.py keeps it): the least of
-    its entries' earliest writes (``_Due``). ``now`` itself when an entry may be written at once (always with
-    ``min_step`` 0: every drop is a write); None when no entry can decay."""
+    its entries' earliest writes (``_Due``). ``now`` itself when an entry may be written at once (with ``min_step``
+    0, any entry past its grace period and above the decay floor); None when no entry can decay."""
     if not settings.active:
         return None
-    if settings.min_step <= 0:
-        return now
     try:
         due = _Due(settings, floor)
     except OverflowError:

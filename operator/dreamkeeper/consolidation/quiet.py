@@ -30,9 +30,9 @@ Why it can never hide work (a cache: deleting or damaging the file costs one wal
   write-back index, writeback/ingest.py), the reversals log; and its clock: the answer holds until the oldest journal
   the index holds leaves the retention window (the index changes then). Gating's holds for the clusters of one
   cluster-cache key, and until the first settled cluster is due to be offered again; it is kept only when every
-  entry is reviewed and none is held in a back-off (their time is not kept). Decay's (the frugal mode only: with
-  ``min_step`` 0 every drop is a write) holds until the first entry could fall by ``min_step``, reach the decay
-  floor or leave the high-value floor (``decay.quiet_until``, made a little early).
+  entry is reviewed and none is held in a back-off (their time is not kept). Decay's holds until the first entry
+  could fall by ``min_step``, reach the decay floor or leave the high-value floor (``decay.quiet_until``, made a
+  little early; with ``min_step`` 0 every drop is a write: it holds only while no entry is past its grace period).
 * Never written by a dry run. Recorded by a stage only when it found nothing at all (no step, no edited record, no
   note, the write-back index unchanged).
 * Checked whole (a magic line, the sha256 of the payload, JSON validated): anything else is discarded, logged.

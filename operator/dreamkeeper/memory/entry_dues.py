@@ -1,11 +1,13 @@
 """A time kept in each corpus-index record before which a stage has nothing to do about that record's entry, so that
 the stage looks only at the entries due (issue 27).
 
-Importance decay in the frugal mode (consolidation/decay.py, ``min_step`` > 0) asked every live entry, every cycle,
-whether it had fallen far enough to be written: about 0.3 CPU s of a 100,000-entry cycle (bench/results/
-scale-steady-s27-100k-frugal-hourly.md), for the five to nine entries an hourly cycle writes. The earliest time an
-entry can be written is a function of the entry and the settings alone (``decay.entry_due``), so it is kept with the
-record of the file the entry was parsed from, and the next cycle looks only at the entries whose time has come.
+Importance decay (consolidation/decay.py) asked every live entry, every cycle, whether it had fallen far enough to be
+written: about 0.3 CPU s of a 100,000-entry cycle in the frugal mode (bench/results/
+scale-steady-s27-100k-frugal-hourly.md), for the five to nine entries an hourly cycle writes; in RockBot's mode
+(``min_step`` 0) every entry still inside its grace period, or at the decay floor, was asked for nothing. The
+earliest time an entry can be written is a function of the entry and the settings alone (``decay._Due``), so it is
+kept with the record of the file the entry was parsed from, and the next cycle looks only at the entries whose time
+has come.
 
 What is kept and why it cannot hide work (a cache: an index without dues, or with another key's, costs one walk):
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar, Final, overload
+from typing import ClassVar, Final, Protocol, overload
 
 from dreamkeeper.consolidation.journal import JOURNAL_DIR, ExecutionTally, Journal, JournalHeader, Step, journal_path
 from dreamkeeper.consolidation.journal_steps import decay_step
@@ -79,24 +79,40 @@ class DecaySteps(Sequence[Step]):
             yield step
 
 
+class StreamedSteps(Protocol):
+    """Steps a journal is streamed from, a sequence of them whose ``written`` yields them in order for the file
+    (``DecaySteps`` here, and ``plan_steps.PlanSteps``)."""
+
+    def __len__(self) -> int: ...
+
+    def written(self) -> Iterator[Step]: ...
+
+
 def write_decay_journal(
     agent_dir: Path, cycle_id: str, actions: Sequence[DecayAction], store: MemoryStore, now: datetime
 ) -> Journal:
     """Journal ``actions`` (fsynced, created exclusively, its directory fsynced) and return the journal, whose
     steps are a ``DecaySteps``."""
+    return write_streamed_journal(agent_dir, cycle_id, DecaySteps(store, actions), store, now)
+
+
+def write_streamed_journal(
+    agent_dir: Path, cycle_id: str, steps: StreamedSteps, store: MemoryStore, now: datetime
+) -> Journal:
+    """Journal ``steps`` as ``Journal.create`` would, the same bytes, without ever holding all of them or their
+    JSON (fsynced, created exclusively, its directory fsynced); the journal's steps are ``steps`` itself."""
     ensure_state_dir(agent_dir, JOURNAL_DIR)
     path = journal_path(agent_dir, cycle_id)
     directory = path.parent
     for leftover in directory.glob(f".*{PARTIAL}"):  # a cycle killed while writing one (we hold the cycle lock)
         with contextlib.suppress(OSError):
             leftover.unlink()
-            log.info("removed %s: a decay journal a killed cycle left half-written (never a journal)", leftover)
+            log.info("removed %s: a journal a killed cycle left half-written (never a journal)", leftover)
     empty = JournalHeader(
         cycle_id=cycle_id, created_at=format_timestamp(now), memory_root=str(store.root), path_base="memory-root"
     )
     head = JournalHeader.__pydantic_serializer__.to_json(empty)
     assert head.endswith(b"[]}"), head  # the steps are the header's last field
-    steps = DecaySteps(store, actions)
     temp = directory / f".{path.name}.{os.getpid()}{PARTIAL}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:

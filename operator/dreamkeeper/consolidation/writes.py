@@ -34,8 +34,9 @@ from dreamkeeper.consolidation.journal import (
     incomplete_journals,
     write_journal_steps,
 )
-from dreamkeeper.consolidation.journal_steps import write_journal, written_by
+from dreamkeeper.consolidation.journal_steps import written_by
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
+from dreamkeeper.consolidation.plan_steps import write_plan_journal
 from dreamkeeper.consolidation.purge_policy import purge_stage
 from dreamkeeper.consolidation.quarantine import screened
 from dreamkeeper.consolidation.quiet import REPAIR, QuietMemo, repair_state
@@ -495,8 +496,8 @@ class Writes:
         journal_id, agent_dir = self.context.cycle_id + suffix, self.context.agent_dir
         if suffix == DECAY_JOURNAL_SUFFIX:  # streamed, its steps never all held (decay_journal.py)
             journal = write_decay_journal(agent_dir, journal_id, plan.decays, self.store, self.context.now)
-        else:
-            journal = write_journal(agent_dir, journal_id, plan, self.store, self.context.now)
+        else:  # a large plan's streamed too, its steps built when needed (plan_steps.py)
+            journal = write_plan_journal(agent_dir, journal_id, plan, self.store, self.context.now)
         self._journals[journal.header.cycle_id] = journal
         # A decay's target first: the file as it is, until the plan's own view of it (decayed, same fingerprint).
         snapshot = {d.target.name: d.target for d in plan.decays}

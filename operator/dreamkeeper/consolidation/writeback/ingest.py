@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dreamkeeper.consolidation.baseline import Counters, baseline_of
 from dreamkeeper.consolidation.journal import (
@@ -132,31 +132,42 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
     journal_id = header.cycle_id
     if journal_id in index.journals or journal_id in index.undone or journal.undone:
         return
-    if all(step.op == "decay" for step in header.steps) and journal_id.endswith(DECAY_JOURNAL_SUFFIX):
+    if journal_id.endswith(DECAY_JOURNAL_SUFFIX) and all(step.op == "decay" for step in header.steps):
         # Decay's journal: a decay step changes the importance and updatedAt alone, which no stale copy is judged by,
         # so nothing of it is folded in. Recording its id only made every steady cycle (whose one journal is its
         # decay's) load and rewrite the whole index (writes.py ``_update_index``); ``catch_up`` skips it by name.
         return
     index.journals[journal_id] = header.created_at
     index.changed = True
-    heads = {s.group: journal.outcomes.get(n) for n, s in enumerate(header.steps) if s.op in ("create", "update")}
-    for number, step in enumerate(header.steps):
+    # A large plan's steps are built when looked at (plan_steps.py): their ops and groups are known without that, so a
+    # step is looked at only when its op and outcome say it is folded in (a create or a decay never is).
+    steps = header.steps
+    ops_groups = getattr(steps, "ops_groups", None)
+    pairs = ops_groups() if ops_groups is not None else [(s.op, s.group) for s in steps]
+    heads = {group: journal.outcomes.get(n) for n, (op, group) in enumerate(pairs) if op in ("create", "update")}
+    for number, (op, group) in enumerate(pairs):
+        if op not in _FOLDED_IN:
+            continue
         outcome = journal.outcomes.get(number)
-        if outcome == "conflict" and step.op == "archive" and step.kind in ("merged", "folded"):
+        if outcome == "conflict" and op == "archive":
             # The agent wrote a source after the snapshot, so it was not archived; its successor was written with
             # it all the same (content and counts). Watched as if archived: the next cycle archives it, carrying
             # what the agent changed, instead of counting it in two places (or merging it again).
-            if heads.get(step.group) == "done":
+            if heads.get(group) == "done" and (step := steps[number]).kind in ("merged", "folded"):
                 _archived(index, journal, step)
             continue
         if outcome != "done":
             continue
-        if step.op == "stamp":
+        step = steps[number]
+        if op == "stamp":
             _stamped(index, journal_id, step)
-        elif step.op == "update":
+        elif op == "update":
             _updated(index, journal_id, step)
-        elif step.op == "archive":
+        else:
             _archived(index, journal, step)
+
+
+_FOLDED_IN: Final = frozenset({"stamp", "update", "archive"})
 
 
 def _stamped(index: WriteBackIndex, journal_id: str, step: Step) -> None:

@@ -85,6 +85,14 @@ def test_a_streamed_plan_journal_is_the_journal_write_journal_writes(
     assert isinstance(steps, PlanSteps) and steps.ops_groups() == [(s.op, s.group) for s in expected]
     assert any(s.before is not None for s in expected if s.op == "stamp")  # decays carried by stamps among them
     assert streamed.as_folded() is streamed  # a plan's journal is folded in whole
+    # What the write-back fold reads: a stamp or an archive without the decay it carries, anything else whole.
+    for i, step in enumerate(expected):
+        view = steps.for_fold(i)
+        if step.op in ("stamp", "archive"):
+            assert view.before is None and view.after is None
+            assert view.model_copy(update={"before": step.before, "after": step.after}) == step
+        else:
+            assert view == step
     with pytest.raises(IndexError):
         steps[len(steps)]
 

@@ -144,6 +144,7 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
     steps = header.steps
     ops_groups = getattr(steps, "ops_groups", None)
     pairs = ops_groups() if ops_groups is not None else [(s.op, s.group) for s in steps]
+    view = getattr(steps, "for_fold", steps.__getitem__)  # what this fold reads of a step, no more
     heads = {group: journal.outcomes.get(n) for n, (op, group) in enumerate(pairs) if op in ("create", "update")}
     for number, (op, group) in enumerate(pairs):
         if op not in _FOLDED_IN:
@@ -153,12 +154,12 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
             # The agent wrote a source after the snapshot, so it was not archived; its successor was written with
             # it all the same (content and counts). Watched as if archived: the next cycle archives it, carrying
             # what the agent changed, instead of counting it in two places (or merging it again).
-            if heads.get(group) == "done" and (step := steps[number]).kind in ("merged", "folded"):
+            if heads.get(group) == "done" and (step := view(number)).kind in ("merged", "folded"):
                 _archived(index, journal, step)
             continue
         if outcome != "done":
             continue
-        step = steps[number]
+        step = view(number)
         if op == "stamp":
             _stamped(index, journal_id, step)
         elif op == "update":

@@ -95,6 +95,9 @@ def test_a_streamed_plan_journal_is_the_journal_write_journal_writes(
             assert view == step
     with pytest.raises(IndexError):
         steps[len(steps)]
+    with pytest.raises(IndexError):
+        steps[-len(steps) - 1]
+    assert steps[-len(steps)] == expected[0]
 
 
 def test_a_short_plan_keeps_its_steps_and_a_long_one_holds_at_most_a_window_of_them(

@@ -114,10 +114,10 @@ ALLOWED_DELETIONS = Counter(
         ("memory/atomic.py", "unlink_durably", "os.unlink"): 1,  # the primitive purge uses
         ("memory/store.py", "MemoryStore.sweep", "os.rename"): 1,  # a purge-parked entry kept as a conflict copy
         ("consolidation/journal.py", "set_aside", "os.rename"): 1,  # an unreadable journal of ours, moved aside
-        # The streamed decay journal's own .partial file (in the state directory, never a *.jsonl), after it is
-        # linked into place or a write failed, and one a killed cycle left (the cycle lock is held).
-        ("consolidation/decay_journal.py", "write_decay_journal", "temp.unlink"): 2,
-        ("consolidation/decay_journal.py", "write_decay_journal", "leftover.unlink"): 1,
+        # A streamed journal's own .partial file (the decay journal's, a large plan's: in the state directory, never a
+        # *.jsonl), after it is linked into place or a write failed, and one a killed cycle left (under the cycle lock).
+        ("consolidation/decay_journal.py", "write_streamed_journal", "temp.unlink"): 2,
+        ("consolidation/decay_journal.py", "write_streamed_journal", "leftover.unlink"): 1,
         ("memory/lock.py", "CycleLock.release", "self.info_path.unlink"): 1,  # the lock holder file
         ("memory/purging.py", "purge_file", "os.rename"): 1,  # park the entry before verifying it
         ("memory/purging.py", "purge_file", "unlink_durably"): 1,  # THE purge: the entry file

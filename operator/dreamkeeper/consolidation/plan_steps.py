@@ -25,7 +25,8 @@ from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import MemoryStore
 
 # A journal this short keeps its steps (~35 MB at most): a 10,000-entry cold start (~11,000 steps) is unchanged,
-# and only a plan large enough to matter to the peak pays for building its steps again (~30 µs each).
+# and only a plan large enough to matter to the peak pays for building its steps twice more (for the executor, and
+# lighter for the fold): +10% of such a cycle's instructions (bench/results/micro-s32.md).
 KEEP_MAX: Final = 16_384
 # The executor's look-back: a window is at most STAMP_BATCH (512) steps plus the rest of its last group.
 _RECENT: Final = 4_096
@@ -55,6 +56,8 @@ class PlanSteps(Sequence[Step]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
+            if index < 0:
+                raise IndexError("step index out of range")
         recent = self._recent
         step = recent.get(index)
         if step is None:
@@ -76,7 +79,7 @@ class PlanSteps(Sequence[Step]):
     def for_fold(self, index: int) -> Step:
         """The step as the write-back fold reads it (writeback/ingest.py): a stamp or an archive without the decay it
         carries (the fold reads neither its ``before`` nor its ``after``), which is about half of building one; any
-        other step whole. Built again at the cycle's end, a cold start's ~100,000 steps cost that fold ~4 CPU s."""
+        other step whole. It took a fifth off the streamed path's extra cost (bench/results/micro-s32.md)."""
         kind, group, what, carried = recipe = self.recipes[index]
         if carried is not None and kind in ("stamp", "archive"):
             return build_step(self.store, (kind, group, what, None))

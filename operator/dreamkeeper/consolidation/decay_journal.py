@@ -37,18 +37,9 @@ _CHUNK: Final = 1 << 20
 _KEEP_MAX: Final = 8192
 
 
-class DecaySteps(Sequence[Step]):
-    """A decay journal's steps, built from its actions when asked for (each built the same way, so the same)."""
-
-    all_decays: ClassVar[bool] = True  # Journal.as_folded need not build them to know
-
-    def __init__(self, store: MemoryStore, actions: Sequence[DecayAction]) -> None:
-        self.store = store
-        self.actions = actions
-        self._kept: dict[int, Step] = {}  # steps the journal was written from, until asked for (``_KEEP_MAX``)
-
-    def __len__(self) -> int:
-        return len(self.actions)
+class BuiltSteps(Sequence[Step]):
+    """A journal's steps built when asked for (``DecaySteps`` here, ``plan_steps.PlanSteps``): a sequence like a
+    list, whose ``_step`` gives the step at a non-negative index."""
 
     @overload
     def __getitem__(self, index: int) -> Step: ...
@@ -61,12 +52,34 @@ class DecaySteps(Sequence[Step]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        kept = self._kept.pop(index, None)
-        return kept if kept is not None else decay_step(self.store, self.actions[index], index + 1)
+            if index < 0:
+                raise IndexError("step index out of range")
+        return self._step(index)  # IndexError past the end, as a list
 
     def __iter__(self) -> Iterator[Step]:
         for index in range(len(self)):
             yield self[index]
+
+    def _step(self, index: int) -> Step:
+        raise NotImplementedError
+
+
+class DecaySteps(BuiltSteps):
+    """A decay journal's steps, built from its actions when asked for (each built the same way, so the same)."""
+
+    all_decays: ClassVar[bool] = True  # Journal.as_folded need not build them to know
+
+    def __init__(self, store: MemoryStore, actions: Sequence[DecayAction]) -> None:
+        self.store = store
+        self.actions = actions
+        self._kept: dict[int, Step] = {}  # steps the journal was written from, until asked for (``_KEEP_MAX``)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def _step(self, index: int) -> Step:
+        kept = self._kept.pop(index, None)
+        return kept if kept is not None else decay_step(self.store, self.actions[index], index + 1)
 
     def written(self) -> Iterator[Step]:
         """The steps in order, for the journal's file; a short journal keeps them for the executor's one look each

@@ -13,12 +13,12 @@ kept, up to ``_RECENT`` of them. A plan of at most ``KEEP_MAX`` steps keeps its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar, Final, overload
+from typing import ClassVar, Final
 
-from dreamkeeper.consolidation.decay_journal import write_streamed_journal
+from dreamkeeper.consolidation.decay_journal import BuiltSteps, write_streamed_journal
 from dreamkeeper.consolidation.journal import Journal, Step, write_journal_steps
 from dreamkeeper.consolidation.journal_steps import Recipe, build_step, plan_recipes, recipe_op
 from dreamkeeper.consolidation.plan import Plan
@@ -32,7 +32,7 @@ KEEP_MAX: Final = 16_384
 _RECENT: Final = 4_096
 
 
-class PlanSteps(Sequence[Step]):
+class PlanSteps(BuiltSteps):
     """A plan journal's steps (a sequence of ``Step``), built from their recipes when asked for."""
 
     all_decays: ClassVar[bool] = False  # Journal.as_folded: a plan's journal is itself
@@ -45,31 +45,15 @@ class PlanSteps(Sequence[Step]):
     def __len__(self) -> int:
         return len(self.recipes)
 
-    @overload
-    def __getitem__(self, index: int) -> Step: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Step]: ...
-
-    def __getitem__(self, index: int | slice) -> Step | Sequence[Step]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-            if index < 0:
-                raise IndexError("step index out of range")
+    def _step(self, index: int) -> Step:
         recent = self._recent
         step = recent.get(index)
         if step is None:
-            step = build_step(self.store, self.recipes[index])  # IndexError past the end, as a list
+            step = build_step(self.store, self.recipes[index])
             recent[index] = step
             if len(recent) > _RECENT:
                 del recent[next(iter(recent))]  # the oldest built
         return step
-
-    def __iter__(self) -> Iterator[Step]:
-        for index in range(len(self)):
-            yield self[index]
 
     def written(self) -> Iterator[Step]:
         """The steps in order, for the journal's file: built, written and dropped one by one."""

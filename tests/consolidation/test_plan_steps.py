@@ -178,3 +178,16 @@ def test_a_cold_cycle_whose_plan_is_streamed_does_what_one_holding_its_steps_doe
     assert held["files"] == streamed["files"]
     assert held["journals"] == streamed["journals"]  # the same steps and the same outcomes, in the same order
     assert held["index"] == streamed["index"] and held["index"]["records"]  # the write-back fold alike
+
+
+def test_a_built_steps_sequence_must_say_how_it_builds_a_step() -> None:
+    """``BuiltSteps._step`` is abstract: a journal's steps without it cannot be made, rather than failing at the
+    executor's first look."""
+    from dreamkeeper.consolidation.decay_journal import BuiltSteps
+
+    class NoBuilder(BuiltSteps):
+        def __len__(self) -> int:
+            return 1
+
+    with pytest.raises(TypeError, match="_step"):
+        NoBuilder()  # type: ignore[abstract]

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import logging
 import os
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,8 +61,9 @@ class BuiltSteps(Sequence[Step]):
         for index in range(len(self)):
             yield self[index]
 
+    @abstractmethod
     def _step(self, index: int) -> Step:
-        raise NotImplementedError
+        """The step at ``index`` (non-negative); IndexError past the end."""
 
 
 class DecaySteps(BuiltSteps):

@@ -4,18 +4,34 @@ check decides, under the cycle's vocabulary, never a memo of another one."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+from bench.sim.world import write_synthetic_corpus
+
+from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
+from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.subsume import _covers, _Member, subsume_component
-from dreamkeeper.coverage import DEFAULT_VOCABULARY, SourceText, Vocabulary, find_missing_specifics
-from dreamkeeper.coverage.check import clear_inventory_memo
+from dreamkeeper.coverage import (
+    DEFAULT_VOCABULARY,
+    Inventory,
+    SourceText,
+    Vocabulary,
+    check,
+    find_missing_specifics,
+    keep_inventory,
+    known_inventory,
+)
+from dreamkeeper.coverage.check import _InventoryMemo, clear_inventory_memo
 from dreamkeeper.coverage.specifics import clear_specifics_memo, extract_specifics_unmemoised
 from dreamkeeper.demo.sample import generate_sample
 from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
 from dreamkeeper.memory.atomic import Fingerprint
+from dreamkeeper.proposers import OfflineProposer
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -114,3 +130,57 @@ def test_near_is_never_asked_of_a_pair_whose_numbers_rule_out_a_cover_and_nothin
         a, b = sorted(pair)
         assert digits[a] <= digits[b] or digits[b] <= digits[a], pair
     assert asked == [frozenset(("copy", "m1"))]  # main asked all 36 pairs
+
+
+def test_subsumption_hands_the_memo_its_hosts_and_the_hosts_it_only_tried_go_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 27: every member tried as a host went into the shared memo as a merge's text would; at 100,000 entries
+    # ~27,000 of them pushed out the merges' inventories that validation and the end-of-run check then built again.
+    monkeypatch.setattr(check, "_INVENTORIES", _InventoryMemo(4))
+    members = [stored(f"m{n}", f"Anders Benedetti prefers Signal, note {'abcdefgh'[n - 1]}.", n) for n in range(1, 9)]
+    found = subsume_component(members, DEFAULT_VOCABULARY, always)
+    assert [(f.kept.id, len(f.covered)) for f in found] == [("m1", 7)]  # the newest takes in the other seven
+    host = members[0].entry.content
+    assert known_inventory(host) is not None
+    for n in range(3):  # three merges of other components: the memo (4) is full, and only the tried hosts went
+        keep_inventory(f"Merged text {n}", Inventory.of(f"Merged text {n}"))
+    assert known_inventory(host) is not None
+    assert all(known_inventory(m.entry.content) is None for m in members[1:])
+
+
+def test_a_cold_cycle_builds_no_merge_s_inventory_again_in_validation_or_its_end_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real cold cycle whose merges fit the memo but whose merges and tried hosts together do not (512; at 3,000
+    entries ~410 merges and ~760 tried), as at 100,000 entries with the memo's own size: validation and the
+    end-of-run check read every merge's inventory from the memo (before, 189 were built again here), and the
+    cycle decides exactly what it decides with room for everything."""
+    built: dict[str, int] = {}
+    stage = ["start"]
+    of = Inventory.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Inventory], text: str) -> Inventory:
+        built[stage[0]] = built.get(stage[0], 0) + 1
+        return of(cls, text)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Inventory, "of", classmethod(counted))
+    reports = []
+    for size in (512, 1 << 16):
+        monkeypatch.setattr(check, "_INVENTORIES", _InventoryMemo(size))
+        built.clear()
+        agent = tmp_path / str(size)
+        write_synthetic_corpus(agent / "memory", 3000, 3)
+        options = CycleOptions(
+            agent_dir=agent,
+            settings=CycleSettings(archive_cap=1.0),
+            force=True,
+            now=datetime(2026, 12, 7, 6, tzinfo=UTC),
+            progress=lambda name: stage.__setitem__(0, name),
+        )
+        report = asyncio.run(run_cycle(options, OfflineProposer())).report
+        assert report.result == "completed"
+        assert built.get("subsumption", 0) > 512 and report.saved > 300  # tried hosts overflow the small memo
+        assert built.get("validation", 0) == 0 and built.get("report", 0) == 0, built
+        reports.append((report.saved, report.archived, report.decayed, report.lost_specifics, len(report.rejections)))
+    assert reports[0] == reports[1]

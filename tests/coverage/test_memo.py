@@ -225,3 +225,48 @@ def test_a_known_inventory_is_served_without_building_or_reordering() -> None:
     memo.peek("a")
     memo.put("c", Inventory.of("c"))  # "a" was only peeked at: still the oldest, so it goes
     assert memo.peek("a") is None and memo.peek("b") is not None
+
+
+def test_texts_merely_read_go_before_any_merges_text() -> None:
+    # Issue 27: subsumption tried ~27,000 hosts at 100,000 entries; put in the memo as merges were, they pushed out
+    # the ~13,700 merges' inventories validation and the end-of-run check ask for again, and each was built twice.
+    memo = _InventoryMemo(3)
+    a, b = Inventory.of("Alpha one"), Inventory.of("Bravo two")
+    memo.put("Alpha one", a)
+    memo.put("Bravo two", b)
+    memo.offer("x-ray 1", Inventory.of("x-ray 1"))
+    memo.offer("yankee 2", Inventory.of("yankee 2"))  # full: the text merely read before it goes, not a merge's
+    assert memo.peek("x-ray 1") is None and memo.peek("yankee 2") is not None
+    assert memo.peek("Alpha one") is a and memo.peek("Bravo two") is b
+    memo.put("Charlie three", Inventory.of("Charlie three"))  # the offered one goes, though newer than both merges
+    assert memo.peek("yankee 2") is None and memo.peek("Alpha one") is a and len(memo) == 3
+    memo.put("Delta four", Inventory.of("Delta four"))  # nothing offered left: the least recently used merge goes
+    assert memo.peek("Alpha one") is None and memo.peek("Bravo two") is b
+
+
+def test_a_text_offered_then_asked_for_as_a_merge_is_served_and_kept_as_one() -> None:
+    memo = _InventoryMemo(2)
+    offered = Inventory.of("Rocky has a Sheltie named Milo.")
+    memo.offer("Rocky has a Sheltie named Milo.", offered)
+    assert memo.get("Rocky has a Sheltie named Milo.") is offered  # served, not built again
+    assert (memo.hits, memo.misses) == (1, 0)
+    memo.offer("other 1", Inventory.of("other 1"))
+    memo.offer("other 2", Inventory.of("other 2"))  # offers only push each other out now
+    assert memo.peek("Rocky has a Sheltie named Milo.") is offered
+    memo.offer("Rocky has a Sheltie named Milo.", Inventory.of("Rocky has a Sheltie named Milo."))
+    assert memo.peek("Rocky has a Sheltie named Milo.") is offered  # an offer never demotes a merge's text
+
+
+def test_inventories_share_their_keys() -> None:
+    # Interned: the words, numbers, chunks and phone digits a corpus repeats are held once, whichever texts say them
+    # (issue 27: 4.7 KB an inventory of a ~100-character text, 2.1 KB interned), and coverage is unchanged.
+    first = Inventory.of("Allen Conway keeps nas-01 at 10.0.0.1 (call 612-555-1234), 4,200 units.")
+    second = Inventory.of("allen CONWAY: nas-01 and 10.0.0.1; phone 612-555-1234; 4200 units")
+    for name in ("words", "numbers", "chunks", "phones"):
+        mine = {key: key for key in getattr(first, name)}
+        theirs = {key: key for key in getattr(second, name)}
+        common = mine.keys() & theirs.keys()
+        assert common, name
+        assert all(mine[key] is theirs[key] for key in common), name
+    sources = [SourceText("Allen Conway: nas-01, 10.0.0.1, 612-555-1234, 4200 units")]
+    assert find_missing_specifics(sources, "allen CONWAY: nas-01 and 10.0.0.1; phone 612-555-1234; 4200 units") == []

@@ -36,7 +36,15 @@ from datetime import datetime
 from dreamkeeper.consolidation.clustering import Cluster
 from dreamkeeper.consolidation.fold import reinforcement_sum, tag_union
 from dreamkeeper.consolidation.plan import MergeAction
-from dreamkeeper.coverage import Inventory, Specific, Vocabulary, extract_specifics, merged_inventory
+from dreamkeeper.coverage import (
+    Inventory,
+    Specific,
+    Vocabulary,
+    extract_specifics,
+    keep_inventory,
+    known_inventory,
+    offer_inventory,
+)
 from dreamkeeper.memory import (
     BOOKKEEPING_KEYS,
     MERGED_AT,
@@ -115,9 +123,18 @@ class _Member:
 
     @property
     def inventory(self) -> Inventory:
-        """Its text's tokens (shared with the memo validation and the census read: never changed here)."""
+        """Its text's tokens: the shared memo's if it has them (read only here), else built and offered to it as a
+        text merely read, which the memo drops before any merge's. At 100,000 entries subsumption tries ~27,000
+        hosts: put in the memo as merges were, they pushed out the inventories validation and the end-of-run check
+        ask for again, and ~13,000 were built twice (issue 27). ``subsume_component`` hands over the hosts it merges
+        into, as the offline proposer does."""
         if self._inventory is None:
-            self._inventory = merged_inventory(self.stored.entry.content)
+            text = self.stored.entry.content
+            known = known_inventory(text)
+            if known is None:
+                known = Inventory.of(text)
+                offer_inventory(text, known)
+            self._inventory = known
         return self._inventory
 
     @property
@@ -203,11 +220,17 @@ def subsume_component(
             if covered and (best is None or len(covered) > best[0]):
                 best = (len(covered), host, covered)
         if best is None:
-            return found
+            break
         _, host, covered = best
         found.append(Subsumption(host, tuple(covered)))
         settled.add(host.id)
         settled.update(c.id for c in covered)
+    by_id = {member.stored.id: member for member in checked}
+    for subsumption in found:
+        # A host took another in, so ``_covers`` built its inventory: the successor's text, which validation's census
+        # question and the end-of-run check read again.
+        keep_inventory(subsumption.kept.entry.content, by_id[subsumption.kept.id].inventory)
+    return found
 
 
 def find_subsumptions(

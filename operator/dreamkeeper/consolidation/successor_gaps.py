@@ -4,8 +4,8 @@ validation still holds the successor's inventory (issue 27).
 The census (census.py) asks, for every merge of the plan, which of its sources' specifics (each source on its own
 lowercase evidence) the successor's text does not hold; only those are looked up in the corpus. Validation built
 the successor's inventory moments before, for the coverage check; by the time the census runs, a large cycle has
-checked more merges than the shared inventory memo holds (8,192; ~14,000 merges at 100,000 entries), asked in the
-same order, so every one was built again. Asked at validation instead, the answer is kept with the exact texts and
+checked more merges than the shared inventory memo held (8,192 then; ~14,000 merges at 100,000 entries), asked in
+the same order, so every one was built again. Asked at validation instead, the answer is kept with the exact texts and
 vocabulary it was computed from, and the census uses it only when those are the texts and vocabulary of the merge
 it judges; anything else is computed afresh, exactly as before.
 """

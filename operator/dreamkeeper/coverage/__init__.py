@@ -11,6 +11,7 @@ from dreamkeeper.coverage.check import (
     known_inventory,
     merged_inventory,
     missing_from,
+    offer_inventory,
     required_specifics,
 )
 from dreamkeeper.coverage.index import CoverageIndex
@@ -46,5 +47,6 @@ __all__ = [
     "load_vocabulary",
     "merged_inventory",
     "missing_from",
+    "offer_inventory",
     "required_specifics",
 ]

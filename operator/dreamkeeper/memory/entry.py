@@ -330,8 +330,14 @@ class Entry(BaseModel):
         # include, not exclude=extras: an unknown key may be spelled like a field name ("importance_score"). The
         # timestamps are left out: each is formatted only when it is written from its value (``_stamp_json``): an
         # unchanged one of RockBot's is written from its raw text (a cold start builds this object ~2x a written file).
-        current = self.model_dump(mode="json", by_alias=True, include=plain)
         fields = self.__dict__
+        if only is not None and all(_plain_json(fields[name]) for name in plain):
+            # Each value is its own JSON form, as pydantic's dump gives it (a finite float, a str, None): a decay
+            # step asks for importance alone, once or twice per decayed entry of a cold start, and the dump's own
+            # cost per call was most of building that step (issue 27).
+            current = {_ALIAS_OF[name]: fields[name] for name in plain}
+        else:
+            current = self.model_dump(mode="json", by_alias=True, include=plain)
         origin: _Origin | None = getattr(self, "_origin", None)
         if origin is None:
             # Built in code, never read: every field is written.
@@ -445,6 +451,13 @@ def _restricted(only: frozenset[str]) -> _Fields:
     names = tuple(name for name in _FIELD_NAMES if _ALIAS_OF[name].lower() in only)
     aliases = tuple(alias for alias in _DATETIME_ALIASES if alias.lower() in only)
     return names, aliases, {name for name in names if name not in TIMESTAMP_FIELDS}
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is its own JSON form in pydantic's dump (``mode="json"``) whatever its field: None, a str, a
+    finite float. Not an int (a float field holding one is dumped as a float) and not a container (dumped as a copy)."""
+    kind = type(value)
+    return value is None or kind is str or (kind is float and math.isfinite(value))
 
 
 def _stamp_json(value: datetime | None) -> str | None:

@@ -24,8 +24,8 @@ from bench.sim.world import write_synthetic_corpus
 from dreamkeeper.consolidation import cycle_options, plan_steps, validate
 from dreamkeeper.consolidation import writes as writes_module
 from dreamkeeper.consolidation.cycle import CycleOptions, run_cycle
-from dreamkeeper.consolidation.journal import Journal, journal_dir
-from dreamkeeper.consolidation.journal_steps import plan_recipes, steps_from_plan, write_journal
+from dreamkeeper.consolidation.journal import Journal, Step, journal_dir
+from dreamkeeper.consolidation.journal_steps import FoldedStamp, plan_recipes, steps_from_plan, write_journal
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.consolidation.plan_steps import PlanSteps, write_plan_journal
 from dreamkeeper.consolidation.settings import CycleSettings
@@ -85,11 +85,15 @@ def test_a_streamed_plan_journal_is_the_journal_write_journal_writes(
     assert isinstance(steps, PlanSteps) and steps.ops_groups() == [(s.op, s.group) for s in expected]
     assert any(s.before is not None for s in expected if s.op == "stamp")  # decays carried by stamps among them
     assert streamed.as_folded() is streamed  # a plan's journal is folded in whole
-    # What the write-back fold reads: a stamp or an archive without the decay it carries, anything else whole.
+    # What the write-back fold reads: a stamp's id, metadata and previous values; an archive without the decay it
+    # carries; anything else whole.
     for i, step in enumerate(expected):
         view = steps.for_fold(i)
-        if step.op in ("stamp", "archive"):
-            assert view.before is None and view.after is None
+        if step.op == "stamp":
+            assert isinstance(view, FoldedStamp)
+            assert (view.id, view.metadata, view.previous) == (step.id, step.metadata, step.previous)
+        elif step.op == "archive":
+            assert isinstance(view, Step) and view.before is None and view.after is None
             assert view.model_copy(update={"before": step.before, "after": step.after}) == step
         else:
             assert view == step

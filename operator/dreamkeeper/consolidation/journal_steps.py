@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from dreamkeeper.consolidation.baseline import baseline_of
 from dreamkeeper.consolidation.journal import (
@@ -189,6 +189,22 @@ def stamp_step(
         previous={key: target.entry.meta(key) for key in metadata},
     )
     return _carry(step, decay)
+
+
+class FoldedStamp(NamedTuple):
+    """What the write-back fold reads of a done stamp step (writeback/ingest.py ``_stamped``): its entry's id, the
+    keys it set and their values before. ``stamp_step`` makes a pydantic model with its path and fingerprint too,
+    which at 100,000 entries was most of the fold's CPU (65,079 stamps built again for it; issue 27)."""
+
+    id: str
+    metadata: dict[str, str | None] | None
+    previous: dict[str, str | None] | None
+
+
+def folded_stamp(target: StoredEntry, metadata: dict[str, str | None]) -> FoldedStamp:
+    """The fold's view of ``stamp_step(store, target, metadata, ...)``: the same id, metadata and previous values.
+    ``metadata`` is the plan's own dict, read and dropped by the fold (a journal's step copies it)."""
+    return FoldedStamp(target.id, metadata, {key: target.entry.meta(key) for key in metadata})
 
 
 def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:

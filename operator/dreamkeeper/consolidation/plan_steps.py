@@ -20,7 +20,14 @@ from typing import ClassVar, Final
 
 from dreamkeeper.consolidation.decay_journal import BuiltSteps, write_streamed_journal
 from dreamkeeper.consolidation.journal import Journal, Step, write_journal_steps
-from dreamkeeper.consolidation.journal_steps import Recipe, build_step, plan_recipes, recipe_op
+from dreamkeeper.consolidation.journal_steps import (
+    FoldedStamp,
+    Recipe,
+    build_step,
+    folded_stamp,
+    plan_recipes,
+    recipe_op,
+)
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.memory import MemoryStore
 
@@ -60,12 +67,15 @@ class PlanSteps(BuiltSteps):
         for recipe in self.recipes:
             yield build_step(self.store, recipe)
 
-    def for_fold(self, index: int) -> Step:
-        """The step as the write-back fold reads it (writeback/ingest.py): a stamp or an archive without the decay it
-        carries (the fold reads neither its ``before`` nor its ``after``), which is about half of building one; any
-        other step whole. It took a fifth off the streamed path's extra cost (bench/results/micro-s32.md)."""
+    def for_fold(self, index: int) -> Step | FoldedStamp:
+        """The step as the write-back fold reads it (writeback/ingest.py): a stamp as its id, metadata and previous
+        values (``FoldedStamp``), an archive without the decay it carries (the fold reads neither its ``before`` nor
+        its ``after``), any other step whole. Carried decays left out took a fifth off the streamed path's extra cost
+        (bench/results/micro-s32.md); stamps not built as models, most of what was left (micro-s33.md)."""
         kind, group, what, carried = recipe = self.recipes[index]
-        if carried is not None and kind in ("stamp", "archive"):
+        if kind == "stamp":
+            return folded_stamp(what.target, what.metadata)
+        if carried is not None and kind == "archive":
             return build_step(self.store, (kind, group, what, None))
         return self[index] if kind == "update" else build_step(self.store, recipe)
 

@@ -24,6 +24,7 @@ from dreamkeeper.consolidation.journal import (
     Step,
     journal_dir,
 )
+from dreamkeeper.consolidation.journal_steps import FoldedStamp
 from dreamkeeper.consolidation.writeback.records import Archived, Layer, WriteBackIndex
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
@@ -171,7 +172,7 @@ def ingest(index: WriteBackIndex, journal: Journal) -> None:
 _FOLDED_IN: Final = frozenset({"stamp", "update", "archive"})
 
 
-def _stamped(index: WriteBackIndex, journal_id: str, step: Step) -> None:
+def _stamped(index: WriteBackIndex, journal_id: str, step: Step | FoldedStamp) -> None:
     # The marker holds only what the stamp changed: a review hash re-stamped unchanged (the content is the same) is
     # in every cache too, and would make a stale copy look like one that descends from the stamp.
     metadata, previous = step.metadata or {}, step.previous

@@ -14,7 +14,6 @@ only place a dry run differs.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,6 +27,7 @@ from dreamkeeper.consolidation.census import census
 from dreamkeeper.consolidation.clock import ClockCheck, check_clock
 from dreamkeeper.consolidation.cluster_cache import ClusterCache, cache_path
 from dreamkeeper.consolidation.clustering import Cluster
+from dreamkeeper.consolidation.collector import CycleCollector
 from dreamkeeper.consolidation.counts import CycleCounts
 from dreamkeeper.consolidation.cycle_options import CycleOptions, CycleOutcome, new_cycle_id
 from dreamkeeper.consolidation.cycle_proposal import ProposalStages
@@ -122,7 +122,7 @@ class Cycle(ProposalStages):
         self.effects: Effects = DryRun(self.context) if options.dry_run else Writes(self.context)
         self.stages = Stages()
         self._head = ReportHead(self.cycle_id, str(self.agent_dir), proposer.name, self.now, self.agent.described())
-        self._frozen = False
+        self._collector = CycleCollector()  # the cyclic collector kept off what the stages build (collector.py)
         self.clock = ClockCheck(self.now)  # checked once recovery is done (``check_clock``)
         self._budget: LossBudget | None = None  # RockBot's audit's loss budget for this cycle (pacing.py)
         self._fold_waiting = 0
@@ -133,12 +133,12 @@ class Cycle(ProposalStages):
 
     def _stage(self, name: str) -> None:
         log.debug("cycle %s: %s", self.cycle_id, name)
-        if self._frozen:
+        if self._collector.held:
             # What the stages so far built and kept (memos, clusters, the plan) lives on as long as the snapshot:
             # frozen with it, so the cyclic collector's full collections stop walking it again and again (a cold
             # 10k cycle: 7 full collections cost 0.7 CPU s and found 10 objects; issue 27). Reference counting
             # still frees what a stage drops; only cyclic garbage made before this point waits for the thaw.
-            gc.freeze()
+            self._collector.freeze()
         if self.options.progress:
             self.options.progress(name)
 
@@ -563,15 +563,13 @@ class Cycle(ProposalStages):
     def _freeze(self) -> None:
         """Move everything alive (the parsed snapshot above all) out of the cyclic collector's reach until the cycle
         ends: the snapshot lives for the whole cycle, and every full collection walked all of it again (about a
-        sixth of a 100k-entry scan's CPU). Reference counting still frees whatever is dropped meanwhile."""
-        if not self._frozen:
-            gc.freeze()
-            self._frozen = True
+        sixth of a 100k-entry scan's CPU). Reference counting still frees whatever is dropped meanwhile. From here
+        on the young collections run less often too (collector.py)."""
+        if not self._collector.held:
+            self._collector.freeze()
 
     def _thaw(self) -> None:
-        if self._frozen:
-            gc.unfreeze()
-            self._frozen = False
+        self._collector.thaw()
 
 
 async def run_cycle(options: CycleOptions, proposer: Proposer) -> CycleOutcome:

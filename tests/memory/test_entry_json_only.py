@@ -60,3 +60,20 @@ def test_only_some_keys_are_those_keys_of_the_whole_object(obj: dict[str, Any], 
     values = decay_values(entry)
     spelled = {key.lower(): value for key, value in _restricted(entry, ONLY[0])}
     assert values == {"importanceScore": spelled.get("importancescore"), "updatedAt": spelled.get("updatedat")}
+
+
+def test_each_file_spelling_keeps_its_positions_once_and_the_memo_stays_bounded() -> None:
+    """``to_json_obj(only=...)`` looks its keys' positions up once per file spelling and key set (``entry._at``):
+    the same answer for every file of that spelling, and never more spellings kept than ``_SHAPES`` holds."""
+    from dreamkeeper.memory import entry as entry_module
+
+    one = Entry.from_json_obj({"Id": "a1", "Content": "x", "ImportanceScore": 0.5, "UpdatedAt": None, "extra": 1})
+    two = Entry.from_json_obj({"Id": "b2", "Content": "y", "ImportanceScore": 0.25, "UpdatedAt": None, "extra": 2})
+    assert one._origin.shape is two._origin.shape  # type: ignore[attr-defined]  # one spelling, one shape
+    assert one.to_json_obj(only=ONLY[0]) == {"ImportanceScore": 0.5, "UpdatedAt": None}
+    assert two.to_json_obj(only=ONLY[0]) == {"ImportanceScore": 0.25, "UpdatedAt": None}
+    assert decay_values(two) == {"importanceScore": 0.25, "updatedAt": None}  # spelled otherwise: found all the same
+    for n in range(entry_module._SHAPES_MAX + 10):  # as many spellings as an adversarial corpus could hold
+        odd = Entry.from_json_obj({"id": f"e{n}", "content": "z", "importanceScore": 0.5, f"k{n}": n})
+        assert decay_values(odd) == {"importanceScore": 0.5, "updatedAt": None}
+    assert 0 < len(entry_module._AT) <= entry_module._SHAPES_MAX

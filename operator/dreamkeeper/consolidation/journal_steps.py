@@ -35,6 +35,7 @@ from dreamkeeper.memory import (
 )
 
 _DECAY_KEYS: Final = frozenset(name.lower() for name in DECAY_FIELDS)
+_DECAY_SPELLED: Final = frozenset(DECAY_FIELDS)
 
 
 def steps_from_plan(plan: Plan, store: MemoryStore) -> list[Step]:
@@ -245,6 +246,8 @@ def decay_values(entry: Entry) -> dict[str, Any]:
     """The fields a decay step changes, as the entry's JSON writes them (the file's own values, for an undo that
     puts back exactly what was there)."""
     obj = entry.to_json_obj(only=_DECAY_KEYS)  # the same values, without building the whole object
+    if obj.keys() == _DECAY_SPELLED:  # both present, spelled as RockBot spells them: the common case, as they are
+        return {name: obj[name] for name in DECAY_FIELDS}
     spelled = {key.lower(): key for key in obj}
     return {name: obj.get(spelled.get(name.lower(), name)) for name in DECAY_FIELDS}
 

@@ -331,7 +331,7 @@ class Entry(BaseModel):
         # timestamps are left out: each is formatted only when it is written from its value (``_stamp_json``): an
         # unchanged one of RockBot's is written from its raw text (a cold start builds this object ~2x a written file).
         fields = self.__dict__
-        if only is not None and all(_plain_json(fields[name]) for name in plain):
+        if only is not None and _all_plain_json(fields, plain):
             # Each value is its own JSON form, as pydantic's dump gives it (a finite float, a str, None): a decay
             # step asks for importance alone, once or twice per decayed entry of a cold start, and the dump's own
             # cost per call was most of building that step (issue 27).
@@ -346,11 +346,10 @@ class Entry(BaseModel):
             out = {alias: current[alias] for alias in _ALIASES if alias in current}
         else:
             shape = origin.shape
-            kept = origin.kept_values()
+            kept = origin.kept_values() if origin.kept else _NOTHING_KEPT  # read, never written
             out = {}
-            for at, (key, name) in enumerate(zip(shape.keys, shape.names, strict=True)):
-                if only is not None and key.lower() not in only:
-                    continue
+            positions = enumerate(zip(shape.keys, shape.names, strict=True)) if only is None else _at(shape, only)
+            for at, (key, name) in positions:
                 raw = kept.get(at, _DERIVED)
                 if name is None:
                     # Unknown field: kept exactly unless the caller replaced it on purpose.
@@ -453,11 +452,37 @@ def _restricted(only: frozenset[str]) -> _Fields:
     return names, aliases, {name for name in names if name not in TIMESTAMP_FIELDS}
 
 
+def _at(shape: _Shape, only: frozenset[str]) -> tuple[tuple[int, tuple[str, str | None]], ...]:
+    """The positions of ``shape``'s keys in ``only`` (lowercased), in the file's order, with each key and the field
+    it names: worked out once per shape and key set, not by walking every key of each file (a decay step asks for
+    two keys of a dozen, once or twice per decayed entry)."""
+    found = _AT.get((shape, only))
+    if found is None:
+        keys, names = shape.keys, shape.names
+        found = tuple((at, (key, names[at])) for at, key in enumerate(keys) if key.lower() in only)
+        if len(_AT) >= _SHAPES_MAX:
+            _AT.clear()  # bounded as ``_SHAPES`` is (an index's shapes are objects of their own)
+        _AT[(shape, only)] = found
+    return found
+
+
+_NOTHING_KEPT: Final[dict[int, Any]] = {}
+_AT: dict[tuple[_Shape, frozenset[str]], tuple[tuple[int, tuple[str, str | None]], ...]] = {}
+
+
 def _plain_json(value: Any) -> bool:
     """Whether ``value`` is its own JSON form in pydantic's dump (``mode="json"``) whatever its field: None, a str, a
     finite float. Not an int (a float field holding one is dumped as a float) and not a container (dumped as a copy)."""
     kind = type(value)
     return value is None or kind is str or (kind is float and math.isfinite(value))
+
+
+def _all_plain_json(fields: dict[str, Any], names: set[str]) -> bool:
+    # A loop, not ``all(...)`` over a generator (~1 µs more a call): this runs once or twice per decay step.
+    for name in names:  # noqa: SIM110
+        if not _plain_json(fields[name]):
+            return False
+    return True
 
 
 def _stamp_json(value: datetime | None) -> str | None:

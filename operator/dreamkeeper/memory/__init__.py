@@ -90,6 +90,7 @@ from dreamkeeper.memory.statefiles import (
     StateFileError,
     check_state_files,
     read_state_file,
+    replace_state_streamed,
 )
 from dreamkeeper.memory.stats import compute_stats
 from dreamkeeper.memory.store import (
@@ -196,6 +197,7 @@ __all__ = [
     "redacted_logs",
     "redacting",
     "replace_file",
+    "replace_state_streamed",
     "reversals_path",
     "review_hash",
     "set_redaction",

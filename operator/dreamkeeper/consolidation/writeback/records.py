@@ -19,9 +19,10 @@ journal's time as placeholders. Only the records a cycle looks at are decoded.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,13 +33,12 @@ from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
     LARGE_STATE_LIMIT,
     STALE_COPY_OF,
-    UNCHECKED,
     Entry,
     StateFileError,
     StoredEntry,
     loads_json,
     read_state_file,
-    replace_file,
+    replace_state_streamed,
     state_dir,
 )
 
@@ -153,6 +153,7 @@ class WriteBackIndex:
         self._raw: dict[str, list[Any]] = {}  # records not decoded yet
         self._expected: dict[tuple[int, int], tuple[tuple[str, ...], list[str], int]] = {}
         self._records: dict[str, Record] = {}  # decoded (and possibly changed) records
+        self._items: dict[tuple[int, int], tuple[int, int]] = {}  # shared stored layers (``add_layer``)
 
     # ---- records ---------------------------------------------------------------------------------------------
 
@@ -189,15 +190,23 @@ class WriteBackIndex:
         if not layer.marker:
             return  # no marker, no way to tell a copy that has it from one that has not: nothing to re-apply
         self.changed = True
-        key = entry_id.lower()
+        # The entry's own id string when it is already lower case (a cold start stamps 100k entries: one more string
+        # each, ~4 MB at the peak, bench/results/micro-s35.md); ``lower`` makes a new one even then.
+        lowered = entry_id.lower()
+        key = entry_id if lowered == entry_id else lowered
         raw = self._raw.get(key)
         if key not in self._records and (raw is None or raw[0] == h or h is None) and (raw is None or len(raw) == 2):
             h = h if raw is None or h is not None else raw[0]
             at = self.journals.get(layer.journal)
             encoded = {k: (_H if v == h else _T if v == at else v) for k, v in layer.marker.items()}
-            item: list[Any] = [self._ref(layer.journal), self._template(encoded)]
+            refs = (self._ref(layer.journal), self._template(encoded))
+            item: Sequence[Any]
             if layer.rc or layer.tags or layer.filled or layer.created or layer.seen or layer.importance is not None:
-                item.append(layer.changes())
+                item = [*refs, layer.changes()]
+            else:
+                # A layer of a journal and template alone (every stamp of a cold start) is the same for each entry:
+                # one tuple, shared (a stored layer is only ever read; JSON writes a tuple as a list).
+                item = self._items.setdefault(refs, refs)
             if raw is None:
                 self._raw[key] = [h, [item]]
             else:
@@ -379,30 +388,44 @@ class WriteBackIndex:
         collecting = gc.isenabled()
         gc.disable()  # as for loading: many small, long-lived, acyclic objects
         try:
-            text = self._serialise()
+            replace_state_streamed(index_path(agent_dir), self._serialised())
         finally:
             if collecting:
                 gc.enable()
-        replace_file(index_path(agent_dir), text.encode("utf-8"), UNCHECKED)
         self.changed = False
 
-    def _serialise(self) -> str:
-        records = dict(self._raw)
-        for key, record in self._records.items():
-            if not record.empty:
-                records[key] = self._encode(record)
-        used_refs = {item[0] for raw in records.values() for item in raw[1]}
-        used_templates = {item[1] for raw in records.values() for item in raw[1]}
-        data = {
-            "version": VERSION,
+    def _serialised(self) -> Iterator[bytes]:
+        """The index as compact JSON, in pieces of ``CHUNK_RECORDS`` records: joined, the text of 100,000 records
+        (~13 MB), its bytes and a copy of the records dict were 47 MB of a cold cycle's peak at 100k entries, on top
+        of the records themselves (bench/results/micro-s35.md). The records come first: encoding a decoded one may
+        name a journal or a marker template for the first time, and only those some record uses are written."""
+        used_refs: set[int] = set()
+        used_templates: set[int] = set()
+        yield b'{"version":' + str(VERSION).encode("ascii") + b',"records":{'
+        first = True
+        for chunk in _chunked(self._encoded_records(), CHUNK_RECORDS):
+            for raw in chunk.values():
+                for item in raw[1]:
+                    used_refs.add(item[0])
+                    used_templates.add(item[1])
+            text = json.dumps(chunk, separators=(",", ":"))[1:-1]  # the members, without the braces
+            yield (text if first else "," + text).encode("utf-8")
+            first = False
+        rest = {
             "journals": self.journals,
             "undone": sorted(self.undone),
             "reversalsOffset": self.reversals_offset,
             "refs": {str(k): v for k, v in self._refs.items() if k in used_refs},
             "templates": {str(k): v for k, v in self._templates.items() if k in used_templates},
-            "records": records,
         }
-        return json.dumps(data, separators=(",", ":"))
+        yield b"}," + json.dumps(rest, separators=(",", ":"))[1:].encode("utf-8")
+
+    def _encoded_records(self) -> Iterator[tuple[str, list[Any]]]:
+        """Every record in its stored form: the undecoded as they are, then the decoded that hold anything."""
+        yield from self._raw.items()
+        for key, record in self._records.items():
+            if not record.empty:
+                yield key, self._encode(record)
 
     def oldest_journal(self) -> datetime | None:
         """When the oldest journal the index holds was made (``expire`` forgets it once the window passes it)."""
@@ -437,6 +460,14 @@ class WriteBackIndex:
                     }
             if record.empty:
                 self.drop(key)
+
+
+CHUNK_RECORDS = 4096  # records per piece of a saved index (~0.5 MB of text)
+
+
+def _chunked(items: Iterator[tuple[str, list[Any]]], size: int) -> Iterator[dict[str, list[Any]]]:
+    while chunk := dict(itertools.islice(items, size)):
+        yield chunk
 
 
 def _still_our_archive(entry: Entry) -> bool:

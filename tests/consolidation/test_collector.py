@@ -22,13 +22,18 @@ from tests.parity import rockbot_files
 
 @pytest.fixture(autouse=True)
 def _thresholds() -> Iterator[None]:
-    """Every test starts from thresholds of its own choosing and leaves the process's as they were."""
-    before = gc.get_threshold()
+    """Every test starts from thresholds of its own choosing, with automatic collection on (what the tests assume:
+    a test run by a harness that turned it off would otherwise see nothing collected), and leaves the process's
+    thresholds and collection as they were."""
+    before, enabled = gc.get_threshold(), gc.isenabled()
+    gc.enable()
     try:
         yield
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+        if not enabled:
+            gc.disable()
 
 
 def _cycle(tmp_path: Path, progress: Callable[[str], None]) -> Cycle:

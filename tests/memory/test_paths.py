@@ -12,6 +12,7 @@ from dreamkeeper.memory import (
     InvalidIdError,
     MemoryStore,
     PathEscapeError,
+    id_key,
     validate_category,
     validate_id,
 )
@@ -118,3 +119,14 @@ def test_memory_root_itself_may_be_a_symlink(tmp_path: Path) -> None:
     stored = store.create(Entry(id="a1b2c3d4e5f6", content="x", category="people"))
     assert (real / "people" / "a1b2c3d4e5f6.json").is_file()
     store.archive(stored, "test")
+
+
+def test_an_id_key_is_the_id_lower_cased_and_its_own_string_when_already_lower() -> None:
+    """``id_key``: how ids are compared (case-insensitively, as RockBot's), without a second string per entry for
+    the dicts a scan keeps all cycle."""
+    lower = "".join(["a1b2c3", "d4e5f6"])  # built at run time: not a constant shared with anything else
+    assert id_key(lower) is lower
+    digits = "".join(["0123", "4567"])
+    assert id_key(digits) is digits
+    assert id_key("A1B2c3D4") == "a1b2c3d4"
+    assert id_key("Straße-İ") == "Straße-İ".lower() and id_key("straße") == "straße"

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from dreamkeeper.consolidation.plan import Plan
 from dreamkeeper.coverage import CoverageIndex
-from dreamkeeper.memory import Fingerprint, MalformedFile, MemoryStore, ScanResult, StoredEntry
+from dreamkeeper.memory import Fingerprint, MalformedFile, MemoryStore, ScanResult, StoredEntry, id_key
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def scan_final(
         ids_add(entry_id)
         entries.setdefault(entry_id, item)
         file = item.name
-        earlier = first_setdefault(entry_id.lower(), file)  # ids are one case-insensitively (as the scan's)
+        earlier = first_setdefault(id_key(entry_id), file)  # ids are one case-insensitively (as the scan's)
         if earlier != file:
             log.warning(
                 "entry id %s appears in %s and %s; the second is ignored this run (both kept)",

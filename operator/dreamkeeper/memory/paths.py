@@ -24,6 +24,14 @@ def embedding_file_name(entry_id: str) -> str:
     return entry_id + EMBEDDING_SUFFIX
 
 
+def id_key(entry_id: str) -> str:
+    """An id as ids are compared (RockBot's are case-insensitive): lower case, and the id's own string when it
+    already is (``str.lower`` makes a new one even then). A scan keys every entry by it for the whole cycle: one
+    string fewer per entry, ~6 MB at 100,000 entries (issue 27, bench/results/micro-s35.md)."""
+    lowered = entry_id.lower()
+    return entry_id if lowered == entry_id else lowered
+
+
 def validate_id(entry_id: str) -> str:
     if not isinstance(entry_id, str) or not entry_id:
         raise InvalidIdError(str(entry_id), "blank")

@@ -63,6 +63,7 @@ from dreamkeeper.memory.paths import (
     ensure_inside,
     entry_location,
     entry_path,
+    id_key,
     validate_category,
     validate_id,
 )
@@ -297,7 +298,7 @@ class MemoryStore(EmbeddingFiles):
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
-            key = item.entry.id.lower()
+            key = id_key(item.entry.id)  # the id's own string when lower case: these dicts live all cycle
             if key in index:
                 twins.setdefault(key, [(first[key].id, first[key].path)]).append((item.id, item.path))
                 # Two files claim one id: neither is trusted for mutation, both are kept.

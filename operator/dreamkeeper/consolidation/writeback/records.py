@@ -36,6 +36,7 @@ from dreamkeeper.memory import (
     Entry,
     StateFileError,
     StoredEntry,
+    id_key,
     loads_json,
     read_state_file,
     replace_state_streamed,
@@ -181,7 +182,7 @@ class WriteBackIndex:
         self.changed = True
         record = self.get(entry_id)
         if record is None:
-            record = self._records[entry_id.lower()] = Record()
+            record = self._records[id_key(entry_id)] = Record()
         return record
 
     def add_layer(self, entry_id: str, h: str | None, layer: Layer, limit: int) -> None:
@@ -190,10 +191,7 @@ class WriteBackIndex:
         if not layer.marker:
             return  # no marker, no way to tell a copy that has it from one that has not: nothing to re-apply
         self.changed = True
-        # The entry's own id string when it is already lower case (a cold start stamps 100k entries: one more string
-        # each, ~4 MB at the peak, bench/results/micro-s35.md); ``lower`` makes a new one even then.
-        lowered = entry_id.lower()
-        key = entry_id if lowered == entry_id else lowered
+        key = id_key(entry_id)  # the entry's own string when lower case (a cold start stamps every entry)
         raw = self._raw.get(key)
         if key not in self._records and (raw is None or raw[0] == h or h is None) and (raw is None or len(raw) == 2):
             h = h if raw is None or h is not None else raw[0]

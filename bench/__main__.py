@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "floor": "bench.floor",  # the files a cold and a steady cycle write, written bare: the cycle's physical floor
     "write-cost": "bench.write_cost",  # per-file CPU and fsyncs of a journaled write (decay, stamp, merge, prune)
     "cycle-start": "bench.cycle_start",  # one `dreamkeeper dream` process, imports included: this vs a baseline
+    "peak-probe": "bench.peak_probe",  # a cold cycle's memory: traced peak within named functions, RSS by stage
 }
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from dreamkeeper.consolidation.baseline import Counters
+from dreamkeeper.consolidation.recovery import sweep_leftovers
 from dreamkeeper.consolidation.writeback import records as records_module
 from dreamkeeper.consolidation.writeback.records import Archived, Layer, WriteBackIndex, index_path
 from dreamkeeper.memory import REVIEWED_AT, REVIEWED_HASH, StoreWriteError, replace_state_streamed
 
+REPO = Path(__file__).resolve().parents[2]
 JOURNAL, OTHER, UNUSED = "20261201T000000Z-aaaaaa", "20261202T000000Z-bbbbbb", "20261101T000000Z-cccccc"
 AT = {JOURNAL: "2026-12-01T00:00:00+00:00", OTHER: "2026-12-02T00:00:00+00:00", UNUSED: "2026-11-01T00:00:00+00:00"}
 
@@ -158,3 +163,38 @@ def test_records_sharing_a_stored_layer_stay_independent(tmp_path: Path) -> None
         {REVIEWED_HASH: "H", REVIEWED_AT: AT[JOURNAL]},
         {"foldedFrom": "z"},
     ]
+
+
+def test_a_save_killed_midway_leaves_the_old_index_and_a_temp_the_next_sweep_removes(tmp_path: Path) -> None:
+    """SIGKILL between two pieces (a real process, killed for real): the index on disk is the previous one, whole;
+    the torn temp is one of our own ``.dk-new`` leftovers, removed by the next cycle's sweep."""
+    agent = tmp_path / "agent"
+    (agent / "memory").mkdir(parents=True)
+    _index(5, 1).save(agent)
+    before = index_path(agent).read_bytes()
+    killed = textwrap.dedent(
+        """
+        import os, signal, sys
+        from pathlib import Path
+        from dreamkeeper.memory import replace_state_streamed
+
+        def pieces():
+            yield b'{"version":2,"records":{' + b'"x":["h",[]],' * 1000
+            os.kill(os.getpid(), signal.SIGKILL)
+            yield b"}}"
+
+        replace_state_streamed(Path(sys.argv[1]), pieces())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", killed, str(index_path(agent))], cwd=REPO, env=_env(), check=False)
+    assert done.returncode == -signal.SIGKILL
+    assert index_path(agent).read_bytes() == before
+    (temp,) = [p for p in index_path(agent).parent.iterdir() if p.name != "writeback-index.json"]
+    assert temp.name.startswith(".writeback-index.json.") and temp.name.endswith(".dk-new")
+    swept = sweep_leftovers(agent, agent / "memory")
+    assert temp in swept.removed and not temp.exists()
+    assert WriteBackIndex.load(agent).get("Id0000000001") == _index(5, 1).get("Id0000000001")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO)])}

@@ -102,6 +102,8 @@ ALLOWED_DELETIONS = Counter(
             "temp.unlink",
         ): 1,  # the index's own temp after a failed write
         ("memory/atomic.py", "discard_own", "os.unlink"): 1,  # a temp of ours, only while its inode is still ours
+        # The write-back index's own temp (O_EXCL, in the state directory) after a failed write, never once renamed.
+        ("memory/statefiles.py", "replace_state_streamed", "os.unlink"): 1,
         ("memory/atomic.py", "_arm", "os.rename"): 1,  # our temp renamed to the name recording its inode
         ("memory/atomic.py", "replaced", "os.unlink"): 1,  # the version a swap displaced, verified to be the one read
         ("memory/atomic.py", "keep_conflict_copy", "os.rename"): 1,  # a displaced agent version, kept under a name

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from dreamkeeper.memory import MemoryStore, StoredEntry, entry_state
 from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.memory import corpus_index_records as records_module
 from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
@@ -123,6 +124,31 @@ def test_entries_sharing_a_shape_stay_independent() -> None:
     assert everything(b.evolve(importance_score=0.2)) == everything(b_parsed.evolve(importance_score=0.2))
 
 
+def test_how_an_entry_was_read_comes_back_as_the_parser_made_it() -> None:
+    """Format 9 writes an entry's origin as three flat values: the shape's shared origin comes back as that very
+    object (shared, as the parser shares it), an origin with kept values or a createdAt default as its own, equal
+    in every slot, and an entry built in code as none."""
+    created = datetime(2026, 3, 1, 8, 15, 2, 123456, tzinfo=UTC)
+    written = Entry(id="dddd4444", content="Rose lives in Portland.", created_at=created).to_json_bytes()
+    plain_a = Entry.from_json_bytes(written)  # a file as dreamkeeper writes one: nothing to keep
+    plain_b = Entry.from_json_bytes(written.replace(b"dddd4444", b"eeee5555"))
+    kept = Entry.from_json_obj(rockbot_entry("ffff6666"))
+    no_created = {k: v for k, v in rockbot_entry("abab7777").items() if k != "createdAt"}
+    defaulted = Entry.from_json_obj(no_created)
+    made = Entry(id="made2", content="built in code")
+    assert plain_a._origin is plain_a._origin.shape.plain  # the parser's common case, shared
+    assert kept._origin.kept and defaulted._origin.created_default is not None
+    restored = through_index(plain_a, plain_b, kept, defaulted, made)
+    assert restored[0]._origin is restored[0]._origin.shape.plain
+    assert restored[0]._origin is restored[1]._origin  # one shared origin, as parsed
+    for before, after in zip((plain_a, plain_b, kept, defaulted, made), restored, strict=True):
+        assert everything(after) == everything(before)
+    assert restored[2]._origin is not restored[2]._origin.shape.plain
+    assert restored[2]._origin.kept == kept._origin.kept
+    assert restored[3]._origin.created_default == defaulted._origin.created_default
+    assert getattr(restored[4], "_origin", "missing") is None
+
+
 def test_the_pickled_state_is_checked() -> None:
     """``entry_state.restored`` refuses containers of the wrong kind (a planted index may hold anything)."""
     good = Entry.from_json_obj(rockbot_entry("cccc3333"))
@@ -155,6 +181,15 @@ def test_the_pickled_state_is_checked() -> None:
             entry_state.restored_fields(*state)
 
 
+def _shape_without_plain(shape: Any) -> Any:
+    """A shape as a planted index could build one (the unpickler may build shapes): its shared origin replaced."""
+    planted = object.__new__(type(shape))
+    for name in type(shape).__slots__:
+        setattr(planted, name, getattr(shape, name))
+    planted.plain = ("not", "an origin")
+    return planted
+
+
 class _Planted:
     """Pickles as ``(function, args)``: what a hostile index would hold."""
 
@@ -178,12 +213,14 @@ def _record_args(
     fit: Any = None,
     due: tuple[Any, Any] = (None, 0),
 ) -> tuple[Any, ...]:
-    """A record's flat values as ``_flat`` writes them (format 8: the entry's ``__dict__`` and state inline, its
-    content digest, then its due's key and time) for the file at ``path``."""
+    """A record's flat values as ``_flat`` writes them (format 9: the entry's ``__dict__`` and state inline, how it
+    was read as three values, its content digest, then its due's key and time) for the file at ``path``. ``state``:
+    (extra, fields-set, origin), the origin an ``_Origin`` (flattened here) or already its three values."""
     st = os.lstat(path)
     extra, fields_set, origin = state if state is not None else (None, set(), None)
+    how_read = origin if type(origin) is tuple else records_module._origin_flat(origin)
     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return (*key, fields, extra, fields_set, origin, SHA, st.st_size, st.st_mtime_ns, fit, content, *due)
+    return (*key, fields, extra, fields_set, *how_read, SHA, st.st_size, st.st_mtime_ns, fit, content, *due)
 
 
 @pytest.mark.parametrize(
@@ -203,6 +240,13 @@ def _record_args(
         "reordered-fields",
         "extra-field",
         "not-an-origin",
+        "origin-not-a-shape",
+        "origin-kept-not-a-tuple",
+        "origin-kept-odd",
+        "origin-created-not-a-time",
+        "origin-kept-without-shape",
+        "origin-created-on-shared",
+        "origin-shape-without-plain",
         "restored-call",
         "evil-call",
         "not-a-tuple",
@@ -256,7 +300,20 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
     elif planted == "extra-field":
         record = _record_args(path, {**fields, "__class__": "x"}, state)
     elif planted == "not-an-origin":
-        record = _record_args(path, fields, (extra, fields_set, ("a", "tuple")))
+        record = _record_args(path, fields, (extra, fields_set, ("a", "tuple", None)))
+    elif planted.startswith("origin-"):  # how the entry was read, its three values (format 9) planted one by one
+        shape, kept, created = records_module._origin_flat(origin)
+        assert shape is not None and kept is not None  # a RockBot file keeps its 7-digit timestamps
+        how_read = {
+            "origin-not-a-shape": ({"keys": shape.keys}, kept, created),
+            "origin-kept-not-a-tuple": (shape, list(kept), created),
+            "origin-kept-odd": (shape, kept[:-1], created),
+            "origin-created-not-a-time": (shape, kept, "2026-01-01T00:00:00Z"),
+            "origin-kept-without-shape": (None, kept, created),
+            "origin-created-on-shared": (shape, None, datetime(2026, 1, 1, tzinfo=UTC)),
+            "origin-shape-without-plain": (_shape_without_plain(shape), kept, created),
+        }[planted]
+        record = _record_args(path, fields, (extra, fields_set, how_read))
     elif planted == "restored-call":  # format 4's entry call: no longer something an index may call
         record = _Planted(entry_state.restored, (values, extra, fields_set, origin))
     elif planted == "not-a-tuple":  # fifteen values, but a string of them: unpacks, and is no record

@@ -24,10 +24,11 @@ never a wrong decision):
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``corpus_index_files.ALLOWED``): a planted file can at worst make the index disagree with the files, which the
   stat check and, before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
-  A record is a tuple of flat values (``_flat``), its entry's ``__dict__`` among them, checked value by value by
-  ``_rebuilt``; the entry is rebuilt by ``entry_state.restored_fields`` as the parser builds one (no pydantic state
-  dict per entry: a third of the load), which refuses containers of the wrong kind and a dict that is not exactly
-  the model's fields in its order.
+  A record is a tuple of flat values (``corpus_index_records._flat``), its entry's ``__dict__`` and how it was
+  read among them, checked value by value by ``corpus_index_records.rebuilt``; the entry is rebuilt by
+  ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per entry: a third of the
+  load), which refuses containers of the wrong kind and a dict that is not exactly the model's fields in its
+  order.
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -47,32 +48,22 @@ import hashlib
 import io
 import logging
 import os
-import pickle
 import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.atomic import Fingerprint
-from dreamkeeper.memory.content_digests import DIGEST_SIZE, content_generation, derived_generation
-from dreamkeeper.memory.corpus_index_files import (
-    FRAME_HEAD,
-    FRAME_MAGIC,
-    Reducers,
-    append_frame,
-    open_log,
-    write_streamed,
-)
+from dreamkeeper.memory.content_digests import content_generation, derived_generation
+from dreamkeeper.memory.corpus_index_files import FRAME_HEAD, FRAME_MAGIC, append_frame, open_log, write_streamed
 from dreamkeeper.memory.corpus_index_files import RestrictedUnpickler as _Unpickler
-from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
+from dreamkeeper.memory.corpus_index_records import REDUCERS as _REDUCERS
+from dreamkeeper.memory.corpus_index_records import Record, StatKey, stat_key
+from dreamkeeper.memory.corpus_index_records import rebuilt as _rebuilt
 from dreamkeeper.memory.entry_dues import note_dues, pending
-from dreamkeeper.memory.entry_state import restored_fields, state
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
-from dreamkeeper.memory.scan_objects import slot_setters
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.listing import Listing
@@ -81,100 +72,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 8\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 9\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
 RACY_WINDOW_NS: Final = 2_000_000_000
 _now_ns = time.time_ns  # the scan's clock (a test moves it to play "a later cycle")
-
-# (size, mtime_ns, ctime_ns, inode) of the version that was read
-StatKey = tuple[int, int, int, int]
-
-
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-@dataclass(slots=True)
-class Record:
-    """One file as last read: its stat key, its parse, its fingerprint, and whether the cycle's screen
-    (``consolidation/quarantine.py``) found the entry fit (None: not asked yet)."""
-
-    key: StatKey
-    entry: Entry
-    fingerprint: Fingerprint
-    fit: bool | None = None
-    # What a scan yields for it, built once per process (its path kept as the walk's string: stored.py), and
-    # yielded again by a later scan of the same process.
-    stored: StoredEntry | None = None
-    # Its entry's content digest (content_digests.py: every field but decay's two), once a cycle asked for one.
-    content: bytes | None = None
-    # When a stage (decay) next has anything to do about its entry, under the stage's key (entry_dues.py).
-    due_key: str | None = None
-    due: int = 0
-
-
-def _flat(record: Record) -> tuple[Any, ...]:
-    """How the index's pickler writes a record (its ``dispatch_table``): flat values, no Path, no dataclass state, the
-    entry's own state inline (``entry_state.state``, its values as its ``__dict__``), read back as a plain tuple
-    (``tuple`` of a tuple is that very tuple) and turned into a record by ``_rebuilt``: the unpickler calls nothing of
-    ours, and every check is in that one loop. Not faster than format 6's call per record (the same records, both
-    ways, load alike at 100k: bench/results/micro-s27.md); what made the load cheaper at 10k is building the objects
-    through their slot descriptors (``scan_objects.slot_setters``)."""
-    fp, entry = record.fingerprint, record.entry
-    values, extra, fields_set, origin = state(entry)
-    fields = entry.__dict__
-    if tuple(fields) != _FIELD_NAMES:  # never seen; in the model's order, as ``restored_fields`` requires
-        fields = dict(zip(_FIELD_NAMES, values, strict=True))
-    key = record.key
-    flat = (
-        *key,
-        *(fields, extra, fields_set, origin),
-        *(fp.sha256, fp.size, fp.mtime_ns, record.fit, record.content, record.due_key, record.due),
-    )
-    return (tuple, (flat,))
-
-
-_REDUCERS: Final[Reducers] = {Record: _flat}
-_FLAT_SIZE: Final = 15
-
-
-def _rebuilt(records: dict[Any, Any], *, removals: bool) -> None:
-    """The flat tuples ``_flat`` wrote turned into records, in place (``removals``: a log frame's None, a removed
-    file, is kept).
-    Everything is checked, as a planted index could hold anything the unpickler may build: a record of the wrong
-    shape or kinds raises ``pickle.UnpicklingError`` and the caller discards the whole file."""
-    new, set_sha, set_size, set_mtime = object.__new__, _FP_SHA256, _FP_SIZE, _FP_MTIME
-    for name, flat in records.items():
-        if flat is None and removals:
-            continue
-        if type(name) is not str or type(flat) is not tuple or len(flat) != _FLAT_SIZE:
-            raise pickle.UnpicklingError("unexpected record")
-        size, mtime, ctime, ino, fields, extra, fields_set, origin, sha, fsize, fmtime, fit, content, due_key, due = (
-            flat
-        )
-        # Spelled out, not ``all(...)`` over a tuple: this runs once per record of a 100k-entry index.
-        ints = type(size) is type(mtime) is type(ctime) is type(ino) is type(fsize) is type(fmtime) is type(due) is int
-        if not ints or type(sha) is not str or not (fit is None or fit is True or fit is False):
-            raise pickle.UnpicklingError("unexpected record")
-        if due_key is not None and type(due_key) is not str:
-            raise pickle.UnpicklingError("unexpected due key")
-        if content is not None and (type(content) is not bytes or len(content) != DIGEST_SIZE):
-            raise pickle.UnpicklingError("unexpected content digest")
-        try:
-            entry = restored_fields(fields, extra, fields_set, origin)  # checks what it is given
-        except ValueError as exc:
-            raise pickle.UnpicklingError(f"unexpected record: {exc}") from None
-        # The frozen dataclass's slots set through their descriptors: its ``__init__`` looks each name up again.
-        fingerprint = new(Fingerprint)
-        set_sha(fingerprint, sha)
-        set_size(fingerprint, fsize)
-        set_mtime(fingerprint, fmtime)
-        records[name] = Record((size, mtime, ctime, ino), entry, fingerprint, fit, None, content, due_key, due)
-
-
-_FP_SHA256, _FP_SIZE, _FP_MTIME = slot_setters(Fingerprint, ("sha256", "size", "mtime_ns"))
 
 
 def code_version() -> str:
@@ -184,7 +87,15 @@ def code_version() -> str:
     here = Path(__file__).resolve().parent
     # entry_values: the fast path's checks; entry_state: how an index's entries are rebuilt
     # content_digests: how a record's content digest is made
-    names = ("entry.py", "entry_values.py", "entry_state.py", "store.py", "walk.py", "content_digests.py")
+    names = (
+        "entry.py",
+        "entry_values.py",
+        "entry_state.py",
+        "corpus_index_records.py",
+        "store.py",
+        "walk.py",
+        "content_digests.py",
+    )
     parser = tuple(here / name for name in names)
     for source in (*parser, here.parent / "consolidation" / "quarantine.py"):
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dreamkeeper.consolidation.cycle import CycleOptions, CycleOutcome, FinalState, Writes, run_cycle
-from dreamkeeper.consolidation.final_state import own_version
+from dreamkeeper.consolidation.final_state import own_version, write_stat
 from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import Fingerprint, MemoryStore, StoredEntry
 from dreamkeeper.memory.entry import CREATED_BY_CYCLE, Entry
@@ -109,7 +109,7 @@ def test_the_final_state_takes_what_the_cycle_wrote_and_concludes_what_a_full_re
     assert len(created) == 1 and {Path(name).stem for name in made} == {"s2", "d1", "d2", Path(created[0]).stem}
     assert not made & set(watch.read)
     survivor = str(store.require("s1").path)
-    assert isinstance(writes._own[survivor], Fingerprint) and survivor not in watch.read
+    assert isinstance(writes._own[survivor], tuple) and survivor not in watch.read
     final = watch.finals[-1]
     disk = as_read(store.root)
     assert final.ids == set(disk)
@@ -159,7 +159,8 @@ def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one()
     seen = _stored("before", 10, 1_000)
     ours = _stored("archived by us", 20, 2_000)
     made = ours
-    stamp = ours.fingerprint
+    stamp = write_stat(ours.fingerprint)  # what the check keeps of a stamp's or a decay's write
+    assert stamp == (20, 2_000)
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, made) is seen  # unchanged since the snapshot
     assert own_version(_stat(20, 2_000), seen, seen.fingerprint, made) is ours  # still what we wrote
     assert own_version(_stat(20, 2_000), None, None, made) is ours  # a file we created
@@ -172,7 +173,7 @@ def test_own_version_takes_a_version_only_when_size_and_mtime_name_exactly_one()
     # Two versions with one size and one mtime (two writes in one clock tick): which is there is unknown: read.
     twin = StoredEntry(_stored("archived by us", 10, 1_000).entry, Path("/m/e1.json"), Fingerprint("1" * 64, 10, 1_000))
     assert own_version(_stat(10, 1_000), seen, seen.fingerprint, twin) is None
-    assert own_version(_stat(10, 1_000), seen, seen.fingerprint, twin.fingerprint) is seen  # a stamp changes no count
+    assert own_version(_stat(10, 1_000), seen, seen.fingerprint, write_stat(twin.fingerprint)) is seen  # no count
     assert own_version(_stat(20, 2_000, 0o120777), None, None, made) is None  # a symlink in its place: read (refused)
     # The snapshot already holds this cycle's write (the fold's, read back into the later stages' snapshot).
     assert own_version(_stat(20, 2_000), ours, ours.fingerprint, made) is ours

@@ -241,16 +241,26 @@ def _as_listed(snapshot: ScanResult) -> FinalState:
     return final
 
 
+# What the final-state check keeps of a review stamp's or a decay's write: its size and mtime (ns), all that
+# ``own_version`` looks at. The whole fingerprint (its sha256 in hex) of each of a cold start's ~64,000 stamps at
+# 100,000 entries was ~15 MiB held from the apply stage to the cycle's end (bench/results/micro-s35.md section 6).
+WriteStat = tuple[int, int]
+
+
+def write_stat(fingerprint: Fingerprint) -> WriteStat:
+    return (fingerprint.size, fingerprint.mtime_ns)
+
+
 def read_final(
     store: MemoryStore,
     child: FileEntry,
     seen: StoredEntry | None,
-    own: Mapping[str, Fingerprint | StoredEntry],
+    own: Mapping[str, WriteStat | StoredEntry],
 ) -> StoredEntry | MalformedFile:
     """One file of the final-state scan: the snapshot's parse when the file is unchanged since it; this cycle's own
     last write of it when it is still exactly that (``own``: path -> the entry a create, update or archive wrote, or
-    the fingerprint of a review stamp or a decay, which change only what the report does not count); otherwise read
-    again."""
+    the size and mtime of a review stamp or a decay, which change only what the report does not count); otherwise
+    read again."""
     record = own.get(child.path)
     if seen is not None or record is not None:
         try:
@@ -274,11 +284,11 @@ def own_version(
     st: os.stat_result,
     seen: StoredEntry | None,
     before: Fingerprint | None,
-    record: Fingerprint | StoredEntry | None,
+    record: WriteStat | StoredEntry | None,
 ) -> StoredEntry | None:
     """Which known version of a file ``st`` says it holds, without reading it: the snapshot's (``before``, parsed
-    as ``seen``) or this cycle's last write (``record``: the entry it wrote, or a stamp's or decay's fingerprint);
-    None when it is neither, or could be either.
+    as ``seen``) or this cycle's last write (``record``: the entry it wrote, or a stamp's or decay's size and mtime:
+    ``WriteStat``); None when it is neither, or could be either.
 
     Size and mtime (ns) are what a write leaves behind, and a cycle's own write is the newest thing it knows of the
     file: the report counts and the invariant's departures only look at an entry's id, content, live state and the
@@ -290,13 +300,13 @@ def own_version(
     key = (st.st_size, st.st_mtime_ns)
     unchanged = before is not None and (before.size, before.mtime_ns) == key
     made = record if isinstance(record, StoredEntry) else None
-    written = made.fingerprint if made is not None else record if isinstance(record, Fingerprint) else None
+    written = write_stat(made.fingerprint) if made is not None else record if isinstance(record, tuple) else None
     # A regular file: a symlink or FIFO put in its place is no write of ours, whatever its size and mtime say.
-    ours = written is not None and (written.size, written.mtime_ns) == key and stat.S_ISREG(st.st_mode)
+    ours = written is not None and written == key and stat.S_ISREG(st.st_mode)
     if ours and unchanged:
         # The same version twice (the snapshot already holds this cycle's write: the fold's), or a stamp: the
         # snapshot's parse. Two versions that differ (same size, same tick): unknown which is there.
-        return seen if made is None or written == before else None
+        return seen if made is None or made.fingerprint == before else None
     if unchanged:
         return seen
     if ours:
@@ -304,4 +314,4 @@ def own_version(
     return None
 
 
-__all__ = ["FinalState", "final_index", "own_version", "read_final", "scan_final"]
+__all__ = ["FinalState", "WriteStat", "final_index", "own_version", "read_final", "scan_final", "write_stat"]

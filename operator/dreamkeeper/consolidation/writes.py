@@ -20,7 +20,15 @@ from dreamkeeper.consolidation.decay_journal import DecayTally, write_decay_jour
 from dreamkeeper.consolidation.embed_stage import write_vectors
 from dreamkeeper.consolidation.embeddings import Vector
 from dreamkeeper.consolidation.executor import Executor
-from dreamkeeper.consolidation.final_state import FileEntry, FinalState, own_version, read_final, scan_final
+from dreamkeeper.consolidation.final_state import (
+    FileEntry,
+    FinalState,
+    WriteStat,
+    own_version,
+    read_final,
+    scan_final,
+    write_stat,
+)
 from dreamkeeper.consolidation.final_state import final_index as _final_index
 from dreamkeeper.consolidation.format_stages import format_counts
 from dreamkeeper.consolidation.invariant import Census, Departure, EndCheck, departures, end_check, scan_map, tags_in
@@ -95,11 +103,11 @@ class Writes:
         self.context = context
         self.store = context.store
         self.first_write_at: datetime | None = None
-        # Path -> this cycle's last write of the file: a stamp's or decay's fingerprint (its id, content and live
+        # Path -> this cycle's last write of the file: a stamp's or decay's size and mtime (its id, content and live
         # state are the snapshot's), or the entry a create, update or archive wrote, with the write's fingerprint.
         # Later looks at the file take it while its size and mtime are the write's (``final_state.own_version``).
         # The values themselves, no pair per write: a cold start decays and stamps every entry.
-        self._own: dict[str, Fingerprint | StoredEntry] = {}
+        self._own: dict[str, WriteStat | StoredEntry] = {}
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
         # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
@@ -480,7 +488,7 @@ class Writes:
     def _note_own(self, executor: Executor) -> None:
         """Record what ``executor`` wrote (``_own``): each file's newest write replaces an earlier one's record."""
         own = self._own
-        own.update(executor.written)
+        own.update((name, write_stat(fingerprint)) for name, fingerprint in executor.written.items())
         for name, made in executor.made.items():
             # One run writes a file once (a stamp or decay of an archived entry goes with the archive); should both
             # name it, which was last is unknown here: no record, the file is read.

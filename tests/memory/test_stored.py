@@ -156,6 +156,8 @@ def test_a_steady_cycle_makes_paths_only_for_what_it_writes(tmp_path: Path, monk
     monkeypatch.setattr(corpus_index_module, "_now_ns", lambda: real() + 4 * 60 * 1_000_000_000)
     decayed = cycle(start + timedelta(days=6))  # within the clock check's week
     assert decayed > 0
-    assert 0 < len(made) <= decayed  # the decayed entries' files, and nothing else
+    # The decayed entries' files, and nothing else (a file's Path is made for a write and not kept, so it may be
+    # made more than once: counted by file).
+    assert 0 < len(set(made)) <= decayed
     live = [s for s in MemoryStore(agent / "memory").scan().entries if s.entry.is_live]
     assert len(live) > 2 * decayed

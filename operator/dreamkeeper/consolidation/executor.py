@@ -35,6 +35,7 @@ from dreamkeeper.memory import (
     ensure_inside,
     entry_location,
     fsync_directory,
+    path_of_name,
     replace_file,
     shown,
 )
@@ -58,7 +59,7 @@ class StepPaths:
         self.root = store.root
         self.legacy_root = None if header.path_base == "memory-root" else PurePosixPath(header.memory_root)
         self._inside: set[Path] = set()  # directories checked to resolve inside the memory root
-        self._dirs: dict[str, Path] = {}  # a step path's directory part -> that directory, validated
+        self._dirs: dict[str, str] = {}  # a step path's directory part -> that directory's path string, validated
 
     def __call__(self, step: Step) -> Path:
         head, _, name = step.path.rpartition("/")
@@ -67,10 +68,12 @@ class StepPaths:
             # path again (a cold start's decay journals one step per entry of the corpus).
             directory = self._dirs.get(head)
             if directory is not None:
-                return directory / name
+                # Joined as strings, the Path built from its directory's (``path_of_name``): ``directory / name``
+                # parsed the name again and interned it, for every step of a cold start's journals.
+                return path_of_name(os.path.join(directory, name))
         path = self._resolve(step)
         if self.legacy_root is None and path.name == name:
-            self._dirs[head] = path.parent
+            self._dirs[head] = str(path.parent)
         return path
 
     def _resolve(self, step: Step) -> Path:
@@ -280,8 +283,9 @@ class Executor:
             fingerprint = self.store.rewrite(stored, entry.with_meta(**step.metadata), sync_directory=False)
         except ConflictError:
             return "stale"  # changed after the snapshot: nothing written, reviewed (and decayed) again next cycle
-        self._pending_dirs.add(stored.path.parent)
-        self.written[str(path)] = fingerprint
+        self._pending_dirs.add(path.parent)
+        # Keyed by the snapshot's own string for the file (``stored.name`` is ``str(path)``): kept to the cycle's end.
+        self.written[stored.name] = fingerprint
         self.tally.stamped += 1
         self._decayed(step)
         return "done"
@@ -317,8 +321,8 @@ class Executor:
         else:
             updated = with_decay_values(stored.entry, step.after)
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
-        self._pending_dirs.add(stored.path.parent)
-        self.written[name] = fingerprint
+        self._pending_dirs.add(path.parent)
+        self.written[stored.name] = fingerprint  # the snapshot's string for the file (as ``_stamp``)
         self.tally.decayed += 1
         self.tally.decayed_ids.add(step.id)
         return "done"
@@ -368,8 +372,9 @@ class Executor:
                     return "done"  # written before a crash, journal line lost
                 raise ConflictError(path, "a different file already has the successor's name")
             fingerprint = replace_file(path, _dump(step.after), MUST_NOT_EXIST, sync_directory=False)
-            if self._remember:
-                self.made[str(path)] = StoredEntry(successor, path, fingerprint)
+            if self._remember:  # by its string: no Path kept to the cycle's end (``StoredEntry.passing_path``)
+                name = str(path)
+                self.made[name] = StoredEntry.named(successor, name, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.created += 1
             return "done"
@@ -384,7 +389,8 @@ class Executor:
                 return "done"
             fingerprint = replace_file(path, _dump(step.after), step.expected.to_fingerprint(), sync_directory=False)
             if self._remember:
-                self.made[str(path)] = StoredEntry(Entry.from_json_obj(step.after), path, fingerprint)
+                name = current.name  # the snapshot's string for the file (``str(path)``)
+                self.made[name] = StoredEntry.named(Entry.from_json_obj(step.after), name, fingerprint)
             self._pending_dirs.add(path.parent)
             self.tally.updated += 1
             log.info(
@@ -410,13 +416,13 @@ class Executor:
                 entry = self._carrying(step, path, current.entry)
                 if step.metadata:
                     entry = entry.with_meta(**step.metadata)
-                current = StoredEntry(entry, current.path, current.fingerprint)
+                current = StoredEntry.named(entry, current.name, current.fingerprint)
             archived = self.store.archive(
                 current, step.reason, self.now, self.cycle_id, parse_back=False, sync_directory=False
             )
             if self._remember:
-                self.made[str(archived.path)] = archived
-            self._pending_dirs.add(current.path.parent)
+                self.made[archived.name] = archived
+            self._pending_dirs.add(path.parent)
             self.tally.archived += 1
             self._decayed(step)
             if step.kind == "ephemeral":

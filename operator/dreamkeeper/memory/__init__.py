@@ -103,6 +103,7 @@ from dreamkeeper.memory.store import (
     StoredEntry,
     entry_summary,
 )
+from dreamkeeper.memory.stored import path_of_name
 
 __all__ = [
     "ARCHIVED_BY_CYCLE",
@@ -190,6 +191,7 @@ __all__ = [
     "open_regular",
     "ordinal_key",
     "parse_json_object",
+    "path_of_name",
     "read_regular",
     "read_regular_text",
     "read_reversals",

@@ -400,8 +400,8 @@ class MemoryStore(EmbeddingFiles):
             # all that is left to check, and the file is where they say when the names match (a bulk rewrite of a
             # cold start's decays spent more on building and comparing paths than on encoding the entry).
             validate_id(entry.id)
-            if str(stored.path) == os.path.join(directory, f"{entry.id}.json"):
-                return stored.path
+            if stored.name == os.path.join(directory, f"{entry.id}.json"):  # ``name`` is ``str(path)``
+                return stored.passing_path()
         path = entry_location(self.root, entry.id, entry.category)
         if stored.path != path:
             raise InvalidCategoryError(entry.category or "", f"entry {entry.id} cannot move from {stored.path}")
@@ -447,8 +447,8 @@ class MemoryStore(EmbeddingFiles):
             entry = entry.with_meta(**{ARCHIVED_BY_CYCLE: cycle_id})
         if parse_back:
             result = self.update(stored, entry)
-        else:
-            result = StoredEntry(entry, stored.path, self.rewrite(stored, entry, sync_directory=sync_directory))
+        else:  # named by the string it was read under: its Path made only if asked for (``passing_path``)
+            result = StoredEntry.named(entry, stored.name, self.rewrite(stored, entry, sync_directory=sync_directory))
         log.info("Archived memory entry %s — %s: %s", entry_summary(entry), reason, shown(entry.content))
         return result
 

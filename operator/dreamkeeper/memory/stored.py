@@ -60,6 +60,14 @@ class StoredEntry:
             _set_path(self, path)
         return path
 
+    def passing_path(self) -> Path:
+        """``path``, not kept on this object when it is not kept already: a bulk write's, which needs the ``Path``
+        for the write alone. A cold start rewrites most of its snapshot's files (review stamps, decays, archives),
+        and a ``Path`` kept per written entry, with the names pathlib interned for it, was ~14 MiB held from the
+        apply stage to the cycle's end at 100,000 entries (bench/results/micro-s35.md section 6)."""
+        path = self._path
+        return path if path is not None else path_of_name(self.name)
+
     @property
     def id(self) -> str:
         return self.entry.id
@@ -97,6 +105,13 @@ _PARENTS: dict[str, tuple[Callable[[str], Path], bool]] = {}
 _PARENTS_MAX: Final = 4096
 
 
+def path_of_name(name: str) -> Path:
+    """``Path(name)`` for a file's path string, built from its directory's ``Path`` (``child_path``): no parse, and
+    the file's name not interned (pathlib interns every part it parses, and the interpreter's table of them grew by
+    every name a cold start wrote)."""
+    return _path_of(name)
+
+
 def _path_of(name: str) -> Path:
     # Where joining the child to its parent's Path may not give ``Path(name)``, made the long way: a directory part of
     # separators only ("/a.json", "//a.json": a memory root at "/", whose leading slashes pathlib counts) or a last
@@ -109,4 +124,4 @@ def _path_of(name: str) -> Path:
     return child_path(_PARENTS, name)
 
 
-__all__ = ["SETTERS", "StoredEntry"]
+__all__ = ["SETTERS", "StoredEntry", "path_of_name"]

@@ -46,6 +46,23 @@ def test_built_either_way_it_is_the_same_value(tmp_path: Path) -> None:
     assert named.__eq__("not a stored entry") is NotImplemented
 
 
+def test_a_passing_path_is_the_path_and_is_not_kept(tmp_path: Path) -> None:
+    """``passing_path`` (a bulk write's): the very ``Path(name)``, made without keeping it on the entry nor interning
+    the file's name, and the kept one once ``path`` has been asked for."""
+    entry = Entry(id="b2", content="Rose lives in Portland.")
+    name = str(tmp_path / "memory" / "people" / "b2.json")
+    named = StoredEntry.named(entry, name, FINGERPRINT)
+    passing = named.passing_path()
+    assert passing == Path(name) and str(passing) == name and passing.parts == Path(name).parts
+    assert named._path is None  # not kept
+    assert named.passing_path() is not passing  # made again each time it is asked for
+    kept = named.path
+    assert named.passing_path() is kept
+    assert stored_module.path_of_name(name) == Path(name)
+    for odd in ("/a.json", "//a.json", "x/..", "rel/c3.json"):  # the cases ``_path_of`` builds the long way, or not
+        assert stored_module.path_of_name(odd) == Path(odd)
+
+
 def test_it_is_frozen_and_survives_pickle_and_copy(tmp_path: Path) -> None:
     entry = Entry(id="a1", content="Kim works at Xebia.")
     named = StoredEntry.named(entry, str(tmp_path / "a1.json"), FINGERPRINT)
@@ -154,10 +171,12 @@ def test_a_steady_cycle_makes_paths_only_for_what_it_writes(tmp_path: Path, monk
         cycle(start)
     made = _count_paths(monkeypatch)
     monkeypatch.setattr(corpus_index_module, "_now_ns", lambda: real() + 4 * 60 * 1_000_000_000)
+    before = time.time_ns()
     decayed = cycle(start + timedelta(days=6))  # within the clock check's week
     assert decayed > 0
     # The decayed entries' files, and nothing else (a file's Path is made for a write and not kept, so it may be
     # made more than once: counted by file).
     assert 0 < len(set(made)) <= decayed
+    assert all(os.stat(name).st_mtime_ns >= before for name in made)  # each one a file this cycle rewrote
     live = [s for s in MemoryStore(agent / "memory").scan().entries if s.entry.is_live]
     assert len(live) > 2 * decayed

@@ -349,6 +349,36 @@ def test_a_kept_timestamp_is_reparsed_to_the_value_the_model_gives_it(alias: str
     assert (got, got.utcoffset(), type(got)) == (wanted, wanted.utcoffset(), type(wanted))
 
 
+def test_reparsing_keeps_few_answers_and_each_is_the_parse_of_its_own_string() -> None:
+    """``_reparse`` keeps its last answers for timestamp strings (a write asks of one string several times): a kept
+    answer is the very value a fresh parse gives (value, offset, type), whatever came between, and no more than
+    ``_REPARSED_MAX`` are kept (a cold start writes every entry of a 100k corpus)."""
+    from dreamkeeper.memory.entry import _REPARSED, _REPARSED_MAX, _reparse
+    from dreamkeeper.memory.entry_values import parse_timestamp
+
+    stamps = [f"2026-03-{1 + i % 28:02d}T08:15:{i % 60:02d}.{i:07d}+0{i % 10}:00" for i in range(3 * _REPARSED_MAX)]
+    for round_ in range(2):
+        kept = 0
+        for i, raw in enumerate(stamps):
+            got = _reparse("updated_at", raw)
+            again = _reparse("created_at", raw)  # the same string for another field: the kept answer
+            kept += again is got  # not when the bound was reached between the two (the answers are dropped)
+            fresh = parse_timestamp(raw, {})
+            for value in (got, again):
+                assert (value, value.utcoffset(), type(value), value.tzinfo) == (
+                    fresh,
+                    fresh.utcoffset(),
+                    type(fresh),
+                    fresh.tzinfo,
+                )
+            assert len(_REPARSED) <= _REPARSED_MAX, (round_, i)
+        assert kept >= len(stamps) - 2 * len(stamps) // _REPARSED_MAX, (round_, kept)
+    # Not a timestamp string: nothing kept for it, and the model's value as before.
+    before = dict(_REPARSED)
+    assert _reparse("updated_at", "2026-03-01 08:15:02+00:00") == datetime(2026, 3, 1, 8, 15, 2, tzinfo=UTC)
+    assert "2026-03-01 08:15:02+00:00" not in _REPARSED and _REPARSED.keys() <= before.keys() | set(stamps)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.from_regex(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?\Z", fullmatch=True),

@@ -467,6 +467,10 @@ def _at(shape: _Shape, only: frozenset[str]) -> tuple[tuple[int, tuple[str, str 
 
 
 _NOTHING_KEPT: Final[dict[int, Any]] = {}
+# ``_reparse``'s last answers for timestamp strings (``parse_timestamp``'s memo): bounded, as the strings of one
+# entry's writes come together (a cold start writes each of RockBot's entries once or twice, each asking ~4 times).
+_REPARSED: dict[str, tuple[datetime, bool]] = {}
+_REPARSED_MAX: Final = 64
 _AT: dict[tuple[_Shape, frozenset[str]], tuple[tuple[int, tuple[str, str | None]], ...]] = {}
 
 
@@ -643,9 +647,13 @@ def _reparse(name: str, raw: Any) -> Any:
     if name in TIMESTAMP_FIELDS and type(raw) is str:
         # What ``_fast_fields`` gives a timestamp string, without building a shape for it: RockBot writes all three
         # timestamps with a 7-digit .NET fraction, kept raw, so every write of one of its files asks this three
-        # times (and each decay step's journal values once more). NotFast: the model decides, as below.
+        # times (and each decay step's journal values once more), mostly of one string (RockBot gives a new entry
+        # one time for all three). So the last few answers are kept (``_REPARSED``: a datetime is immutable, and
+        # the parse a function of the string). NotFast: the model decides, as below.
+        if len(_REPARSED) >= _REPARSED_MAX:
+            _REPARSED.clear()
         try:
-            return parse_timestamp(raw, {})
+            return parse_timestamp(raw, _REPARSED)
         except NotFast:
             pass
     try:

@@ -7,6 +7,7 @@ decayed leaves it as it is (it was loaded and rewritten whole to add the journal
 from __future__ import annotations
 
 import asyncio
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -74,3 +75,80 @@ def test_steady_cycles_leave_the_index_alone_and_read_only_what_decay_wrote(
     assert index.reads == decayed[-1] and index.hits == len(full_ids(agent)) - decayed[-1]
     full = {s.id: s.entry for s in MemoryStore(agent / "memory").scan().entries}
     assert indexed == full
+
+
+# Inside their grace period and like no other entry: a steady cycle neither decays nor offers them, so the index
+# serves them cycle after cycle.
+QUIET = [
+    Seed(f"quiet{i}", text, category="people", age_days=2)
+    for i, text in enumerate(
+        [
+            "The cat is called Miso and sleeps on the router.",
+            "Dentist appointment reminders go out two days ahead.",
+            "Sam's allergy list: peanuts, latex, penicillin.",
+            "The VPN gateway is reachable as vpn.example.net.",
+            "Quarterly reports are due on the 15th of January, April, July and October.",
+            "Alex collects vinyl records from the 1970s.",
+        ]
+    )
+]
+
+
+def test_a_steady_cycle_decodes_no_entry_from_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: a record read back keeps its entry's view and its other values as a blob, decoded only when a stage
+    reads the entry (memory/corpus_index_records.py). A steady cycle's whole-corpus stages read the views alone, and
+    the entries it decays were rewritten by the last cycle (read again, not decoded): no record is decoded, and the
+    cycle reports what a cycle without the index reports."""
+    from dreamkeeper.consolidation import cluster_cache, quiet
+    from dreamkeeper.memory import corpus_index_records as records
+    from dreamkeeper.memory.stored import LazyStored
+
+    agent = tmp_path / "agent"
+    write_corpus(agent, SEEDS[: len(TEXTS)] + QUIET)
+    clock = {"day": 0}
+    # Every clock that keys a cache a day per cycle ahead (their racy rules: the last cycle's files are trusted).
+    for module in (ci, cluster_cache, quiet):
+        real = module.time.time_ns  # type: ignore[attr-defined]
+        monkeypatch.setattr(module, "_now_ns", lambda real=real: real() + (clock["day"] + 1) * DAY_NS)
+    decoded: list[str] = []
+    decode = records._decoded
+
+    def counted(record: records.Record) -> object:
+        decoded.append(str(record.view_id))
+        return decode(record)
+
+    monkeypatch.setattr(records, "_decoded", counted)
+
+    def hourly(at: int) -> CycleOutcome:  # cycles an hour apart; the index's clock a day apart (its racy rule)
+        clock["day"] = at
+        settings = CycleSettings(min_interval_hours=0)
+        options = CycleOptions(agent_dir=agent, settings=settings, now=BASE_TIME + timedelta(hours=at))
+        return asyncio.run(run_cycle(options, OfflineProposer()))
+
+    for at in range(4):  # settle: the index holds every file the cycles did not write
+        assert hourly(at).report.result == "completed"
+    decoded.clear()
+    clock["day"] = 4
+    index = ci.open_corpus_index(agent, agent / "memory")
+    scanned = MemoryStore(agent / "memory", index).scan().entries
+    lazy = [s for s in scanned if isinstance(s, LazyStored)]
+    assert len(lazy) == index.hits > 0  # every file taken from the index is a view over its record
+    assert not decoded
+    twin = tmp_path / "twin"  # the same corpus without the index, for the report
+    shutil.copytree(agent, twin, symlinks=True)
+    outcome = hourly(4)
+    assert outcome.report.result == "completed" and outcome.report.decayed > 0
+    assert decoded == []  # nothing the steady cycle did built an entry from a record
+    options = CycleOptions(
+        agent_dir=twin,
+        settings=CycleSettings(min_interval_hours=0),
+        now=BASE_TIME + timedelta(hours=4),
+        corpus_index=False,
+    )
+    plain = asyncio.run(run_cycle(options, OfflineProposer()))
+    from dreamkeeper.consolidation.counts import CycleCounts
+
+    assert plain.report.result == outcome.report.result
+    assert plain.report.lost_specifics == outcome.report.lost_specifics == []
+    for field in CycleCounts.model_fields:
+        assert getattr(outcome.report, field) == getattr(plain.report, field), field

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.memory import MemoryStore
+from dreamkeeper.memory import MemoryStore, StoredEntry
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.corpus_index import CorpusIndex, index_path
 from tests.memory.conftest import rockbot_entry, write_raw
@@ -217,7 +217,7 @@ def test_a_screen_verdict_is_the_records_own_and_vouches_only_for_the_entry_it_h
     assert all(index.known_fit(s) for i, s in later.items() if i != "entry6")
     # The same file parsed again is another entry object: the verdict was about the record's, not this one.
     reparsed = store.read_file(later["entry3"].path)
-    assert isinstance(reparsed, type(later["entry3"])) and reparsed.entry == later["entry3"].entry
+    assert isinstance(reparsed, StoredEntry) and reparsed.entry == later["entry3"].entry
     assert not index.known_fit(reparsed) and index.known_fit(later["entry3"])
     index.note_fit([reparsed])  # not the record's entry: nothing learnt
     assert not index.known_fit(reparsed)

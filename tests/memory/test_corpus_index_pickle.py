@@ -25,7 +25,9 @@ from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index import FORMAT, Record, index_path
 from dreamkeeper.memory.corpus_index_files import append_frame
 from dreamkeeper.memory.entry import _FIELD_NAMES, Entry
+from dreamkeeper.memory.errors import ConflictError
 from dreamkeeper.memory.scan_objects import child_path
+from dreamkeeper.memory.stored import lazy_named
 from tests.memory.conftest import rockbot_entry, write_raw
 from tests.memory.test_corpus_index import later, scan
 from tests.memory.test_entry_parse import files
@@ -33,9 +35,9 @@ from tests.memory.test_entry_parse import files
 SHA = "0" * 64
 
 
-def through_index(*entries: Entry) -> list[Entry]:
-    """The entries as an index holds them: records pickled together (one memo, as a saved index), loaded by the
-    index's own restricted unpickler."""
+def records_through_index(*entries: Entry) -> list[Record]:
+    """The entries' records as an index holds them: pickled together (one memo, as a saved index), loaded by the
+    index's own restricted unpickler, not decoded yet."""
     records = {
         f"/m/{at}.json": Record((10, 20, 30, at), entry, Fingerprint(SHA, 10, 20), None)
         for at, entry in enumerate(entries)
@@ -46,7 +48,19 @@ def through_index(*entries: Entry) -> list[Entry]:
     pickler.dump(records)
     loaded = ci._Unpickler(io.BytesIO(buffer.getvalue())).load()
     ci._rebuilt(loaded, removals=False)
-    return [loaded[name].entry for name in records]
+    return [loaded[name] for name in records]
+
+
+def through_index(*entries: Entry) -> list[Entry]:
+    """The entries as an index holds them, decoded."""
+    return [record.entry for record in records_through_index(*entries)]
+
+
+VIEW = ("id", "is_live", "is_archived", "content", "archived_at", "held", "restored_by_hand")
+
+
+def view(stored: StoredEntry) -> dict[str, Any]:
+    return {name: getattr(stored, name) for name in VIEW}
 
 
 def everything(entry: Entry) -> tuple[Any, ...]:
@@ -91,6 +105,36 @@ def test_an_entry_from_the_index_is_the_parsed_entry(obj: dict[str, Any], change
     assert restored == parsed
     assert everything(restored) == everything(parsed)
     assert everything(restored.evolve(importance_score=0.5)) == everything(parsed.evolve(importance_score=0.5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(files(), st.integers(0, 5))
+def test_an_index_records_view_is_its_entrys_and_decodes_nothing(obj: dict[str, Any], change: int) -> None:
+    """What the whole-corpus stages read of a record read back (corpus_index_records.py: its view) is what they would
+    read of the parsed entry, for every kind of entry the index holds; reading it decodes nothing, and the entry
+    decoded afterwards is the parsed one, equal to a scan's entry."""
+    try:
+        parsed = Entry.from_json_obj(obj)
+    except ValueError:
+        return
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    if change == 1:
+        parsed = parsed.evolve(archived_at=at, archive_reason="merged into x")
+    elif change == 2:
+        parsed = parsed.evolve(superseded_by="successor1")
+    elif change == 3:
+        parsed = parsed.with_meta(dreamkeeperHeldImportance="0.9", dreamkeeperHeldFor="chain")
+    elif change == 4:
+        parsed = parsed.with_meta(dreamkeeperRestoredAt="2026-01-03T00:00:00+00:00")
+    elif change == 5:
+        parsed = parsed.evolve(metadata={})
+    (record,) = records_through_index(parsed)
+    lazy = lazy_named(record, "/m/0.json", record.fingerprint)
+    eager = StoredEntry.named(parsed, "/m/0.json", record.fingerprint)
+    assert view(lazy) == view(eager)
+    assert not record.decoded
+    assert lazy == eager and eager == lazy
+    assert record.decoded and everything(lazy.entry) == everything(parsed)
 
 
 def test_an_entry_built_in_code_restores_too() -> None:
@@ -207,20 +251,61 @@ def _plant(agent: Path, records: dict[str, Any]) -> None:
 
 def _record_args(
     path: Path,
-    fields: Any,
+    values: Any,
     state: tuple[Any, Any, Any] | None = None,
     content: Any = None,
     fit: Any = None,
     due: tuple[Any, Any] = (None, 0),
+    view: tuple[Any, Any, Any, Any] | None = None,
 ) -> tuple[Any, ...]:
-    """A record's flat values as ``_flat`` writes them (format 9: the entry's ``__dict__`` and state inline, how it
-    was read as three values, its content digest, then its due's key and time) for the file at ``path``. ``state``:
-    (extra, fields-set, origin), the origin an ``_Origin`` (flattened here) or already its three values."""
+    """A record's flat values as ``_flat`` writes them (format 10: the stat key; the entry's view; its shape and
+    fields-set; a blob pickling its values (without the id and the content), extra, kept raw values and createdAt
+    default; its fingerprint, fit, content digest, then its due's key and time) for the file at ``path``. ``values``:
+    what the blob holds as the values. ``state``: (extra, fields-set, origin), the origin an ``_Origin`` (flattened
+    here) or already its three values. ``view``: (id, content, flags, archived at), the file's entry1's if None."""
     st = os.lstat(path)
     extra, fields_set, origin = state if state is not None else (None, set(), None)
-    how_read = origin if type(origin) is tuple else records_module._origin_flat(origin)
+    shape, kept, created = origin if type(origin) is tuple else records_module._origin_flat(origin)
+    blob = pickle.dumps((values, extra, kept, created), protocol=5)
     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return (*key, fields, extra, fields_set, *how_read, SHA, st.st_size, st.st_mtime_ns, fit, content, *due)
+    view = view if view is not None else _VIEW
+    return (*key, *view, shape, fields_set, blob, SHA, st.st_size, st.st_mtime_ns, fit, content, *due)
+
+
+_VIEW: Any = None  # entry1's view (set by the test that plants it)
+
+
+def _blob_values(entry: Entry) -> tuple[Any, ...]:
+    """An entry's values as a record's blob holds them: in the model's order, the id and the content left out."""
+    values = [entry.__dict__[name] for name in _FIELD_NAMES]
+    values[_FIELD_NAMES.index("id")] = values[_FIELD_NAMES.index("content")] = None
+    return tuple(values)
+
+
+# Refused when the index is loaded (the record's own values): the whole index is discarded, every file read.
+_AT_LOAD = {
+    "due-key-not-str",
+    "due-not-int",
+    "format-7-record",
+    "format-9-record",
+    "short-digest",
+    "digest-not-bytes",
+    "not-an-origin",
+    "origin-not-a-shape",
+    "origin-shape-without-plain",
+    "restored-call",
+    "not-a-tuple",
+    "short-record",
+    "float-size",
+    "fit-not-bool",
+    "sha-not-str",
+    "format-6-call",
+    "view-id-not-str",
+    "view-flags-out-of-range",
+    "view-live-and-archived",
+    "view-archived-without-time",
+    "fields-set-not-a-set",
+}
 
 
 @pytest.mark.parametrize(
@@ -232,13 +317,15 @@ def _record_args(
         "due-key-not-str",
         "due-not-int",
         "format-7-record",
+        "format-9-record",
         "short-digest",
         "digest-not-bytes",
         "generic-entry",
         "list-values",
         "short-values",
-        "reordered-fields",
-        "extra-field",
+        "reordered-values",
+        "extra-value",
+        "id-in-the-blob",
         "not-an-origin",
         "origin-not-a-shape",
         "origin-kept-not-a-tuple",
@@ -255,53 +342,69 @@ def _record_args(
         "fit-not-bool",
         "sha-not-str",
         "format-6-call",
+        "view-id-not-str",
+        "view-flags-out-of-range",
+        "view-live-and-archived",
+        "view-archived-without-time",
+        "view-flags-lie",
+        "fields-set-not-a-set",
     ],
 )
 def test_a_planted_index_in_this_format_costs_a_full_read(
-    agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str
+    agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Records whose stat keys match the files (the strongest plant): still nothing but the allowed functions is
-    called, a malformed entry state is refused, and the whole index is discarded (every file read). The control:
-    the same record with the entry's true state is taken."""
+    called. A record whose own values are wrong is refused when the index loads, and the whole index is discarded
+    (every file read). A record whose blob holds a malformed entry state (decoded only when a stage reads the entry)
+    is refused then: that file is read instead, with a warning, and the scan is the same. The control: the same
+    record with the entry's true state is taken."""
+    global _VIEW
     later(monkeypatch)
     first, _ = scan(agent)
     path = next((agent / "memory").rglob("entry1.json"))
     parsed = MemoryStore(agent / "memory").read_file(path)
     assert isinstance(parsed, StoredEntry)
     _, (values, extra, fields_set, origin) = parsed.entry.__reduce__()  # the file's own parse
-    fields = dict(zip(_FIELD_NAMES, values, strict=True))
+    blob_values = _blob_values(parsed.entry)
+    _VIEW = records_module.view_of(parsed.entry)
     state = (extra, fields_set, origin)
     marker = tmp_path / "ran"
     record: Any
     if planted == "control":
-        record = _record_args(path, fields, state)
+        record = _record_args(path, blob_values, state)
     elif planted == "control-with-digest":
-        record = _record_args(path, fields, state, entry_digest(parsed.entry))
+        record = _record_args(path, blob_values, state, entry_digest(parsed.entry))
     elif planted == "control-with-due":
-        record = _record_args(path, fields, state, due=("a-key", 1_900_000_000))
+        record = _record_args(path, blob_values, state, due=("a-key", 1_900_000_000))
     elif planted == "due-key-not-str":  # a due's key is a string or none (entry_dues.py)
-        record = _record_args(path, fields, state, due=(b"a-key", 1_900_000_000))
+        record = _record_args(path, blob_values, state, due=(b"a-key", 1_900_000_000))
     elif planted == "due-not-int":
-        record = _record_args(path, fields, state, due=("a-key", 1.9e9))
-    elif planted == "format-7-record":  # thirteen values, no due: format 7's records are refused whole
-        record = _record_args(path, fields, state)[:-2]
+        record = _record_args(path, blob_values, state, due=("a-key", 1.9e9))
+    elif planted == "format-7-record":  # no due: format 7's records are refused whole
+        record = _record_args(path, blob_values, state)[:-2]
+    elif planted == "format-9-record":  # the entry's __dict__ inline, no view, no blob: 17 values
+        fields = dict(zip(_FIELD_NAMES, values, strict=True))
+        flat = _record_args(path, blob_values, state)
+        record = (*flat[:4], fields, extra, fields_set, *records_module._origin_flat(origin), *flat[11:])
     elif planted == "short-digest":  # a record's content digest is 16 bytes or none (content_digests.py)
-        record = _record_args(path, fields, state, entry_digest(parsed.entry)[:15])
+        record = _record_args(path, blob_values, state, entry_digest(parsed.entry)[:15])
     elif planted == "digest-not-bytes":
-        record = _record_args(path, fields, state, entry_digest(parsed.entry).hex())
+        record = _record_args(path, blob_values, state, entry_digest(parsed.entry).hex())
     elif planted == "generic-entry":  # pydantic's own state path, which an index never holds
         record = _record_args(path, _Planted(Entry, ()), state)
     elif planted == "list-values":
-        record = _record_args(path, list(values), state)
+        record = _record_args(path, list(blob_values), state)
     elif planted == "short-values":
-        record = _record_args(path, dict(list(fields.items())[:3]), state)
-    elif planted == "reordered-fields":
-        record = _record_args(path, dict(reversed(fields.items())), state)
-    elif planted == "extra-field":
-        record = _record_args(path, {**fields, "__class__": "x"}, state)
+        record = _record_args(path, blob_values[:3], state)
+    elif planted == "reordered-values":
+        record = _record_args(path, tuple(reversed(blob_values)), state)
+    elif planted == "extra-value":
+        record = _record_args(path, (*blob_values, "x"), state)
+    elif planted == "id-in-the-blob":  # the id belongs to the view alone
+        record = _record_args(path, tuple(values), state)
     elif planted == "not-an-origin":
-        record = _record_args(path, fields, (extra, fields_set, ("a", "tuple", None)))
-    elif planted.startswith("origin-"):  # how the entry was read, its three values (format 9) planted one by one
+        record = _record_args(path, blob_values, (extra, fields_set, ("a", "tuple", None)))
+    elif planted.startswith("origin-"):  # how the entry was read, its three values planted one by one
         shape, kept, created = records_module._origin_flat(origin)
         assert shape is not None and kept is not None  # a RockBot file keeps its 7-digit timestamps
         how_read = {
@@ -313,30 +416,48 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
             "origin-created-on-shared": (shape, None, datetime(2026, 1, 1, tzinfo=UTC)),
             "origin-shape-without-plain": (_shape_without_plain(shape), kept, created),
         }[planted]
-        record = _record_args(path, fields, (extra, fields_set, how_read))
+        record = _record_args(path, blob_values, (extra, fields_set, how_read))
     elif planted == "restored-call":  # format 4's entry call: no longer something an index may call
         record = _Planted(entry_state.restored, (values, extra, fields_set, origin))
-    elif planted == "not-a-tuple":  # fifteen values, but a string of them: unpacks, and is no record
-        record = "abcdefghijklmno"
+    elif planted == "not-a-tuple":  # eighteen values, but a string of them: unpacks, and is no record
+        record = "abcdefghijklmnopqr"
     elif planted == "short-record":
-        record = _record_args(path, fields, state)[:-1]
+        record = _record_args(path, blob_values, state)[:-1]
     elif planted == "float-size":
-        record = (float(os.lstat(path).st_size), *_record_args(path, fields, state)[1:])
+        record = (float(os.lstat(path).st_size), *_record_args(path, blob_values, state)[1:])
     elif planted == "fit-not-bool":
-        record = _record_args(path, fields, state, fit=1)
+        record = _record_args(path, blob_values, state, fit=1)
     elif planted == "sha-not-str":
-        flat = _record_args(path, fields, state)
-        record = (*flat[:8], SHA.encode(), *flat[9:])
+        flat = _record_args(path, blob_values, state)
+        record = (*flat[:11], SHA.encode(), *flat[12:])
     elif planted == "format-6-call":  # format 6's record function: gone, and nothing an index may call
-        record = _Planted(ci.Record, _record_args(path, fields, state))
+        record = _Planted(ci.Record, _record_args(path, blob_values, state))
+    elif planted == "view-id-not-str":
+        record = _record_args(path, blob_values, state, view=(b"entry1", *_VIEW[1:]))
+    elif planted == "view-flags-out-of-range":
+        record = _record_args(path, blob_values, state, view=(*_VIEW[:2], 16, _VIEW[3]))
+    elif planted == "view-live-and-archived":
+        record = _record_args(path, blob_values, state, view=(*_VIEW[:2], 3, datetime(2026, 1, 1, tzinfo=UTC)))
+    elif planted == "view-archived-without-time":
+        record = _record_args(path, blob_values, state, view=(*_VIEW[:2], records_module.ARCHIVED, None))
+    elif planted == "view-flags-lie":  # restored by hand, says the view; not so, says the entry: refused at decode
+        record = _record_args(path, blob_values, state, view=(*_VIEW[:2], _VIEW[2] | records_module.RESTORED, None))
+    elif planted == "fields-set-not-a-set":
+        record = _record_args(path, blob_values, (extra, list(fields_set), origin))
     else:
         record = _record_args(path, _Planted(os.system, (f"touch {marker}",)), state)
     _plant(agent, {str(path): record})
+    caplog.set_level("WARNING")
     seen, index = scan(agent)
     assert not marker.exists()
-    assert seen == first
-    # The control's record is entry1's true parse: taken (the other two files have none); any other: all read.
-    assert (index.hits, index.reads) == ((1, 2) if planted.startswith("control") else (0, 3))
+    assert seen == first  # compares every entry: a record whose blob is refused gives the file's own parse
+    assert not marker.exists()
+    refused_at_decode = not planted.startswith("control") and planted not in _AT_LOAD
+    # The control's record is entry1's true parse: taken (the other two files have none); one refused at load: all
+    # read; one refused at decode: taken by the scan, its file read when its entry was.
+    assert (index.hits, index.reads) == ((0, 3) if planted in _AT_LOAD else (1, 2))
+    undecodable = [r for r in caplog.records if "could not be decoded" in r.getMessage()]
+    assert len(undecodable) == (1 if refused_at_decode else 0)
     if planted == "control-with-due":  # loaded with the record, under its key only
         stored = index._new[str(path)].stored
         assert stored is not None
@@ -345,12 +466,14 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
 
 
 def test_a_planted_log_frame_in_this_format_is_ignored(agent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A frame appended to a good base, its record refused by ``entry_state.restored_fields``: the frame (and any
-    after it) is ignored, and the base still serves every file."""
+    """A frame appended to a good base, its record refused when the log is read (its view's flags): the frame (and
+    any after it) is ignored, and the base still serves every file."""
     later(monkeypatch)
     first, index = scan(agent)
     path = next((agent / "memory").rglob("entry2.json"))
-    bad = _record_args(path, [1, 2])
+    parsed = MemoryStore(agent / "memory").read_file(path)
+    assert isinstance(parsed, StoredEntry)
+    bad = _record_args(path, [1, 2], view=(*records_module.view_of(parsed.entry)[:2], 99, None))  # flags out of range
     append_frame(index.log_path, (index._base_id, {str(path): bad}), ci._REDUCERS)
     seen, index = scan(agent)
     assert seen == first
@@ -372,3 +495,36 @@ def test_scan_paths_are_their_normal_strings(agent: Path, monkeypatch: pytest.Mo
         assert stored.path == Path(str(stored.path))
     weird = child_path({}, "rel//dir/./x.json".replace("//", "/"))
     assert str(weird) == str(Path("rel/dir/./x.json"))  # "." is dropped by pathlib: not set from the name
+
+
+def test_an_undecodable_record_of_a_file_edited_after_the_scan_reads_it_and_refuses_writes(
+    agent: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A planted record whose blob cannot be decoded, for a file the agent edits after the scan: reading the entry
+    gives the file's own parse now (logged), and a write to it is refused, as the scan's fingerprint says other bytes
+    (the agent's edit is never overwritten)."""
+    later(monkeypatch)
+    scan(agent)
+    path = next((agent / "memory").rglob("entry1.json"))
+    parsed = MemoryStore(agent / "memory").read_file(path)
+    assert isinstance(parsed, StoredEntry)
+    _, (_, extra, fields_set, origin) = parsed.entry.__reduce__()
+    good = _record_args(
+        path, _blob_values(parsed.entry), (extra, fields_set, origin), view=records_module.view_of(parsed.entry)
+    )
+    fp = parsed.fingerprint
+    planted = (*good[:10], pickle.dumps(([1, 2], None, None, None)), fp.sha256, fp.size, fp.mtime_ns, *good[14:])
+    _plant(agent, {str(path): planted})
+    index = ci.open_corpus_index(agent, agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    (lazy,) = [s for s in store.scan().entries if s.id == "entry1"]
+    assert index.hits == 1 and not index._new[str(path)].decoded
+    edited = path.read_text(encoding="utf-8").replace("Fact number 1", "Fact number one")
+    path.write_text(edited, encoding="utf-8")
+    caplog.set_level("WARNING")
+    entry = lazy.entry
+    assert entry.content == "Fact number one about Portland."
+    assert any("could not be decoded" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ConflictError):
+        store.rewrite(lazy, entry.evolve(importance_score=0.1))
+    assert path.read_text(encoding="utf-8") == edited

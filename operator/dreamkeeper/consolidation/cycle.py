@@ -427,7 +427,7 @@ class Cycle(ProposalStages):
         live = decayed.live
         in_scope = scope_ids(live, self.settings.scope)
         # Restored by a person: never offered again (merged or pruned), so the restore sticks (issue 22).
-        restored = {s.entry.id for s in live if (meta := s.entry.metadata) and RESTORED_BY_HAND in meta}
+        restored = {s.id for s in live if s.restored_by_hand}
         if restored:
             log.info("%d entr(ies) restored by hand are not offered for merging or pruning", len(restored))
             in_scope = frozenset((in_scope if in_scope is not None else {s.id for s in live}) - restored)

@@ -229,14 +229,13 @@ def _as_listed(snapshot: ScanResult) -> FinalState:
     # third of a steady cycle's report stage there.
     ids_add, live, archived = final.ids.add, final.live, 0
     for item in snapshot.entries:
-        entry = item.entry
-        entry_id = entry.id
+        entry_id = item.id
         ids_add(entry_id)
         entries[entry_id] = item
-        if entry.archived_at is not None:  # ``Entry.is_archived``
+        if item.is_archived:  # ``Entry.is_archived``
             archived += 1
-        elif not entry.superseded_by:  # ``Entry.is_live``
-            live[entry_id] = entry.content
+        elif item.is_live:  # ``Entry.is_live``
+            live[entry_id] = item.content
     final.archived = archived
     return final
 

@@ -72,9 +72,8 @@ class Census:
         # ``by_id`` of the live ones, in one loop (taken of the whole corpus every cycle): the first file of an id wins.
         live: dict[str, StoredEntry] = {}
         for stored in entries:
-            entry = stored.entry
-            if entry.is_live:
-                live.setdefault(entry.id, stored)
+            if stored.is_live:
+                live.setdefault(stored.id, stored)
         return cls(live)
 
 
@@ -151,9 +150,9 @@ def departures(
     out: list[Departure] = []
     for entry_id, then in before.live.items():
         now = after.get(entry_id)
-        if now is then and then.entry.is_live:
+        if now is then and then.is_live:
             continue  # the very entry the census took (a final state built from its scan): still live, same text
-        if now is not None and now.entry.is_live and now.entry.content == then.entry.content:
+        if now is not None and now.is_live and now.content == then.content:
             continue
         if now is None:
             # Purge is the only path of ours that deletes; anything else gone was the agent's own deletion.

@@ -267,6 +267,8 @@ def apply_holds(store: MemoryStore, holds: Sequence[Hold]) -> tuple[int, int, in
 
 def _own(stored: StoredEntry) -> StoredEntry:
     """The entry with its own importance, as the purge judges it (a hold lifted it: ``unheld``)."""
+    if not stored.held:
+        return stored
     entry = unheld(stored.entry)
     return stored if entry is stored.entry else StoredEntry(entry, stored.path, stored.fingerprint)
 
@@ -296,7 +298,7 @@ def purge_stage(
     rule = LastRecords.of_stored(scanned, vocabulary)
     # Held entries are judged with their own importance: a hold whose reason has gone ends. The purge looks only at
     # archived entries; the keep rule, asked only when one is due, at all of them (``KeepRule``).
-    own = [_own(s) for s in scanned if s.entry.archived_at is not None]
+    own = [_own(s) for s in scanned if s.is_archived]
     started = datetime.now(UTC)
     keep: KeepFn = KeepRule(lambda: [_own(s) for s in scanned], rule)
     if context.memory_format.name != ROCKBOT:

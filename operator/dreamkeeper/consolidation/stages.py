@@ -115,7 +115,7 @@ class Snapshot:
 def snapshot_of(scan: ScanResult, purged_ids: frozenset[str] = frozenset(), counts: CycleCounts = NONE) -> Snapshot:
     """The snapshot of a scan already screened (``quarantine.screened``): malformed files are named in the notes."""
     # One pass each over the corpus (``scan.live`` is a new list per call; ``entry.id``, not the property, per entry).
-    ids_before = frozenset(chain([s.entry.id for s in scan.entries], purged_ids))  # built once, not set then copy
+    ids_before = frozenset(chain([s.id for s in scan.entries], purged_ids))  # built once, not set then copy
     live = live_of(scan)
     counts = counts + CycleCounts(total=len(live)) + unusable_files(scan)
     return Snapshot(scan, live, ids_before, purged_ids, counts, malformed_notes(scan.malformed))
@@ -128,7 +128,7 @@ def unusable_files(scan: ScanResult) -> CycleCounts:
 
 
 def live_of(scan: ScanResult) -> list[StoredEntry]:
-    return [s for s in scan.entries if s.entry.is_live]
+    return [s for s in scan.entries if s.is_live]
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,13 @@ never a wrong decision):
   the agent's volume, so it is loaded by an unpickler that can build only the few classes an index holds
   (``corpus_index_files.ALLOWED``): a planted file can at worst make the index disagree with the files, which the
   stat check and, before any write, the fingerprint check (``atomic.check_unchanged`` re-hashes the file) catch.
-  A record is a tuple of flat values (``corpus_index_records._flat``), its entry's ``__dict__`` and how it was
-  read among them, checked value by value by ``corpus_index_records.rebuilt``; the entry is rebuilt by
-  ``entry_state.restored_fields`` as the parser builds one (no pydantic state dict per entry: a third of the
-  load), which refuses containers of the wrong kind and a dict that is not exactly the model's fields in its
-  order.
+  A record is a tuple of flat values (``corpus_index_records._flat``), checked value by value by
+  ``corpus_index_records.rebuilt``: the entry's view (id, content, live/archived, hold and restore flags, archive
+  time) and its other values as one pickled blob, decoded by the same restricted unpickler only when a stage reads
+  the entry (a steady cycle decodes none), and rebuilt by ``entry_state.restored_fields`` as the parser builds one,
+  which refuses containers of the wrong kind; a decoded entry must give the record's view back. A blob that cannot
+  be decoded (only a planted index holds one: the file is checked whole) is a cache miss: the file is read
+  (``stored.LazyStored``).
 * Writing it touches nothing but ``.dreamkeeper/corpus-index`` and its log: after the cycle's own writes, the
   records that changed since the file was loaded (a steady cycle's decay rewrites a few percent of the entries) are
   appended to ``corpus-index.log`` as one frame (a magic, the length, the sha256, a pickle of the base's id and the
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_NAME: Final = "corpus-index"
-FORMAT: Final = b"dreamkeeper-corpus-index 9\n"  # the version: a reader of another version discards the file
+FORMAT: Final = b"dreamkeeper-corpus-index 10\n"  # the version: a reader of another version discards the file
 LOG_SUFFIX: Final = ".log"
 COMPACT_FRACTION: Final = 3  # the log is folded into a new base once it holds more than a third of the records
 INDEX_LIMIT: Final = 4096 * MiB
@@ -343,7 +345,7 @@ class CorpusIndex:
         current record of its file says so and holds this very entry (by identity). The record's own flag, not a
         set of the fit entries' ids beside the records (one more int and set slot per entry: ~7 MB at 100k)."""
         record = self._new.get(stored.name)
-        return record is not None and record.fit is True and record.entry is stored.entry
+        return record is not None and record.fit is True and _holds(record, stored)
 
     def unscreened(self, entries: Iterable[StoredEntry]) -> list[StoredEntry]:
         """The entries ``known_fit`` does not vouch for, in order (its test, one loop: it runs over the corpus)."""
@@ -351,7 +353,7 @@ class CorpusIndex:
         out: list[StoredEntry] = []
         for stored in entries:
             record = get(stored.name)
-            if record is None or record.fit is not True or record.entry is not stored.entry:
+            if record is None or record.fit is not True or not _holds(record, stored):
                 out.append(stored)
         return out
 
@@ -359,7 +361,7 @@ class CorpusIndex:
         for stored in fit:
             name = stored.name
             record = self._new.get(name)
-            if record is not None and record.fit is not True and record.entry is stored.entry:
+            if record is not None and record.fit is not True and _holds(record, stored):
                 record.fit = True
                 self._dirty.add(name)
                 self._changed = True
@@ -372,7 +374,7 @@ class CorpusIndex:
         from dreamkeeper.memory.listing import Listing
         from dreamkeeper.memory.store import log_malformed
         from dreamkeeper.memory.stored import SETTERS as STORED_SETTERS
-        from dreamkeeper.memory.stored import StoredEntry
+        from dreamkeeper.memory.stored import StoredEntry, lazy_named
 
         if not self._tried:
             self._tried = True
@@ -405,7 +407,10 @@ class CorpusIndex:
                     new[name] = record
                     hits += 1
                     stored = record.stored
-                    if stored is None and plain:
+                    if stored is None and plain and not record.decoded:
+                        # Read back and not decoded: its view serves the whole-corpus stages (corpus_index_records)
+                        stored = record.stored = lazy_named(record, name, record.fingerprint)
+                    elif stored is None and plain:
                         # ``StoredEntry.named``, inline: the path kept as the walk's string (stored.py)
                         stored = record.stored = new_object(StoredEntry)
                         set_entry(stored, record.entry)
@@ -448,6 +453,12 @@ class CorpusIndex:
             self.listings.used,
             self.listings.listed,
         )
+
+
+def _holds(record: Record, stored: StoredEntry) -> bool:
+    """Whether ``record`` holds ``stored``'s very parse: it is the record's own scan entry (which decodes nothing), or
+    the two share the entry object."""
+    return record.stored is stored or (record.decoded and record.entry is stored.entry)
 
 
 def _decode(data: bytes) -> tuple[str, str, dict[str, Record]]:

@@ -298,7 +298,7 @@ class MemoryStore(EmbeddingFiles):
             if isinstance(item, MalformedFile):
                 result.malformed.append(item)
                 continue
-            key = id_key(item.entry.id)  # the id's own string when lower case: these dicts live all cycle
+            key = id_key(item.id)  # the id's own string when lower case: these dicts live all cycle
             if key in index:
                 twins.setdefault(key, [(first[key].id, first[key].path)]).append((item.id, item.path))
                 # Two files claim one id: neither is trusted for mutation, both are kept.
@@ -494,14 +494,15 @@ class MemoryStore(EmbeddingFiles):
         candidates = entries if entries is not None else self.scan().entries
         due: list[StoredEntry] = []
         for stored in candidates:
-            entry = stored.entry
-            if entry.archived_at is None:
+            archived_at = stored.archived_at
+            if archived_at is None:
                 continue
             # Strictly before the cutoff, as RockBot's purge (``ArchivedAt < cutoff``, FileMemoryStore @8a7e360e) and
             # its audit (``archivedAt + retention < now``, MemoryAuditAnalyzer @26053e10) both count it.
-            if as_aware(entry.archived_at) >= cutoff:
+            if as_aware(archived_at) >= cutoff:
                 report.not_due += 1
                 continue
+            entry = stored.entry
             if floor.protects(entry):
                 report.kept_above_floor.append(entry)
                 continue

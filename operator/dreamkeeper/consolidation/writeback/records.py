@@ -257,9 +257,11 @@ class WriteBackIndex:
         raw_records, decoded, expected_of = self._raw, self._records, self._expected
         out = []
         for item in stored:
-            entry = item.entry
-            key = entry.id.lower()
+            key = item.id.lower()
             raw = raw_records.get(key)
+            if raw is None and key not in decoded:
+                continue  # no record: nothing to look at (and an entry read back from the corpus index stays undecoded)
+            entry = item.entry
             if raw is not None and len(raw) == 2 and raw[1] and entry.archived_at is None:
                 meta = entry.metadata
                 if meta is None:
@@ -276,7 +278,7 @@ class WriteBackIndex:
                 if got != values:
                     out.append(item)
                 continue
-            if (raw is not None or key in decoded) and self.quick(entry.id, entry) is False:
+            if self.quick(entry.id, entry) is False:
                 out.append(item)
         return out
 

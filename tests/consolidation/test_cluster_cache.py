@@ -8,6 +8,7 @@ import asyncio
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -358,6 +359,48 @@ def test_the_key_is_hashed_again_when_anything_besides_the_corpus_differs(agent:
         kw["generated"] = {"a1": np.asarray([1.0, 0.0], dtype="<f4")}
     result, taken = gate_as(agent, live, generation, **kw)
     assert taken == 0 and ids(result) == []
+
+
+def test_a_vector_directory_listed_in_another_order_misses_the_saved_key_and_hashes_again(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The context hashes the vector files' records in the directory's own order (not sorted: a sixth of a steady
+    key's cost at 100k). The same files listed in another order (a directory restored from a backup) are another
+    context: the saved key is not taken by the generation, the corpus is hashed again, and the clusters are the same
+    (the full key does not depend on the listing's order)."""
+    for name in ("v1", "v2", "v3"):  # vector files of no entry: each only adds its record to the context
+        path = write_vector(agent, name, [1.0, 0.0])
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
+    first, taken = gate_as(agent, corpus(), "G1")
+    assert taken == 0
+    again, taken = gate_as(agent, corpus(), "G1")
+    assert taken == 1 and ids(again) == ids(first)  # the same order: the saved key
+    real_scandir = cc.os.scandir
+
+    class Reversed(list[os.DirEntry[str]]):
+        """The directory's entries in reverse order, used as ``os.scandir``'s iterator is (a context manager)."""
+
+        def __enter__(self) -> Reversed:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def close(self) -> None:
+            return None
+
+    def reversed_scandir(path: Any = ".") -> Any:
+        with real_scandir(path) as listing:
+            entries = list(listing)
+        return Reversed(entries[::-1])
+
+    monkeypatch.setattr(cc.os, "scandir", reversed_scandir)
+    again, taken = gate_as(agent, corpus(), "G1")
+    assert taken == 0 and ids(again) == ids(first)
+    monkeypatch.setattr(cc.os, "scandir", real_scandir)
+    _, taken = gate_as(agent, corpus(), "G1")
+    assert taken == 0  # saved again under the reversed order's context: this order is again another one
 
 
 def test_a_reused_key_is_saved_under_the_new_generation(agent: Path) -> None:

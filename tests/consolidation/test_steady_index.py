@@ -18,6 +18,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.consolidation.writeback import index_path as writeback_index_path
 from dreamkeeper.memory import MemoryStore
 from dreamkeeper.memory import corpus_index as ci
+from dreamkeeper.memory.corpus_index_own import load_own
 from dreamkeeper.proposers import OfflineProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
 
@@ -132,13 +133,19 @@ def test_a_steady_cycle_decodes_no_entry_from_the_index(tmp_path: Path, monkeypa
     index = ci.open_corpus_index(agent, agent / "memory")
     scanned = MemoryStore(agent / "memory", index).scan().entries
     lazy = [s for s in scanned if isinstance(s, LazyStored)]
-    assert len(lazy) == index.hits > 0  # every file taken from the index is a view over its record
+    # Every file taken from the index is a view over its record; so is every file the last cycle's decay wrote
+    # (memory/corpus_index_own.py): its bytes are the ones written, and the entry kept for them is taken.
+    kept = {str(r.view_id) for r in load_own(index.own_path, str(agent / "memory")).values()}
+    assert len(lazy) == index.hits + index.own_taken and index.hits > 0
+    assert index.own_taken == index.reads == len(kept) > 0
     assert not decoded
     twin = tmp_path / "twin"  # the same corpus without the index, for the report
     shutil.copytree(agent, twin, symlinks=True)
     outcome = hourly(4)
     assert outcome.report.result == "completed" and outcome.report.decayed > 0
-    assert decoded == []  # nothing the steady cycle did built an entry from a record
+    # Nothing the steady cycle did built an entry from an index record; the entries it decays again are the kept
+    # decays' (their files were not parsed), each decoded once.
+    assert sorted(decoded) == sorted(kept)
     options = CycleOptions(
         agent_dir=twin,
         settings=CycleSettings(min_interval_hours=0),

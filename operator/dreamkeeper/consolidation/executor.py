@@ -144,6 +144,10 @@ class Executor:
         snapshot, the report's final scan) take it instead of reading back bytes the cycle itself just wrote,
         while the file's size and mtime are still exactly the write's (``Writes._own``). Only with ``remember``:
         recovery, which has no later look, does not hold an entry per step of a journal of any size."""
+        self.decays: dict[str, tuple[Entry, str]] = {}
+        """Path -> the entry a decay wrote there and the sha256 of the bytes it decayed (only with ``remember``): the
+        corpus index keeps it for the next scan, which then need not parse the bytes this cycle wrote
+        (``CorpusIndex.remember``)."""
         self._remember = remember
         self._pending: list[tuple[int, str, str | None]] = []  # outcomes of steps written, not yet durable
         self._pending_dirs: set[Path] = set()  # the directories those writes renamed files in
@@ -323,9 +327,24 @@ class Executor:
         fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
         self._pending_dirs.add(path.parent)
         self.written[stored.name] = fingerprint  # the snapshot's string for the file (as ``_stamp``)
+        if self._remember:
+            self.decays[stored.name] = (updated, expected.sha256)  # the plan's own entry: held by it anyway
         self.tally.decayed += 1
         self.tally.decayed_ids.add(step.id)
         return "done"
+
+    def note_decays(self, decayed: dict[str, tuple[Entry, Fingerprint, str]]) -> None:
+        """This run's writes in ``decayed`` (path -> a decay's entry, the fingerprint written and the sha256 of the
+        bytes decayed): a decay's replaces what an earlier run noted; any other write (a stamp, an update, an
+        archive) removes it."""
+        for name, fingerprint in self.written.items():
+            decay = self.decays.get(name)
+            if decay is None or name in self.made:
+                decayed.pop(name, None)
+            else:
+                decayed[name] = (decay[0], fingerprint, decay[1])
+        for name in self.made:
+            decayed.pop(name, None)
 
     def _flush(self) -> None:
         """Make the batch's renames durable (one fsync per directory), then record their outcomes."""

@@ -80,6 +80,7 @@ from dreamkeeper.coverage import CoverageIndex, Vocabulary, load_vocabulary
 from dreamkeeper.formats import ROCKBOT
 from dreamkeeper.memory import (
     CycleLock,
+    Entry,
     Fingerprint,
     MalformedFile,
     MemoryStoreError,
@@ -108,6 +109,9 @@ class Writes:
         # Later looks at the file take it while its size and mtime are the write's (``final_state.own_version``).
         # The values themselves, no pair per write: a cold start decays and stamps every entry.
         self._own: dict[str, WriteStat | StoredEntry] = {}
+        # Path -> the entry and fingerprint of this cycle's last write of the file, when that write was a decay: the
+        # corpus index remembers them for the next scan (``CorpusIndex.remember``).
+        self._decayed: dict[str, tuple[Entry, Fingerprint, str]] | None = {}
         self._written_ids: set[str] = set()  # every entry a step of this cycle (or of a recovered one) wrote
         self._journals: dict[str, Journal] = {}  # this cycle's journals, by id: folded into the write-back index
         # The end-of-run invariant (invariant.py): the live corpus before the first write, and the tags of every
@@ -440,7 +444,9 @@ class Writes:
     def record(self, report: CycleReport) -> Path:
         self._update_index()
         if self.store.corpus_index is not None:
-            # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since.
+            # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since, and
+            # what its decays wrote, for the next scan to take once it finds those very bytes.
+            self.store.corpus_index.remember(self._decayed or {})
             self.store.corpus_index.forget(self._touched)
             self.store.corpus_index.save()
         if report.result == "completed":
@@ -496,6 +502,10 @@ class Writes:
                 del own[name]
             else:
                 own[name] = made
+        if self._decayed is not None and self.store.corpus_index is not None:
+            executor.note_decays(self._decayed)
+            if len(self._decayed) > self.store.corpus_index.keep_cap:
+                self._decayed = None  # a cold start's: none kept (corpus_index_own.py), none held to the cycle's end
 
     def _executor(self, plan: Plan, suffix: str) -> Executor | None:
         """The plan journaled (fsynced) and ready to run; None when there is nothing to do."""

@@ -41,7 +41,9 @@ never a wrong decision):
   check already catches (a changed file's record never matches it). A failure to write is logged and changes
   nothing else.
 
-Malformed, misfiled and unreadable files are never cached: each scan reads them again.
+Malformed, misfiled and unreadable files are never cached: each scan reads them again. The files the last cycle's
+decay wrote are read again, and their parse taken from the decays it kept when the bytes are the ones it wrote
+(corpus_index_own.py).
 """
 
 from __future__ import annotations
@@ -53,21 +55,25 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from dreamkeeper.memory.atomic import read_with_stat
 from dreamkeeper.memory.content_digests import content_generation, derived_generation
 from dreamkeeper.memory.corpus_index_files import FRAME_HEAD, FRAME_MAGIC, append_frame, open_log, write_streamed
 from dreamkeeper.memory.corpus_index_files import RestrictedUnpickler as _Unpickler
+from dreamkeeper.memory.corpus_index_own import OWN_FRACTION, OWN_MIN, kept_records, load_own, own_path, save_own
 from dreamkeeper.memory.corpus_index_records import REDUCERS as _REDUCERS
-from dreamkeeper.memory.corpus_index_records import Record, StatKey, stat_key
+from dreamkeeper.memory.corpus_index_records import Record, StatKey, UndecodableRecord, stat_key
 from dreamkeeper.memory.corpus_index_records import rebuilt as _rebuilt
 from dreamkeeper.memory.entry_dues import note_dues, pending
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 from dreamkeeper.memory.lock import STATE_DIR
 
 if TYPE_CHECKING:
+    from dreamkeeper.memory.atomic import Fingerprint
+    from dreamkeeper.memory.entry import Entry
     from dreamkeeper.memory.listing import Listing
     from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
 
@@ -152,10 +158,19 @@ class CorpusIndex:
         self.digests_kept = 0  # content digests taken from the records (tests, benchmarks)
         self.digests_made = 0  # content digests made
         self.names: list[str] | None = None  # the files the last scan walked, in its order (``ScanResult.names``)
+        # The last cycle's decays (corpus_index_own.py): path -> the entry written and the fingerprint of its bytes,
+        # taken by a scan that finds those very bytes; and what this cycle keeps for the next (``remember``).
+        self._own: dict[str, Record] = {}
+        self._own_next: dict[str, Record] | None = None
+        self.own_taken = 0  # files of the last scan whose bytes were a kept decay's: not parsed (tests, benchmarks)
 
     @property
     def log_path(self) -> Path:
         return self.path.with_name(self.path.name + LOG_SUFFIX)
+
+    @property
+    def own_path(self) -> Path:
+        return own_path(self.path)
 
     @property
     def generation(self) -> str | None:
@@ -189,6 +204,7 @@ class CorpusIndex:
     def load(self) -> None:
         """The saved records, if the file is whole and describes this root; otherwise none (a full read)."""
         self._old = {}
+        self._own = load_own(self.own_path, self.root)  # a cache of its own: used even when the index is not
         try:
             data = read_regular(self.path, INDEX_LIMIT, follow_symlinks=False)
         except FileNotFoundError:
@@ -249,6 +265,7 @@ class CorpusIndex:
         """The records of the last scan, atomically; a failure is logged (the next scan reads every file). Not
         rewritten when the last scan read nothing and learnt nothing: the file on disk already says it all."""
         self.listings.save()  # a cache of its own: written when the last scan's listings differ from the file's
+        self._save_own()
         if not self._stamp or (self.loaded and not self._changed):
             return
         try:
@@ -307,6 +324,24 @@ class CorpusIndex:
             self._exact = False  # the log grew: the next load has another identity
         self._disk, self._dirty = dict(self._new), set()
         return True
+
+    @property
+    def keep_cap(self) -> int:
+        """How many decays a cycle may keep for the next scan (corpus_index_own.py: a quarter of the records)."""
+        return max(OWN_MIN, len(self._new) // OWN_FRACTION)
+
+    def remember(self, writes: Mapping[str, tuple[Entry, Fingerprint, str]]) -> None:
+        """Keep what this cycle's decays wrote (path -> the entry, the fingerprint of the write and the sha256 of
+        the bytes it decayed) for the next scan (corpus_index_own.py), in place of what the last cycle kept; saved
+        by ``save``."""
+        self._own_next = kept_records(writes, self._new, self.keep_cap)
+
+    def _save_own(self) -> None:
+        """The kept decays written when ``remember`` was called and there is anything to write or to replace."""
+        own, self._own_next = self._own_next, None
+        if own is not None and (own or self._own or os.path.lexists(self.own_path)):
+            save_own(self.own_path, self.root, own)
+            self._own = {}  # what they replaced is no longer on disk: a later scan of this process parses those files
 
     def forget(self, paths: Iterable[str]) -> None:
         """Drop the records of files written since the last scan (the cycle's own writes: a steady cycle's decay
@@ -383,7 +418,8 @@ class CorpusIndex:
         stamp = _now_ns()
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
-        hits = reads = 0
+        hits = reads = own_taken = 0
+        own = self._own
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
         new_object = object.__new__
@@ -423,7 +459,18 @@ class CorpusIndex:
                     continue
             reads += 1
             path = Path(name)
-            result, st = store.read_file_stat(path)
+            kept = own.get(name) if own else None
+            if kept is None:
+                result, st = store.read_file_stat(path)
+            else:
+                result, st, took = _read_kept(store, path, kept, plain)
+                if took:
+                    own_taken += 1
+                    if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
+                        kept.key = stat_key(st)  # from now on an ordinary record of the file, as a read's is
+                        new[name] = kept
+                    yield result
+                    continue
             if isinstance(result, StoredEntry):
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
                     new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
@@ -433,7 +480,7 @@ class CorpusIndex:
                     malformed.append((name, stat_key(st)))
                 log_malformed(result)
                 yield result
-        self.hits, self.reads = hits, reads
+        self.hits, self.reads, self.own_taken = hits, reads, own_taken
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         # Exact: every file had its record and every record its file; a malformed file (read each time, never
@@ -453,6 +500,33 @@ class CorpusIndex:
             self.listings.used,
             self.listings.listed,
         )
+
+
+def _read_kept(
+    store: MemoryStore, path: Path, kept: Record, plain: bool
+) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bool]:
+    """A file the last cycle's decay wrote (``kept``: its record of the write), read: the kept entry when the bytes
+    are the ones written (their sha256 and size), else their parse, as ``store.read_file_stat`` gives it; and whether
+    it was the kept entry."""
+    from dreamkeeper.memory.stored import StoredEntry, lazy_named
+
+    try:
+        data, fingerprint, st = read_with_stat(path)
+    except OSError:
+        result, again = store.read_file_stat(path)  # its error, as a read reports it (or the file, if it is back)
+        return result, again, False
+    written = kept.fingerprint
+    if fingerprint.sha256 == written.sha256 and fingerprint.size == written.size:
+        name = str(path)
+        try:
+            # Its view serves the whole-corpus stages, as a record read back does (``items``)
+            stored = lazy_named(kept, name, fingerprint) if plain else StoredEntry(kept.entry, path, fingerprint)
+        except UndecodableRecord as exc:
+            log.warning("corpus index's kept decay of %s could not be decoded (%s): the file is parsed", name, exc)
+        else:
+            kept.fingerprint, kept.stored = fingerprint, stored
+            return stored, st, True
+    return store.parsed_read(path, data, fingerprint), st, False
 
 
 def _holds(record: Record, stored: StoredEntry) -> bool:

@@ -207,6 +207,11 @@ class MemoryStore(EmbeddingFiles):
             return MalformedFile(path, f"unreadable: {exc.strerror or exc}", "unreadable"), None
         return self._parsed(path, data, fingerprint), st
 
+    def parsed_read(self, path: Path, data: bytes, fingerprint: Fingerprint) -> StoredEntry | MalformedFile:
+        """The entry of the bytes ``data`` read from ``path`` (with their ``fingerprint``), or why it is none: what
+        ``read_file`` gives for them."""
+        return self._parsed(path, data, fingerprint)
+
     def _parsed(self, path: Path, data: bytes, fingerprint: Fingerprint) -> StoredEntry | MalformedFile:
         try:
             entry = Entry.from_json_bytes(data)

@@ -1,0 +1,123 @@
+"""The corpus index's record of a cycle's own decays (``corpus-index.own``), for the next scan.
+
+A steady cycle decays the same few percent of the corpus every time (RockBot's rule: every drop of an importance is
+written), and the next scan found each of those files changed: it read and parsed them all again, a twelfth of a
+steady cycle at 100,000 entries. A stat taken just after our own rename cannot vouch for the file (git's racy rule:
+corpus_index.py), so the file must still be read; but its parse need not be made again when its bytes are exactly
+the ones the cycle wrote. So the cycle keeps, per file its decay wrote last: the entry it wrote and the fingerprint
+of the bytes (their sha256). The next scan reads such a file, hashes it as every read does, and when the sha256 and
+the size are the ones kept, takes the kept entry instead of parsing the bytes. Any other bytes (the agent wrote,
+another process, a restore) are parsed as before.
+
+Why the kept entry stands for a parse of those bytes: they are that entry's own JSON (``Entry.to_json_bytes``), and
+an entry's JSON parses back to the same values (what ``Executor.made`` and the report's final scan already rely on;
+tests/memory/test_corpus_index_own.py checks a parse of every file kept against the kept entry, value by value and
+byte by byte when written again).
+
+The file is a cache like the index: written whole each cycle (a temp file, fsynced, renamed), in the index's own
+format and checked the same way (format line, sha256, the memory root, a restricted unpickler, every record's values
+checked by ``corpus_index_records.rebuilt``); anything wrong with it costs the reads it would have saved, nothing
+else. It holds at most a quarter of the index's records (``OWN_FRACTION``): a cold start that decays the whole corpus
+keeps nothing (its next scan reads every file as before; holding every decayed entry to the cycle's end and pickling
+them all would cost more memory and time than it saves there).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from dreamkeeper.memory.corpus_index_files import write_streamed
+from dreamkeeper.memory.corpus_index_records import REDUCERS, Record
+from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
+
+if TYPE_CHECKING:
+    from dreamkeeper.memory.atomic import Fingerprint
+    from dreamkeeper.memory.entry import Entry
+
+log = logging.getLogger(__name__)
+
+OWN_SUFFIX: Final = ".own"
+OWN_ID: Final = "own-decays"  # in the base-id place of the index's layout: an index file copied here is refused
+OWN_FRACTION: Final = 4
+OWN_MIN: Final = 1024  # a small corpus keeps this many at least
+OWN_LIMIT: Final = 1024 * MiB
+# A kept record's stat key: no file has it (sizes are never negative), so it never matches a file's as a record's
+# would; a kept record is only ever looked up by its path after the index's own record missed.
+UNSTATED: Final = (-1, -1, -1, -1)
+
+
+def own_path(index: Path) -> Path:
+    return index.with_name(index.name + OWN_SUFFIX)
+
+
+def load_own(path: Path, root: str) -> dict[str, Record]:
+    """The kept decays of ``root``, or none (absent, damaged, another version or root: logged)."""
+    from dreamkeeper.memory.corpus_index import _decode  # (it imports this module)
+
+    try:
+        data = read_regular(path, OWN_LIMIT, follow_symlinks=False)
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnsafeFileError) as exc:
+        log.warning("corpus index's kept decays %s not used (%s): their files are parsed", path, exc)
+        return {}
+    try:
+        kept_root, own_id, records = _decode(data)
+    except Exception as exc:  # any damage at all: discarded, never trusted in part
+        log.warning("corpus index's kept decays %s discarded (%s): their files are parsed", path, exc)
+        return {}
+    if kept_root != root or own_id != OWN_ID:
+        log.info("corpus index's kept decays %s describe %s (%s), not %s: not used", path, kept_root, own_id, root)
+        return {}
+    return records
+
+
+def kept_records(
+    writes: Mapping[str, tuple[Entry, Fingerprint, str]], records: Mapping[str, Record], cap: int
+) -> dict[str, Record]:
+    """A record per decay write to keep (none when there are more than ``cap``). Each carries the content digest of
+    the record the scan had for its file when that record is of the very bytes the decay decayed (their sha256): a
+    decay changes decay's two values alone (``Entry.evolve`` of those), which the digest leaves out
+    (content_digests.py), so the next cycle need not digest it again."""
+    if len(writes) > cap:
+        log.debug("corpus index: %d decays written, more than %d: none kept for the next scan", len(writes), cap)
+        return {}
+    out: dict[str, Record] = {}
+    for name, (entry, fingerprint, decayed) in writes.items():
+        before = records.get(name)
+        content = before.content if before is not None and before.fingerprint.sha256 == decayed else None
+        out[name] = Record(UNSTATED, entry, fingerprint, content=content)
+    return out
+
+
+def save_own(path: Path, root: str, records: dict[str, Record]) -> None:
+    """``records`` written whole over ``path`` (logged, never raised: a cache)."""
+    from dreamkeeper.memory.corpus_index import code_version  # (it imports this module)
+
+    try:
+        path.parent.mkdir(exist_ok=True)
+        write_streamed(path, _format(), (code_version(), root, OWN_ID, records), REDUCERS)
+    except OSError as exc:
+        log.warning("corpus index's kept decays not saved (%s): the next scan parses their files", exc)
+
+
+def _format() -> bytes:
+    from dreamkeeper.memory.corpus_index import FORMAT
+
+    return FORMAT
+
+
+__all__ = [
+    "OWN_FRACTION",
+    "OWN_ID",
+    "OWN_MIN",
+    "OWN_SUFFIX",
+    "UNSTATED",
+    "kept_records",
+    "load_own",
+    "own_path",
+    "save_own",
+]

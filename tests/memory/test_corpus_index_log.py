@@ -223,3 +223,43 @@ def test_a_screen_verdict_is_the_records_own_and_vouches_only_for_the_entry_it_h
     assert not index.known_fit(reparsed)
     index.note_fit([later["entry6"]])
     assert index.known_fit(later["entry6"])
+
+
+def test_changes_over_several_scans_and_saves_of_one_process_are_all_saved(agent: Path) -> None:
+    """A save looks only at the paths a scan gave a record read from its file since the last save (``_fresh``), and
+    applies its changes to the records it knows are on disk in place: every change of every scan in between is still
+    saved, each removal too, and a second save of the same process appends from what the first one wrote."""
+    for i in range(100, 140):  # enough records for a few changes to be appended, not rewritten whole
+        write_raw(agent / "memory", rockbot_entry(f"entry{i}", content=f"Fact number {i} about Portland."))
+    total = N + 40
+    scan(agent)
+
+    def look() -> tuple[dict[str, str], CorpusIndex]:  # a scan of another process, which saves nothing
+        index = ci.open_corpus_index(agent, agent / "memory")
+        return {s.id: s.entry.content for s in MemoryStore(agent / "memory", index).scan().entries}, index
+
+    index = ci.open_corpus_index(agent, agent / "memory")
+    store = MemoryStore(agent / "memory", index)
+    store.scan()
+    edit(agent, 1, "Lisbon")
+    store.scan()  # entry1 read here (a fresh record)...
+    edit(agent, 2, "Madrid")
+    entry(agent, 3).unlink()
+    write_raw(agent / "memory", rockbot_entry("entry50", content="A new fact about Quito."))
+    store.scan()  # ...and hit here: still to be saved; entry2 read, entry3 gone, entry50 new
+    index.forget([str(entry(agent, 4))])  # a record dropped: removed from disk
+    index.save()
+    assert index.appended
+    seen, other = look()
+    assert (other.hits, other.reads) == (total - 1, 1)  # every record right but entry4's, forgotten: read again
+    assert seen["entry1"].endswith("Lisbon.") and seen["entry2"].endswith("Madrid.") and "entry3" not in seen
+    assert seen["entry50"] == "A new fact about Quito."
+    # The same process saves again after more changes: appended from what it wrote, not from what it loaded.
+    edit(agent, 5, "Oslo")
+    entry(agent, 6).unlink()
+    store.scan()
+    index.save()
+    assert index.appended
+    seen, other = look()
+    assert (other.hits, other.reads) == (total - 1, 0)
+    assert seen["entry5"].endswith("Oslo.") and "entry6" not in seen and seen["entry1"].endswith("Lisbon.")

@@ -392,3 +392,22 @@ def test_a_kept_timestamp_of_any_spelling_is_written_back_as_it_was_unless_chang
         return  # not a timestamp the model takes (a 13th month, a 25th hour): nothing to write back
     assert json.dumps(entry.to_json_obj()) == json.dumps(obj)
     assert json.dumps(entry.evolve(content="changed").to_json_obj()) == json.dumps({**obj, "content": "changed"})
+
+
+def test_format_timestamp_gives_each_value_its_own_text_when_asked_again_and_again() -> None:
+    """``format_timestamp`` keeps the text of the object it formatted last (a cycle writes its one ``now`` into every
+    decay): the same object gives the same text, and any other value (equal or not, aware or naive) its own."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from dreamkeeper.memory.entry import format_timestamp
+
+    now = datetime(2026, 12, 7, 16, 45, 1, 234567, tzinfo=UTC)
+    naive = now.replace(tzinfo=None)
+    plus_one = now.astimezone(timezone(timedelta(hours=1)))  # the same instant, another offset: another text
+    expected = {
+        id(now): "2026-12-07T16:45:01.234567+00:00",
+        id(naive): "2026-12-07T16:45:01.234567+00:00",
+        id(plus_one): "2026-12-07T17:45:01.234567+01:00",
+    }
+    for value in (now, now, plus_one, plus_one, now, naive, naive, plus_one, now):
+        assert format_timestamp(value) == expected[id(value)]

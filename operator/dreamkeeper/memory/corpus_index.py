@@ -59,13 +59,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from dreamkeeper.memory.atomic import read_with_stat
 from dreamkeeper.memory.content_digests import content_generation, derived_generation
 from dreamkeeper.memory.corpus_index_files import FRAME_HEAD, FRAME_MAGIC, append_frame, open_log, write_streamed
 from dreamkeeper.memory.corpus_index_files import RestrictedUnpickler as _Unpickler
-from dreamkeeper.memory.corpus_index_own import OWN_FRACTION, OWN_MIN, kept_records, load_own, own_path, save_own
+from dreamkeeper.memory.corpus_index_own import (
+    OWN_FRACTION,
+    OWN_MIN,
+    kept_records,
+    load_own,
+    own_path,
+    read_kept,
+    save_own,
+)
 from dreamkeeper.memory.corpus_index_records import REDUCERS as _REDUCERS
-from dreamkeeper.memory.corpus_index_records import Record, StatKey, UndecodableRecord, stat_key
+from dreamkeeper.memory.corpus_index_records import Record, StatKey, stat_key
 from dreamkeeper.memory.corpus_index_records import rebuilt as _rebuilt
 from dreamkeeper.memory.entry_dues import note_dues, pending
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
@@ -143,6 +150,9 @@ class CorpusIndex:
         self._logged = 0  # records in the log's frames for that base
         self._log_clean = True  # the log read to its end without damage
         self._dirty: set[str] = set()  # paths whose record changed in place (a screen verdict) since the load
+        # Paths a scan gave a record read from its file (or a kept decay) since the last save or load: every path
+        # whose record may not be the one on disk is here, so a save need not compare all of them (``save``).
+        self._fresh: set[str] = set()
         self.appended = False  # the last save appended to the log (tests, benchmarks)
         # The loaded index's identity (its base's checksum and its applied frames'), and whether every scan since
         # the load found the files exactly as its records say: ``generation`` (below).
@@ -225,6 +235,7 @@ class CorpusIndex:
         self._read_log(records, identity)
         self._old = records
         self._disk = dict(records)
+        self._fresh = set()
         self.loaded = True
         self._loaded_generation, self._exact = identity.hexdigest(), True
 
@@ -283,11 +294,16 @@ class CorpusIndex:
         try:
             self.path.parent.mkdir(exist_ok=True)
             if self.loaded and self._base_id and self._log_clean:
+                disk, fresh = self._disk, self._fresh
+                # Only the fresh paths can hold another record than the disk's (a steady cycle: its decays' files,
+                # of 100,000); every other is the very record loaded. A path on disk the scan did not keep (a file
+                # gone, a record forgotten) is a removal: there is one when fewer paths than the disk's are kept.
                 changes: dict[str, Record | None] = {
-                    name: record for name, record in new.items() if self._disk.get(name) is not record
+                    name: new[name] for name in fresh if name in new and disk.get(name) is not new[name]
                 }
                 changes.update((name, new[name]) for name in self._dirty if name in new)
-                changes.update((name, None) for name in self._disk.keys() - new.keys())
+                if len(new) - sum(1 for name in fresh if name in new and name not in disk) != len(disk):
+                    changes.update((name, None) for name in disk.keys() - new.keys())
                 if (self._logged + len(changes)) * COMPACT_FRACTION <= len(new) and self._appended(changes):
                     return
             self._exact = False  # rewritten: the next load has another identity
@@ -305,7 +321,7 @@ class CorpusIndex:
             except OSError as exc:  # its frames are ignored all the same (another base's)
                 log.warning("corpus index log %s not emptied (%s)", self.log_path, exc)
             self._base_id, self._logged, self._log_clean = base_id, 0, True
-            self._disk, self._dirty, self.loaded = dict(new), set(), True
+            self._disk, self._dirty, self._fresh, self.loaded = dict(new), set(), set(), True
         except OSError as exc:  # a full disk, say: a cache; the next scan reads every file
             log.warning("corpus index not saved (%s); the next cycle reads every file", exc)
 
@@ -322,7 +338,13 @@ class CorpusIndex:
             self._logged += len(changes)
             self.appended = True
             self._exact = False  # the log grew: the next load has another identity
-        self._disk, self._dirty = dict(self._new), set()
+        disk = self._disk  # now the scan's records: the changes applied (not a copy of 100,000 records)
+        for name, record in changes.items():
+            if record is None:
+                disk.pop(name, None)
+            else:
+                disk[name] = record
+        self._dirty, self._fresh = set(), set()
         return True
 
     @property
@@ -419,6 +441,7 @@ class CorpusIndex:
         trusted_before = stamp - RACY_WINDOW_NS
         new: dict[str, Record] = {}
         hits = reads = own_taken = 0
+        fresh: list[str] = []  # paths given a record read from their file or a kept decay (``_fresh``)
         own = self._own
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
@@ -463,17 +486,19 @@ class CorpusIndex:
             if kept is None:
                 result, st = store.read_file_stat(path)
             else:
-                result, st, took = _read_kept(store, path, kept, plain)
+                result, st, took = read_kept(store, path, kept, plain)
                 if took:
                     own_taken += 1
                     if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
                         kept.key = stat_key(st)  # from now on an ordinary record of the file, as a read's is
                         new[name] = kept
+                        fresh.append(name)
                     yield result
                     continue
             if isinstance(result, StoredEntry):
                 if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
                     new[name] = Record(stat_key(st), result.entry, result.fingerprint, None, result)
+                    fresh.append(name)
                 yield result
             else:
                 if st is not None:
@@ -481,6 +506,7 @@ class CorpusIndex:
                 log_malformed(result)
                 yield result
         self.hits, self.reads, self.own_taken = hits, reads, own_taken
+        self._fresh.update(fresh)
         # The newest records are the next scan's baseline (a cycle scans again after it wrote).
         self._changed = self._changed or bool(self.reads) or len(new) != len(old)
         # Exact: every file had its record and every record its file; a malformed file (read each time, never
@@ -500,33 +526,6 @@ class CorpusIndex:
             self.listings.used,
             self.listings.listed,
         )
-
-
-def _read_kept(
-    store: MemoryStore, path: Path, kept: Record, plain: bool
-) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bool]:
-    """A file the last cycle's decay wrote (``kept``: its record of the write), read: the kept entry when the bytes
-    are the ones written (their sha256 and size), else their parse, as ``store.read_file_stat`` gives it; and whether
-    it was the kept entry."""
-    from dreamkeeper.memory.stored import StoredEntry, lazy_named
-
-    try:
-        data, fingerprint, st = read_with_stat(path)
-    except OSError:
-        result, again = store.read_file_stat(path)  # its error, as a read reports it (or the file, if it is back)
-        return result, again, False
-    written = kept.fingerprint
-    if fingerprint.sha256 == written.sha256 and fingerprint.size == written.size:
-        name = str(path)
-        try:
-            # Its view serves the whole-corpus stages, as a record read back does (``items``)
-            stored = lazy_named(kept, name, fingerprint) if plain else StoredEntry(kept.entry, path, fingerprint)
-        except UndecodableRecord as exc:
-            log.warning("corpus index's kept decay of %s could not be decoded (%s): the file is parsed", name, exc)
-        else:
-            kept.fingerprint, kept.stored = fingerprint, stored
-            return stored, st, True
-    return store.parsed_read(path, data, fingerprint), st, False
 
 
 def _holds(record: Record, stored: StoredEntry) -> bool:

@@ -25,17 +25,20 @@ them all would cost more memory and time than it saves there).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from dreamkeeper.memory.atomic import read_with_stat
 from dreamkeeper.memory.corpus_index_files import write_streamed
-from dreamkeeper.memory.corpus_index_records import REDUCERS, Record
+from dreamkeeper.memory.corpus_index_records import REDUCERS, Record, UndecodableRecord
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.atomic import Fingerprint
     from dreamkeeper.memory.entry import Entry
+    from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,33 @@ def kept_records(
     return out
 
 
+def read_kept(
+    store: MemoryStore, path: Path, kept: Record, plain: bool
+) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bool]:
+    """A file the last cycle's decay wrote (``kept``: its record of the write), read: the kept entry when the bytes
+    are the ones written (their sha256 and size), else their parse, as ``store.read_file_stat`` gives it; and whether
+    it was the kept entry."""
+    from dreamkeeper.memory.stored import StoredEntry, lazy_named
+
+    try:
+        data, fingerprint, st = read_with_stat(path)
+    except OSError:
+        result, again = store.read_file_stat(path)  # its error, as a read reports it (or the file, if it is back)
+        return result, again, False
+    written = kept.fingerprint
+    if fingerprint.sha256 == written.sha256 and fingerprint.size == written.size:
+        name = str(path)
+        try:
+            # Its view serves the whole-corpus stages, as a record read back does (``items``)
+            stored = lazy_named(kept, name, fingerprint) if plain else StoredEntry(kept.entry, path, fingerprint)
+        except UndecodableRecord as exc:
+            log.warning("corpus index's kept decay of %s could not be decoded (%s): the file is parsed", name, exc)
+        else:
+            kept.fingerprint, kept.stored = fingerprint, stored
+            return stored, st, True
+    return store.parsed_read(path, data, fingerprint), st, False
+
+
 def save_own(path: Path, root: str, records: dict[str, Record]) -> None:
     """``records`` written whole over ``path`` (logged, never raised: a cache)."""
     from dreamkeeper.memory.corpus_index import code_version  # (it imports this module)
@@ -119,5 +149,6 @@ __all__ = [
     "kept_records",
     "load_own",
     "own_path",
+    "read_kept",
     "save_own",
 ]

@@ -113,9 +113,18 @@ def utcnow() -> datetime:
 
 def format_timestamp(value: datetime) -> str:
     """ISO-8601 round-trip form, always with an offset (RockBot's DateTimeOffset)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.isoformat(timespec="microseconds")
+    global _last_stamp
+    last, text = _last_stamp
+    if value is last:
+        # The very object formatted last (immutable): a cycle writes its one ``now`` into every decay, twice (the
+        # journal's step and the file), thousands of times in a steady cycle at 100k entries.
+        return text
+    text = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat(timespec="microseconds")
+    _last_stamp = (value, text)
+    return text
+
+
+_last_stamp: tuple[datetime | None, str] = (None, "")
 
 
 def unheld(entry: Entry) -> Entry:

@@ -22,6 +22,7 @@ from dreamkeeper.consolidation.settings import CycleSettings
 from dreamkeeper.memory import Entry, MemoryStore
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory import corpus_index_own as own
+from dreamkeeper.memory.atomic import Fingerprint
 from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index_records import Record
 from dreamkeeper.proposers import OfflineProposer
@@ -232,3 +233,54 @@ def test_a_kept_file_no_longer_decayed_becomes_an_ordinary_record(agent: Agent) 
     index.save()  # no cycle: the kept file is left as it is, the index learns the files' records
     again, index = agent.scan()
     assert index.reads == 0 and index.hits == len(OLD) + len(NEW) and again == entries == parsed(agent)
+
+
+def test_a_kept_decay_keeps_its_screen_verdict_and_the_next_cycle_screens_none_but_what_changed(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dreamkeeper.consolidation import quarantine
+
+    kept = agent.kept()
+    assert all(record.fit is True for record in kept.values())
+    screened: list[str] = []
+    real = quarantine.Screen.unfit
+
+    def counted(self: quarantine.Screen, stored: object) -> str | None:
+        screened.append(stored.id)  # type: ignore[attr-defined]
+        return real(self, stored)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(quarantine.Screen, "unfit", counted)
+    agent.cycle()
+    assert screened == []
+    name = next(iter(agent.kept()))  # the agent rewrites one: that one is screened again
+    path = Path(name)
+    path.write_text(path.read_text(encoding="utf-8").replace('"content": "', '"content": "Edited: '), encoding="utf-8")
+    agent.cycle()
+    assert screened == [str(agent.kept()[name].view_id)]
+
+
+def test_a_decay_whose_values_the_screen_would_refuse_is_kept_unscreened() -> None:
+    """``decay_keeps_fit`` checks the two values a decay changes as the screen does; a kept decay that fails it (an
+    updatedAt beyond RockBot's offsets, an importance beyond its float) carries no verdict: the next cycle screens it
+    (and quarantines it)."""
+    from datetime import timezone
+
+    from dreamkeeper.consolidation.quarantine import decay_keeps_fit
+    from dreamkeeper.memory.corpus_index_own import kept_records
+    from tests.memory.conftest import rockbot_entry
+
+    entry = Entry.from_json_obj(rockbot_entry("e1", content="Allen Conway works at Xebia."))
+    now = datetime(2026, 12, 7, 17, 0, tzinfo=UTC)
+    fine = entry.evolve(importance_score=0.25, updated_at=now)
+    far = entry.evolve(importance_score=0.25, updated_at=now.astimezone(timezone(timedelta(hours=15))))
+    huge = entry.evolve(importance_score=float("inf"), updated_at=now)
+    assert decay_keeps_fit(fine) and not decay_keeps_fit(far) and not decay_keeps_fit(huge)
+    before = Record((1, 2, 3, 4), entry, Fingerprint("a" * 64, 10, 5), True, content=b"d" * 16)
+    written = Fingerprint("b" * 64, 11, 6)
+    records = {"/m/e1.json": before}
+    for decayed, fit in ((fine, True), (far, None), (huge, None)):
+        out = kept_records({"/m/e1.json": (decayed, written, "a" * 64)}, records, 10, decay_keeps_fit)
+        assert out["/m/e1.json"].fit is fit and out["/m/e1.json"].content == b"d" * 16
+    # Another version decayed than the one the record holds: neither its digest nor its verdict is carried.
+    out = kept_records({"/m/e1.json": (fine, written, "c" * 64)}, records, 10, decay_keeps_fit)
+    assert out["/m/e1.json"].fit is None and out["/m/e1.json"].content is None

@@ -96,8 +96,8 @@ class Screen:
                 return f"an unknown field cannot be written back ({type(exc).__name__}: {str(exc)[:120]})"
         if not INT32_MIN <= entry.reinforcement_count <= INT32_MAX:
             return f"reinforcementCount {_short(entry.reinforcement_count)} is outside RockBot's int32 range"
-        if not math.isfinite(entry.importance_score) or abs(entry.importance_score) > FLOAT32_MAX:
-            return f"importanceScore {entry.importance_score!r} is outside RockBot's float range"
+        if (reason := _bad_importance(entry)) is not None:
+            return reason
         for field, value in (
             ("createdAt", entry.created_at),
             ("updatedAt", entry.updated_at),
@@ -146,6 +146,20 @@ def _bad_strings(entry: Entry) -> str | None:
         if not value.isascii():
             fields.append((f"metadata.{key[:40]}", value))
     return _bad_text(fields)
+
+
+def _bad_importance(entry: Entry) -> str | None:
+    if not math.isfinite(entry.importance_score) or abs(entry.importance_score) > FLOAT32_MAX:
+        return f"importanceScore {entry.importance_score!r} is outside RockBot's float range"
+    return None
+
+
+def decay_keeps_fit(entry: Entry) -> bool:
+    """Whether ``entry``, a decay's copy of an entry the screen found fit, is fit too. A decay changes importanceScore
+    and updatedAt alone (``Entry.evolve`` of those two), so only their checks are made again, by ``Screen.unfit``'s
+    own code: the corpus index keeps the verdict with the decay it keeps (memory/corpus_index_own.py)."""
+    updated = entry.updated_at
+    return _bad_importance(entry) is None and (updated is None or _bad_time("updatedAt", updated) is None)
 
 
 def unfit(stored: StoredEntry, root: Path) -> str | None:
@@ -199,4 +213,4 @@ def malformed_notes(malformed: Sequence[MalformedFile]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-__all__ = ["Screen", "displayable", "malformed_notes", "screen", "screened", "unencodable", "unfit"]
+__all__ = ["Screen", "decay_keeps_fit", "displayable", "malformed_notes", "screen", "screened", "unencodable", "unfit"]

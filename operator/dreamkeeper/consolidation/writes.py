@@ -46,7 +46,7 @@ from dreamkeeper.consolidation.journal_steps import written_by
 from dreamkeeper.consolidation.plan import DecayAction, FoldAction, Plan
 from dreamkeeper.consolidation.plan_steps import write_plan_journal
 from dreamkeeper.consolidation.purge_policy import purge_stage
-from dreamkeeper.consolidation.quarantine import screened
+from dreamkeeper.consolidation.quarantine import decay_keeps_fit, screened
 from dreamkeeper.consolidation.quiet import REPAIR, QuietMemo, repair_state
 from dreamkeeper.consolidation.recovery import (
     counted_copies,
@@ -446,7 +446,7 @@ class Writes:
         if self.store.corpus_index is not None:
             # A cache of this cycle's last scan (memory/corpus_index.py), less the files this cycle wrote since, and
             # what its decays wrote, for the next scan to take once it finds those very bytes.
-            self.store.corpus_index.remember(self._decayed or {})
+            self.store.corpus_index.remember(self._decayed or {}, decay_keeps_fit)
             self.store.corpus_index.forget(self._touched)
             self.store.corpus_index.save()
         if report.result == "completed":

@@ -352,11 +352,13 @@ class CorpusIndex:
         """How many decays a cycle may keep for the next scan (corpus_index_own.py: a quarter of the records)."""
         return max(OWN_MIN, len(self._new) // OWN_FRACTION)
 
-    def remember(self, writes: Mapping[str, tuple[Entry, Fingerprint, str]]) -> None:
+    def remember(
+        self, writes: Mapping[str, tuple[Entry, Fingerprint, str]], keeps_fit: Callable[[Entry], bool] | None = None
+    ) -> None:
         """Keep what this cycle's decays wrote (path -> the entry, the fingerprint of the write and the sha256 of
         the bytes it decayed) for the next scan (corpus_index_own.py), in place of what the last cycle kept; saved
-        by ``save``."""
-        self._own_next = kept_records(writes, self._new, self.keep_cap)
+        by ``save``. ``keeps_fit``: whether a decay's copy of an entry the screen found fit is fit too."""
+        self._own_next = kept_records(writes, self._new, self.keep_cap, keeps_fit)
 
     def _save_own(self) -> None:
         """The kept decays written when ``remember`` was called and there is anything to write or to replace."""

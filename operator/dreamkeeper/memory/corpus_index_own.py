@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -79,20 +79,27 @@ def load_own(path: Path, root: str) -> dict[str, Record]:
 
 
 def kept_records(
-    writes: Mapping[str, tuple[Entry, Fingerprint, str]], records: Mapping[str, Record], cap: int
+    writes: Mapping[str, tuple[Entry, Fingerprint, str]],
+    records: Mapping[str, Record],
+    cap: int,
+    keeps_fit: Callable[[Entry], bool] | None = None,
 ) -> dict[str, Record]:
-    """A record per decay write to keep (none when there are more than ``cap``). Each carries the content digest of
-    the record the scan had for its file when that record is of the very bytes the decay decayed (their sha256): a
-    decay changes decay's two values alone (``Entry.evolve`` of those), which the digest leaves out
-    (content_digests.py), so the next cycle need not digest it again."""
+    """A record per decay write to keep (none when there are more than ``cap``). When the record the scan had for
+    its file is of the very bytes the decay decayed (their sha256), each carries that record's content digest (a
+    decay changes decay's two values alone, ``Entry.evolve`` of those, which the digest leaves out:
+    content_digests.py) and its screen verdict, if fit and ``keeps_fit`` says the decay's values keep it so: the
+    next cycle need not digest or screen it again."""
     if len(writes) > cap:
         log.debug("corpus index: %d decays written, more than %d: none kept for the next scan", len(writes), cap)
         return {}
     out: dict[str, Record] = {}
     for name, (entry, fingerprint, decayed) in writes.items():
         before = records.get(name)
-        content = before.content if before is not None and before.fingerprint.sha256 == decayed else None
-        out[name] = Record(UNSTATED, entry, fingerprint, content=content)
+        if before is None or before.fingerprint.sha256 != decayed:
+            out[name] = Record(UNSTATED, entry, fingerprint)
+            continue
+        fit = True if before.fit is True and keeps_fit is not None and keeps_fit(entry) else None
+        out[name] = Record(UNSTATED, entry, fingerprint, fit, content=before.content)
     return out
 
 

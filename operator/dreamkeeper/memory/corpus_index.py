@@ -412,7 +412,8 @@ class CorpusIndex:
         out: list[StoredEntry] = []
         for stored in entries:
             record = get(stored.name)
-            if record is None or record.fit is not True or not _holds(record, stored):
+            # ``_holds`` with its common case first, inline: this runs once per entry of the corpus
+            if record is None or record.fit is not True or (record.stored is not stored and not _holds(record, stored)):
                 out.append(stored)
         return out
 
@@ -483,12 +484,11 @@ class CorpusIndex:
                     yield stored
                     continue
             reads += 1
-            path = Path(name)
             kept = own.get(name) if own else None
             if kept is None:
-                result, st = store.read_file_stat(path)
+                result, st = store.read_file_stat(Path(name))
             else:
-                result, st, took = read_kept(store, path, kept, plain)
+                result, st, took = read_kept(store, name, kept, plain)
                 if took:
                     own_taken += 1
                     if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:

@@ -104,30 +104,29 @@ def kept_records(
 
 
 def read_kept(
-    store: MemoryStore, path: Path, kept: Record, plain: bool
+    store: MemoryStore, name: str, kept: Record, plain: bool
 ) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bool]:
-    """A file the last cycle's decay wrote (``kept``: its record of the write), read: the kept entry when the bytes
-    are the ones written (their sha256 and size), else their parse, as ``store.read_file_stat`` gives it; and whether
-    it was the kept entry."""
+    """The file at ``name`` (the walk's path string), which the last cycle's decay wrote (``kept``: its record of
+    the write), read: the kept entry when the bytes are the ones written (their sha256 and size), else their parse,
+    as ``store.read_file_stat`` gives it; and whether it was the kept entry."""
     from dreamkeeper.memory.stored import StoredEntry, lazy_named
 
     try:
-        data, fingerprint, st = read_with_stat(path)
+        data, fingerprint, st = read_with_stat(name)
     except OSError:
-        result, again = store.read_file_stat(path)  # its error, as a read reports it (or the file, if it is back)
+        result, again = store.read_file_stat(Path(name))  # its error, as a read reports it (or the file, if back)
         return result, again, False
     written = kept.fingerprint
     if fingerprint.sha256 == written.sha256 and fingerprint.size == written.size:
-        name = str(path)
         try:
             # Its view serves the whole-corpus stages, as a record read back does (``items``)
-            stored = lazy_named(kept, name, fingerprint) if plain else StoredEntry(kept.entry, path, fingerprint)
+            stored = lazy_named(kept, name, fingerprint) if plain else StoredEntry(kept.entry, Path(name), fingerprint)
         except UndecodableRecord as exc:
             log.warning("corpus index's kept decay of %s could not be decoded (%s): the file is parsed", name, exc)
         else:
             kept.fingerprint, kept.stored = fingerprint, stored
             return stored, st, True
-    return store.parsed_read(path, data, fingerprint), st, False
+    return store.parsed_read(Path(name), data, fingerprint), st, False
 
 
 def save_own(path: Path, root: str, records: dict[str, Record]) -> None:

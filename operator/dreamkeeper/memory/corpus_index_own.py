@@ -11,7 +11,7 @@ another process, a restore) are parsed as before.
 
 Why the kept entry stands for a parse of those bytes: they are that entry's own JSON (``Entry.to_json_bytes``), and
 an entry's JSON parses back to the same values (what ``Executor.made`` and the report's final scan already rely on;
-tests/memory/test_corpus_index_own.py checks a parse of every file kept against the kept entry, value by value and
+tests/consolidation/test_kept_decays.py checks a parse of every file kept against the kept entry, value by value and
 byte by byte when written again).
 
 The file is a cache like the index: written whole each cycle (a temp file, fsynced, renamed), in the index's own

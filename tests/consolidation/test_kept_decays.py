@@ -27,16 +27,8 @@ from dreamkeeper.memory.content_digests import entry_digest
 from dreamkeeper.memory.corpus_index_records import Record
 from dreamkeeper.proposers import OfflineProposer
 from tests.consolidation.corpus import BASE_TIME, Seed, write_corpus
+from tests.consolidation.test_steady_index import DAY_NS, TEXTS
 
-DAY_NS = 86_400 * 1_000_000_000
-TEXTS = [
-    "Allen Conway works at Xebia in Amsterdam.",
-    "The staging cluster runs in eu-west-3 since 2024-05-02.",
-    "Trish prefers concise notes about Kubernetes 1.36.",
-    "Invoices go to billing@example.org before the 5th.",
-    "The Raspberry Pi in the garage logs humidity hourly.",
-    "Grandma's birthday is on 12 March; she likes tulips.",
-]
 # Old enough to decay on every cycle (past the grace period), and entries that never decay (two days old).
 OLD = [Seed(f"old{i}", text, importance=0.6, age_days=90) for i, text in enumerate(TEXTS)]
 NEW = [Seed(f"new{i}", f"{text} (noted {i})", category="people", age_days=2) for i, text in enumerate(TEXTS)]

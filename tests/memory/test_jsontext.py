@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.memory import Entry
-from dreamkeeper.memory.jsontext import dumps_indented
+from dreamkeeper.memory.jsontext import dumps_indented, with_values
 
 SCALARS = st.one_of(
     st.none(),
@@ -85,3 +85,49 @@ def _nested(depth: int) -> Any:
     for _ in range(depth):
         value = {"d": [value]}
     return value
+
+
+# ---- with_values: a top-level value's token replaced, the same bytes as encoding the changed object ----------------
+
+KEYS = st.text(max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(KEYS, VALUES, min_size=1, max_size=6), st.data())
+def test_with_values_gives_the_bytes_of_the_changed_object(obj: dict[str, Any], data: st.DataObject) -> None:
+    """For any object and any of its top-level keys holding a scalar: the same bytes as encoding the object with the
+    new values; any key not holding a scalar (or not there at all) is refused, and nothing is guessed."""
+    text = (_standard(obj) + "\n").encode()
+    keys = data.draw(st.lists(st.sampled_from(sorted(obj)), unique=True, min_size=1, max_size=2))
+    news = [data.draw(SCALARS) for _ in keys]
+    changed = dict(obj)
+    for key, new in zip(keys, news, strict=True):
+        changed[key] = new
+    got = with_values(text, [(key, obj[key], new) for key, new in zip(keys, news, strict=True)])
+    if all(isinstance(obj[key], (str, int, float, bool, type(None))) for key in keys):
+        assert got == (_standard(changed) + "\n").encode()
+    else:
+        assert got is None
+
+
+def test_with_values_refuses_what_it_cannot_vouch_for() -> None:
+    obj = {
+        "id": "a",
+        "content": 'the text "importanceScore": 0.6,\n  "importanceScore": 0.6',  # escaped: never a key's line
+        "metadata": {"importanceScore": 0.6, "updatedAt": "x"},  # nested: four spaces in
+        "importanceScore": 0.6,
+        "updatedAt": "2030-01-01T00:00:00.0000000Z",
+    }
+    text = (_standard(obj) + "\n").encode()
+    changes = [("importanceScore", 0.6, 0.5), ("updatedAt", obj["updatedAt"], "2030-01-02T00:00:00Z")]
+    after = dict(obj, importanceScore=0.5, updatedAt="2030-01-02T00:00:00Z")
+    assert with_values(text, changes) == (_standard(after) + "\n").encode()
+    assert with_values(text, [("importanceScore", 0.7, 0.5)]) is None  # not the value the text holds
+    assert with_values(text, [("ImportanceScore", 0.6, 0.5)]) is None  # spelled otherwise: not there
+    assert with_values(text, [("missing", None, 1)]) is None
+    assert with_values(text, [("metadata", obj["metadata"], 1)]) is None  # not a scalar
+    assert with_values(text, [("importanceScore", 0.6, [0.5])]) is None
+    assert with_values(text, [("importanceScore", 0.6, 0.5), ("missing", 1, 2)]) is None  # all or nothing
+    twice = text.replace(b'  "updatedAt"', b'  "importanceScore": 0.6,\n  "updatedAt"')  # a key twice: refused
+    assert with_values(twice, [("importanceScore", 0.6, 0.5)]) is None
+    assert with_values(text.replace(b'0.6,\n  "updatedAt', b'0.61,\n  "updatedAt'), changes[:1]) is None

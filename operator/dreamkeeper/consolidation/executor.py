@@ -16,7 +16,14 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from dreamkeeper.consolidation.journal import STOPPING_ERRNOS, ExecutionTally, Journal, JournalHeader, Step
+from dreamkeeper.consolidation.journal import (
+    DECAY_FIELDS,
+    STOPPING_ERRNOS,
+    ExecutionTally,
+    Journal,
+    JournalHeader,
+    Step,
+)
 from dreamkeeper.consolidation.journal_steps import has_decay_values, with_decay_values
 from dreamkeeper.memory import (
     ARCHIVED_BY_CYCLE,
@@ -31,6 +38,7 @@ from dreamkeeper.memory import (
     PathEscapeError,
     StoredEntry,
     StoreWriteError,
+    derived_bytes,
     dumps_indented,
     ensure_inside,
     entry_location,
@@ -320,11 +328,18 @@ class Executor:
                 return "done"  # written before a crash, journal line lost
             raise ConflictError(path, "changed since the snapshot (the agent wrote to it)")
         planned = self.decayed.get(name)
+        data = None
         if planned is not None and stored is self.snapshot.get(name):
             updated = planned
+            if step.before is not None:
+                # The plan's own entry, whose step's values are its JSON's: the file's bytes with the two values
+                # replaced, when they are the bytes the last cycle's decay wrote (at 100k entries a steady cycle
+                # re-encoded 5,700 entries for their two values).
+                changes = [(key, step.before.get(key), step.after.get(key)) for key in DECAY_FIELDS]
+                data = derived_bytes(self.store.corpus_index, stored, changes)
         else:
             updated = with_decay_values(stored.entry, step.after)
-        fingerprint = self.store.rewrite(stored, updated, sync_directory=False)
+        fingerprint = self.store.rewrite(stored, updated, sync_directory=False, data=data)
         self._pending_dirs.add(path.parent)
         self.written[stored.name] = fingerprint  # the snapshot's string for the file (as ``_stamp``)
         if self._remember:

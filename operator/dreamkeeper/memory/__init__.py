@@ -12,6 +12,7 @@ from dreamkeeper.memory.atomic import (
 )
 from dreamkeeper.memory.checked_files import checked_payload, write_checked
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, open_corpus_index, stat_key
+from dreamkeeper.memory.corpus_index_own import derived_bytes
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
@@ -170,6 +171,7 @@ __all__ = [
     "cluster_hash",
     "compute_stats",
     "create_exclusive",
+    "derived_bytes",
     "dotnet_collapse",
     "dumps_indented",
     "embedding_file_name",

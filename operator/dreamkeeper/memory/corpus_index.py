@@ -173,6 +173,7 @@ class CorpusIndex:
         self._own: dict[str, Record] = {}
         self._own_next: dict[str, Record] | None = None
         self.own_taken = 0  # files of the last scan whose bytes were a kept decay's: not parsed (tests, benchmarks)
+        self.bases: dict[str, tuple[StoredEntry | MalformedFile, bytes]] = {}  # those files' bytes (``derived_bytes``)
 
     @property
     def log_path(self) -> Path:
@@ -446,6 +447,7 @@ class CorpusIndex:
         hits = reads = own_taken = 0
         fresh: list[str] = []  # paths given a record read from their file or a kept decay (``_fresh``)
         own = self._own
+        bases = self.bases = {}
         malformed: list[tuple[str, StatKey]] = []  # never cached; read again by every scan
         lstat = os.lstat
         new_object = object.__new__
@@ -489,8 +491,9 @@ class CorpusIndex:
                 result, st = store.read_file_stat(Path(name))
             else:
                 result, st, took = read_kept(store, name, kept, plain)
-                if took:
+                if took is not None:
                     own_taken += 1
+                    bases[name] = (result, took)
                     if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
                         kept.key = stat_key(st)  # from now on an ordinary record of the file, as a read's is
                         new[name] = kept

@@ -26,17 +26,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from dreamkeeper.memory.atomic import read_with_stat
 from dreamkeeper.memory.corpus_index_files import write_streamed
 from dreamkeeper.memory.corpus_index_records import REDUCERS, Record, UndecodableRecord
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
+from dreamkeeper.memory.jsontext import with_values
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.atomic import Fingerprint
+    from dreamkeeper.memory.corpus_index import CorpusIndex
     from dreamkeeper.memory.entry import Entry
     from dreamkeeper.memory.store import MalformedFile, MemoryStore, StoredEntry
 
@@ -105,17 +107,18 @@ def kept_records(
 
 def read_kept(
     store: MemoryStore, name: str, kept: Record, plain: bool
-) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bool]:
+) -> tuple[StoredEntry | MalformedFile, os.stat_result | None, bytes | None]:
     """The file at ``name`` (the walk's path string), which the last cycle's decay wrote (``kept``: its record of
     the write), read: the kept entry when the bytes are the ones written (their sha256 and size), else their parse,
-    as ``store.read_file_stat`` gives it; and whether it was the kept entry."""
+    as ``store.read_file_stat`` gives it; and the bytes when it was the kept entry (None: it was not). Those bytes
+    are the kept entry's ``to_json_bytes()``: the very bytes the decay wrote from it (``derived_bytes``)."""
     from dreamkeeper.memory.stored import StoredEntry, lazy_named
 
     try:
         data, fingerprint, st = read_with_stat(name)
     except OSError:
         result, again = store.read_file_stat(Path(name))  # its error, as a read reports it (or the file, if back)
-        return result, again, False
+        return result, again, None
     written = kept.fingerprint
     if fingerprint.sha256 == written.sha256 and fingerprint.size == written.size:
         try:
@@ -125,8 +128,24 @@ def read_kept(
             log.warning("corpus index's kept decay of %s could not be decoded (%s): the file is parsed", name, exc)
         else:
             kept.fingerprint, kept.stored = fingerprint, stored
-            return stored, st, True
-    return store.parsed_read(Path(name), data, fingerprint), st, False
+            return stored, st, data
+    return store.parsed_read(Path(name), data, fingerprint), st, None
+
+
+def derived_bytes(
+    index: CorpusIndex | None, stored: StoredEntry, changes: Sequence[tuple[str, Any, Any]]
+) -> bytes | None:
+    """The bytes of ``stored``'s entry with ``changes`` made (``jsontext.with_values``: top-level key, its value in
+    the entry's JSON, the new value), when the last scan took ``stored`` from a kept decay: its file's bytes are the
+    entry's ``to_json_bytes()`` (``read_kept``). None otherwise: the caller encodes the changed entry itself. The
+    caller's changes must be all that differs between the two entries' ``to_json_obj()``: a decay's two values, as
+    its journal step records them (tests/consolidation/test_decay_bytes.py)."""
+    if index is None:
+        return None
+    held = index.bases.get(stored.name)
+    if held is None or held[0] is not stored:
+        return None
+    return with_values(held[1], changes)
 
 
 def save_own(path: Path, root: str, records: dict[str, Record]) -> None:
@@ -152,6 +171,7 @@ __all__ = [
     "OWN_MIN",
     "OWN_SUFFIX",
     "UNSTATED",
+    "derived_bytes",
     "kept_records",
     "load_own",
     "own_path",

@@ -416,17 +416,21 @@ class MemoryStore(EmbeddingFiles):
         self._category_dirs[entry.category] = str(path.parent)
         return path
 
-    def rewrite(self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True) -> Fingerprint:
+    def rewrite(
+        self, stored: StoredEntry, entry: Entry, *, sync_directory: bool = True, data: bytes | None = None
+    ) -> Fingerprint:
         """Replace an entry's file with a new version of the same entry (same id and category), guarded by the
         fingerprint it was read with; returns the new fingerprint.
 
         The bulk path for bookkeeping (review stamps, archives): the written bytes are not parsed back.
-        ``sync_directory=False`` leaves the directory fsync to a caller that batches it (see ``replace_file``).
+        ``sync_directory=False`` leaves the directory fsync to a caller that batches it (see ``replace_file``);
+        ``data``: ``entry.to_json_bytes()``, when the caller has it (corpus_index_own.py ``derived_bytes``).
         """
         if entry.id != stored.id or entry.category != stored.entry.category:
             raise ValueError(f"rewrite of {stored.id} may not change its id or category")
         path = self._rewrite_path(stored, entry)
-        return replace_file(path, entry.to_json_bytes(), stored.fingerprint, sync_directory=sync_directory)
+        data = entry.to_json_bytes() if data is None else data
+        return replace_file(path, data, stored.fingerprint, sync_directory=sync_directory)
 
     def archive(
         self,

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from dreamkeeper.consolidation.journal import DECAY_FIELDS
 from dreamkeeper.consolidation.journal_steps import decay_values, with_decay_values
-from dreamkeeper.memory import Entry, MemoryStore, StoredEntry
+from dreamkeeper.memory import Entry, MemoryStore, StoredEntry, kept_values
+from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.entry import format_timestamp
 from dreamkeeper.memory.jsontext import with_values
 from tests.consolidation.corpus import BASE_TIME, write_corpus
@@ -129,3 +131,20 @@ def test_rockbots_seven_digit_stamps_and_whole_number_importances_derive_the_sam
             derived += 1
             assert got == decayed.to_json_bytes()
     assert derived == 2  # r2 has no updatedAt: the decay adds it at the end, which only the whole encoding does
+
+
+def test_a_kept_decays_values_before_are_read_from_its_bytes_as_its_entry_gives_them(agent: Agent) -> None:
+    """The journal's values before a decay (``decay_step``): read from a kept decay's bytes, the very values its
+    entry's JSON gives; asked of the entry for any file the scan did not take from a kept decay."""
+    index = ci.open_corpus_index(agent.path, agent.memory)
+    scanned = MemoryStore(agent.memory, index).scan()
+    read = {s.id: kept_values(index, s, DECAY_FIELDS) for s in scanned.entries}
+    assert {entry_id for entry_id, values in read.items() if values is not None} == {s.id for s in OLD}
+    for stored in scanned.entries:
+        values = read[stored.id]
+        if values is not None:
+            assert values == decay_values(stored.entry) and list(values) == list(DECAY_FIELDS)
+            assert type(values["importanceScore"]) is type(decay_values(stored.entry)["importanceScore"])
+    # The same file, parsed by another scan: not the object the kept decay's bytes were read for, not vouched for.
+    other = next(s for s in MemoryStore(agent.memory).scan().entries if s.id == OLD[0].id)
+    assert kept_values(index, other, DECAY_FIELDS) is None

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.memory import Entry
-from dreamkeeper.memory.jsontext import dumps_indented, with_values
+from dreamkeeper.memory.jsontext import dumps_indented, values_at, with_values
 
 SCALARS = st.one_of(
     st.none(),
@@ -131,3 +131,17 @@ def test_with_values_refuses_what_it_cannot_vouch_for() -> None:
     twice = text.replace(b'  "updatedAt"', b'  "importanceScore": 0.6,\n  "updatedAt"')  # a key twice: refused
     assert with_values(twice, [("importanceScore", 0.6, 0.5)]) is None
     assert with_values(text.replace(b'0.6,\n  "updatedAt', b'0.61,\n  "updatedAt'), changes[:1]) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, VALUES, min_size=1, max_size=6), st.data())
+def test_values_at_reads_the_scalars_an_object_holds(obj: dict[str, Any], data: st.DataObject) -> None:
+    text = (_standard(obj) + "\n").encode()
+    keys = data.draw(st.lists(st.sampled_from(sorted(obj)), unique=True, min_size=1, max_size=3))
+    got = values_at(text, keys)
+    if all(isinstance(obj[key], (str, int, float, bool, type(None))) for key in keys):
+        assert got is not None and list(got) == keys
+        assert json.dumps(got) == json.dumps({key: obj[key] for key in keys})  # NaN too, and each type
+    else:
+        assert got is None
+    assert values_at(text, [*keys, "\0never a key"]) is None

@@ -32,6 +32,7 @@ from dreamkeeper.memory import (
     MemoryStore,
     StoredEntry,
     format_timestamp,
+    kept_values,
 )
 
 _DECAY_KEYS: Final = frozenset(name.lower() for name in DECAY_FIELDS)
@@ -212,7 +213,9 @@ def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
     """A decay's journal step, built from values that are already what the model holds (a parsed entry's id, a path,
     the fingerprint read, two values): constructed, not validated. A cold start journals one per entry of the
     corpus, all held until the decay has run (issue 27: ~2.3 KB each as validated models at 100,000 entries);
-    the same step, the same JSON (tests/consolidation/test_cold_memory.py)."""
+    the same step, the same JSON (tests/consolidation/test_cold_memory.py). The values before are read from the
+    file's bytes when they are a kept decay's (``kept_values``: a steady cycle decays the same files each time)."""
+    before = kept_values(store.corpus_index, decay.target, DECAY_FIELDS)
     return Step.model_construct(
         _DECAY_STEP_FIELDS,
         op="decay",
@@ -220,7 +223,7 @@ def decay_step(store: MemoryStore, decay: DecayAction, group: int) -> Step:
         path=relative_path(store, decay.target.path),
         group=group,
         expected=_fingerprint_model(decay.target.fingerprint),
-        before=decay_values(decay.target.entry),
+        before=decay_values(decay.target.entry) if before is None else before,
         after=_decayed_values(decay),
     )
 

@@ -12,7 +12,7 @@ from dreamkeeper.memory.atomic import (
 )
 from dreamkeeper.memory.checked_files import checked_payload, write_checked
 from dreamkeeper.memory.corpus_index import RACY_WINDOW_NS, CorpusIndex, open_corpus_index, stat_key
-from dreamkeeper.memory.corpus_index_own import derived_bytes
+from dreamkeeper.memory.corpus_index_own import derived_bytes, kept_values
 from dreamkeeper.memory.entry import (
     ARCHIVED_BY_CYCLE,
     BOOKKEEPING_KEYS,
@@ -184,6 +184,7 @@ __all__ = [
     "format_timestamp",
     "fsync_directory",
     "id_key",
+    "kept_values",
     "loads_json",
     "memory_root",
     "note_restored",

@@ -34,7 +34,7 @@ from dreamkeeper.memory.atomic import read_with_stat
 from dreamkeeper.memory.corpus_index_files import write_streamed
 from dreamkeeper.memory.corpus_index_records import REDUCERS, Record, UndecodableRecord
 from dreamkeeper.memory.files import MiB, UnsafeFileError, read_regular
-from dreamkeeper.memory.jsontext import with_values
+from dreamkeeper.memory.jsontext import values_at, with_values
 
 if TYPE_CHECKING:
     from dreamkeeper.memory.atomic import Fingerprint
@@ -146,6 +146,18 @@ def derived_bytes(
     if held is None or held[0] is not stored:
         return None
     return with_values(held[1], changes)
+
+
+def kept_values(index: CorpusIndex | None, stored: StoredEntry, keys: Sequence[str]) -> dict[str, Any] | None:
+    """The values of ``keys`` in ``stored``'s entry's JSON (``to_json_obj``), read from its file's bytes when the
+    last scan took ``stored`` from a kept decay (``jsontext.values_at``); None otherwise, or when the bytes do not
+    hold each key once with a scalar (then the caller asks the entry)."""
+    if index is None:
+        return None
+    held = index.bases.get(stored.name)
+    if held is None or held[0] is not stored:
+        return None
+    return values_at(held[1], keys)
 
 
 def save_own(path: Path, root: str, records: dict[str, Record]) -> None:

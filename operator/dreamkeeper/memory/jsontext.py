@@ -108,4 +108,26 @@ def with_values(text: bytes, changes: Sequence[tuple[str, Any, Any]]) -> bytes |
     return text
 
 
-__all__ = ["dumps_indented", "with_values"]
+def values_at(text: bytes, keys: Sequence[str]) -> dict[str, Any] | None:
+    """The scalar values of ``keys`` (top-level keys) in ``text``, the UTF-8 of ``dumps_indented(obj) + "\n"``:
+    ``{key: obj[key]}`` in ``keys``' order, each read from its own line (``with_values`` says why a top-level key's
+    line is found by its text alone); None when a key is not there once or holds no scalar."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        head = ("\n" + _INDENT + str(encode_basestring(key)) + ": ").encode("utf-8")
+        at = text.find(head)
+        if at < 0 or text.find(head, at + 1) >= 0:
+            return None
+        start = at + len(head)
+        end = text.find(b"\n", start)
+        if end < 0:
+            return None
+        if text[end - 1 : end] == b",":
+            end -= 1
+        if start == end or text[start] in b"{[":
+            return None  # a container's first line: not a scalar
+        out[key] = json.loads(text[start:end])
+    return out
+
+
+__all__ = ["dumps_indented", "values_at", "with_values"]

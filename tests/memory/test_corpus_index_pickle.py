@@ -324,10 +324,14 @@ _AT_DECODE = (
     "origin-created-on-shared",
     "evil-call",
     "view-flags-lie",
+    "stamp-bytes-garbage",
+    "stamp-bytes-no-month",
 )
 
 
-@pytest.mark.parametrize("planted", ["control", "control-with-digest", "control-with-due", *_AT_LOAD, *_AT_DECODE])
+@pytest.mark.parametrize(
+    "planted", ["control", "control-with-digest", "control-with-due", "control-compact-stamps", *_AT_LOAD, *_AT_DECODE]
+)
 def test_a_planted_index_in_this_format_costs_a_full_read(
     agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -354,6 +358,17 @@ def test_a_planted_index_in_this_format_costs_a_full_read(
         record = _record_args(path, blob_values, state, entry_digest(parsed.entry))
     elif planted == "control-with-due":
         record = _record_args(path, blob_values, state, due=("a-key", 1_900_000_000))
+    elif planted.startswith(("control-compact", "stamp-bytes")):
+        # A UTC timestamp as ``_flat`` writes it: its datetime's own ten bytes; anything else there is refused.
+        at = _FIELD_NAMES.index("updated_at")
+        stamp = blob_values[at]
+        assert type(stamp) is datetime and stamp.tzinfo is UTC
+        compact = {
+            "control-compact-stamps": stamp.__reduce__()[1][0],
+            "stamp-bytes-garbage": b"garbage",
+            "stamp-bytes-no-month": b"\x07\xea\x0d" + bytes(7),
+        }[planted]
+        record = _record_args(path, (*blob_values[:at], compact, *blob_values[at + 1 :]), state)
     elif planted == "due-key-not-str":  # a due's key is a string or none (entry_dues.py)
         record = _record_args(path, blob_values, state, due=(b"a-key", 1_900_000_000))
     elif planted == "due-not-int":

@@ -95,7 +95,7 @@ def with_values(text: bytes, changes: Sequence[tuple[str, Any, Any]]) -> bytes |
     for key, old, new in changes:
         if type(old) not in _SCALARS or type(new) not in _SCALARS or type(key) is not str:
             return None
-        head = ("\n" + _INDENT + str(encode_basestring(key)) + ": ").encode("utf-8")
+        head = _head(key)
         at = text.find(head)
         if at < 0 or text.find(head, at + 1) >= 0:
             return None
@@ -114,7 +114,7 @@ def values_at(text: bytes, keys: Sequence[str]) -> dict[str, Any] | None:
     line is found by its text alone); None when a key is not there once or holds no scalar."""
     out: dict[str, Any] = {}
     for key in keys:
-        head = ("\n" + _INDENT + str(encode_basestring(key)) + ": ").encode("utf-8")
+        head = _head(key)
         at = text.find(head)
         if at < 0 or text.find(head, at + 1) >= 0:
             return None
@@ -126,8 +126,47 @@ def values_at(text: bytes, keys: Sequence[str]) -> dict[str, Any] | None:
             end -= 1
         if start == end or text[start] in b"{[":
             return None  # a container's first line: not a scalar
-        out[key] = json.loads(text[start:end])
+        try:
+            out[key] = _scalar(text[start:end])
+        except ValueError:  # not a scalar's text after all (bytes of another layout): nothing is guessed
+            return None
     return out
+
+
+def _head(key: str) -> bytes:
+    """A top-level key's line up to its value: a line break, the indent, the key's JSON string and ": "."""
+    head = _HEADS.get(key)
+    if head is None:
+        head = ("\n" + _INDENT + str(encode_basestring(key)) + ": ").encode("utf-8")
+        if len(_HEADS) < 64:  # the few keys callers ask for (a decay's two)
+            _HEADS[key] = head
+    return head
+
+
+_HEADS: dict[str, bytes] = {}
+
+
+def _scalar(token: bytes) -> Any:
+    """``json.loads(token)`` for a scalar's text as ``_encode`` writes it, the common forms without the decoder
+    (whose own overhead was most of the cost of reading two values)."""
+    first = token[:1]
+    if first == b'"':
+        if b"\\" not in token and len(token) >= 2 and token.endswith(b'"'):
+            return token[1:-1].decode("utf-8")  # no escape: the string's own characters
+    elif token == b"null":
+        return None
+    elif token == b"true":
+        return True
+    elif token == b"false":
+        return False
+    elif token.lstrip(b"-").isdigit():
+        return int(token)
+    elif first in _NUMBER_STARTS:
+        return float(token)  # a float's repr, NaN, the infinities: what the decoder gives for them (float())
+    return json.loads(token)  # a string with escapes (or anything unforeseen: the decoder's own answer)
+
+
+_NUMBER_STARTS: Final = frozenset(bytes([c]) for c in b"-0123456789NI")
 
 
 __all__ = ["dumps_indented", "values_at", "with_values"]

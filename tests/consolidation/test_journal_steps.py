@@ -135,3 +135,40 @@ def test_a_decay_written_from_the_plans_entry_writes_the_bytes_its_journal_value
     rebuilt = _decay_all(tmp_path / "rebuilt", "c1", decayed=False)
     assert planned == rebuilt
     assert json.loads(planned["whole.json"])["importanceScore"] < 1
+
+
+def test_a_constructed_model_is_what_model_construct_makes() -> None:
+    """``_constructed`` (journal_steps.py) in place of pydantic's ``model_construct``: the same ``__dict__`` in the
+    same order, fields-set, extra and private state, so the same JSON and equality; a model it would not build so
+    (an alias, a default other than None, extras kept, a private attribute) is refused when the module loads."""
+    from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+    from dreamkeeper.consolidation.journal_steps import _constructed, _plain_fields
+
+    given = {"op": "decay", "id": "x", "path": "a/x.json", "group": 3, "before": {"a": 1}, "after": {"a": 2}}
+    fp = {"sha256": "a" * 64, "size": 1, "mtime_ns": 2}
+    fields_set = {*given, "expected"}
+    expected = FingerprintModel.model_construct({*fp}, **fp)
+    built = {**_plain_fields(Step), **given, "expected": _constructed(FingerprintModel, fp, {*fp})}
+    ours = _constructed(Step, built, fields_set)
+    theirs = Step.model_construct(fields_set, **given, expected=expected)
+    assert list(ours.__dict__.items()) == list(theirs.__dict__.items())
+    assert ours.__pydantic_fields_set__ == theirs.__pydantic_fields_set__ == fields_set
+    assert ours == theirs and ours.model_dump_json() == theirs.model_dump_json()
+    assert (ours.__pydantic_extra__, ours.__pydantic_private__) == (theirs.__pydantic_extra__, None)
+
+    class Aliased(BaseModel):
+        a: int = Field(alias="A")
+
+    class Defaulted(BaseModel):
+        a: int = 0
+
+    class Extra(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+    class Private(BaseModel):
+        _p: int = PrivateAttr(default=1)
+
+    for model in (Aliased, Defaulted, Extra, Private):
+        with pytest.raises(TypeError):
+            _plain_fields(model)

@@ -7,7 +7,6 @@ agent's rewrite, a file that spells the keys its own way, RockBot's 7-digit time
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ from dreamkeeper.memory import Entry, MemoryStore, StoredEntry, kept_values
 from dreamkeeper.memory import corpus_index as ci
 from dreamkeeper.memory.entry import format_timestamp
 from dreamkeeper.memory.jsontext import with_values
-from tests.consolidation.corpus import BASE_TIME, write_corpus
+from tests.consolidation.corpus import BASE_TIME
 from tests.consolidation.test_kept_decays import NEW, OLD, Agent, parsed
+from tests.consolidation.test_kept_decays import agent as agent  # the fixture: three cycles, kept decays
 
 
 class Rewrites:
@@ -40,15 +40,6 @@ class Rewrites:
 
     def whole(self) -> set[str]:
         return {entry_id for entry_id, _, data in self.calls if data is None}
-
-
-@pytest.fixture
-def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
-    agent = Agent(tmp_path / "agent", monkeypatch)
-    write_corpus(agent.path, OLD + NEW)
-    for _ in range(3):
-        agent.cycle()
-    return agent
 
 
 def _files(agent: Agent) -> dict[str, bytes]:

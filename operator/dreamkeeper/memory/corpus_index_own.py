@@ -140,24 +140,22 @@ def derived_bytes(
     entry's ``to_json_bytes()`` (``read_kept``). None otherwise: the caller encodes the changed entry itself. The
     caller's changes must be all that differs between the two entries' ``to_json_obj()``: a decay's two values, as
     its journal step records them (tests/consolidation/test_decay_bytes.py)."""
-    if index is None:
-        return None
-    held = index.bases.get(stored.name)
-    if held is None or held[0] is not stored:
-        return None
-    return with_values(held[1], changes)
+    data = _kept_bytes(index, stored)
+    return None if data is None else with_values(data, changes)
 
 
 def kept_values(index: CorpusIndex | None, stored: StoredEntry, keys: Sequence[str]) -> dict[str, Any] | None:
     """The values of ``keys`` in ``stored``'s entry's JSON (``to_json_obj``), read from its file's bytes when the
     last scan took ``stored`` from a kept decay (``jsontext.values_at``); None otherwise, or when the bytes do not
     hold each key once with a scalar (then the caller asks the entry)."""
-    if index is None:
-        return None
-    held = index.bases.get(stored.name)
-    if held is None or held[0] is not stored:
-        return None
-    return values_at(held[1], keys)
+    data = _kept_bytes(index, stored)
+    return None if data is None else values_at(data, keys)
+
+
+def _kept_bytes(index: CorpusIndex | None, stored: StoredEntry) -> bytes | None:
+    """The bytes of ``stored``'s file when the last scan took ``stored`` itself (this very object) from a kept decay."""
+    held = None if index is None else index.bases.get(stored.name)
+    return held[1] if held is not None and held[0] is stored else None
 
 
 def save_own(path: Path, root: str, records: dict[str, Record]) -> None:

@@ -183,6 +183,7 @@ __all__ = [
     "UNSTATED",
     "derived_bytes",
     "kept_records",
+    "kept_values",
     "load_own",
     "own_path",
     "read_kept",

@@ -12,9 +12,11 @@ One synthetic corpus (bench/sim/world.py) is written once; each tree (this check
   call inside another traced one is not traced). The default: the report stage's two transients at 100,000 entries
   (session 35): the write-back index update and the final-state scan.
 
-Traced bytes are the same run after run for one corpus and code (no allocator's arenas, no fragmentation; the child
-runs with ``PYTHONHASHSEED=0``): the comparison that peak RSS, ±30 MiB between runs of one tree at 100,000 entries,
-cannot make. Tracing costs memory of its own, so RSS comes from the untraced runs only.
+Traced bytes are nearly the same run after run for one corpus and code (no allocator's arenas, no fragmentation; the
+child runs with ``PYTHONHASHSEED=0``): the comparison that peak RSS, ±30 MiB between runs of one tree at 100,000
+entries, cannot make. Nearly: a peak moves by a few hundred bytes between runs of one code (measured at 300 entries:
+522,246-522,540 bytes), so a peak rounded to 0.01 MiB can differ by one step; ``peakBytes`` holds it unrounded.
+Tracing costs memory of its own, so RSS comes from the untraced runs only.
 """
 
 from __future__ import annotations
@@ -75,7 +77,14 @@ def _traced(spec: str, calls: list[dict[str, Any]]) -> None:
         finally:
             current, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
-            calls.append({"peakMiB": round(peak / MiB, 2), "atExitMiB": round(current / MiB, 2)})
+            calls.append(
+                {
+                    "peakMiB": round(peak / MiB, 2),
+                    "atExitMiB": round(current / MiB, 2),
+                    "peakBytes": peak,
+                    "atExitBytes": current,
+                }
+            )
 
     setattr(owner, name, wrapper)
 
@@ -132,6 +141,7 @@ def _summary(calls: list[dict[str, Any]]) -> dict[str, Any]:
         "calls": len(calls),
         "peakMiB": max((c["peakMiB"] for c in traced), default=None),
         "atExitMiB": max((c["atExitMiB"] for c in traced), default=None),
+        "peakBytes": max((c["peakBytes"] for c in traced), default=None),
     }
 
 

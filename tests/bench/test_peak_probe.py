@@ -26,9 +26,12 @@ def test_traced_peaks_and_stage_rss_side_by_side(tmp_path: Path) -> None:
         assert update["calls"] == 1 and update["peakMiB"] > 0  # a cycle that merged folds its journal in
         final = side["traced"]["dreamkeeper.consolidation.writes:Writes._final_state"]
         assert final["calls"] >= 1 and final["peakMiB"] >= final["atExitMiB"] >= 0
-    # One code, one corpus, one hash seed: the traced bytes are the same on both sides.
+    # One code, one corpus, one hash seed: the traced bytes are nearly the same on both sides. Nearly: a peak moves
+    # by a few hundred bytes run to run (session 41 measured 522,246-522,540 at this size), and once, in CI, that
+    # straddled a 0.01 MiB rounding step (0.5 against 0.49); the unrounded bytes are compared, within 1%.
     update = "dreamkeeper.consolidation.writes:Writes._update_index"
-    assert sides["baseline"]["traced"][update]["peakMiB"] == sides["this"]["traced"][update]["peakMiB"]
+    base_peak, this_peak = (sides[label]["traced"][update]["peakBytes"] for label in ("baseline", "this"))
+    assert abs(base_peak - this_peak) <= this_peak / 100
     text = (out / "peak-probe.md").read_text()
     assert "itself" in text and "Writes._update_index" in text
     assert not list(tmp_path.glob("dk-peak-*"))

@@ -38,6 +38,12 @@ settings.py) measures the same cycle where decay writes an entry only once it ha
 ``--dotnet-stamps`` writes the corpus's timestamps as RockBot does (.NET's 7 fraction digits, kept raw by the parser
 and compared again at each write), not as Python's isoformat does.
 
+``--corpus-age-days D`` makes each entry 1 to D days before today instead of the fixed old corpus's 1-700 days before
+2026-09-01, most of which has decayed to the floor (about 6% of it still decays every cycle). In a young corpus
+(D = 365) about half the live entries are past their grace period and above the floor, as in the year simulation's
+corpus at RockBot's twice-daily cadence (bench/results/limits-s42.md): every one of them is rewritten every cycle in
+RockBot's decay mode. The json records each measured cycle's live entries beside what it wrote.
+
 ``--hours-between H`` moves the measured cycles' clock (``CycleOptions.now``): repetition r runs (r + 1) x H hours
 after the corpus settled, on every engine's copy alike, as a deployment whose cycles are H hours apart sees them.
 Without it the measured cycles run seconds after the settling ones, and every memo that holds "until" a time
@@ -237,11 +243,17 @@ def measure(
     min_step: float = 0.0,
     dotnet_stamps: bool = False,
     hours_between: float = 0.0,
+    age_days: int | None = None,
 ) -> dict[str, Any]:
     from bench.sim.world import write_synthetic_corpus
 
     agent = workdir / f"agent-{size}"
-    write_synthetic_corpus(agent / "memory", size, seed, dotnet_stamps=dotnet_stamps)
+    # ``--corpus-age-days``: a corpus made that many days up to today (a young one), not the fixed old one
+    ages: dict[str, Any] = {}
+    if age_days is not None:
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        ages = {"anchor": today, "max_age_days": age_days}
+    write_synthetic_corpus(agent / "memory", size, seed, dotnet_stamps=dotnet_stamps, **ages)
     cold = _run("cycle", agent, apply, min_step=min_step)
     print(f"[steady] {size}: cold cycle {cold['cpuSeconds']:.1f}s CPU, {cold['result']}", file=sys.stderr, flush=True)
     settling = []
@@ -286,6 +298,7 @@ def measure(
         "loadCpuSeconds": round(load, 3),
         "loadPeakRssMiB": round(best["load"]["peakRssMiB"], 1),
         "hoursBetween": hours_between,
+        "corpusAgeDays": age_days,
     }
     for kind, name in (("cycle", "steady"), ("cycle-noindex", "steadyNoIndex"), ("baseline", "baseline")):
         if kind in best:
@@ -296,6 +309,7 @@ def measure(
                 "peakRssMiB": round(b["peakRssMiB"], 1),
                 "result": b["result"],
                 "wrote": b.get("wrote"),
+                "live": b.get("live"),
                 "reviewed": b.get("reviewed"),
                 "stagesCpu": b["stagesCpu"],
                 "allCpu": [round(s["cpuSeconds"], 3) for s in samples[kind]],
@@ -329,6 +343,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"{n['overLoad']} | {b.get('cpuSeconds', '-')} | {b.get('overLoad', '-')} | {s['peakRssMiB']} / "
             f"{n['peakRssMiB']} / {b.get('peakRssMiB', '-')} | {s['result']} | {s.get('wrote', '-')} |"
         )
+    ages = {r.get("corpusAgeDays") for r in result["runs"]} - {None}
+    if ages:
+        lines += [
+            "",
+            f"A young corpus (``--corpus-age-days {', '.join(map(str, sorted(ages)))}``); live entries of the "
+            "measured cycle: " + "; ".join(f"{r['size']}: {r['steady'].get('live')}" for r in result["runs"]),
+        ]
     lines += ["", "CPU seconds per stage of the steady cycle (index / no index):", ""]
     for r in result["runs"]:
         lines.append(f"- {r['size']}: {r['steady']['stagesCpu']} / {r['steadyNoIndex']['stagesCpu']}")
@@ -368,6 +389,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--hours-between", type=float, default=0.0, help="the measured cycles run this many hours apart (their clock)"
     )
+    parser.add_argument(
+        "--corpus-age-days",
+        type=int,
+        default=None,
+        help="entries made 1 to this many days before today (a young corpus; default: the old fixed one)",
+    )
     parser.add_argument("--name", default="scale-steady")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -395,6 +422,7 @@ def main(argv: Sequence[str]) -> int:
                 args.decay_min_step,
                 args.dotnet_stamps,
                 args.hours_between,
+                args.corpus_age_days,
             )
             for size in args.sizes.split(",")
         ]

@@ -243,7 +243,14 @@ def _copies(rng: random.Random, family: Family) -> list[str]:
 
 
 def write_synthetic_corpus(
-    memory_dir: Path, size: int, seed: int = 7, embedded: float = 0.5, *, dotnet_stamps: bool = False
+    memory_dir: Path,
+    size: int,
+    seed: int = 7,
+    embedded: float = 0.5,
+    *,
+    dotnet_stamps: bool = False,
+    anchor: datetime | None = None,
+    max_age_days: int = 700,
 ) -> dict[str, int]:
     """Write ``size`` live entry files in RockBot's layout (no review stamps: a cold start), with float32
     embeddings for the facts of about ``embedded`` of the families. Plain writes: this is a fixture, not the store.
@@ -252,12 +259,16 @@ def write_synthetic_corpus(
     trailing zeros trimmed, none at all when it is zero), with a sub-second part in 100 ns ticks as ``UtcNow`` has
     it, which the parser keeps raw; not Python's 6 digits. The same corpus otherwise (the ticks come from the id, not
     the random stream).
+    ``anchor`` and ``max_age_days``: each entry is created (and last seen) 1 to ``max_age_days`` days before
+    ``anchor`` (by default 2026-09-01 and 700: an old corpus, most of it decayed to the floor by now). A corpus made
+    1-365 days before today is a young one, where about half the live entries are still decaying, as in the year
+    simulation's corpus (bench/results/limits-s42.md). The same generator, drawn differently (the ages).
     Returns counts (entries, families, embeddings)."""
     import json
     import struct
 
     rng = random.Random(seed)
-    anchor = datetime(2026, 9, 1, tzinfo=UTC)
+    anchor = anchor or datetime(2026, 9, 1, tzinfo=UTC)
     written = embeddings = families = 0
     vectors_dir = memory_dir / ".embeddings"
     vectors_dir.mkdir(parents=True, exist_ok=True)
@@ -279,7 +290,7 @@ def write_synthetic_corpus(
                 if written >= size:
                     break
                 entry_id = f"{rng.getrandbits(48):012x}"
-                created = anchor - timedelta(days=rng.randint(1, 700), seconds=rng.randint(0, 86399))
+                created = anchor - timedelta(days=rng.randint(1, max_age_days), seconds=rng.randint(0, 86399))
                 stamp = created.isoformat(timespec="microseconds")
                 if dotnet_stamps:  # "...02.000000+00:00" -> "...02.4102967+00:00" ("...02.41+00:00", "...02+00:00")
                     fraction = f"{int(entry_id, 16) % 10_000_000:07d}".rstrip("0")

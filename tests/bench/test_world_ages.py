@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from bench.sim.world import write_synthetic_corpus
 
 OLD_ANCHOR = datetime(2026, 9, 1, tzinfo=UTC)

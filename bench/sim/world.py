@@ -261,8 +261,8 @@ def write_synthetic_corpus(
     the random stream).
     ``anchor`` and ``max_age_days``: each entry is created (and last seen) 1 to ``max_age_days`` days before
     ``anchor`` (by default 2026-09-01 and 700: an old corpus, most of it decayed to the floor by now). A corpus made
-    1-365 days before today is a young one, where about half the live entries are still decaying, as in the year
-    simulation's corpus (bench/results/limits-s42.md). The same generator, drawn differently (the ages).
+    1-365 days before today is a young one, where about a third of the live entries are still decaying (about half
+    in the year simulation's corpus: bench/results/limits-s42.md). The same generator, drawn differently (the ages).
     Returns counts (entries, families, embeddings)."""
     import json
     import struct

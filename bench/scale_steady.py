@@ -38,13 +38,16 @@ settings.py) measures the same cycle where decay writes an entry only once it ha
 ``--dotnet-stamps`` writes the corpus's timestamps as RockBot does (.NET's 7 fraction digits, kept raw by the parser
 and compared again at each write), not as Python's isoformat does.
 
-``--corpus-age-days D`` makes each entry 1 to D days before today instead of the fixed old corpus's 1-700 days before
-2026-09-01, most of which has decayed to the floor (about 6% of it still decays every cycle). In a young corpus
-(D = 365) about a third of the live entries are past their grace period and above the floor (34% at 10,000 entries;
-about half in the year simulation's corpus: bench/results/limits-s42.md), and every one of them is rewritten every
-cycle in RockBot's decay mode. The json records each measured cycle's live entries beside what it wrote. When the
-repetitions write different numbers of files (the frugal mode at a cadence of hours: decays fall due in waves), the
-least CPU kept is the cycle that wrote least; the json's ``allCpu`` and ``allWrote`` hold every repetition.
+``--corpus-age-days D`` makes each entry 1 to D days before today instead of the fixed old corpus's 1-700 days
+before 2026-09-01, most of which has decayed to the floor (about 6% of it still decays every cycle in December 2026;
+it ages with the calendar, and from about 2027-02-27, when its newest entries of importance 1.0 reach the floor,
+none of it decays: RockBot's mode then writes nothing there, and results of other dates are not comparable in what
+they write). In a young corpus (D = 365) about a third of the live entries are past their grace period and above the
+floor (34% at 10,000 entries; about half in the year simulation's corpus: bench/results/limits-s42.md), and every
+one of them is rewritten every cycle in RockBot's decay mode. The json records each measured cycle's live entries
+beside what it wrote. When the repetitions write different numbers of files (the frugal mode at a cadence of hours:
+decays fall due in waves), the least CPU kept is the cycle that wrote least; the json's ``allCpu`` and ``allWrote``
+hold every repetition.
 
 ``--hours-between H`` moves the measured cycles' clock (``CycleOptions.now``): repetition r runs (r + 1) x H hours
 after the corpus settled, on every engine's copy alike, as a deployment whose cycles are H hours apart sees them.
